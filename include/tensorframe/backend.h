@@ -1,0 +1,194 @@
+/* tensorframe backend SDK — what a compute backend implements.
+ *
+ * A backend is either a plugin (a shared object named libtensorframe-NAME.so
+ * exporting TF_BACKEND_PLUGIN_ENTRY) or a set of structs registered
+ * in-process with tf_backend_register(). Plugins never link against the
+ * core: every service they need comes through tf_host_api.
+ *
+ * Versioning: every vtable starts with abi_major and abi_minor. The major
+ * must equal TF_BACKEND_ABI_MAJOR exactly; methods are only ever appended,
+ * and the core calls a method added in minor N only where the backend's
+ * abi_minor >= N and the slot is non-NULL. Slots marked (optional) may be
+ * NULL in any version.
+ *
+ * Op contract (what the core guarantees before calling run()):
+ *  - The op was validated: dtypes accepted, shapes compatible, axis in range.
+ *  - Every descriptor is on this device; strides are in elements and may be
+ *    0 (broadcast) or arbitrary; offsets are in bytes.
+ *  - BROADCAST ops: inputs have the output's ndim and shape (broadcast axes
+ *    have stride 0) and the output's dtype.
+ *  - MATMUL: a [..., M, K], b [..., K, N], out [..., M, N], same ndim >= 2,
+ *    batch axes already broadcast, one dtype.
+ *  - REDUCE: the output has the input's ndim with extent 1 on every reduced
+ *    axis; params.axis is the axis, or TF_ALL_AXES.
+ *  - The output is freshly allocated, contiguous, row-major, and does not
+ *    alias an input.
+ */
+#ifndef TENSORFRAME_BACKEND_H
+#define TENSORFRAME_BACKEND_H
+
+#include <stdarg.h>
+
+#include "tensorframe/tensorframe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TF_BACKEND_ABI_MAJOR 1
+#define TF_BACKEND_ABI_MINOR 0
+
+#define TF_OP_MAX_INPUTS 4
+/* The symbol every plugin exports. */
+#define TF_BACKEND_PLUGIN_ENTRY "tf_backend_plugin_init"
+
+/* A backend's own buffer object; the core only passes the pointer around. */
+typedef struct tf_backend_buffer tf_backend_buffer;
+/* Optional asynchronous objects; NULL stream means the device's default. */
+typedef struct tf_backend_stream tf_backend_stream;
+typedef struct tf_backend_event tf_backend_event;
+
+typedef struct tf_tensor_desc {
+    tf_backend_buffer *buffer;
+    uint64_t offset;                  /* bytes from the buffer's start */
+    tf_dtype dtype;
+    int32_t ndim;
+    int64_t shape[TF_MAX_DIMS];
+    int64_t strides[TF_MAX_DIMS];     /* elements; 0 = broadcast */
+} tf_tensor_desc;
+
+/* Op parameters; fields are appended as ops are added. */
+typedef struct tf_op_params {
+    int32_t axis;                     /* REDUCE: axis or TF_ALL_AXES */
+    bool keepdim;                     /* REDUCE: informational; out is keepdim-shaped */
+    double value;                     /* FILL: the value; ARANGE: start */
+    double step;                      /* ARANGE: step */
+    uint64_t seed;                    /* RAND_*: Philox key */
+} tf_op_params;
+
+typedef struct tf_op {
+    tf_op_kind kind;
+    int32_t n_inputs;
+    tf_tensor_desc inputs[TF_OP_MAX_INPUTS];
+    tf_tensor_desc output;
+    tf_op_params params;              /* last: it grows */
+} tf_op;
+
+/* Device-level description a backend reports. */
+typedef struct tf_backend_device_info {
+    char description[256];            /* the driver's name for the device */
+    tf_device_type type;
+    uint64_t memory_total;            /* bytes, from the OS or driver */
+    uint64_t memory_free;             /* bytes, read when called */
+    tf_device_caps caps;
+} tf_backend_device_info;
+
+typedef struct tf_device_iface {
+    uint32_t abi_major, abi_minor;
+    /* Fill info; memory_free is read fresh on each call. */
+    tf_status (*get_info)(void *dev_ctx, tf_backend_device_info *info);
+    /* Buffers. alloc of 0 bytes must succeed. */
+    tf_status (*buffer_alloc)(void *dev_ctx, size_t nbytes, tf_backend_buffer **out);
+    void (*buffer_free)(void *dev_ctx, tf_backend_buffer *buf);
+    /* (optional) Host address of the buffer's first byte if host memory. */
+    void *(*buffer_host_ptr)(void *dev_ctx, tf_backend_buffer *buf);
+    /* Blocking copies between host memory and a buffer (waits for queued
+     * work that writes the buffer). */
+    tf_status (*buffer_upload)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, const void *src,
+                               size_t nbytes);
+    tf_status (*buffer_download)(void *dev_ctx, tf_backend_buffer *src, size_t src_offset, void *dst,
+                                 size_t nbytes);
+    /* (optional) Copy within the device; NULL makes the core stage through
+     * the host. */
+    tf_status (*buffer_copy)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, tf_backend_buffer *src,
+                             size_t src_offset, size_t nbytes);
+    /* (optional) Wrap caller-owned host memory as a buffer without copying;
+     * buffer_free on it must not free the memory. */
+    tf_status (*buffer_from_host_ptr)(void *dev_ctx, void *ptr, size_t nbytes, tf_backend_buffer **out);
+    /* Ops: can this device run this op (kind, dtypes, shapes, strides)? A
+     * false answer sends the op to the CPU through the core. */
+    bool (*supports)(void *dev_ctx, const tf_op *op);
+    tf_status (*run)(void *dev_ctx, tf_backend_stream *stream, const tf_op *op);
+    /* (optional) Wait for all queued work; NULL means synchronous. */
+    tf_status (*synchronize)(void *dev_ctx);
+    /* (optional) Streams and events for asynchronous devices. */
+    tf_status (*stream_create)(void *dev_ctx, tf_backend_stream **out);
+    void (*stream_destroy)(void *dev_ctx, tf_backend_stream *s);
+    tf_status (*event_create)(void *dev_ctx, tf_backend_event **out);
+    tf_status (*event_record)(void *dev_ctx, tf_backend_event *e, tf_backend_stream *s);
+    tf_status (*event_wait)(void *dev_ctx, tf_backend_event *e, tf_backend_stream *s);
+    tf_status (*event_synchronize)(void *dev_ctx, tf_backend_event *e);
+    void (*event_destroy)(void *dev_ctx, tf_backend_event *e);
+} tf_device_iface;
+
+typedef struct tf_backend_device {
+    const tf_device_iface *iface;
+    void *ctx;
+} tf_backend_device;
+
+typedef struct tf_backend_iface {
+    uint32_t abi_major, abi_minor;
+    /* Called once at tf_shutdown (or when the core rejects the backend). */
+    void (*shutdown)(void *backend_ctx);
+    /* (optional) Backend-specific extras by name; NULL if unknown. */
+    void *(*get_proc_address)(void *backend_ctx, const char *name);
+} tf_backend_iface;
+
+/* What a backend hands the core. The core copies the struct; the device
+ * array and strings must stay valid until shutdown() is called. */
+typedef struct tf_backend_reg {
+    uint32_t abi_major, abi_minor;
+    const char *name;                 /* [a-z0-9_]+, unique: "opencl" */
+    const tf_backend_iface *iface;
+    void *ctx;
+    int device_count;                 /* may be 0 */
+    const tf_backend_device *devices;
+    /* Why device_count is 0 (or anything else tf-info should show); may be NULL. */
+    const char *note;
+} tf_backend_reg;
+
+/* Services the core offers plugins (so they never link the core). */
+typedef enum tf_log_level { TF_LOG_DEBUG = 0, TF_LOG_INFO, TF_LOG_WARN, TF_LOG_ERROR } tf_log_level;
+
+typedef struct tf_host_api {
+    uint32_t abi_major, abi_minor;
+    /* Messages go to stderr when at or above TF_LOG_LEVEL (default warn). */
+    void (*log)(tf_log_level level, const char *fmt, ...);
+    /* Set the calling thread's tf_last_error() detail; returns `s`. */
+    tf_status (*set_error)(tf_status s, const char *fmt, ...);
+} tf_host_api;
+
+typedef tf_status (*tf_backend_plugin_init_fn)(const tf_host_api *host, tf_backend_reg *out);
+
+/* Register a backend from inside the process. Its devices get names
+ * "<name>:<i>" and take part in selection and fallback like any other.
+ * TF_ERR_ABI_MISMATCH if reg->abi_major differs, TF_ERR_ALREADY_EXISTS if
+ * the name is taken. Thread safe. */
+TF_API tf_status tf_backend_register(const tf_backend_reg *reg);
+/* A backend's extra by name through its get_proc_address (NULL if the
+ * backend is unknown, has no such slot or no such extra). */
+TF_API void *tf_backend_proc_address(const char *backend_name, const char *name);
+/* Host services for in-process backends (the same table plugins receive). */
+TF_API const tf_host_api *tf_host(void);
+
+/* Helpers for backends: the element count and whether a descriptor is
+ * contiguous row-major. Header-only so plugins need not link the core. */
+static inline int64_t tf_desc_numel(const tf_tensor_desc *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    return n;
+}
+
+static inline bool tf_desc_is_contiguous(const tf_tensor_desc *d) {
+    int64_t expect = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        if (d->shape[i] != 1 && d->strides[i] != expect) return false;
+        expect *= d->shape[i];
+    }
+    return true;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENSORFRAME_BACKEND_H */

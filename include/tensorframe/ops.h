@@ -1,0 +1,56 @@
+/* tensorframe — the op table.
+ *
+ * One X-macro names every op. From it come the op enum, the op names, the
+ * core's validation and dispatch, the conformance cases and the op list in
+ * the docs. Adding an op is one row here plus its kernels.
+ *
+ * Columns:
+ *   ENUM    suffix of TF_OP_<ENUM>
+ *   name    lower-case name (tf_op_name, docs, conformance output)
+ *   arity   number of tensor inputs (0 = creation op)
+ *   shape   shape rule:  BROADCAST  NumPy broadcasting of the inputs
+ *                        MATMUL     NumPy matmul (1-D, 2-D, batched + broadcast)
+ *                        REDUCE     one axis or all, keepdim
+ *                        SAME       output shape = input shape
+ *                        CREATE     shape given by the caller
+ *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
+ *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
+ *                        SUM            floats keep their dtype, integers/bool -> i64
+ *                        SAME           input dtype
+ *                        CAST           dtype chosen by the caller
+ *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
+ *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
+ *           POW (positive base, small exponent)
+ *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
+ *           eps is the dtype's machine epsilon. 0 means bit-exact. Integer
+ *           outputs are always compared exactly.
+ */
+#ifndef TENSORFRAME_OPS_H
+#define TENSORFRAME_OPS_H
+
+/* X(ENUM, name, arity, shape, dtype, accepts, domain, nmse_k) */
+#define TF_OP_LIST(X)                                                            \
+    X(ADD,          add,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
+    X(SUB,          sub,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
+    X(MUL,          mul,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
+    X(DIV,          div,          2, BROADCAST, PROMOTE_FLOAT, NUMERIC, NONZERO, 1) \
+    X(MAXIMUM,      maximum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0) \
+    X(MINIMUM,      minimum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0) \
+    X(POW,          pow,          2, BROADCAST, PROMOTE,       NUMERIC, POW,     4) \
+    X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       NUMERIC, ANY,     64) \
+    X(SUM,          sum,          1, REDUCE,    SUM,           ALL,     ANY,     16) \
+    X(MEAN,         mean,         1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
+    X(COPY,         copy,         1, SAME,      CAST,          ALL,     ANY,     1) \
+    X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0) \
+    X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1) \
+    X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1) \
+    X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4)
+
+typedef enum tf_op_kind {
+#define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,
+    TF_OP_LIST(TF__OP_ENUM)
+#undef TF__OP_ENUM
+    TF_OP_COUNT
+} tf_op_kind;
+
+#endif /* TENSORFRAME_OPS_H */

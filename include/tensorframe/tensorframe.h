@@ -1,0 +1,312 @@
+/* tensorframe — a C11 tensor library with pluggable compute backends.
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ *  - Every fallible function returns tf_status (TF_OK == 0, errors negative),
+ *    takes its result through an `out` pointer last and leaves *out NULL on
+ *    failure. tf_last_error() gives the calling thread's detailed message.
+ *  - Bad input is an error, never an abort, and leaves every tensor intact.
+ *  - Tensors are reference counted; views share storage with their base.
+ *  - The library initializes itself on first use; tf_shutdown() frees all.
+ *
+ * Thread safety: unless a function says otherwise, it is safe to call from
+ * several threads at once on different tensors. Reference counting is
+ * atomic, so a tensor may be shared read-only between threads.
+ */
+#ifndef TENSORFRAME_H
+#define TENSORFRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensorframe/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TF_STATIC_DEFINE) || !defined(__GNUC__)
+#define TF_API
+#else
+#define TF_API __attribute__((visibility("default")))
+#endif
+
+#define TF_VERSION_MAJOR 0
+#define TF_VERSION_MINOR 1
+#define TF_VERSION_PATCH 0
+
+/* Most dimensions a tensor may have. */
+#define TF_MAX_DIMS 8
+/* Pass as `axis` to reduce over every axis. */
+#define TF_ALL_AXES (-1000)
+
+/* ------------------------------------------------------------------------ */
+/* Status codes: one list makes the enum, the names and the messages.      */
+
+#define TF_STATUS_LIST(X)                                                        \
+    X(OK,                    0,   "success")                                     \
+    X(ERR_INVALID_ARGUMENT,  -1,  "invalid argument")                            \
+    X(ERR_NULL_ARGUMENT,     -2,  "a required pointer argument is NULL")         \
+    X(ERR_UNKNOWN_DEVICE,    -3,  "unknown device")                              \
+    X(ERR_DTYPE,             -4,  "unsupported or mismatched dtype")             \
+    X(ERR_SHAPE,             -5,  "incompatible shapes")                         \
+    X(ERR_AXIS,              -6,  "axis out of range")                           \
+    X(ERR_SIZE,              -7,  "negative or overflowing size")                \
+    X(ERR_TOO_MANY_DIMS,     -8,  "too many dimensions")                         \
+    X(ERR_BUFFER_TOO_SMALL,  -9,  "destination buffer too small")                \
+    X(ERR_OUT_OF_MEMORY,     -10, "out of memory")                               \
+    X(ERR_DEVICE_MISMATCH,   -11, "inputs live on different devices")            \
+    X(ERR_UNSUPPORTED,       -12, "operation not supported")                     \
+    X(ERR_NO_DEVICE,         -13, "no device satisfies the request")             \
+    X(ERR_PLUGIN,            -14, "plugin could not be loaded")                  \
+    X(ERR_ABI_MISMATCH,      -15, "backend ABI version mismatch")                \
+    X(ERR_BACKEND,           -16, "backend failure")                             \
+    X(ERR_DEVICE_LOST,       -17, "device lost")                                 \
+    X(ERR_ALREADY_EXISTS,    -18, "already exists")
+
+typedef enum tf_status {
+#define TF__STATUS_ENUM(name, code, msg) TF_##name = code,
+    TF_STATUS_LIST(TF__STATUS_ENUM)
+#undef TF__STATUS_ENUM
+} tf_status;
+
+/* "TF_ERR_SHAPE"; "TF_UNKNOWN_STATUS" for a value not in the list. */
+TF_API const char *tf_status_name(tf_status s);
+/* "incompatible shapes": the generic description of the code. */
+TF_API const char *tf_status_string(tf_status s);
+/* The calling thread's detailed message for its last failed call
+ * ("tf_add: shapes [2,3] and [4] do not broadcast"); "" if none. */
+TF_API const char *tf_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes                                                                   */
+
+/* X(ENUM, name, size in bytes, is_float, is_integer) */
+#define TF_DTYPE_LIST(X)        \
+    X(F32,  f32,  4, 1, 0)      \
+    X(F64,  f64,  8, 1, 0)      \
+    X(F16,  f16,  2, 1, 0)      \
+    X(BF16, bf16, 2, 1, 0)      \
+    X(I8,   i8,   1, 0, 1)      \
+    X(I32,  i32,  4, 0, 1)      \
+    X(I64,  i64,  8, 0, 1)      \
+    X(U8,   u8,   1, 0, 1)      \
+    X(BOOL, bool, 1, 0, 0)
+
+typedef enum tf_dtype {
+#define TF__DTYPE_ENUM(E, n, sz, fl, in) TF_##E,
+    TF_DTYPE_LIST(TF__DTYPE_ENUM)
+#undef TF__DTYPE_ENUM
+    TF_DTYPE_COUNT
+} tf_dtype;
+
+TF_API const char *tf_dtype_name(tf_dtype dt);      /* "f32"; "?" if invalid */
+TF_API size_t tf_dtype_size(tf_dtype dt);           /* bytes; 0 if invalid */
+TF_API bool tf_dtype_is_float(tf_dtype dt);
+TF_API bool tf_dtype_is_integer(tf_dtype dt);       /* bool is not an integer */
+/* Type promotion for binary ops (PyTorch's rule, no value-based casting):
+ * bool < integers < floats by category; within a category the wider type;
+ * u8 with i8 gives i32 (there is no i16); f16 with bf16 gives f32; an
+ * integer with a float gives that float. Returns TF_ERR_DTYPE if invalid. */
+TF_API tf_status tf_promote_types(tf_dtype a, tf_dtype b, tf_dtype *out);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+
+typedef struct tf_device tf_device;
+typedef struct tf_tensor tf_tensor;
+
+typedef enum tf_device_type {
+    TF_DEVICE_TYPE_CPU = 0,
+    TF_DEVICE_TYPE_GPU = 1,
+    TF_DEVICE_TYPE_INTEGRATED_GPU = 2,
+    TF_DEVICE_TYPE_ACCELERATOR = 3
+} tf_device_type;
+
+/* What a device can do; filled from the backend, never guessed. */
+typedef struct tf_device_caps {
+    uint32_t dtypes;          /* bit (1u << dtype) for each dtype it stores */
+    bool async;               /* ops return before the work is done */
+    bool pinned_host_memory;  /* page-locked host staging buffers */
+    bool unified_memory;      /* device memory is host-addressable */
+    bool emulated;            /* a GPU API running on the CPU (PoCL, lavapipe) */
+} tf_device_caps;
+
+typedef struct tf_device_props {
+    char name[64];            /* "opencl:0" */
+    char backend[32];         /* "opencl" */
+    char description[256];    /* driver's words: "pthread-AMD EPYC ..." */
+    tf_device_type type;
+    uint64_t memory_total;    /* bytes, from the OS or driver */
+    uint64_t memory_free;     /* bytes, read at the call */
+    tf_device_caps caps;
+} tf_device_props;
+
+/* Resolve a device spec: "auto", "cpu", "cpu:0", "opencl", "opencl:1",
+ * "cuda:0", "mybackend:0". Unknown specs give TF_ERR_UNKNOWN_DEVICE with
+ * the list of devices present. Devices live until tf_shutdown(). */
+TF_API tf_status tf_device_get(const char *spec, tf_device **out);
+/* The best device by priority with at least `min_free_bytes` free now.
+ * TF_ERR_NO_DEVICE, naming what each device has, if none qualifies. */
+TF_API tf_status tf_device_get_with_memory(uint64_t min_free_bytes, tf_device **out);
+TF_API int tf_device_count(void);
+TF_API tf_device *tf_device_at(int i);              /* NULL if out of range */
+TF_API const char *tf_device_name(const tf_device *d);
+TF_API tf_status tf_device_get_props(const tf_device *d, tf_device_props *out);
+/* Wait for all work queued on the device. */
+TF_API tf_status tf_device_synchronize(tf_device *d);
+/* How many ops of `op` ran on the CPU because `d`'s backend lacks them
+ * (op == TF_OP_COUNT: all ops). */
+TF_API uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op);
+/* Ops dispatched to the device (including those that fell back). */
+TF_API uint64_t tf_device_op_count(const tf_device *d);
+
+/* Backend priority for "auto": a comma-separated list of backend names,
+ * highest first ("cuda,opencl,cpu"). Backends not named are never picked by
+ * "auto". NULL restores the default (TF_BACKEND from the environment if set,
+ * else cuda,rocm,metal,vulkan,opencl,<user backends>,cpu). In the default
+ * list a device of a GPU API that runs on the CPU (PoCL, lavapipe) is never
+ * picked over the CPU backend; a list given here or in TF_BACKEND picks it
+ * if its backend is named before cpu. */
+TF_API tf_status tf_backend_priority_set(const char *csv);
+/* Writes the list in force ("cuda,rocm,...,cpu") into buf. */
+TF_API tf_status tf_backend_priority_get(char *buf, size_t buf_bytes);
+
+/* Where an op whose inputs live on different devices runs. */
+typedef enum tf_mixed_policy {
+    TF_MIXED_HIGHEST_PRIORITY = 0, /* default: the input device ranked highest */
+    TF_MIXED_FIRST_INPUT = 1,      /* the first input's device */
+    TF_MIXED_STRICT = 2            /* TF_ERR_DEVICE_MISMATCH */
+} tf_mixed_policy;
+TF_API tf_status tf_mixed_policy_set(tf_mixed_policy p);
+TF_API tf_mixed_policy tf_mixed_policy_get(void);
+
+/* Backends, loaded or not, for diagnostics (tf-info). */
+typedef struct tf_backend_props {
+    char name[32];            /* "opencl"; the file name if it never loaded */
+    char source[512];         /* "built-in", "in-process" or the plugin path */
+    bool loaded;
+    int device_count;
+    tf_status status;         /* TF_OK or why it was skipped */
+    char reason[512];         /* why it was skipped or has no devices */
+} tf_backend_props;
+TF_API int tf_backend_count(void);
+TF_API tf_status tf_backend_get_props(int i, tf_backend_props *out);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors: creation                                                        */
+
+/* Shapes: ndim in [0, TF_MAX_DIMS]; every extent >= 0; shape may be NULL
+ * when ndim == 0 (a scalar). Memory is uninitialized for tf_empty. */
+TF_API tf_status tf_empty(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out);
+TF_API tf_status tf_zeros(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out);
+TF_API tf_status tf_ones(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out);
+TF_API tf_status tf_full(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, double value,
+                         tf_tensor **out);
+/* Values start, start+step, ... below stop (above, for negative step). */
+TF_API tf_status tf_arange(tf_device *dev, tf_dtype dt, double start, double stop, double step,
+                           tf_tensor **out);
+/* n x m identity. */
+TF_API tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **out);
+/* Copies numel * dtype size bytes of row-major data from host memory. */
+TF_API tf_status tf_tensor_from_data(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
+                                     const void *data, tf_tensor **out);
+/* Counter-based (Philox4x32-10) random numbers: element i of the result
+ * depends only on (seed, i), so the same seed gives the same values on every
+ * device. Uniform in [0, 1); normal with mean 0 and standard deviation 1. */
+TF_API tf_status tf_rand(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
+                         tf_tensor **out);
+TF_API tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, uint64_t seed,
+                          tf_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors: properties, lifetime, reading, moving                           */
+
+TF_API tf_tensor *tf_tensor_retain(tf_tensor *t);   /* returns t */
+TF_API void tf_tensor_release(tf_tensor *t);        /* NULL is a no-op */
+TF_API tf_device *tf_tensor_device(const tf_tensor *t);
+TF_API tf_dtype tf_tensor_dtype(const tf_tensor *t);
+TF_API int tf_tensor_ndim(const tf_tensor *t);
+TF_API const int64_t *tf_tensor_shape(const tf_tensor *t);
+TF_API const int64_t *tf_tensor_strides(const tf_tensor *t);  /* in elements */
+TF_API int64_t tf_tensor_offset(const tf_tensor *t);          /* in bytes */
+TF_API int64_t tf_tensor_numel(const tf_tensor *t);
+TF_API bool tf_tensor_is_contiguous(const tf_tensor *t);
+/* Copies the tensor, row-major and contiguous, to host memory. Waits for
+ * queued work. TF_ERR_BUFFER_TOO_SMALL if dst_bytes < numel * dtype size. */
+TF_API tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes);
+/* A copy of t on dev (a new reference to t itself if t is already there). */
+TF_API tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Views (share storage) and copies                                         */
+
+/* One extent may be -1 (inferred). A view when the strides allow, else a
+ * contiguous copy. */
+TF_API tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape, tf_tensor **out);
+/* perm has tf_tensor_ndim(t) entries, a permutation of 0..ndim-1 (negative
+ * entries count from the end). */
+TF_API tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out);
+TF_API tf_status tf_transpose(const tf_tensor *t, int dim0, int dim1, tf_tensor **out);
+/* Python's t[start:stop:step] along one axis; start/stop are clamped and may
+ * be negative (from the end); step >= 1. */
+TF_API tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, int64_t step,
+                          tf_tensor **out);
+/* Broadcast to `shape` (NumPy broadcast_to): a view with stride 0. */
+TF_API tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape, tf_tensor **out);
+/* Remove axis `axis` (must have extent 1), or every extent-1 axis when
+ * axis == TF_ALL_AXES. */
+TF_API tf_status tf_squeeze(const tf_tensor *t, int axis, tf_tensor **out);
+/* Insert an extent-1 axis at `axis` in [-(ndim+1), ndim]. */
+TF_API tf_status tf_unsqueeze(const tf_tensor *t, int axis, tf_tensor **out);
+/* t itself (new reference) if contiguous, else a contiguous copy. */
+TF_API tf_status tf_contiguous(const tf_tensor *t, tf_tensor **out);
+/* A contiguous copy, always new storage. */
+TF_API tf_status tf_copy(const tf_tensor *t, tf_tensor **out);
+/* A contiguous copy converted to dt. Float to integer truncates toward zero
+ * and saturates; NaN becomes 0. Integer narrowing wraps. Any nonzero value
+ * (and NaN) becomes true. */
+TF_API tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Ops. Inputs on different devices follow the mixed-device policy.        */
+
+/* Elementwise with NumPy broadcasting and tf_promote_types. Integer
+ * add/sub/mul wrap around; div always gives a float (f32 for integer
+ * inputs); maximum/minimum propagate NaN; integer pow with a negative
+ * exponent gives 0 (or +-1 for a base of +-1). bool inputs alone are
+ * rejected with TF_ERR_DTYPE. */
+TF_API tf_status tf_add(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_sub(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_mul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* NumPy matmul: 1-D operands are promoted to matrices and the added axis
+ * removed from the result; batch axes broadcast. */
+TF_API tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* Reduce one axis (negative counts from the end) or TF_ALL_AXES. sum of
+ * integers or bool gives i64; mean needs a float dtype; the mean of zero
+ * elements is NaN, their sum 0. */
+TF_API tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+TF_API tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+
+TF_API const char *tf_op_name(tf_op_kind op);       /* "add"; "?" if invalid */
+
+/* ------------------------------------------------------------------------ */
+/* Debugging                                                                */
+
+/* Fill every op output with 0xFF bytes before its kernel runs, so a kernel
+ * that skips elements shows NaN/-1 (the conformance suite turns this on). */
+TF_API void tf_debug_poison_outputs(bool on);
+
+/* Free every tensor storage still cached, unload plugins, forget devices.
+ * Tensors must all be released first. The next call re-initializes. Not
+ * thread safe: call it when no other thread uses the library. */
+TF_API void tf_shutdown(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENSORFRAME_H */

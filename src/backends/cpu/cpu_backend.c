@@ -1,0 +1,194 @@
+/* The built-in CPU backend: one device, host buffers (64-byte aligned),
+ * memory read from the OS. Kernels live in cpu_kernels.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_kernels.h"
+
+typedef struct cpu_buffer {
+    void *ptr;
+    size_t nbytes;
+    bool owned;                          /* false when wrapping caller memory */
+} cpu_buffer;
+
+static const tf_host_api *host;
+
+/* MemTotal and MemAvailable from /proc/meminfo (bytes); sysconf otherwise. */
+static void read_memory(uint64_t *total, uint64_t *avail) {
+    *total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    *avail = (uint64_t)sysconf(_SC_AVPHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return;
+    char line[256];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total = kb * 1024ull;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *avail = kb * 1024ull;
+    }
+    fclose(f);
+}
+
+static void read_cpu_model(char *out, size_t n) {
+    snprintf(out, n, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!strncmp(line, "model name", 10) && colon) {
+            colon += 2;
+            colon[strcspn(colon, "\n")] = 0;
+            snprintf(out, n, "%s", colon);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
+    (void)ctx;
+    char model[200];
+    read_cpu_model(model, sizeof model);
+    snprintf(info->description, sizeof info->description, "%s (%ld threads)", model, sysconf(_SC_NPROCESSORS_ONLN));
+    info->type = TF_DEVICE_TYPE_CPU;
+    read_memory(&info->memory_total, &info->memory_free);
+    info->caps.dtypes = (1u << TF_DTYPE_COUNT) - 1u;
+    info->caps.async = false;
+    info->caps.pinned_host_memory = false;
+    info->caps.unified_memory = true;
+    info->caps.emulated = false;
+    return TF_OK;
+}
+
+static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
+    (void)ctx;
+    uint64_t total, avail;
+    read_memory(&total, &avail);
+    /* Refuse what the machine cannot hold rather than trust overcommit. */
+    if (nbytes > total)
+        return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %zu bytes requested, the machine has %llu", nbytes,
+                               (unsigned long long)total);
+    cpu_buffer *b = malloc(sizeof *b);
+    size_t rounded = (nbytes + 63) & ~(size_t)63;
+    void *p = b ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
+    if (!p) {
+        free(b);
+        return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", nbytes);
+    }
+    b->ptr = p;
+    b->nbytes = nbytes;
+    b->owned = true;
+    *out = (tf_backend_buffer *)b;
+    return TF_OK;
+}
+
+static tf_status cpu_buffer_from_host_ptr(void *ctx, void *ptr, size_t nbytes, tf_backend_buffer **out) {
+    (void)ctx;
+    cpu_buffer *b = malloc(sizeof *b);
+    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of memory");
+    b->ptr = ptr;
+    b->nbytes = nbytes;
+    b->owned = false;
+    *out = (tf_backend_buffer *)b;
+    return TF_OK;
+}
+
+static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
+    (void)ctx;
+    cpu_buffer *b = (cpu_buffer *)buf;
+    if (!b) return;
+    if (b->owned) free(b->ptr);
+    free(b);
+}
+
+static void *cpu_buffer_host_ptr(void *ctx, tf_backend_buffer *buf) {
+    (void)ctx;
+    return ((cpu_buffer *)buf)->ptr;
+}
+
+static tf_status check_range(const cpu_buffer *b, size_t off, size_t n, const char *what) {
+    if (off > b->nbytes || n > b->nbytes - off)
+        return host->set_error(TF_ERR_INVALID_ARGUMENT, "cpu: %s of %zu bytes at %zu exceeds buffer of %zu", what, n,
+                               off, b->nbytes);
+    return TF_OK;
+}
+
+static tf_status cpu_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+    (void)ctx;
+    cpu_buffer *b = (cpu_buffer *)dst;
+    tf_status s = check_range(b, off, n, "upload");
+    if (s == TF_OK && n) memcpy((char *)b->ptr + off, src, n);
+    return s;
+}
+
+static tf_status cpu_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+    (void)ctx;
+    cpu_buffer *b = (cpu_buffer *)src;
+    tf_status s = check_range(b, off, n, "download");
+    if (s == TF_OK && n) memcpy(dst, (char *)b->ptr + off, n);
+    return s;
+}
+
+static tf_status cpu_copy(void *ctx, tf_backend_buffer *dst, size_t doff, tf_backend_buffer *src, size_t soff,
+                          size_t n) {
+    (void)ctx;
+    cpu_buffer *d = (cpu_buffer *)dst, *s = (cpu_buffer *)src;
+    tf_status st = check_range(d, doff, n, "copy");
+    if (st == TF_OK) st = check_range(s, soff, n, "copy");
+    if (st == TF_OK && n) memmove((char *)d->ptr + doff, (char *)s->ptr + soff, n);
+    return st;
+}
+
+static char *host_address(tf_backend_buffer *buf) { return (char *)((cpu_buffer *)buf)->ptr; }
+
+static bool cpu_supports(void *ctx, const tf_op *op) {
+    (void)ctx;
+    return tf_cpu_kernels_support(op);
+}
+
+static tf_status cpu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
+    (void)ctx;
+    (void)stream;
+    return tf_cpu_kernels_run(op, host_address);
+}
+
+static const tf_device_iface cpu_device_iface = {
+    .abi_major = TF_BACKEND_ABI_MAJOR,
+    .abi_minor = TF_BACKEND_ABI_MINOR,
+    .get_info = cpu_get_info,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_host_ptr = cpu_buffer_host_ptr,
+    .buffer_upload = cpu_upload,
+    .buffer_download = cpu_download,
+    .buffer_copy = cpu_copy,
+    .buffer_from_host_ptr = cpu_buffer_from_host_ptr,
+    .supports = cpu_supports,
+    .run = cpu_run,
+};
+
+static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
+
+static void cpu_shutdown(void *ctx) { (void)ctx; }
+
+static const tf_backend_iface cpu_backend_iface = {
+    .abi_major = TF_BACKEND_ABI_MAJOR,
+    .abi_minor = TF_BACKEND_ABI_MINOR,
+    .shutdown = cpu_shutdown,
+    .get_proc_address = NULL,
+};
+
+tf_status tf__cpu_backend_init(const tf_host_api *h, tf_backend_reg *out) {
+    host = h;
+    memset(out, 0, sizeof *out);
+    out->abi_major = TF_BACKEND_ABI_MAJOR;
+    out->abi_minor = TF_BACKEND_ABI_MINOR;
+    out->name = "cpu";
+    out->iface = &cpu_backend_iface;
+    out->device_count = 1;
+    out->devices = cpu_devices;
+    out->note = "portable reference kernels";
+    return TF_OK;
+}

@@ -1,0 +1,447 @@
+/* CPU reference kernels. Each works on any strides: an N-d odometer walks
+ * every axis but the last and hands rows to a typed inner loop, NumPy
+ * ufunc style. f16/bf16 are computed in f32, integer arithmetic wraps. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "tensorframe/numerics.h"
+
+/* ---- typed element access ---- */
+
+#define LD_f32(p) (*(const float *)(p))
+#define LD_f64(p) (*(const double *)(p))
+#define LD_f16(p) tf_f16_to_f32(*(const uint16_t *)(p))
+#define LD_bf16(p) tf_bf16_to_f32(*(const uint16_t *)(p))
+#define LD_i8(p) ((int64_t) * (const int8_t *)(p))
+#define LD_i32(p) ((int64_t) * (const int32_t *)(p))
+#define LD_i64(p) (*(const int64_t *)(p))
+#define LD_u8(p) ((int64_t) * (const uint8_t *)(p))
+#define ST_f32(p, v) (*(float *)(p) = (float)(v))
+#define ST_f64(p, v) (*(double *)(p) = (double)(v))
+#define ST_f16(p, v) (*(uint16_t *)(p) = tf_f32_to_f16((float)(v)))
+#define ST_bf16(p, v) (*(uint16_t *)(p) = tf_f32_to_bf16((float)(v)))
+/* Integer narrowing wraps (two's complement, as GCC and Clang define it). */
+#define ST_i8(p, v) (*(int8_t *)(p) = (int8_t)(uint8_t)(uint64_t)(v))
+#define ST_i32(p, v) (*(int32_t *)(p) = (int32_t)(uint32_t)(uint64_t)(v))
+#define ST_i64(p, v) (*(int64_t *)(p) = (int64_t)(uint64_t)(v))
+#define ST_u8(p, v) (*(uint8_t *)(p) = (uint8_t)(uint64_t)(v))
+
+static size_t elsize(tf_dtype dt) {
+    static const size_t sizes[TF_DTYPE_COUNT] = {
+#define TF__SZ(E, n, sz, fl, in) sz,
+        TF_DTYPE_LIST(TF__SZ)
+#undef TF__SZ
+    };
+    return sizes[dt];
+}
+
+static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
+
+/* Any dtype as double / as int64 (bool is 0 or 1). */
+static double load_f64(tf_dtype dt, const char *p) {
+    switch (dt) {
+    case TF_F32: return LD_f32(p);
+    case TF_F64: return LD_f64(p);
+    case TF_F16: return LD_f16(p);
+    case TF_BF16: return LD_bf16(p);
+    case TF_I8: return (double)LD_i8(p);
+    case TF_I32: return (double)LD_i32(p);
+    case TF_I64: return (double)LD_i64(p);
+    case TF_U8: return (double)LD_u8(p);
+    case TF_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
+    default: return 0.0;
+    }
+}
+
+static int64_t load_i64(tf_dtype dt, const char *p) {
+    switch (dt) {
+    case TF_I8: return LD_i8(p);
+    case TF_I32: return LD_i32(p);
+    case TF_I64: return LD_i64(p);
+    case TF_U8: return LD_u8(p);
+    case TF_BOOL: return *(const uint8_t *)p ? 1 : 0;
+    default: return (int64_t)load_f64(dt, p);
+    }
+}
+
+/* Truncate toward zero and saturate; NaN becomes 0. */
+static int64_t saturate(double v, int64_t min, int64_t max) {
+    if (v != v) return 0;
+    if (v <= (double)min) return min;
+    if (v >= (double)max) return max;
+    return (int64_t)v;
+}
+
+static void store_f64(tf_dtype dt, char *p, double v) {
+    switch (dt) {
+    case TF_F32: ST_f32(p, v); break;
+    case TF_F64: ST_f64(p, v); break;
+    case TF_F16: ST_f16(p, v); break;
+    case TF_BF16: ST_bf16(p, v); break;
+    case TF_I8: *(int8_t *)p = (int8_t)saturate(v, INT8_MIN, INT8_MAX); break;
+    case TF_I32: *(int32_t *)p = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
+    case TF_I64: *(int64_t *)p = saturate(v, INT64_MIN, INT64_MAX); break;
+    case TF_U8: *(uint8_t *)p = (uint8_t)saturate(v, 0, UINT8_MAX); break;
+    case TF_BOOL: *(uint8_t *)p = v != 0.0; break;   /* NaN is true */
+    default: break;
+    }
+}
+
+static void store_i64(tf_dtype dt, char *p, int64_t v) {
+    switch (dt) {
+    case TF_I8: ST_i8(p, v); break;
+    case TF_I32: ST_i32(p, v); break;
+    case TF_I64: ST_i64(p, v); break;
+    case TF_U8: ST_u8(p, v); break;
+    case TF_BOOL: *(uint8_t *)p = v != 0; break;
+    default: store_f64(dt, p, (double)v); break;
+    }
+}
+
+/* ---- strided iteration ---- */
+
+typedef struct operand {
+    char *base;
+    int64_t stride[TF_MAX_DIMS];         /* bytes */
+} operand;
+
+static operand make_operand(const tf_tensor_desc *d, tf_cpu_address_fn address) {
+    operand o;
+    o.base = address(d->buffer) + d->offset;
+    for (int i = 0; i < d->ndim; i++) o.stride[i] = d->strides[i] * (int64_t)elsize(d->dtype);
+    return o;
+}
+
+typedef void (*row_fn)(const void *ctx, int64_t n, char **p, const int64_t *s);
+
+/* Advance an odometer over the first `ndim` axes; false when it wraps. */
+static bool next_index(int ndim, const int64_t *shape, int64_t *idx) {
+    for (int d = ndim - 1; d >= 0; d--) {
+        if (++idx[d] < shape[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+/* Calls fn once per innermost row of `shape` for `nops` operands. */
+static void for_each_row(int ndim, const int64_t *shape, int nops, const operand *ops, row_fn fn,
+                         const void *ctx) {
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) return;
+    char *p[TF_OP_MAX_INPUTS + 1];
+    int64_t s[TF_OP_MAX_INPUTS + 1] = {0}, idx[TF_MAX_DIMS] = {0};
+    int64_t inner = ndim ? shape[ndim - 1] : 1;
+    for (int k = 0; k < nops; k++) s[k] = ndim ? ops[k].stride[ndim - 1] : 0;
+    do {
+        for (int k = 0; k < nops; k++) {
+            p[k] = ops[k].base;
+            for (int d = 0; d < ndim - 1; d++) p[k] += idx[d] * ops[k].stride[d];
+        }
+        fn(ctx, inner, p, s);
+    } while (ndim > 1 && next_index(ndim - 1, shape, idx));
+}
+
+/* ---- elementwise binary ---- */
+
+typedef void (*binary_loop)(int64_t n, char **p, const int64_t *s);
+
+#define OP_ADD(x, y) ((x) + (y))
+#define OP_SUB(x, y) ((x) - (y))
+#define OP_MUL(x, y) ((x) * (y))
+#define OP_DIV(x, y) ((x) / (y))
+#define FOP_MAX(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) > (y) ? (x) : (y))
+#define FOP_MIN(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) < (y) ? (x) : (y))
+#define FOP_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
+#define IOP_ADD(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
+#define IOP_SUB(x, y) ((int64_t)((uint64_t)(x) - (uint64_t)(y)))
+#define IOP_MUL(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
+#define IOP_MAX(x, y) ((x) > (y) ? (x) : (y))
+#define IOP_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define IOP_POW(x, y) int_pow(x, y)
+
+/* Integer power by squaring, wrapping; negative exponents give 0 except
+ * for bases 1 and -1 (what repeated division would round to). */
+static int64_t int_pow(int64_t base, int64_t e) {
+    if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base;
+    while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+#define DEF_BIN(NAME, DT, CT, EXPR)                                              \
+    static void bin_##NAME##_##DT(int64_t n, char **p, const int64_t *s) {     \
+        char *o = p[0];                                                         \
+        const char *a = p[1], *b = p[2];                                        \
+        for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {     \
+            CT x = (CT)LD_##DT(a), y = (CT)LD_##DT(b);                          \
+            ST_##DT(o, EXPR(x, y));                                             \
+        }                                                                       \
+    }
+#define DEF_FLOAT_BINS(DT, CT)                                                   \
+    DEF_BIN(add, DT, CT, OP_ADD) DEF_BIN(sub, DT, CT, OP_SUB) DEF_BIN(mul, DT, CT, OP_MUL) \
+    DEF_BIN(div, DT, CT, OP_DIV) DEF_BIN(maximum, DT, CT, FOP_MAX) DEF_BIN(minimum, DT, CT, FOP_MIN) \
+    DEF_BIN(pow, DT, CT, FOP_POW)
+#define DEF_INT_BINS(DT)                                                         \
+    DEF_BIN(add, DT, int64_t, IOP_ADD) DEF_BIN(sub, DT, int64_t, IOP_SUB) DEF_BIN(mul, DT, int64_t, IOP_MUL) \
+    DEF_BIN(maximum, DT, int64_t, IOP_MAX) DEF_BIN(minimum, DT, int64_t, IOP_MIN) DEF_BIN(pow, DT, int64_t, IOP_POW)
+
+DEF_FLOAT_BINS(f32, float)
+DEF_FLOAT_BINS(f64, double)
+DEF_FLOAT_BINS(f16, float)
+DEF_FLOAT_BINS(bf16, float)
+DEF_INT_BINS(i8)
+DEF_INT_BINS(i32)
+DEF_INT_BINS(i64)
+DEF_INT_BINS(u8)
+
+#define FLOAT_ROW(OP) \
+    [TF_F32] = bin_##OP##_f32, [TF_F64] = bin_##OP##_f64, [TF_F16] = bin_##OP##_f16, [TF_BF16] = bin_##OP##_bf16
+#define INT_ROW(OP) [TF_I8] = bin_##OP##_i8, [TF_I32] = bin_##OP##_i32, [TF_I64] = bin_##OP##_i64, [TF_U8] = bin_##OP##_u8
+
+static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
+    [TF_OP_ADD] = {FLOAT_ROW(add), INT_ROW(add)},
+    [TF_OP_SUB] = {FLOAT_ROW(sub), INT_ROW(sub)},
+    [TF_OP_MUL] = {FLOAT_ROW(mul), INT_ROW(mul)},
+    [TF_OP_DIV] = {FLOAT_ROW(div)},
+    [TF_OP_MAXIMUM] = {FLOAT_ROW(maximum), INT_ROW(maximum)},
+    [TF_OP_MINIMUM] = {FLOAT_ROW(minimum), INT_ROW(minimum)},
+    [TF_OP_POW] = {FLOAT_ROW(pow), INT_ROW(pow)},
+};
+
+typedef struct binary_ctx { binary_loop loop; } binary_ctx;
+
+static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    ((const binary_ctx *)ctx)->loop(n, p, s);
+}
+
+static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
+                      make_operand(&op->inputs[1], address)};
+    binary_ctx ctx = {binary_loops[op->kind][op->output.dtype]};
+    for_each_row(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- matmul ---- */
+
+typedef struct mm_geom {
+    int64_t m, k, n;
+    int64_t as_m, as_k, bs_k, bs_n, os_m, os_n;   /* bytes */
+} mm_geom;
+
+typedef void (*matmul_fn)(const mm_geom *g, char *o, const char *a, const char *b, void *acc);
+
+#define FMAC(acc, x, y) ((acc) + (x) * (y))
+#define IMAC(acc, x, y) ((acc) + (uint64_t)(x) * (uint64_t)(y))
+
+/* Row-by-row i-k-j loop: the j loop streams rows of b and the accumulator. */
+#define DEF_MATMUL(DT, CT, ACCT, MAC)                                                      \
+    static void matmul_##DT(const mm_geom *g, char *o, const char *a, const char *b, void *accv) { \
+        ACCT *acc = accv;                                                                  \
+        for (int64_t i = 0; i < g->m; i++) {                                               \
+            for (int64_t j = 0; j < g->n; j++) acc[j] = 0;                                 \
+            for (int64_t k = 0; k < g->k; k++) {                                           \
+                CT av = (CT)LD_##DT(a + i * g->as_m + k * g->as_k);                        \
+                const char *brow = b + k * g->bs_k;                                        \
+                for (int64_t j = 0; j < g->n; j++) acc[j] = MAC(acc[j], av, (CT)LD_##DT(brow + j * g->bs_n)); \
+            }                                                                              \
+            for (int64_t j = 0; j < g->n; j++) ST_##DT(o + i * g->os_m + j * g->os_n, acc[j]); \
+        }                                                                                  \
+    }
+
+DEF_MATMUL(f32, float, float, FMAC)
+DEF_MATMUL(f64, double, double, FMAC)
+DEF_MATMUL(f16, float, float, FMAC)
+DEF_MATMUL(bf16, float, float, FMAC)
+DEF_MATMUL(i8, int64_t, uint64_t, IMAC)
+DEF_MATMUL(i32, int64_t, uint64_t, IMAC)
+DEF_MATMUL(i64, int64_t, uint64_t, IMAC)
+DEF_MATMUL(u8, int64_t, uint64_t, IMAC)
+
+static const matmul_fn matmul_fns[TF_DTYPE_COUNT] = {
+    [TF_F32] = matmul_f32, [TF_F64] = matmul_f64, [TF_F16] = matmul_f16, [TF_BF16] = matmul_bf16,
+    [TF_I8] = matmul_i8,   [TF_I32] = matmul_i32, [TF_I64] = matmul_i64, [TF_U8] = matmul_u8,
+};
+
+static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    int nb = O->ndim - 2;
+    mm_geom g = {O->shape[nb], A->shape[nb + 1], O->shape[nb + 1], a.stride[nb], a.stride[nb + 1],
+                 b.stride[nb], b.stride[nb + 1], o.stride[nb], o.stride[nb + 1]};
+    void *acc = malloc((size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
+    if (!acc) return TF_ERR_OUT_OF_MEMORY;
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        int64_t ao = 0, bo = 0, oo = 0;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+        }
+        matmul_fns[O->dtype](&g, o.base + oo, a.base + ao, b.base + bo, acc);
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    free(acc);
+    return TF_OK;
+}
+
+/* ---- reductions ---- */
+
+typedef struct reduce_geom {
+    int n;                                /* reduced axes */
+    int64_t shape[TF_MAX_DIMS];
+    int64_t stride[TF_MAX_DIMS];          /* bytes */
+    int64_t count;
+} reduce_geom;
+
+static double reduce_float(const reduce_geom *r, tf_dtype dt, const char *base) {
+    int64_t idx[TF_MAX_DIMS] = {0};
+    double acc = 0.0;
+    if (r->count == 0) return 0.0;
+    do {
+        const char *p = base;
+        for (int d = 0; d < r->n; d++) p += idx[d] * r->stride[d];
+        acc += load_f64(dt, p);
+    } while (next_index(r->n, r->shape, idx));
+    return acc;
+}
+
+static int64_t reduce_int(const reduce_geom *r, tf_dtype dt, const char *base) {
+    int64_t idx[TF_MAX_DIMS] = {0};
+    uint64_t acc = 0;
+    if (r->count == 0) return 0;
+    do {
+        const char *p = base;
+        for (int d = 0; d < r->n; d++) p += idx[d] * r->stride[d];
+        acc += (uint64_t)load_i64(dt, p);
+    } while (next_index(r->n, r->shape, idx));
+    return (int64_t)acc;
+}
+
+static tf_status run_reduce(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    operand in = make_operand(I, address), out = make_operand(O, address);
+    reduce_geom r = {0, {0}, {0}, 1};
+    for (int d = 0; d < I->ndim; d++) {
+        if (op->params.axis != TF_ALL_AXES && d != op->params.axis) continue;
+        r.shape[r.n] = I->shape[d];
+        r.stride[r.n++] = in.stride[d];
+        r.count *= I->shape[d];
+    }
+    int64_t idx[TF_MAX_DIMS] = {0};
+    for (int d = 0; d < O->ndim; d++)
+        if (O->shape[d] == 0) return TF_OK;
+    do {
+        const char *ip = in.base;
+        char *op_ = out.base;
+        for (int d = 0; d < O->ndim; d++) {
+            ip += idx[d] * in.stride[d];
+            op_ += idx[d] * out.stride[d];
+        }
+        if (is_float(I->dtype)) {
+            double s = reduce_float(&r, I->dtype, ip);
+            if (op->kind == TF_OP_MEAN) s = r.count ? s / (double)r.count : NAN;
+            store_f64(O->dtype, op_, s);
+        } else {
+            store_i64(O->dtype, op_, reduce_int(&r, I->dtype, ip));
+        }
+    } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- copy / cast ---- */
+
+typedef struct copy_ctx { tf_dtype src, dst; } copy_ctx;
+
+static void copy_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const copy_ctx *c = ctxv;
+    size_t es = elsize(c->dst);
+    char *o = p[0];
+    const char *in = p[1];
+    if (c->src == c->dst && s[0] == (int64_t)es && s[1] == (int64_t)es) {
+        memcpy(o, in, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) {
+        if (c->src == c->dst) memcpy(o, in, es);
+        else if (is_float(c->src)) store_f64(c->dst, o, load_f64(c->src, in));
+        else store_i64(c->dst, o, load_i64(c->src, in));
+    }
+}
+
+static tf_status run_copy(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    copy_ctx ctx = {op->inputs[0].dtype, op->output.dtype};
+    for_each_row(op->output.ndim, op->output.shape, 2, ops, copy_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- creation: fill, arange, random ---- */
+
+static int uniform_bits(tf_dtype dt) { return dt == TF_F16 ? 11 : dt == TF_BF16 ? 8 : 24; }
+
+static tf_status run_create(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *O = &op->output;
+    char *base = address(O->buffer) + O->offset;
+    int64_t n = tf_desc_numel(O), es = (int64_t)elsize(O->dtype);
+    const tf_op_params *p = &op->params;
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        switch (op->kind) {
+        case TF_OP_FILL: v = p->value; break;
+        case TF_OP_ARANGE: v = p->value + (double)i * p->step; break;
+        case TF_OP_RAND_UNIFORM:
+            v = O->dtype == TF_F64 ? tf_rand_uniform_f64(p->seed, (uint64_t)i)
+                                   : tf_rand_uniform_bits(p->seed, (uint64_t)i, uniform_bits(O->dtype));
+            break;
+        default: v = tf_rand_normal_f64(p->seed, (uint64_t)i); break;
+        }
+        store_f64(O->dtype, base + i * es, v);
+    }
+    return TF_OK;
+}
+
+/* ---- entry points ---- */
+
+static bool same_dtype_inputs(const tf_op *op) {
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].dtype != op->output.dtype) return false;
+    return true;
+}
+
+bool tf_cpu_kernels_support(const tf_op *op) {
+    tf_dtype out = op->output.dtype, in = op->n_inputs ? op->inputs[0].dtype : out;
+    if ((unsigned)out >= TF_DTYPE_COUNT || (unsigned)in >= TF_DTYPE_COUNT) return false;
+    switch (op->kind) {
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
+    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
+        return binary_loops[op->kind][out] && same_dtype_inputs(op);
+    case TF_OP_MATMUL: return matmul_fns[out] && same_dtype_inputs(op);
+    case TF_OP_SUM: return is_float(in) ? out == in : out == TF_I64;
+    case TF_OP_MEAN: return is_float(in) && out == in;
+    case TF_OP_COPY: case TF_OP_FILL: return true;
+    case TF_OP_ARANGE: return out != TF_BOOL;
+    case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
+    default: return false;
+    }
+}
+
+tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
+    switch (op->kind) {
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
+    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
+        return run_binary(op, address);
+    case TF_OP_MATMUL: return run_matmul(op, address);
+    case TF_OP_SUM: case TF_OP_MEAN: return run_reduce(op, address);
+    case TF_OP_COPY: return run_copy(op, address);
+    case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
+        return run_create(op, address);
+    default: return TF_ERR_UNSUPPORTED;
+    }
+}

@@ -1,0 +1,182 @@
+/* Dispatch: the op table, input placement under the mixed-device policy,
+ * output allocation, and running an op on its device or, when the backend
+ * lacks it, on the CPU. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+const tf_op_info tf__op_table[TF_OP_COUNT] = {
+#define TF__OP_INFO(E, n, ar, sh, dt, acc, dom, k) \
+    [TF_OP_##E] = {#n, ar, TF_SHAPE_##sh, TF_DTRULE_##dt, TF_DTYPES_##acc},
+    TF_OP_LIST(TF__OP_INFO)
+#undef TF__OP_INFO
+};
+
+const char *tf_op_name(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf__op_table[op].name : "?"; }
+
+static atomic_bool poison_outputs;
+
+void tf_debug_poison_outputs(bool on) { atomic_store(&poison_outputs, on); }
+
+/* ---- outputs ---- */
+
+static tf_status poison(tf_tensor *t) {
+    size_t n = t->storage->nbytes, chunk = n < (1u << 20) ? n : (1u << 20);
+    if (n == 0) return TF_OK;
+    unsigned char *ff = malloc(chunk);
+    if (!ff) return tf__error(TF_ERR_OUT_OF_MEMORY, "poison: no host memory");
+    memset(ff, 0xFF, chunk);
+    tf_status s = TF_OK;
+    for (size_t off = 0; off < n && s == TF_OK; off += chunk)
+        s = tf__upload(t->storage, off, ff, n - off < chunk ? n - off : chunk);
+    free(ff);
+    return s;
+}
+
+tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
+                        tf_tensor **out) {
+    tf_status s = tf__tensor_alloc(fn, dev, dt, ndim, shape, out);
+    if (s != TF_OK || !atomic_load(&poison_outputs)) return s;
+    s = poison(*out);
+    if (s != TF_OK) {
+        tf_tensor_release(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* ---- placement ---- */
+
+tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf_device **dev_out,
+                           tf_tensor **moved) {
+    tf_device *dev = in[0]->storage->dev;
+    bool mixed = false;
+    for (int i = 1; i < n; i++) mixed |= in[i]->storage->dev != dev;
+    if (mixed) {
+        tf_mixed_policy p = tf_mixed_policy_get();
+        if (p == TF_MIXED_STRICT)
+            return tf__error(TF_ERR_DEVICE_MISMATCH, "%s: inputs on %s and %s (mixed-device policy is strict)", fn,
+                             in[0]->storage->dev->name, in[1]->storage->dev->name);
+        if (p == TF_MIXED_HIGHEST_PRIORITY)
+            for (int i = 1; i < n; i++)
+                if (tf__device_rank(in[i]->storage->dev) < tf__device_rank(dev)) dev = in[i]->storage->dev;
+    }
+    for (int i = 0; i < n; i++) {
+        tf_status s = tf_tensor_to(in[i], dev, &moved[i]);
+        if (s != TF_OK) {
+            for (int j = 0; j < i; j++) tf_tensor_release(moved[j]);
+            return s;
+        }
+    }
+    *dev_out = dev;
+    return TF_OK;
+}
+
+/* ---- CPU fallback ---- */
+
+/* Byte range [lo, hi) of the buffer a descriptor touches. */
+static void desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi) {
+    int64_t min = 0, max = 0, es = (int64_t)tf_dtype_size(d->dtype);
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->shape[i] == 0) { *lo = *hi = d->offset; return; }
+        int64_t span = (d->shape[i] - 1) * d->strides[i];
+        if (span < 0) min += span; else max += span;
+    }
+    *lo = d->offset + (uint64_t)(min * es);
+    *hi = d->offset + (uint64_t)((max + 1) * es);
+}
+
+/* A CPU buffer holding the bytes of `d` from `dev`: the device's own host
+ * memory when it has it, else a downloaded copy. Rewrites d to point at it. */
+static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d, bool fetch,
+                              tf_backend_buffer **staged) {
+    uint64_t lo, hi;
+    desc_extent(d, &lo, &hi);
+    size_t n = (size_t)(hi - lo);
+    const tf_device_iface *di = dev->bdev.iface, *ci = cpu->bdev.iface;
+    void *host = di->buffer_host_ptr ? di->buffer_host_ptr(dev->bdev.ctx, d->buffer) : NULL;
+    tf_status s;
+    if (host) {
+        s = ci->buffer_from_host_ptr(cpu->bdev.ctx, (char *)host + lo, n, staged);
+    } else {
+        s = ci->buffer_alloc(cpu->bdev.ctx, n, staged);
+        if (s == TF_OK && fetch && n) {
+            void *dst = ci->buffer_host_ptr(cpu->bdev.ctx, *staged);
+            s = di->buffer_download(dev->bdev.ctx, d->buffer, lo, dst, n);
+            if (s != TF_OK) ci->buffer_free(cpu->bdev.ctx, *staged);
+        }
+    }
+    if (s != TF_OK) return s;
+    d->buffer = *staged;
+    d->offset -= lo;
+    return TF_OK;
+}
+
+static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
+    tf_device *cpu = tf__cpu_device();
+    const tf_device_iface *ci = cpu->bdev.iface;
+    tf_op cop = *op;
+    tf_backend_buffer *staged[TF_OP_MAX_INPUTS + 1] = {NULL};
+    tf_status s = TF_OK;
+    for (int i = 0; i < op->n_inputs && s == TF_OK; i++)
+        s = stage_to_cpu(dev, cpu, &cop.inputs[i], true, &staged[i]);
+    if (s == TF_OK) s = stage_to_cpu(dev, cpu, &cop.output, false, &staged[TF_OP_MAX_INPUTS]);
+    if (s == TF_OK && !ci->supports(cpu->bdev.ctx, &cop))
+        s = tf__error(TF_ERR_UNSUPPORTED, "%s: neither %s nor the CPU backend runs %s", fn, dev->name,
+                      tf_op_name(op->kind));
+    if (s == TF_OK) s = ci->run(cpu->bdev.ctx, NULL, &cop);
+    /* Write the output back unless it is the device's own host memory. */
+    const tf_device_iface *di = dev->bdev.iface;
+    bool host_out = di->buffer_host_ptr && di->buffer_host_ptr(dev->bdev.ctx, op->output.buffer);
+    if (s == TF_OK && !host_out) {
+        uint64_t lo, hi;
+        desc_extent(&op->output, &lo, &hi);
+        void *src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[TF_OP_MAX_INPUTS]);
+        if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, op->output.buffer, lo, src, (size_t)(hi - lo));
+    }
+    for (int i = 0; i <= TF_OP_MAX_INPUTS; i++)
+        if (staged[i]) ci->buffer_free(cpu->bdev.ctx, staged[i]);
+    return s;
+}
+
+tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
+    atomic_fetch_add(&dev->ops, 1);
+    if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
+        tf__error(TF_OK, "%s", "");
+        tf_status s = dev->bdev.iface->run(dev->bdev.ctx, NULL, op);
+        if (s != TF_OK && !*tf_last_error())
+            tf__error(s, "%s: %s failed on %s", fn, tf_op_name(op->kind), dev->name);
+        return s;
+    }
+    if (dev == tf__cpu_device())
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: the CPU backend does not run %s for %s", fn,
+                         tf_op_name(op->kind), tf_dtype_name(op->output.dtype));
+    atomic_fetch_add(&dev->fallbacks[op->kind], 1);
+    if (!atomic_exchange(&dev->fallback_warned[op->kind], true))
+        tf__log(TF_LOG_INFO, "%s does not run %s (%s); running it on the CPU", dev->name, tf_op_name(op->kind),
+                tf_dtype_name(op->output.dtype));
+    return run_on_cpu(fn, dev, op);
+}
+
+/* ---- the copy op ---- */
+
+tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
+    tf_device *dev = t->storage->dev;
+    tf_tensor *o;
+    tf_status s = tf__op_output(fn, dev, dt, t->ndim, t->shape, &o);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_COPY;
+    op.n_inputs = 1;
+    op.inputs[0] = tf__desc(t);
+    op.output = tf__desc(o);
+    s = tf_tensor_numel(t) ? tf__dispatch(fn, dev, &op) : TF_OK;
+    if (s != TF_OK) {
+        tf_tensor_release(o);
+        return s;
+    }
+    *out = o;
+    return TF_OK;
+}

@@ -1,0 +1,71 @@
+/* Status names, thread-local error details and logging. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static _Thread_local char tl_error[1024];
+
+const char *tf_status_name(tf_status s) {
+    switch (s) {
+#define TF__STATUS_NAME(name, code, msg) case TF_##name: return "TF_" #name;
+        TF_STATUS_LIST(TF__STATUS_NAME)
+#undef TF__STATUS_NAME
+    }
+    return "TF_UNKNOWN_STATUS";
+}
+
+const char *tf_status_string(tf_status s) {
+    switch (s) {
+#define TF__STATUS_MSG(name, code, msg) case TF_##name: return msg;
+        TF_STATUS_LIST(TF__STATUS_MSG)
+#undef TF__STATUS_MSG
+    }
+    return "unknown status";
+}
+
+const char *tf_last_error(void) { return tl_error; }
+
+tf_status tf__verror(tf_status s, const char *fmt, va_list ap) {
+    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+    return s;
+}
+
+tf_status tf__error(tf_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tf__verror(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static tf_log_level log_threshold(void) {
+    const char *env = getenv("TF_LOG_LEVEL");
+    if (!env) return TF_LOG_WARN;
+    if (!strcmp(env, "debug")) return TF_LOG_DEBUG;
+    if (!strcmp(env, "info")) return TF_LOG_INFO;
+    if (!strcmp(env, "error")) return TF_LOG_ERROR;
+    if (!strcmp(env, "none")) return (tf_log_level)99;
+    return TF_LOG_WARN;
+}
+
+void tf__log(tf_log_level level, const char *fmt, ...) {
+    if (level < log_threshold()) return;
+    static const char *const names[] = {"debug", "info", "warning", "error"};
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "tensorframe %s: %s\n", names[level], line);
+}
+
+const char *tf__shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}

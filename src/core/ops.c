@@ -1,0 +1,351 @@
+/* The public ops: validation by the op table's rules, normalization into
+ * the descriptor form backend.h promises, then dispatch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static tf_status dtype_not_accepted(const char *fn, tf_op_kind op, tf_dtype dt) {
+    return tf__error(TF_ERR_DTYPE, "%s: %s does not accept dtype %s", fn, tf_op_name(op), tf_dtype_name(dt));
+}
+
+static bool accepts(tf_op_kind op, tf_dtype dt) { return (tf__op_table[op].accepts >> dt) & 1u; }
+
+/* Output dtype of a binary op from its rule; TF_ERR_DTYPE if not accepted. */
+static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtype b, tf_dtype *out) {
+    tf_status s = tf_promote_types(a, b, out);
+    if (s != TF_OK) return tf__error(s, "%s: invalid dtype", fn);
+    if (!accepts(op, *out)) return dtype_not_accepted(fn, op, *out);
+    if (tf__op_table[op].dtype_rule == TF_DTRULE_PROMOTE_FLOAT && !tf_dtype_is_float(*out)) *out = TF_F32;
+    return TF_OK;
+}
+
+/* NumPy broadcasting of two shapes. */
+static tf_status broadcast_shapes(const char *fn, const tf_tensor *a, const tf_tensor *b, int *ndim,
+                                  int64_t *shape) {
+    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < n; i++) {
+        int ia = a->ndim - n + i, ib = b->ndim - n + i;
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            char x[256], y[256];
+            return tf__error(TF_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", fn,
+                             tf__shape_str(a->ndim, a->shape, x, sizeof x), tf__shape_str(b->ndim, b->shape, y, sizeof y));
+        }
+        shape[i] = da == 1 ? db : da;
+    }
+    *ndim = n;
+    return TF_OK;
+}
+
+/* Descriptor of t seen with the output's shape: left-padded, stride 0
+ * along broadcast axes. */
+static tf_tensor_desc broadcast_desc(const tf_tensor *t, int ndim, const int64_t *shape) {
+    tf_tensor_desc d = tf__desc(t);
+    int lead = ndim - t->ndim;
+    for (int i = ndim - 1; i >= 0; i--) {
+        int src = i - lead;
+        bool real = src >= 0 && t->shape[src] == shape[i] && t->shape[src] != 1;
+        d.strides[i] = real ? t->strides[src] : 0;
+        d.shape[i] = shape[i];
+    }
+    d.ndim = ndim;
+    return d;
+}
+
+/* Move inputs to one device and convert them to dtype dt. */
+static tf_status prepare_inputs(const char *fn, int n, const tf_tensor *const *in, tf_dtype dt, tf_device **dev,
+                                tf_tensor **ready) {
+    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
+    for (int i = 0; i < n && s == TF_OK; i++) {
+        if (ready[i]->dtype == dt) continue;
+        tf_tensor *c;
+        s = tf__copy_cast(fn, ready[i], dt, &c);
+        if (s == TF_OK) {
+            tf_tensor_release(ready[i]);
+            ready[i] = c;
+        }
+    }
+    if (s != TF_OK)
+        for (int i = 0; i < n; i++) {
+            tf_tensor_release(ready[i]);
+            ready[i] = NULL;
+        }
+    return s;
+}
+
+static void release_all(int n, tf_tensor **t) {
+    for (int i = 0; i < n; i++) tf_tensor_release(t[i]);
+}
+
+/* Dispatch op into a fresh output; on failure the output is released. */
+static tf_status run_into(const char *fn, tf_device *dev, tf_op *op, tf_tensor *o, tf_tensor **out) {
+    op->output = tf__desc(o);
+    tf_status s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
+    if (s != TF_OK) {
+        tf_tensor_release(o);
+        return s;
+    }
+    *out = o;
+    return TF_OK;
+}
+
+/* ---- elementwise binary ---- */
+
+static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_dtype dt;
+    int ndim = 0;
+    int64_t shape[TF_MAX_DIMS];
+    tf_status s = binary_dtype(fn, kind, a->dtype, b->dtype, &dt);
+    if (s == TF_OK) s = broadcast_shapes(fn, a, b, &ndim, shape);
+    if (s != TF_OK) return s;
+    const tf_tensor *in[2] = {a, b};
+    tf_tensor *ready[2] = {NULL, NULL}, *o;
+    tf_device *dev;
+    s = prepare_inputs(fn, 2, in, dt, &dev, ready);
+    if (s != TF_OK) return s;
+    s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    if (s == TF_OK) {
+        tf_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = kind;
+        op.n_inputs = 2;
+        op.inputs[0] = broadcast_desc(ready[0], ndim, shape);
+        op.inputs[1] = broadcast_desc(ready[1], ndim, shape);
+        s = run_into(fn, dev, &op, o, out);
+    }
+    release_all(2, ready);
+    return s;
+}
+
+tf_status tf_add(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_add", TF_OP_ADD, a, b, out); }
+tf_status tf_sub(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_sub", TF_OP_SUB, a, b, out); }
+tf_status tf_mul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_mul", TF_OP_MUL, a, b, out); }
+tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_div", TF_OP_DIV, a, b, out); }
+tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_maximum", TF_OP_MAXIMUM, a, b, out); }
+tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_minimum", TF_OP_MINIMUM, a, b, out); }
+tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_pow", TF_OP_POW, a, b, out); }
+
+/* ---- matmul ---- */
+
+typedef struct matmul_plan {
+    int batch_ndim;
+    int64_t batch[TF_MAX_DIMS];
+    int64_t m, k, n;
+    int out_ndim;                        /* user-visible result */
+    int64_t out_shape[TF_MAX_DIMS];
+} matmul_plan;
+
+static tf_status plan_matmul(const char *fn, const tf_tensor *a, const tf_tensor *b, matmul_plan *p) {
+    char x[256], y[256];
+    if (a->ndim == 0 || b->ndim == 0)
+        return tf__error(TF_ERR_SHAPE, "%s: operands must have at least 1 dimension (got %d-d and %d-d)", fn,
+                         a->ndim, b->ndim);
+    bool a_vec = a->ndim == 1, b_vec = b->ndim == 1;
+    int64_t ka = a->shape[a->ndim - 1], kb = b_vec ? b->shape[0] : b->shape[b->ndim - 2];
+    if (ka != kb)
+        return tf__error(TF_ERR_SHAPE, "%s: inner dimensions differ: %lld and %lld (shapes %s and %s)", fn,
+                         (long long)ka, (long long)kb, tf__shape_str(a->ndim, a->shape, x, sizeof x),
+                         tf__shape_str(b->ndim, b->shape, y, sizeof y));
+    int ab = a_vec ? 0 : a->ndim - 2, bb = b_vec ? 0 : b->ndim - 2;
+    p->batch_ndim = ab > bb ? ab : bb;
+    for (int i = 0; i < p->batch_ndim; i++) {
+        int ia = ab - p->batch_ndim + i, ib = bb - p->batch_ndim + i;
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1)
+            return tf__error(TF_ERR_SHAPE, "%s: batch dimensions of %s and %s do not broadcast", fn,
+                             tf__shape_str(a->ndim, a->shape, x, sizeof x), tf__shape_str(b->ndim, b->shape, y, sizeof y));
+        p->batch[i] = da == 1 ? db : da;
+    }
+    p->m = a_vec ? 1 : a->shape[a->ndim - 2];
+    p->k = ka;
+    p->n = b_vec ? 1 : b->shape[b->ndim - 1];
+    p->out_ndim = 0;
+    for (int i = 0; i < p->batch_ndim; i++) p->out_shape[p->out_ndim++] = p->batch[i];
+    if (!a_vec) p->out_shape[p->out_ndim++] = p->m;
+    if (!b_vec) p->out_shape[p->out_ndim++] = p->n;
+    return TF_OK;
+}
+
+/* Descriptor of a matmul operand as [batch..., rows, cols]. A 1-D operand
+ * becomes [1, K] (a) or [K, 1] (b). */
+static tf_tensor_desc matmul_desc(const tf_tensor *t, const matmul_plan *p, bool is_a) {
+    tf_tensor_desc d = tf__desc(t);
+    int nb = p->batch_ndim, tb = t->ndim >= 2 ? t->ndim - 2 : 0;
+    for (int i = 0; i < nb; i++) {
+        int src = tb - nb + i;
+        bool real = src >= 0 && t->shape[src] == p->batch[i] && t->shape[src] != 1;
+        d.shape[i] = p->batch[i];
+        d.strides[i] = real ? t->strides[src] : 0;
+    }
+    if (t->ndim == 1) {
+        d.shape[nb] = is_a ? 1 : t->shape[0];
+        d.strides[nb] = is_a ? 0 : t->strides[0];
+        d.shape[nb + 1] = is_a ? t->shape[0] : 1;
+        d.strides[nb + 1] = is_a ? t->strides[0] : 0;
+    } else {
+        d.shape[nb] = t->shape[t->ndim - 2];
+        d.strides[nb] = t->strides[t->ndim - 2];
+        d.shape[nb + 1] = t->shape[t->ndim - 1];
+        d.strides[nb + 1] = t->strides[t->ndim - 1];
+    }
+    d.ndim = nb + 2;
+    return d;
+}
+
+tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    static const char fn[] = "tf_matmul";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_dtype dt;
+    matmul_plan p;
+    tf_status s = binary_dtype(fn, TF_OP_MATMUL, a->dtype, b->dtype, &dt);
+    if (s == TF_OK) s = plan_matmul(fn, a, b, &p);
+    if (s != TF_OK) return s;
+    const tf_tensor *in[2] = {a, b};
+    tf_tensor *ready[2] = {NULL, NULL}, *o = NULL, *full;
+    tf_device *dev;
+    s = prepare_inputs(fn, 2, in, dt, &dev, ready);
+    if (s != TF_OK) return s;
+    int64_t full_shape[TF_MAX_DIMS];
+    memcpy(full_shape, p.batch, sizeof full_shape);
+    full_shape[p.batch_ndim] = p.m;
+    full_shape[p.batch_ndim + 1] = p.n;
+    s = tf__op_output(fn, dev, dt, p.batch_ndim + 2, full_shape, &o);
+    if (s == TF_OK) {
+        tf_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = TF_OP_MATMUL;
+        op.n_inputs = 2;
+        op.inputs[0] = matmul_desc(ready[0], &p, true);
+        op.inputs[1] = matmul_desc(ready[1], &p, false);
+        s = run_into(fn, dev, &op, o, &full);
+        if (s == TF_OK) {
+            int64_t strides[TF_MAX_DIMS];
+            tf__contiguous_strides(p.out_ndim, p.out_shape, strides);
+            s = tf__tensor_view(full, p.out_ndim, p.out_shape, strides, 0, out);
+            tf_tensor_release(full);
+        }
+    }
+    release_all(2, ready);
+    return s;
+}
+
+/* ---- reductions ---- */
+
+static tf_status reduce(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, bool keepdim,
+                        tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (!accepts(kind, t->dtype)) return dtype_not_accepted(fn, kind, t->dtype);
+    bool all = axis == TF_ALL_AXES || (t->ndim == 0 && (axis == 0 || axis == -1));
+    int ax = axis < 0 ? axis + t->ndim : axis;
+    if (!all && (ax < 0 || ax >= t->ndim))
+        return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
+    tf_dtype dt = t->dtype;
+    if (tf__op_table[kind].dtype_rule == TF_DTRULE_SUM && !tf_dtype_is_float(dt)) dt = TF_I64;
+    int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS];
+    int rndim = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        bool reduced = all || i == ax;
+        kshape[i] = reduced ? 1 : t->shape[i];
+        if (!reduced) rshape[rndim++] = t->shape[i];
+    }
+    tf_device *dev = t->storage->dev;
+    tf_tensor *o, *k;
+    tf_status s = tf__op_output(fn, dev, dt, t->ndim, kshape, &o);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_inputs = 1;
+    op.inputs[0] = tf__desc(t);
+    op.params.axis = all ? TF_ALL_AXES : ax;
+    op.params.keepdim = keepdim;
+    op.output = tf__desc(o);
+    s = tf__dispatch(fn, dev, &op);
+    if (s != TF_OK || keepdim) {
+        if (s != TF_OK) tf_tensor_release(o);
+        else *out = o;
+        return s;
+    }
+    int64_t strides[TF_MAX_DIMS];
+    tf__contiguous_strides(rndim, rshape, strides);
+    s = tf__tensor_view(o, rndim, rshape, strides, 0, &k);
+    tf_tensor_release(o);
+    if (s == TF_OK) *out = k;
+    return s;
+}
+
+tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_sum", TF_OP_SUM, t, axis, keepdim, out);
+}
+
+tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_mean", TF_OP_MEAN, t, axis, keepdim, out);
+}
+
+/* ---- creation ops ---- */
+
+static tf_status create(const char *fn, tf_op_kind kind, tf_device *dev, tf_dtype dt, int ndim,
+                        const int64_t *shape, const tf_op_params *params, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: device is NULL", fn);
+    tf_status s = tf__init();
+    if (s == TF_OK) s = tf__check_shape(fn, dt, ndim, shape, NULL);
+    if (s != TF_OK) return s;
+    if (!accepts(kind, dt)) return dtype_not_accepted(fn, kind, dt);
+    tf_tensor *o;
+    s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.params = *params;
+    return run_into(fn, dev, &op, o, out);
+}
+
+tf_status tf_full(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, double value, tf_tensor **out) {
+    tf_op_params p = {.value = value};
+    return create("tf_full", TF_OP_FILL, dev, dt, ndim, shape, &p, out);
+}
+
+tf_status tf_zeros(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
+    tf_op_params p = {.value = 0.0};
+    return create("tf_zeros", TF_OP_FILL, dev, dt, ndim, shape, &p, out);
+}
+
+tf_status tf_ones(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
+    tf_op_params p = {.value = 1.0};
+    return create("tf_ones", TF_OP_FILL, dev, dt, ndim, shape, &p, out);
+}
+
+tf_status tf_arange(tf_device *dev, tf_dtype dt, double start, double stop, double step, tf_tensor **out) {
+    static const char fn[] = "tf_arange";
+    if (out) *out = NULL;
+    if (!isfinite(start) || !isfinite(stop) || !isfinite(step) || step == 0.0)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: start %g, stop %g, step %g: need finite values and step != 0",
+                         fn, start, stop, step);
+    double count = ceil((stop - start) / step);
+    if (count > 9.0e18) return tf__error(TF_ERR_SIZE, "%s: %g elements is too many", fn, count);
+    int64_t n = count > 0 ? (int64_t)count : 0;
+    tf_op_params p = {.value = start, .step = step};
+    return create(fn, TF_OP_ARANGE, dev, dt, 1, &n, &p, out);
+}
+
+tf_status tf_rand(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, uint64_t seed, tf_tensor **out) {
+    tf_op_params p = {.seed = seed};
+    return create("tf_rand", TF_OP_RAND_UNIFORM, dev, dt, ndim, shape, &p, out);
+}
+
+tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, uint64_t seed, tf_tensor **out) {
+    tf_op_params p = {.seed = seed};
+    return create("tf_randn", TF_OP_RAND_NORMAL, dev, dt, ndim, shape, &p, out);
+}

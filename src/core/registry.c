@@ -1,0 +1,672 @@
+/* The backend registry: the built-in CPU backend, plugins found on disk,
+ * backends registered in-process; device naming, selection by priority and
+ * memory, the mixed-device policy, and shutdown. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core.h"
+
+#ifndef TF_PLUGIN_INSTALL_DIR
+#define TF_PLUGIN_INSTALL_DIR ""
+#endif
+
+#define MAX_BACKENDS 32
+#define MAX_DEVICES 256
+#define MAX_PRIORITY 32
+#define PLUGIN_PREFIX "libtensorframe-"
+#define PLUGIN_SUFFIX ".so"
+
+struct tf_backend_entry {
+    tf_backend_reg reg;                  /* the backend's own, copied */
+    char name[32];
+    char source[512];
+    char note[512];
+    void *dl_handle;                     /* NULL unless a plugin */
+    tf_device *devices;
+    int device_count;
+};
+
+/* A plugin that was found but not loaded, and why. */
+typedef struct skipped_plugin {
+    char name[32];
+    char source[512];
+    tf_status status;
+    char reason[512];
+} skipped_plugin;
+
+static const char *const default_priority[] = {"cuda", "rocm", "metal", "vulkan", "opencl"};
+#define N_DEFAULT_PRIORITY (int)(sizeof default_priority / sizeof default_priority[0])
+
+static struct {
+    pthread_mutex_t lock;
+    atomic_bool initialized;
+    tf_backend_entry *backends[MAX_BACKENDS];
+    int n_backends;
+    skipped_plugin skipped[MAX_BACKENDS];
+    int n_skipped;
+    tf_device *devices[MAX_DEVICES];
+    int n_devices;
+    char priority[MAX_PRIORITY][32];     /* explicit list, when set */
+    int n_priority;
+    bool priority_explicit;
+    atomic_int policy;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- host services handed to backends ---- */
+
+static void host_log(tf_log_level level, const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    tf__log(level, "%s", line);
+}
+
+static tf_status host_set_error(tf_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    tf__verror(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static const tf_host_api host_api = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log, host_set_error};
+
+const tf_host_api *tf_host(void) { return &host_api; }
+
+/* ---- registration ---- */
+
+static bool valid_backend_name(const char *name) {
+    if (!name || !*name || strlen(name) >= 32) return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
+    return true;
+}
+
+static tf_backend_entry *find_backend(const char *name) {
+    for (int i = 0; i < g.n_backends; i++)
+        if (!strcmp(g.backends[i]->name, name)) return g.backends[i];
+    return NULL;
+}
+
+static bool device_iface_complete(const tf_device_iface *f) {
+    return f && f->abi_major == TF_BACKEND_ABI_MAJOR && f->get_info && f->buffer_alloc && f->buffer_free &&
+           f->buffer_upload && f->buffer_download && f->supports && f->run;
+}
+
+/* Check a registration; on failure the message says what is wrong. */
+static tf_status validate_reg(const tf_backend_reg *reg, char *why, size_t n) {
+    if (reg->abi_major != TF_BACKEND_ABI_MAJOR) {
+        snprintf(why, n, "backend ABI %u.%u, this library speaks %d.%d", reg->abi_major, reg->abi_minor,
+                 TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR);
+        return TF_ERR_ABI_MISMATCH;
+    }
+    if (!valid_backend_name(reg->name)) {
+        snprintf(why, n, "backend name '%s' is not [a-z0-9_]{1,31}", reg->name ? reg->name : "(null)");
+        return TF_ERR_INVALID_ARGUMENT;
+    }
+    if (find_backend(reg->name)) {
+        snprintf(why, n, "a backend named '%s' is already registered", reg->name);
+        return TF_ERR_ALREADY_EXISTS;
+    }
+    if (!reg->iface || reg->iface->abi_major != TF_BACKEND_ABI_MAJOR) {
+        snprintf(why, n, "backend '%s' has no iface or an iface of another ABI major", reg->name);
+        return reg->iface ? TF_ERR_ABI_MISMATCH : TF_ERR_INVALID_ARGUMENT;
+    }
+    if (reg->device_count < 0 || (reg->device_count > 0 && !reg->devices)) {
+        snprintf(why, n, "backend '%s' reports %d devices but no device array", reg->name, reg->device_count);
+        return TF_ERR_INVALID_ARGUMENT;
+    }
+    if (g.n_backends >= MAX_BACKENDS || g.n_devices + reg->device_count > MAX_DEVICES) {
+        snprintf(why, n, "too many backends or devices (limits %d and %d)", MAX_BACKENDS, MAX_DEVICES);
+        return TF_ERR_INVALID_ARGUMENT;
+    }
+    for (int i = 0; i < reg->device_count; i++) {
+        if (!device_iface_complete(reg->devices[i].iface)) {
+            snprintf(why, n, "backend '%s' device %d lacks a required method or has another ABI major",
+                     reg->name, i);
+            return TF_ERR_ABI_MISMATCH;
+        }
+    }
+    return TF_OK;
+}
+
+static void init_device(tf_device *d, tf_backend_entry *b, int index) {
+    memset(d, 0, sizeof *d);
+    d->backend = b;
+    d->index = index;
+    d->bdev = b->reg.devices[index];
+    if (!strcmp(b->name, "cpu") && b->reg.device_count == 1) snprintf(d->name, sizeof d->name, "cpu");
+    else snprintf(d->name, sizeof d->name, "%s:%d", b->name, index);
+    tf_backend_device_info info;
+    memset(&info, 0, sizeof info);
+    if (d->bdev.iface->get_info(d->bdev.ctx, &info) == TF_OK) {
+        d->type = info.type;
+        d->emulated = info.caps.emulated;
+    }
+}
+
+/* Add a validated backend; takes ownership of dl_handle. Caller holds the lock. */
+static tf_status add_backend(const tf_backend_reg *reg, const char *source, void *dl_handle) {
+    char why[512];
+    tf_status s = validate_reg(reg, why, sizeof why);
+    if (s != TF_OK) return tf__error(s, "tf_backend_register: %s", why);
+    tf_backend_entry *b = calloc(1, sizeof *b);
+    tf_device *devs = reg->device_count ? calloc((size_t)reg->device_count, sizeof *devs) : NULL;
+    if (!b || (reg->device_count && !devs)) {
+        free(b);
+        free(devs);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backend_register: out of memory");
+    }
+    b->reg = *reg;
+    snprintf(b->name, sizeof b->name, "%s", reg->name);
+    snprintf(b->source, sizeof b->source, "%s", source);
+    snprintf(b->note, sizeof b->note, "%s", reg->note ? reg->note : "");
+    b->dl_handle = dl_handle;
+    b->devices = devs;
+    b->device_count = reg->device_count;
+    for (int i = 0; i < reg->device_count; i++) {
+        init_device(&devs[i], b, i);
+        g.devices[g.n_devices++] = &devs[i];
+    }
+    g.backends[g.n_backends++] = b;
+    return TF_OK;
+}
+
+static void record_skip(const char *name, const char *source, tf_status s, const char *reason) {
+    tf__log(TF_LOG_INFO, "plugin %s skipped: %s", source, reason);
+    if (g.n_skipped >= MAX_BACKENDS) return;
+    skipped_plugin *p = &g.skipped[g.n_skipped++];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    snprintf(p->source, sizeof p->source, "%s", source);
+    snprintf(p->reason, sizeof p->reason, "%s", reason);
+    p->status = s;
+}
+
+/* ---- plugin loading ---- */
+
+/* "libtensorframe-opencl.so" -> "opencl"; false if the name does not fit. */
+static bool plugin_name_from_file(const char *file, char *name, size_t n) {
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t len = strlen(base), pre = strlen(PLUGIN_PREFIX), suf = strlen(PLUGIN_SUFFIX);
+    if (len <= pre + suf || strncmp(base, PLUGIN_PREFIX, pre) || strcmp(base + len - suf, PLUGIN_SUFFIX))
+        return false;
+    snprintf(name, n, "%.*s", (int)(len - pre - suf), base + pre);
+    return true;
+}
+
+static void load_plugin(const char *path) {
+    char name[32] = "?";
+    plugin_name_from_file(path, name, sizeof name);
+    for (int i = 0; i < g.n_backends; i++)
+        if (!strcmp(g.backends[i]->source, path)) return;   /* same file seen via two dirs */
+    if (find_backend(name)) {
+        char why[600];
+        snprintf(why, sizeof why, "a backend named '%s' is already loaded from %s", name, find_backend(name)->source);
+        record_skip(name, path, TF_ERR_ALREADY_EXISTS, why);
+        return;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        record_skip(name, path, TF_ERR_PLUGIN, e ? e : "dlopen failed");
+        return;
+    }
+    tf_backend_plugin_init_fn init;
+    *(void **)&init = dlsym(h, TF_BACKEND_PLUGIN_ENTRY);
+    if (!init) {
+        record_skip(name, path, TF_ERR_PLUGIN, "no entry point " TF_BACKEND_PLUGIN_ENTRY "()");
+        dlclose(h);
+        return;
+    }
+    tf_backend_reg reg;
+    memset(&reg, 0, sizeof reg);
+    tf__error(TF_OK, "%s", "");
+    tf_status s = init(&host_api, &reg);
+    if (s != TF_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "init failed with %s: %s", tf_status_name(s), tf_last_error());
+        record_skip(name, path, s, why);
+        dlclose(h);
+        return;
+    }
+    s = add_backend(&reg, path, h);
+    if (s != TF_OK) {
+        record_skip(name, path, s, tf_last_error());
+        if (reg.iface && reg.iface->abi_major == TF_BACKEND_ABI_MAJOR && reg.iface->shutdown)
+            reg.iface->shutdown(reg.ctx);
+        dlclose(h);
+    }
+}
+
+static int plugin_file_filter(const struct dirent *e) {
+    char name[32];
+    return plugin_name_from_file(e->d_name, name, sizeof name);
+}
+
+static void load_plugins_in_dir(const char *dir) {
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, plugin_file_filter, alphasort);
+    for (int i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        load_plugin(path);
+        free(list[i]);
+    }
+    free(list);
+}
+
+/* A TF_PLUGIN_PATH entry: a directory to scan or a plugin file. */
+static void load_plugin_path_entry(const char *entry) {
+    struct stat st;
+    if (stat(entry, &st) != 0) {
+        char name[32] = "?";
+        plugin_name_from_file(entry, name, sizeof name);
+        record_skip(name, entry, TF_ERR_PLUGIN, "TF_PLUGIN_PATH entry does not exist");
+        return;
+    }
+    if (S_ISDIR(st.st_mode)) load_plugins_in_dir(entry);
+    else load_plugin(entry);
+}
+
+static void library_dir(char *out, size_t n) {
+    Dl_info info;
+    out[0] = 0;
+    if (dladdr((void *)&tf__init, &info) && info.dli_fname) {
+        snprintf(out, n, "%s", info.dli_fname);
+        char *slash = strrchr(out, '/');
+        if (slash) *slash = 0;
+        else out[0] = 0;
+    }
+}
+
+static void load_all_plugins(void) {
+    const char *env = getenv("TF_PLUGIN_PATH");
+    if (env && *env) {
+        char *copy = strdup(env), *save = NULL;
+        for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
+            load_plugin_path_entry(tok);
+        free(copy);
+    }
+    char dirs[2][PATH_MAX];
+    snprintf(dirs[0], sizeof dirs[0], "%s", TF_PLUGIN_INSTALL_DIR);
+    library_dir(dirs[1], sizeof dirs[1]);
+    char seen[2][PATH_MAX] = {{0}};
+    for (int i = 0; i < 2; i++) {
+        if (!dirs[i][0] || !realpath(dirs[i], seen[i])) continue;
+        if (i == 1 && !strcmp(seen[0], seen[1])) continue;
+        load_plugins_in_dir(seen[i]);
+    }
+}
+
+/* ---- priority ---- */
+
+static tf_status parse_priority(const char *csv, char list[][32], int *n) {
+    *n = 0;
+    const char *p = csv;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (*p == ' ')) { p++; len--; }
+        while (len && p[len - 1] == ' ') len--;
+        if (len) {
+            if (len >= 32 || *n >= MAX_PRIORITY)
+                return tf__error(TF_ERR_INVALID_ARGUMENT, "backend priority: entry too long or too many entries");
+            memcpy(list[*n], p, len);
+            list[*n][len] = 0;
+            if (!valid_backend_name(list[*n]))
+                return tf__error(TF_ERR_INVALID_ARGUMENT, "backend priority: '%s' is not a backend name", list[*n]);
+            (*n)++;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    if (*n == 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "backend priority: empty list '%s'", csv);
+    return TF_OK;
+}
+
+static tf_status set_priority_locked(const char *csv) {
+    if (!csv) {
+        g.priority_explicit = false;
+        g.n_priority = 0;
+        const char *env = getenv("TF_BACKEND");
+        if (env && *env) {
+            tf_status s = parse_priority(env, g.priority, &g.n_priority);
+            if (s != TF_OK) {
+                tf__log(TF_LOG_WARN, "ignoring TF_BACKEND='%s': %s", env, tf_last_error());
+                return TF_OK;
+            }
+            g.priority_explicit = true;
+        }
+        return TF_OK;
+    }
+    char list[MAX_PRIORITY][32];
+    int n;
+    tf_status s = parse_priority(csv, list, &n);
+    if (s != TF_OK) return s;
+    memcpy(g.priority, list, sizeof list);
+    g.n_priority = n;
+    g.priority_explicit = true;
+    return TF_OK;
+}
+
+static bool is_known_gpu_backend(const char *name) {
+    for (int i = 0; i < N_DEFAULT_PRIORITY; i++)
+        if (!strcmp(default_priority[i], name)) return true;
+    return false;
+}
+
+static int backend_rank(const char *name) {
+    if (g.priority_explicit) {
+        for (int i = 0; i < g.n_priority; i++)
+            if (!strcmp(g.priority[i], name)) return i;
+        return INT32_MAX;
+    }
+    for (int i = 0; i < N_DEFAULT_PRIORITY; i++)
+        if (!strcmp(default_priority[i], name)) return i;
+    /* user backends rank after the known GPU APIs, before cpu */
+    return strcmp(name, "cpu") ? N_DEFAULT_PRIORITY : N_DEFAULT_PRIORITY + 1;
+}
+
+int tf__device_rank(const tf_device *d) { return backend_rank(d->backend->name); }
+const char *tf__backend_name(const tf_device *d) { return d->backend->name; }
+
+tf_status tf_backend_priority_set(const char *csv) {
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&g.lock);
+    s = set_priority_locked(csv);
+    pthread_mutex_unlock(&g.lock);
+    return s;
+}
+
+tf_status tf_backend_priority_get(char *buf, size_t n) {
+    if (!buf) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_backend_priority_get: buf is NULL");
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    char tmp[MAX_PRIORITY * 33 + 64] = "";
+    pthread_mutex_lock(&g.lock);
+    if (g.priority_explicit) {
+        for (int i = 0; i < g.n_priority; i++) {
+            if (i) strcat(tmp, ",");
+            strcat(tmp, g.priority[i]);
+        }
+    } else {
+        for (int i = 0; i < N_DEFAULT_PRIORITY; i++) {
+            strcat(tmp, default_priority[i]);
+            strcat(tmp, ",");
+        }
+        for (int i = 0; i < g.n_backends; i++) {
+            const char *name = g.backends[i]->name;
+            if (strcmp(name, "cpu") && !is_known_gpu_backend(name) && strlen(tmp) + strlen(name) + 2 < sizeof tmp) {
+                strcat(tmp, name);
+                strcat(tmp, ",");
+            }
+        }
+        strcat(tmp, "cpu");
+    }
+    pthread_mutex_unlock(&g.lock);
+    if (strlen(tmp) + 1 > n)
+        return tf__error(TF_ERR_BUFFER_TOO_SMALL, "tf_backend_priority_get: needs %zu bytes", strlen(tmp) + 1);
+    memcpy(buf, tmp, strlen(tmp) + 1);
+    return TF_OK;
+}
+
+/* ---- init and shutdown ---- */
+
+tf_status tf__init(void) {
+    if (atomic_load_explicit(&g.initialized, memory_order_acquire)) return TF_OK;
+    pthread_mutex_lock(&g.lock);
+    tf_status s = TF_OK;
+    if (!atomic_load(&g.initialized)) {
+        tf_backend_reg cpu;
+        memset(&cpu, 0, sizeof cpu);
+        s = tf__cpu_backend_init(&host_api, &cpu);
+        if (s == TF_OK) s = add_backend(&cpu, "built-in", NULL);
+        if (s == TF_OK) {
+            load_all_plugins();
+            set_priority_locked(NULL);
+            atomic_store_explicit(&g.initialized, true, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&g.lock);
+    return s;
+}
+
+void tf_shutdown(void) {
+    pthread_mutex_lock(&g.lock);
+    for (int i = g.n_backends - 1; i >= 0; i--) {
+        tf_backend_entry *b = g.backends[i];
+        if (b->reg.iface->shutdown) b->reg.iface->shutdown(b->reg.ctx);
+        if (b->dl_handle) dlclose(b->dl_handle);
+        free(b->devices);
+        free(b);
+    }
+    g.n_backends = g.n_devices = g.n_skipped = g.n_priority = 0;
+    g.priority_explicit = false;
+    atomic_store(&g.policy, TF_MIXED_HIGHEST_PRIORITY);
+    atomic_store(&g.initialized, false);
+    pthread_mutex_unlock(&g.lock);
+}
+
+tf_status tf_backend_register(const tf_backend_reg *reg) {
+    if (!reg) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_backend_register: reg is NULL");
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&g.lock);
+    s = add_backend(reg, "in-process", NULL);
+    pthread_mutex_unlock(&g.lock);
+    return s;
+}
+
+void *tf_backend_proc_address(const char *backend_name, const char *name) {
+    if (!backend_name || !name || tf__init() != TF_OK) return NULL;
+    pthread_mutex_lock(&g.lock);
+    tf_backend_entry *b = find_backend(backend_name);
+    void *fn = b && b->reg.iface->get_proc_address ? b->reg.iface->get_proc_address(b->reg.ctx, name) : NULL;
+    pthread_mutex_unlock(&g.lock);
+    return fn;
+}
+
+/* ---- device queries ---- */
+
+tf_device *tf__cpu_device(void) { return tf__init() == TF_OK ? g.devices[0] : NULL; }
+
+int tf_device_count(void) { return tf__init() == TF_OK ? g.n_devices : 0; }
+
+tf_device *tf_device_at(int i) {
+    if (tf__init() != TF_OK || i < 0 || i >= g.n_devices) return NULL;
+    return g.devices[i];
+}
+
+const char *tf_device_name(const tf_device *d) { return d ? d->name : "(null)"; }
+
+tf_status tf_device_get_props(const tf_device *d, tf_device_props *out) {
+    if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_props: NULL argument");
+    tf_backend_device_info info;
+    memset(&info, 0, sizeof info);
+    tf_status s = d->bdev.iface->get_info(d->bdev.ctx, &info);
+    if (s != TF_OK) return s;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    snprintf(out->backend, sizeof out->backend, "%s", d->backend->name);
+    snprintf(out->description, sizeof out->description, "%s", info.description);
+    out->type = info.type;
+    out->memory_total = info.memory_total;
+    out->memory_free = info.memory_free;
+    out->caps = info.caps;
+    return TF_OK;
+}
+
+tf_status tf_device_synchronize(tf_device *d) {
+    if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_synchronize: device is NULL");
+    return d->bdev.iface->synchronize ? d->bdev.iface->synchronize(d->bdev.ctx) : TF_OK;
+}
+
+uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {
+    if (!d) return 0;
+    if ((unsigned)op < TF_OP_COUNT) return atomic_load(&((tf_device *)d)->fallbacks[op]);
+    uint64_t total = 0;
+    for (int i = 0; i < TF_OP_COUNT; i++) total += atomic_load(&((tf_device *)d)->fallbacks[i]);
+    return total;
+}
+
+uint64_t tf_device_op_count(const tf_device *d) { return d ? atomic_load(&((tf_device *)d)->ops) : 0; }
+
+/* ---- selection ---- */
+
+/* May "auto" pick d? In the default list a non-CPU backend's CPU-type or
+ * emulated device never beats the CPU backend. */
+static bool auto_candidate(const tf_device *d) {
+    if (backend_rank(d->backend->name) == INT32_MAX) return false;
+    if (!g.priority_explicit && strcmp(d->backend->name, "cpu") &&
+        (d->type == TF_DEVICE_TYPE_CPU || d->emulated))
+        return false;
+    return true;
+}
+
+/* Candidates for auto, best first (stable by registration order). */
+static int ranked_candidates(tf_device **out) {
+    int n = 0;
+    for (int i = 0; i < g.n_devices; i++)
+        if (auto_candidate(g.devices[i])) out[n++] = g.devices[i];
+    for (int i = 1; i < n; i++) {                       /* insertion sort: stable */
+        tf_device *d = out[i];
+        int r = tf__device_rank(d), j = i - 1;
+        while (j >= 0 && tf__device_rank(out[j]) > r) { out[j + 1] = out[j]; j--; }
+        out[j + 1] = d;
+    }
+    return n;
+}
+
+static tf_device *pick_auto(void) {
+    tf_device *cands[MAX_DEVICES];
+    int n = ranked_candidates(cands);
+    if (n > 0) return cands[0];
+    tf__log(TF_LOG_WARN, "no device of the backends in the priority list; 'auto' falls back to cpu");
+    return g.devices[0];
+}
+
+static void list_devices(char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < g.n_devices && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", g.devices[i]->name);
+}
+
+tf_status tf_device_get(const char *spec, tf_device **out) {
+    if (out) *out = NULL;
+    if (!spec || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get: spec or out is NULL");
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&g.lock);
+    if (!strcmp(spec, "auto")) {
+        *out = pick_auto();
+        pthread_mutex_unlock(&g.lock);
+        return TF_OK;
+    }
+    char name[64];
+    long index = 0;
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    bool ok = len > 0 && len < sizeof name;
+    if (ok && colon) {
+        char *end;
+        index = strtol(colon + 1, &end, 10);
+        ok = colon[1] && !*end && index >= 0;
+    }
+    if (ok) {
+        memcpy(name, spec, len);
+        name[len] = 0;
+        tf_backend_entry *b = find_backend(name);
+        if (b && index < b->device_count) *out = &b->devices[index];
+    }
+    char avail[1024];
+    list_devices(avail, sizeof avail);
+    pthread_mutex_unlock(&g.lock);
+    if (*out) return TF_OK;
+    return tf__error(TF_ERR_UNKNOWN_DEVICE, "tf_device_get: no device '%s' (devices present: %s)", spec, avail);
+}
+
+tf_status tf_device_get_with_memory(uint64_t min_free, tf_device **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_with_memory: out is NULL");
+    *out = NULL;
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&g.lock);
+    tf_device *cands[MAX_DEVICES];
+    int n = ranked_candidates(cands);
+    char report[2048];
+    size_t used = 0;
+    report[0] = 0;
+    for (int i = 0; i < n && !*out; i++) {
+        tf_device_props p;
+        if (tf_device_get_props(cands[i], &p) != TF_OK) continue;
+        if (p.memory_free >= min_free) *out = cands[i];
+        else if (used < sizeof report)
+            used += (size_t)snprintf(report + used, sizeof report - used, "%s%s has %.2f GiB free of %.2f GiB",
+                                     i ? "; " : "", p.name, p.memory_free / 1073741824.0,
+                                     p.memory_total / 1073741824.0);
+    }
+    pthread_mutex_unlock(&g.lock);
+    if (*out) return TF_OK;
+    return tf__error(TF_ERR_NO_DEVICE, "tf_device_get_with_memory: no device has %.2f GiB free: %s",
+                     min_free / 1073741824.0, n ? report : "no candidate devices");
+}
+
+/* ---- mixed-device policy ---- */
+
+tf_status tf_mixed_policy_set(tf_mixed_policy p) {
+    if (p != TF_MIXED_HIGHEST_PRIORITY && p != TF_MIXED_FIRST_INPUT && p != TF_MIXED_STRICT)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_mixed_policy_set: unknown policy %d", (int)p);
+    atomic_store(&g.policy, (int)p);
+    return TF_OK;
+}
+
+tf_mixed_policy tf_mixed_policy_get(void) { return (tf_mixed_policy)atomic_load(&g.policy); }
+
+/* ---- backend diagnostics ---- */
+
+int tf_backend_count(void) {
+    if (tf__init() != TF_OK) return 0;
+    pthread_mutex_lock(&g.lock);
+    int n = g.n_backends + g.n_skipped;
+    pthread_mutex_unlock(&g.lock);
+    return n;
+}
+
+tf_status tf_backend_get_props(int i, tf_backend_props *out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_backend_get_props: out is NULL");
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&g.lock);
+    if (i >= 0 && i < g.n_backends) {
+        tf_backend_entry *b = g.backends[i];
+        snprintf(out->name, sizeof out->name, "%s", b->name);
+        snprintf(out->source, sizeof out->source, "%s", b->source);
+        snprintf(out->reason, sizeof out->reason, "%s", b->note);
+        out->loaded = true;
+        out->device_count = b->device_count;
+        out->status = TF_OK;
+    } else if (i >= g.n_backends && i < g.n_backends + g.n_skipped) {
+        skipped_plugin *p = &g.skipped[i - g.n_backends];
+        snprintf(out->name, sizeof out->name, "%s", p->name);
+        snprintf(out->source, sizeof out->source, "%s", p->source);
+        snprintf(out->reason, sizeof out->reason, "%s", p->reason);
+        out->status = p->status;
+    } else {
+        s = tf__error(TF_ERR_INVALID_ARGUMENT, "tf_backend_get_props: index %d out of range", i);
+    }
+    pthread_mutex_unlock(&g.lock);
+    return s;
+}

@@ -1,0 +1,504 @@
+/* Tensors: storage, geometry, views, reading to the host and moving
+ * between devices. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+/* ---- storage ---- */
+
+static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
+    tf_storage *s = calloc(1, sizeof *s);
+    if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a storage record", fn);
+    tf_status st = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, &s->buf);
+    if (st != TF_OK) {
+        free(s);
+        if (st == TF_ERR_OUT_OF_MEMORY)
+            return tf__error(st, "%s: cannot allocate %zu bytes on %s", fn, nbytes, dev->name);
+        return st;
+    }
+    atomic_init(&s->refs, 1);
+    s->dev = dev;
+    s->nbytes = nbytes;
+    *out = s;
+    return TF_OK;
+}
+
+static void storage_release(tf_storage *s) {
+    if (atomic_fetch_sub(&s->refs, 1) != 1) return;
+    s->dev->bdev.iface->buffer_free(s->dev->bdev.ctx, s->buf);
+    free(s);
+}
+
+tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
+    if (n == 0) return TF_OK;
+    return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, s->buf, offset, src, n);
+}
+
+tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n) {
+    if (n == 0) return TF_OK;
+    return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, s->buf, offset, dst, n);
+}
+
+/* ---- geometry ---- */
+
+tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *shape, int64_t *numel) {
+    if (!tf__dtype_valid(dt)) return tf__error(TF_ERR_DTYPE, "%s: invalid dtype %d", fn, (int)dt);
+    if (ndim < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: ndim %d is negative", fn, ndim);
+    if (ndim > TF_MAX_DIMS)
+        return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions, at most %d allowed", fn, ndim, TF_MAX_DIMS);
+    if (ndim > 0 && !shape) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: shape is NULL for ndim %d", fn, ndim);
+    int64_t n = 1, limit = INT64_MAX / (int64_t)tf_dtype_size(dt);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            return tf__error(TF_ERR_SIZE, "%s: extent %lld of axis %d is negative", fn, (long long)shape[i], i);
+        if (shape[i] > 0 && n > limit / shape[i]) {
+            char buf[256];
+            return tf__error(TF_ERR_SIZE, "%s: shape %s of %s overflows the addressable size", fn,
+                             tf__shape_str(ndim, shape, buf, sizeof buf), tf_dtype_name(dt));
+        }
+        n *= shape[i];
+    }
+    if (numel) *numel = n;
+    return TF_OK;
+}
+
+void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                             int64_t offset) {
+    tf_tensor *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    atomic_init(&t->refs, 1);
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->strides[i] = strides[i];
+    }
+    t->offset = offset;
+    return t;
+}
+
+tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
+                           tf_tensor **out) {
+    int64_t numel;
+    tf_status st = tf__check_shape(fn, dt, ndim, shape, &numel);
+    if (st != TF_OK) return st;
+    tf_storage *s = NULL;
+    st = storage_new(fn, dev, (size_t)numel * tf_dtype_size(dt), &s);
+    if (st != TF_OK) return st;
+    int64_t strides[TF_MAX_DIMS];
+    tf__contiguous_strides(ndim, shape, strides);
+    *out = tensor_new(s, dt, ndim, shape, strides, 0);
+    if (!*out) {
+        storage_release(s);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a tensor record", fn);
+    }
+    return TF_OK;
+}
+
+tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
+                          int64_t offset, tf_tensor **out) {
+    tf_tensor *v = tensor_new(t->storage, t->dtype, ndim, shape, strides, offset);
+    if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "out of host memory for a view");
+    atomic_fetch_add(&t->storage->refs, 1);
+    *out = v;
+    return TF_OK;
+}
+
+tf_tensor_desc tf__desc(const tf_tensor *t) {
+    tf_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.buffer = t->storage->buf;
+    d.offset = (uint64_t)t->offset;
+    d.dtype = t->dtype;
+    d.ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) {
+        d.shape[i] = t->shape[i];
+        d.strides[i] = t->strides[i];
+    }
+    return d;
+}
+
+/* ---- properties and lifetime ---- */
+
+tf_tensor *tf_tensor_retain(tf_tensor *t) {
+    if (t) atomic_fetch_add(&t->refs, 1);
+    return t;
+}
+
+void tf_tensor_release(tf_tensor *t) {
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    storage_release(t->storage);
+    free(t);
+}
+
+tf_device *tf_tensor_device(const tf_tensor *t) { return t ? t->storage->dev : NULL; }
+tf_dtype tf_tensor_dtype(const tf_tensor *t) { return t ? t->dtype : TF_DTYPE_COUNT; }
+int tf_tensor_ndim(const tf_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *tf_tensor_shape(const tf_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *tf_tensor_strides(const tf_tensor *t) { return t ? t->strides : NULL; }
+int64_t tf_tensor_offset(const tf_tensor *t) { return t ? t->offset : -1; }
+
+int64_t tf_tensor_numel(const tf_tensor *t) {
+    if (!t) return -1;
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+bool tf_tensor_is_contiguous(const tf_tensor *t) {
+    if (!t) return false;
+    tf_tensor_desc d = tf__desc(t);
+    return tf_tensor_numel(t) == 0 || tf_desc_is_contiguous(&d);
+}
+
+/* ---- creation ---- */
+
+static tf_status check_device(const char *fn, tf_device *dev) {
+    if (!dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: device is NULL", fn);
+    return tf__init();
+}
+
+tf_status tf_empty(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_empty: out is NULL");
+    *out = NULL;
+    tf_status s = check_device("tf_empty", dev);
+    return s != TF_OK ? s : tf__op_output("tf_empty", dev, dt, ndim, shape, out);
+}
+
+tf_status tf_tensor_from_data(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, const void *data,
+                              tf_tensor **out) {
+    static const char fn[] = "tf_tensor_from_data";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    tf_status s = check_device(fn, dev);
+    int64_t numel = 0;
+    if (s == TF_OK) s = tf__check_shape(fn, dt, ndim, shape, &numel);
+    if (s != TF_OK) return s;
+    if (!data && numel > 0) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: data is NULL", fn);
+    tf_tensor *t;
+    s = tf__tensor_alloc(fn, dev, dt, ndim, shape, &t);
+    if (s != TF_OK) return s;
+    s = tf__upload(t->storage, 0, data, (size_t)numel * tf_dtype_size(dt));
+    if (s != TF_OK) {
+        tf_tensor_release(t);
+        return s;
+    }
+    *out = t;
+    return TF_OK;
+}
+
+tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_eye: out is NULL");
+    *out = NULL;
+    tf_status s = check_device("tf_eye", dev);
+    int64_t shape[2] = {n, m};
+    if (s == TF_OK) s = tf_zeros(dev, dt, 2, shape, out);
+    if (s != TF_OK) return s;
+    /* Write the ones element by element: n*m host bytes are never needed. */
+    unsigned char one[8];
+    tf_tensor *src = NULL;
+    s = tf_ones(tf__cpu_device(), dt, 0, NULL, &src);
+    if (s == TF_OK) s = tf_tensor_read(src, one, sizeof one);
+    tf_tensor_release(src);
+    size_t es = tf_dtype_size(dt);
+    for (int64_t i = 0; s == TF_OK && i < (n < m ? n : m); i++)
+        s = tf__upload((*out)->storage, (size_t)(i * m + i) * es, one, es);
+    if (s != TF_OK) {
+        tf_tensor_release(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+/* ---- reading and moving ---- */
+
+tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes) {
+    if (!t || !dst) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_read: tensor or dst is NULL");
+    size_t need = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
+    if (dst_bytes < need)
+        return tf__error(TF_ERR_BUFFER_TOO_SMALL, "tf_tensor_read: tensor needs %zu bytes, dst has %zu", need,
+                         dst_bytes);
+    if (need == 0) return TF_OK;
+    if (tf_tensor_is_contiguous(t)) return tf__download(t->storage, (size_t)t->offset, dst, need);
+    tf_tensor *c;
+    tf_status s = tf_contiguous(t, &c);
+    if (s != TF_OK) return s;
+    s = tf__download(c->storage, (size_t)c->offset, dst, need);
+    tf_tensor_release(c);
+    return s;
+}
+
+tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
+    static const char fn[] = "tf_tensor_to";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or device is NULL", fn);
+    if (t->storage->dev == dev) {
+        *out = tf_tensor_retain((tf_tensor *)t);
+        return TF_OK;
+    }
+    tf_tensor *src, *dst = NULL;
+    tf_status s = tf_contiguous(t, &src);
+    if (s != TF_OK) return s;
+    s = tf__tensor_alloc(fn, dev, t->dtype, t->ndim, t->shape, &dst);
+    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
+    if (s == TF_OK && n > 0) {
+        /* Stage through the host unless one side is host memory already. */
+        const tf_device_iface *si = src->storage->dev->bdev.iface, *di = dev->bdev.iface;
+        void *sp = si->buffer_host_ptr ? si->buffer_host_ptr(src->storage->dev->bdev.ctx, src->storage->buf) : NULL;
+        void *dp = di->buffer_host_ptr ? di->buffer_host_ptr(dev->bdev.ctx, dst->storage->buf) : NULL;
+        if (sp) {
+            s = tf__upload(dst->storage, 0, (char *)sp + src->offset, n);
+        } else if (dp) {
+            s = tf__download(src->storage, (size_t)src->offset, dp, n);
+        } else {
+            void *tmp = malloc(n);
+            if (!tmp) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to stage %zu bytes", fn, n);
+            if (s == TF_OK) s = tf__download(src->storage, (size_t)src->offset, tmp, n);
+            if (s == TF_OK) s = tf__upload(dst->storage, 0, tmp, n);
+            free(tmp);
+        }
+    }
+    tf_tensor_release(src);
+    if (s != TF_OK) {
+        tf_tensor_release(dst);
+        return s;
+    }
+    *out = dst;
+    return TF_OK;
+}
+
+/* ---- views ---- */
+
+static int normalize_axis(int axis, int ndim) { return axis < 0 ? axis + ndim : axis; }
+
+static tf_status axis_error(const char *fn, int axis, int ndim) {
+    return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, ndim);
+}
+
+/* Strides for viewing t with `shape` without a copy (PyTorch's rule);
+ * false if the memory layout does not allow it. */
+static bool view_strides(const tf_tensor *t, int ndim, const int64_t *shape, int64_t *strides) {
+    if (tf_tensor_numel(t) <= 1 || tf_tensor_is_contiguous(t)) {
+        tf__contiguous_strides(ndim, shape, strides);
+        return true;
+    }
+    int view_d = ndim - 1;
+    int64_t chunk_base = t->strides[t->ndim - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        tensor_numel *= t->shape[d];
+        if (d == 0 || (t->shape[d - 1] != 1 && t->strides[d - 1] != tensor_numel * chunk_base)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+                strides[view_d] = view_numel * chunk_base;
+                view_numel *= shape[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (d > 0) {
+                chunk_base = t->strides[d - 1];
+                tensor_numel = view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_tensor **out) {
+    static const char fn[] = "tf_reshape";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (ndim < 0 || ndim > TF_MAX_DIMS)
+        return tf__error(ndim < 0 ? TF_ERR_INVALID_ARGUMENT : TF_ERR_TOO_MANY_DIMS, "%s: ndim %d not in [0, %d]",
+                         fn, ndim, TF_MAX_DIMS);
+    if (ndim > 0 && !shape_in) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: shape is NULL", fn);
+    int64_t shape[TF_MAX_DIMS], known = 1, numel = tf_tensor_numel(t);
+    int infer = -1;
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = shape_in[i];
+        if (shape[i] == -1 && infer < 0) infer = i;
+        else if (shape[i] < 0) return tf__error(TF_ERR_SIZE, "%s: extent %lld is invalid", fn, (long long)shape[i]);
+        else if (shape[i] > 0 && known > INT64_MAX / shape[i])
+            return tf__error(TF_ERR_SIZE, "%s: shape overflows", fn);
+        else known *= shape[i];
+    }
+    char a[256], b[256];
+    if (infer >= 0) {
+        if (known == 0 || numel % known)
+            return tf__error(TF_ERR_SHAPE, "%s: cannot infer the -1 extent of %s for %lld elements", fn,
+                             tf__shape_str(ndim, shape_in, a, sizeof a), (long long)numel);
+        shape[infer] = numel / known;
+        known = numel;
+    }
+    if (known != numel)
+        return tf__error(TF_ERR_SHAPE, "%s: cannot reshape %s (%lld elements) to %s", fn,
+                         tf__shape_str(t->ndim, t->shape, a, sizeof a), (long long)numel,
+                         tf__shape_str(ndim, shape, b, sizeof b));
+    int64_t strides[TF_MAX_DIMS];
+    if (view_strides(t, ndim, shape, strides)) return tf__tensor_view(t, ndim, shape, strides, t->offset, out);
+    tf_tensor *c;
+    tf_status s = tf_copy(t, &c);
+    if (s != TF_OK) return s;
+    tf__contiguous_strides(ndim, shape, strides);
+    s = tf__tensor_view(c, ndim, shape, strides, c->offset, out);
+    tf_tensor_release(c);
+    return s;
+}
+
+tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out) {
+    static const char fn[] = "tf_permute";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t || (!perm && t->ndim > 0)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or perm is NULL", fn);
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    bool used[TF_MAX_DIMS] = {false};
+    for (int i = 0; i < t->ndim; i++) {
+        int p = normalize_axis(perm[i], t->ndim);
+        if (p < 0 || p >= t->ndim) return axis_error(fn, perm[i], t->ndim);
+        if (used[p]) return tf__error(TF_ERR_AXIS, "%s: axis %d appears twice in the permutation", fn, p);
+        used[p] = true;
+        shape[i] = t->shape[p];
+        strides[i] = t->strides[p];
+    }
+    return tf__tensor_view(t, t->ndim, shape, strides, t->offset, out);
+}
+
+tf_status tf_transpose(const tf_tensor *t, int d0, int d1, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_transpose: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_transpose: tensor is NULL");
+    int a = normalize_axis(d0, t->ndim), b = normalize_axis(d1, t->ndim);
+    if (a < 0 || a >= t->ndim) return axis_error("tf_transpose", d0, t->ndim);
+    if (b < 0 || b >= t->ndim) return axis_error("tf_transpose", d1, t->ndim);
+    int perm[TF_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) perm[i] = i;
+    perm[a] = b;
+    perm[b] = a;
+    return tf_permute(t, perm, out);
+}
+
+tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, int64_t step, tf_tensor **out) {
+    static const char fn[] = "tf_slice";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    int ax = normalize_axis(axis, t->ndim);
+    if (ax < 0 || ax >= t->ndim) return axis_error(fn, axis, t->ndim);
+    if (step < 1) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1", fn, (long long)step);
+    int64_t n = t->shape[ax];
+    if (start < 0) start += n;
+    if (stop < 0) stop += n;
+    start = start < 0 ? 0 : start > n ? n : start;
+    stop = stop < 0 ? 0 : stop > n ? n : stop;
+    int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[ax] = len;
+    strides[ax] = t->strides[ax] * step;
+    int64_t offset = t->offset + (len > 0 ? start * t->strides[ax] * (int64_t)tf_dtype_size(t->dtype) : 0);
+    return tf__tensor_view(t, t->ndim, shape, strides, offset, out);
+}
+
+tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_tensor **out) {
+    static const char fn[] = "tf_expand";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t || (ndim > 0 && !shape_in)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or shape is NULL", fn);
+    if (ndim > TF_MAX_DIMS) return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions", fn, ndim);
+    char a[256], b[256];
+    if (ndim < t->ndim)
+        return tf__error(TF_ERR_SHAPE, "%s: cannot expand %s to fewer dimensions %s", fn,
+                         tf__shape_str(t->ndim, t->shape, a, sizeof a), tf__shape_str(ndim, shape_in, b, sizeof b));
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int64_t src = i >= lead ? t->shape[i - lead] : 1;
+        int64_t want = shape_in[i] == -1 && i >= lead ? src : shape_in[i];
+        if (want < 0) return tf__error(TF_ERR_SIZE, "%s: extent %lld is invalid", fn, (long long)shape_in[i]);
+        if (src != want && src != 1)
+            return tf__error(TF_ERR_SHAPE, "%s: cannot broadcast %s to %s", fn,
+                             tf__shape_str(t->ndim, t->shape, a, sizeof a), tf__shape_str(ndim, shape_in, b, sizeof b));
+        shape[i] = want;
+        strides[i] = (i >= lead && src == want) ? t->strides[i - lead] : 0;
+    }
+    return tf__tensor_view(t, ndim, shape, strides, t->offset, out);
+}
+
+tf_status tf_squeeze(const tf_tensor *t, int axis, tf_tensor **out) {
+    static const char fn[] = "tf_squeeze";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    int ax = axis == TF_ALL_AXES ? -1 : normalize_axis(axis, t->ndim);
+    if (axis != TF_ALL_AXES && (ax < 0 || ax >= t->ndim)) return axis_error(fn, axis, t->ndim);
+    if (ax >= 0 && t->shape[ax] != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: axis %d has extent %lld, not 1", fn, axis, (long long)t->shape[ax]);
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        bool drop = ax >= 0 ? i == ax : t->shape[i] == 1;
+        if (drop) continue;
+        shape[n] = t->shape[i];
+        strides[n++] = t->strides[i];
+    }
+    return tf__tensor_view(t, n, shape, strides, t->offset, out);
+}
+
+tf_status tf_unsqueeze(const tf_tensor *t, int axis, tf_tensor **out) {
+    static const char fn[] = "tf_unsqueeze";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (t->ndim >= TF_MAX_DIMS)
+        return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: tensor already has %d dimensions", fn, TF_MAX_DIMS);
+    int ax = normalize_axis(axis, t->ndim + 1);
+    if (ax < 0 || ax > t->ndim) return axis_error(fn, axis, t->ndim + 1);
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    for (int i = 0, j = 0; i <= t->ndim; i++) {
+        if (i == ax) {
+            shape[i] = 1;
+            strides[i] = j < t->ndim ? t->strides[j] * (t->shape[j] > 0 ? t->shape[j] : 1) : 1;
+        } else {
+            shape[i] = t->shape[j];
+            strides[i] = t->strides[j++];
+        }
+    }
+    return tf__tensor_view(t, t->ndim + 1, shape, strides, t->offset, out);
+}
+
+tf_status tf_contiguous(const tf_tensor *t, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_contiguous: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_contiguous: tensor is NULL");
+    if (tf_tensor_is_contiguous(t)) {
+        *out = tf_tensor_retain((tf_tensor *)t);
+        return TF_OK;
+    }
+    return tf__copy_cast("tf_contiguous", t, t->dtype, out);
+}
+
+tf_status tf_copy(const tf_tensor *t, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_copy: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_copy: tensor is NULL");
+    return tf__copy_cast("tf_copy", t, t->dtype, out);
+}
+
+tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_cast: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_cast: tensor is NULL");
+    if (!tf__dtype_valid(dt)) return tf__error(TF_ERR_DTYPE, "tf_cast: invalid dtype %d", (int)dt);
+    return tf__copy_cast("tf_cast", t, dt, out);
+}

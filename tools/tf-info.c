@@ -1,0 +1,75 @@
+/* tf-info: what tensorframe sees on this machine — backends (loaded, or
+ * why not), devices with memory and capabilities, and the one "auto" picks. */
+#include <stdio.h>
+#include <string.h>
+
+#include <tensorframe/tensorframe.h>
+
+static const char *type_name(tf_device_type t) {
+    switch (t) {
+    case TF_DEVICE_TYPE_CPU: return "CPU";
+    case TF_DEVICE_TYPE_GPU: return "GPU";
+    case TF_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case TF_DEVICE_TYPE_ACCELERATOR: return "accelerator";
+    }
+    return "?";
+}
+
+static void print_caps(const tf_device_caps *c) {
+    printf("      dtypes:");
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
+        if (c->dtypes & (1u << dt)) printf(" %s", tf_dtype_name((tf_dtype)dt));
+    printf("\n      async: %s, pinned host memory: %s, unified memory: %s%s\n", c->async ? "yes" : "no",
+           c->pinned_host_memory ? "yes" : "no", c->unified_memory ? "yes" : "no",
+           c->emulated ? ", emulated on the CPU" : "");
+}
+
+static void print_backends(void) {
+    int n = tf_backend_count();
+    printf("Backends (%d):\n", n);
+    for (int i = 0; i < n; i++) {
+        tf_backend_props b;
+        if (tf_backend_get_props(i, &b) != TF_OK) continue;
+        if (b.loaded)
+            printf("  %-10s loaded   %d device%s  [%s]%s%s\n", b.name, b.device_count, b.device_count == 1 ? " " : "s",
+                   b.source, b.reason[0] ? "  — " : "", b.reason);
+        else
+            printf("  %-10s skipped  %s: %s  [%s]\n", b.name, tf_status_name(b.status), b.reason, b.source);
+    }
+}
+
+static void print_devices(void) {
+    int n = tf_device_count();
+    printf("Devices (%d):\n", n);
+    for (int i = 0; i < n; i++) {
+        tf_device_props p;
+        if (tf_device_get_props(tf_device_at(i), &p) != TF_OK) {
+            printf("  %s: %s\n", tf_device_name(tf_device_at(i)), tf_last_error());
+            continue;
+        }
+        printf("  %-12s %s — %s\n", p.name, type_name(p.type), p.description);
+        printf("      memory: %.2f GiB total, %.2f GiB free\n", p.memory_total / 1073741824.0,
+               p.memory_free / 1073741824.0);
+        print_caps(&p.caps);
+    }
+}
+
+int main(int argc, char **argv) {
+    (void)argv;
+    if (argc > 1) {
+        printf("usage: tf-info\n  Environment: TF_BACKEND=opencl,cpu  TF_PLUGIN_PATH=dir:file  TF_LOG_LEVEL=info\n");
+        return 0;
+    }
+    printf("tensorframe %d.%d.%d\n", TF_VERSION_MAJOR, TF_VERSION_MINOR, TF_VERSION_PATCH);
+    print_backends();
+    print_devices();
+    char prio[512];
+    if (tf_backend_priority_get(prio, sizeof prio) == TF_OK) printf("Priority: %s\n", prio);
+    static const char *const policies[] = {"highest-priority input device", "first input's device", "strict"};
+    printf("Mixed-device policy: %s\n", policies[tf_mixed_policy_get()]);
+    tf_device *dev;
+    if (tf_device_get("auto", &dev) == TF_OK) printf("auto -> %s\n", tf_device_name(dev));
+    else printf("auto -> none: %s\n", tf_last_error());
+    tf_shutdown();
+    return 0;
+}

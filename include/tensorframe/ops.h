@@ -20,7 +20,7 @@
  *                        CAST           dtype chosen by the caller
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
- *           POW (positive base, small exponent)
+ *           POW (positive base, small exponent), WIDE (past 8-bit ranges)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon. 0 means bit-exact. Integer
  *           outputs are always compared exactly.
@@ -40,7 +40,7 @@
     X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       NUMERIC, ANY,     64) \
     X(SUM,          sum,          1, REDUCE,    SUM,           ALL,     ANY,     16) \
     X(MEAN,         mean,         1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
-    X(COPY,         copy,         1, SAME,      CAST,          ALL,     ANY,     1) \
+    X(COPY,         copy,         1, SAME,      CAST,          ALL,     WIDE,    1) \
     X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0) \
     X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1) \
     X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1) \

@@ -1,0 +1,717 @@
+/* Conformance: every op of the op table, every dtype it accepts, on every
+ * device present, against a float64 reference computed here on the host.
+ *
+ * Inputs are fresh random values each run (seed printed; TF_TEST_SEED
+ * repeats a run), laid out contiguous, strided (every other element) or
+ * transposed; shapes include broadcasting, size-0, size-1 and odd sizes.
+ * Outputs are poisoned before each kernel. Float outputs must meet
+ * NMSE <= nmse_k * eps^2 from the op table; integer and bool outputs must
+ * match exactly. The dtype codecs here are written independently of the
+ * library's. A device that runs zero cases fails.
+ *
+ * usage: conformance [--device NAME]...   (default: every device)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tensorframe/numerics.h>   /* the Philox spec, for the rand reference */
+#include <tensorframe/tensorframe.h>
+
+#include "mybackend.h"
+
+/* ---- the op table, as this suite reads it ---- */
+
+typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_CREATE } shape_rule;
+typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST } dtype_rule;
+typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE } domain;
+enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
+
+typedef struct op_row {
+    tf_op_kind kind;
+    const char *name;
+    int arity;
+    shape_rule shape;
+    dtype_rule dtype;
+    unsigned accepts;
+    domain dom;
+    double nmse_k;
+} op_row;
+
+static const op_row op_table[] = {
+#define ROW(E, n, ar, sh, dt, acc, dom, k) {TF_OP_##E, #n, ar, SH_##sh, DR_##dt, ACC_##acc, DOM_##dom, k},
+    TF_OP_LIST(ROW)
+#undef ROW
+};
+
+/* ---- random numbers for inputs (xorshift; seeded per run) ---- */
+
+static uint64_t rng_state;
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double uniform(double lo, double hi) { return lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1p-53; }
+static int64_t randint(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next() % (uint64_t)(hi - lo + 1)); }
+
+/* ---- dtype codecs, independent of the library ---- */
+
+static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
+static bool is_int(tf_dtype dt) { return dt == TF_I8 || dt == TF_I32 || dt == TF_I64 || dt == TF_U8; }
+
+static double eps_of(tf_dtype dt) {
+    switch (dt) {
+    case TF_F64: return 0x1p-52;
+    case TF_F16: return 0x1p-10;
+    case TF_BF16: return 0x1p-7;
+    default: return 0x1p-23;
+    }
+}
+
+/* Round v to a binary format with `bits` significant bits, smallest normal
+ * exponent emin, largest finite value max (round half to even). */
+static double quantize_format(double v, int bits, int emin, double max) {
+    if (v == 0 || !isfinite(v)) return v;
+    int e;
+    frexp(v, &e);
+    int lead = e - 1 < emin ? emin : e - 1;
+    double step = ldexp(1.0, lead - (bits - 1));
+    double q = rint(v / step) * step;
+    return fabs(q) > max ? copysign(INFINITY, v) : q;
+}
+
+static double quantize(tf_dtype dt, double v) {
+    switch (dt) {
+    case TF_F32: return (double)(float)v;
+    case TF_F16: return quantize_format(v, 11, -14, 65504.0);
+    case TF_BF16: return quantize_format(v, 8, -126, 0x1.fep127);
+    default: return v;
+    }
+}
+
+static uint16_t encode_f16(double q) {
+    uint16_t sign = signbit(q) ? 0x8000 : 0;
+    double a = fabs(q);
+    if (isinf(a)) return sign | 0x7c00;
+    if (a < 0x1p-14) return sign | (uint16_t)(a * 0x1p24);
+    int e;
+    frexp(a, &e);
+    return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((a / ldexp(1.0, e - 1) - 1.0) * 1024.0);
+}
+
+static double decode_f16(uint16_t h) {
+    int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+    double v = exp == 0 ? ldexp(man, -24) : exp == 31 ? (man ? NAN : INFINITY) : ldexp(1024 + man, exp - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double wrap_int(tf_dtype dt, int64_t v) {
+    switch (dt) {
+    case TF_I8: return (double)(int8_t)(uint8_t)v;
+    case TF_I32: return (double)(int32_t)(uint32_t)v;
+    case TF_U8: return (double)(uint8_t)v;
+    default: return (double)v;
+    }
+}
+
+static void encode(tf_dtype dt, double v, unsigned char *p) {
+    switch (dt) {
+    case TF_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case TF_F64: memcpy(p, &v, 8); break;
+    case TF_F16: { uint16_t h = encode_f16(quantize(dt, v)); memcpy(p, &h, 2); break; }
+    case TF_BF16: { float f = (float)quantize(dt, v); uint32_t u; memcpy(&u, &f, 4); uint16_t b = (uint16_t)(u >> 16); memcpy(p, &b, 2); break; }
+    case TF_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+    case TF_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+    case TF_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+    case TF_U8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case TF_BOOL: p[0] = v != 0; break;
+    default: break;
+    }
+}
+
+static double decode(tf_dtype dt, const unsigned char *p) {
+    switch (dt) {
+    case TF_F32: { float f; memcpy(&f, p, 4); return f; }
+    case TF_F64: { double d; memcpy(&d, p, 8); return d; }
+    case TF_F16: { uint16_t h; memcpy(&h, p, 2); return decode_f16(h); }
+    case TF_BF16: { uint16_t b; memcpy(&b, p, 2); uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
+    case TF_I8: { int8_t x; memcpy(&x, p, 1); return x; }
+    case TF_I32: { int32_t x; memcpy(&x, p, 4); return x; }
+    case TF_I64: { int64_t x; memcpy(&x, p, 8); return (double)x; }
+    case TF_U8: return p[0];
+    case TF_BOOL: return p[0] ? 1.0 : 0.0;
+    default: return NAN;
+    }
+}
+
+/* The library's documented conversion of a value to dtype dt. */
+static double convert(tf_dtype dt, double v, bool from_float) {
+    if (dt == TF_BOOL) return v != 0;
+    if (is_float(dt)) return quantize(dt, v);
+    if (!from_float) return wrap_int(dt, (int64_t)v);
+    if (isnan(v)) return 0;
+    double lo = dt == TF_I8 ? -128 : dt == TF_I32 ? -2147483648.0 : dt == TF_U8 ? 0 : -0x1p63;
+    double hi = dt == TF_I8 ? 127 : dt == TF_I32 ? 2147483647.0 : dt == TF_U8 ? 255 : 0x1p63;
+    return v <= lo ? lo : v >= hi ? hi : trunc(v);
+}
+
+/* ---- host tensors and their device twins ---- */
+
+typedef enum { LAYOUT_CONTIG, LAYOUT_STRIDED, LAYOUT_TRANSPOSED } layout;
+static const char *const layout_names[] = {"contig", "strided", "transposed"};
+
+typedef struct host_t {
+    tf_dtype dt;
+    int ndim;
+    int64_t shape[TF_MAX_DIMS];
+    int64_t n;
+    double *v;                 /* logical values, row-major */
+} host_t;
+
+static int64_t numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+static double draw(tf_dtype dt, domain dom, int input) {
+    bool fl = is_float(dt);
+    if (dt == TF_BOOL) return (double)randint(0, 1);
+    switch (dom) {
+    case DOM_NONZERO:
+        if (input == 1) return (dt == TF_U8 || randint(0, 1) ? 1 : -1) * (fl ? uniform(0.5, 2) : (double)randint(1, 9));
+        break;
+    case DOM_POW:
+        if (input == 0) return fl ? uniform(0.1, 2) : (double)randint(dt == TF_U8 ? 0 : -3, 4);
+        return fl ? uniform(-2, 2) : (double)randint(0, 3);
+    case DOM_WIDE:
+        if (fl) return dt == TF_F16 ? uniform(-3e4, 3e4) : uniform(-1e5, 1e5) * (randint(0, 3) ? 1e-3 : 1.0);
+        return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127) : (double)randint(-100000, 100000);
+    default: break;
+    }
+    if (fl) return uniform(-2, 2);
+    return dt == TF_U8 ? (double)randint(0, 40) : (double)randint(-20, 20);
+}
+
+static void host_init(host_t *h, tf_dtype dt, int ndim, const int64_t *shape) {
+    h->dt = dt;
+    h->ndim = ndim;
+    memcpy(h->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    h->n = numel(ndim, shape);
+    h->v = calloc((size_t)(h->n ? h->n : 1), sizeof(double));
+}
+
+/* Unravel flat row-major index i of `shape`. */
+static void unravel(int64_t i, int ndim, const int64_t *shape, int64_t *idx) {
+    for (int d = ndim - 1; d >= 0; d--) {
+        idx[d] = shape[d] ? i % shape[d] : 0;
+        i = shape[d] ? i / shape[d] : 0;
+    }
+}
+
+/* Random host values and a device tensor holding them in layout `lay`. */
+static tf_status make_input(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, domain dom, int input,
+                            layout lay, host_t *h, tf_tensor **out) {
+    host_init(h, dt, ndim, shape);
+    for (int64_t i = 0; i < h->n; i++) h->v[i] = quantize(dt, draw(dt, dom, input));
+    if (ndim == 0) lay = LAYOUT_CONTIG;
+    int64_t pshape[TF_MAX_DIMS];
+    for (int d = 0; d < ndim; d++)
+        pshape[d] = lay == LAYOUT_TRANSPOSED ? shape[ndim - 1 - d] : shape[d];
+    if (lay == LAYOUT_STRIDED) pshape[ndim - 1] *= 2;
+    int64_t pn = numel(ndim, pshape);
+    size_t es = tf_dtype_size(dt);
+    unsigned char *bytes = malloc((size_t)(pn ? pn : 1) * es);
+    for (int64_t i = 0; i < pn; i++) encode(dt, quantize(dt, draw(dt, dom, input)), bytes + i * es); /* gaps */
+    int64_t idx[TF_MAX_DIMS], pidx[TF_MAX_DIMS];
+    for (int64_t i = 0; i < h->n; i++) {
+        unravel(i, ndim, shape, idx);
+        for (int d = 0; d < ndim; d++) pidx[d] = lay == LAYOUT_TRANSPOSED ? idx[ndim - 1 - d] : idx[d];
+        if (lay == LAYOUT_STRIDED) pidx[ndim - 1] *= 2;
+        int64_t p = 0;
+        for (int d = 0; d < ndim; d++) p = p * pshape[d] + pidx[d];
+        encode(dt, h->v[i], bytes + p * es);
+    }
+    tf_tensor *parent;
+    tf_status s = tf_tensor_from_data(dev, dt, ndim, pshape, bytes, &parent);
+    free(bytes);
+    if (s != TF_OK) return s;
+    if (lay == LAYOUT_CONTIG) {
+        *out = parent;
+        return TF_OK;
+    }
+    if (lay == LAYOUT_STRIDED) s = tf_slice(parent, -1, 0, pshape[ndim - 1], 2, out);
+    else {
+        int perm[TF_MAX_DIMS];
+        for (int d = 0; d < ndim; d++) perm[d] = ndim - 1 - d;
+        s = tf_permute(parent, perm, out);
+    }
+    tf_tensor_release(parent);
+    return s;
+}
+
+/* ---- references ---- */
+
+static int64_t int_pow(int64_t b, int64_t e) {
+    if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1;
+    for (int64_t i = 0; i < e; i++) r *= (uint64_t)b;
+    return (int64_t)r;
+}
+
+static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
+    if (is_int(out)) {
+        int64_t a = (int64_t)x, b = (int64_t)y, r = 0;
+        switch (k) {
+        case TF_OP_ADD: r = (int64_t)((uint64_t)a + (uint64_t)b); break;
+        case TF_OP_SUB: r = (int64_t)((uint64_t)a - (uint64_t)b); break;
+        case TF_OP_MUL: r = (int64_t)((uint64_t)a * (uint64_t)b); break;
+        case TF_OP_MAXIMUM: r = a > b ? a : b; break;
+        case TF_OP_MINIMUM: r = a < b ? a : b; break;
+        case TF_OP_POW: r = int_pow(a, b); break;
+        default: break;
+        }
+        return wrap_int(out, r);
+    }
+    switch (k) {
+    case TF_OP_ADD: return x + y;
+    case TF_OP_SUB: return x - y;
+    case TF_OP_MUL: return x * y;
+    case TF_OP_DIV: return x / y;
+    case TF_OP_MAXIMUM: return isnan(x) || isnan(y) ? NAN : fmax(x, y);
+    case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : fmin(x, y);
+    case TF_OP_POW: return pow(x, y);
+    default: return NAN;
+    }
+}
+
+/* Flat index into `h` for output index oidx (right-aligned broadcasting). */
+static int64_t broadcast_index(const host_t *h, int ondim, const int64_t *oidx) {
+    int64_t p = 0;
+    for (int d = 0; d < h->ndim; d++) {
+        int od = ondim - h->ndim + d;
+        p = p * h->shape[d] + (h->shape[d] == 1 ? 0 : oidx[od]);
+    }
+    return p;
+}
+
+/* ---- comparison ---- */
+
+typedef struct counts { int passed, failed; } counts;
+
+static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, double k, char *why, size_t n) {
+    size_t es = tf_dtype_size(dt);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < ref->n; i++) {
+        double g = decode(dt, got + i * es), r = ref->v[i];
+        if (isnan(r) || isnan(g)) {
+            if (isnan(r) && isnan(g)) continue;
+            snprintf(why, n, "element %lld: got %g, expected %g", (long long)i, g, r);
+            return false;
+        }
+        if (!is_float(dt) || k == 0) {
+            if (g != r) {
+                snprintf(why, n, "element %lld: got %.17g, expected %.17g", (long long)i, g, r);
+                return false;
+            }
+            continue;
+        }
+        if (isinf(r) || isinf(g)) {
+            if (g != r) {
+                snprintf(why, n, "element %lld: got %g, expected %g", (long long)i, g, r);
+                return false;
+            }
+            continue;
+        }
+        num += (g - r) * (g - r);
+        den += r * r;
+    }
+    double nmse = den > 0 ? num / den : num, limit = k * eps_of(dt) * eps_of(dt);
+    if (nmse > limit) {
+        snprintf(why, n, "NMSE %.3g exceeds %.3g", nmse, limit);
+        return false;
+    }
+    return true;
+}
+
+/* Read `out`, check dtype and shape, compare with ref; records the result. */
+static void check_case(const char *dev, const op_row *op, const char *desc, tf_status st, const tf_tensor *out,
+                       const host_t *ref, counts *c) {
+    char why[512] = "";
+    bool ok = false;
+    if (st != TF_OK) snprintf(why, sizeof why, "returned %s: %s", tf_status_name(st), tf_last_error());
+    else if (tf_tensor_dtype(out) != ref->dt)
+        snprintf(why, sizeof why, "dtype %s, expected %s", tf_dtype_name(tf_tensor_dtype(out)), tf_dtype_name(ref->dt));
+    else if (tf_tensor_ndim(out) != ref->ndim || memcmp(tf_tensor_shape(out), ref->shape, sizeof(int64_t) * (size_t)ref->ndim))
+        snprintf(why, sizeof why, "wrong shape (ndim %d, expected %d)", tf_tensor_ndim(out), ref->ndim);
+    else {
+        size_t bytes = (size_t)(ref->n ? ref->n : 1) * tf_dtype_size(ref->dt);
+        unsigned char *got = malloc(bytes);
+        tf_status rs = tf_tensor_read(out, got, bytes);
+        if (rs != TF_OK) snprintf(why, sizeof why, "read failed: %s", tf_last_error());
+        else ok = compare(ref, ref->dt, got, op->nmse_k, why, sizeof why);
+        free(got);
+    }
+    if (ok) c->passed++;
+    else {
+        c->failed++;
+        printf("FAIL %s %s %s: %s\n", dev, op->name, desc, why);
+    }
+}
+
+static void host_free(host_t *h) { free(h->v); h->v = NULL; }
+
+/* ---- cases per shape rule ---- */
+
+typedef struct shape_case {
+    int na;
+    int64_t a[4];
+    int nb;
+    int64_t b[4];
+    layout la, lb;
+} shape_case;
+
+static const shape_case broadcast_cases[] = {
+    {2, {7, 5}, 2, {7, 5}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {2, {7, 5}, 2, {7, 5}, LAYOUT_STRIDED, LAYOUT_TRANSPOSED},
+    {3, {3, 1, 5}, 2, {4, 5}, LAYOUT_CONTIG, LAYOUT_STRIDED},
+    {0, {0}, 2, {6, 3}, LAYOUT_CONTIG, LAYOUT_TRANSPOSED},
+    {2, {0, 3}, 2, {1, 3}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {1, {1}, 1, {1}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {1, {1031}, 1, {1031}, LAYOUT_STRIDED, LAYOUT_CONTIG},
+    {4, {2, 3, 4, 5}, 3, {3, 1, 5}, LAYOUT_TRANSPOSED, LAYOUT_CONTIG},
+};
+
+static const shape_case matmul_cases[] = {
+    {2, {5, 7}, 2, {7, 3}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {1, {7}, 2, {7, 3}, LAYOUT_CONTIG, LAYOUT_TRANSPOSED},
+    {2, {5, 7}, 1, {7}, LAYOUT_TRANSPOSED, LAYOUT_STRIDED},
+    {1, {7}, 1, {7}, LAYOUT_STRIDED, LAYOUT_CONTIG},
+    {4, {2, 1, 4, 6}, 3, {3, 6, 5}, LAYOUT_CONTIG, LAYOUT_TRANSPOSED},
+    {2, {0, 4}, 2, {4, 3}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {2, {3, 0}, 2, {0, 4}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {2, {17, 33}, 2, {33, 9}, LAYOUT_STRIDED, LAYOUT_TRANSPOSED},
+    {2, {1, 1}, 2, {1, 1}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+};
+
+typedef struct reduce_case {
+    int n;
+    int64_t shape[3];
+    int axis;
+    layout lay;
+} reduce_case;
+
+static const reduce_case reduce_cases[] = {
+    {3, {6, 5, 4}, 0, LAYOUT_CONTIG},         {3, {6, 5, 4}, 1, LAYOUT_TRANSPOSED},
+    {3, {6, 5, 4}, -1, LAYOUT_STRIDED},       {3, {6, 5, 4}, TF_ALL_AXES, LAYOUT_TRANSPOSED},
+    {2, {0, 5}, 0, LAYOUT_CONTIG},            {2, {0, 5}, 1, LAYOUT_CONTIG},
+    {2, {0, 5}, TF_ALL_AXES, LAYOUT_CONTIG},  {0, {0}, TF_ALL_AXES, LAYOUT_CONTIG},
+    {1, {1031}, TF_ALL_AXES, LAYOUT_STRIDED}, {2, {1, 1}, 0, LAYOUT_CONTIG},
+};
+
+static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    switch (k) {
+    case TF_OP_ADD: return tf_add(a, b, out);
+    case TF_OP_SUB: return tf_sub(a, b, out);
+    case TF_OP_MUL: return tf_mul(a, b, out);
+    case TF_OP_DIV: return tf_div(a, b, out);
+    case TF_OP_MAXIMUM: return tf_maximum(a, b, out);
+    case TF_OP_MINIMUM: return tf_minimum(a, b, out);
+    case TF_OP_POW: return tf_pow(a, b, out);
+    case TF_OP_MATMUL: return tf_matmul(a, b, out);
+    default: return TF_ERR_UNSUPPORTED;
+    }
+}
+
+static tf_dtype result_dtype(const op_row *op, tf_dtype in) {
+    if (op->dtype == DR_PROMOTE_FLOAT && !is_float(in)) return TF_F32;
+    if (op->dtype == DR_SUM && !is_float(in)) return TF_I64;
+    return in;
+}
+
+static void desc_of(char *buf, size_t n, tf_dtype dt, const shape_case *c) {
+    snprintf(buf, n, "%s a%d-d(%lld..) %s, b%d-d(%lld..) %s", tf_dtype_name(dt), c->na, (long long)c->a[0],
+             layout_names[c->la], c->nb, (long long)c->b[0], layout_names[c->lb]);
+}
+
+static void run_pairwise(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool mm = op->shape == SH_MATMUL;
+    const shape_case *cases = mm ? matmul_cases : broadcast_cases;
+    size_t ncases = mm ? sizeof matmul_cases / sizeof *matmul_cases : sizeof broadcast_cases / sizeof *broadcast_cases;
+    tf_dtype out_dt = result_dtype(op, dt);
+    for (size_t ci = 0; ci < ncases; ci++) {
+        const shape_case *sc = &cases[ci];
+        host_t ha, hb, ref;
+        tf_tensor *a = NULL, *b = NULL, *out = NULL;
+        char desc[256];
+        desc_of(desc, sizeof desc, dt, sc);
+        tf_status s = make_input(dev, dt, sc->na, sc->a, op->dom, 0, sc->la, &ha, &a);
+        if (s == TF_OK) s = make_input(dev, dt, sc->nb, sc->b, op->dom, 1, sc->lb, &hb, &b);
+        if (s == TF_OK) s = run_binary_op(op->kind, a, b, &out);
+        /* expected result */
+        if (!mm) {
+            int n = ha.ndim > hb.ndim ? ha.ndim : hb.ndim;
+            int64_t shape[TF_MAX_DIMS], idx[TF_MAX_DIMS];
+            for (int d = 0; d < n; d++) {
+                int ia = ha.ndim - n + d, ib = hb.ndim - n + d;
+                int64_t da = ia >= 0 ? ha.shape[ia] : 1, db = ib >= 0 ? hb.shape[ib] : 1;
+                shape[d] = da == 1 ? db : da;
+            }
+            host_init(&ref, out_dt, n, shape);
+            for (int64_t i = 0; i < ref.n; i++) {
+                unravel(i, n, shape, idx);
+                ref.v[i] = ref_binary(op->kind, out_dt, ha.v[broadcast_index(&ha, n, idx)],
+                                      hb.v[broadcast_index(&hb, n, idx)]);
+            }
+        } else {
+            int64_t m = ha.ndim == 1 ? 1 : ha.shape[ha.ndim - 2], k = ha.shape[ha.ndim - 1];
+            int64_t nn = hb.ndim == 1 ? 1 : hb.shape[hb.ndim - 1];
+            int nba = ha.ndim > 2 ? ha.ndim - 2 : 0, nbb = hb.ndim > 2 ? hb.ndim - 2 : 0, nbt = nba > nbb ? nba : nbb;
+            int64_t shape[TF_MAX_DIMS], full[TF_MAX_DIMS], bidx[TF_MAX_DIMS];
+            int n = 0;
+            for (int d = 0; d < nbt; d++) {
+                int ia = nba - nbt + d, ib = nbb - nbt + d;
+                int64_t da = ia >= 0 ? ha.shape[ia] : 1, db = ib >= 0 ? hb.shape[ib] : 1;
+                full[d] = shape[n++] = da == 1 ? db : da;
+            }
+            if (ha.ndim > 1) shape[n++] = m;
+            if (hb.ndim > 1) shape[n++] = nn;
+            host_init(&ref, out_dt, n, shape);
+            int64_t nbatch = numel(nbt, full);
+            for (int64_t bi = 0; bi < nbatch; bi++) {
+                unravel(bi, nbt, full, bidx);
+                int64_t ao = 0, bo = 0;
+                for (int d = 0; d < nba; d++) ao = ao * ha.shape[d] + (ha.shape[d] == 1 ? 0 : bidx[nbt - nba + d]);
+                for (int d = 0; d < nbb; d++) bo = bo * hb.shape[d] + (hb.shape[d] == 1 ? 0 : bidx[nbt - nbb + d]);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < nn; j++) {
+                        double acc = 0;
+                        int64_t iacc = 0;
+                        for (int64_t kk = 0; kk < k; kk++) {
+                            double x = ha.v[ao * m * k + i * k + kk], y = hb.v[bo * k * nn + kk * nn + j];
+                            if (is_int(out_dt)) iacc = (int64_t)((uint64_t)iacc + (uint64_t)(int64_t)x * (uint64_t)(int64_t)y);
+                            else acc += x * y;
+                        }
+                        ref.v[(bi * m + i) * nn + j] = is_int(out_dt) ? wrap_int(out_dt, iacc) : acc;
+                    }
+            }
+        }
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&ha);
+        host_free(&hb);
+        host_free(&ref);
+        tf_tensor_release(a);
+        tf_tensor_release(b);
+        tf_tensor_release(out);
+    }
+}
+
+static void run_reduce(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    for (size_t ci = 0; ci < sizeof reduce_cases / sizeof *reduce_cases; ci++) {
+        for (int keep = 0; keep < 2; keep++) {
+            const reduce_case *rc = &reduce_cases[ci];
+            host_t h, ref;
+            tf_tensor *t = NULL, *out = NULL;
+            tf_status s = make_input(dev, dt, rc->n, rc->shape, op->dom, 0, rc->lay, &h, &t);
+            if (s == TF_OK)
+                s = op->kind == TF_OP_SUM ? tf_sum(t, rc->axis, keep, &out) : tf_mean(t, rc->axis, keep, &out);
+            int ax = rc->axis == TF_ALL_AXES ? -1 : rc->axis < 0 ? rc->axis + rc->n : rc->axis;
+            int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS], idx[TF_MAX_DIMS];
+            int rn = 0;
+            for (int d = 0; d < rc->n; d++) {
+                bool red = ax < 0 || d == ax;
+                kshape[d] = red ? 1 : rc->shape[d];
+                if (!red) rshape[rn++] = rc->shape[d];
+            }
+            tf_dtype out_dt = result_dtype(op, dt);
+            host_init(&ref, out_dt, keep ? rc->n : rn, keep ? kshape : rshape);
+            int64_t count = 1;
+            for (int d = 0; d < rc->n; d++) count *= (ax < 0 || d == ax) ? rc->shape[d] : 1;
+            for (int64_t i = 0; i < h.n; i++) {
+                unravel(i, rc->n, rc->shape, idx);
+                int64_t o = 0;
+                for (int d = 0; d < rc->n; d++) o = o * kshape[d] + ((ax < 0 || d == ax) ? 0 : idx[d]);
+                ref.v[o] += h.v[i];
+            }
+            if (op->kind == TF_OP_MEAN)
+                for (int64_t i = 0; i < ref.n; i++) ref.v[i] = count ? ref.v[i] / (double)count : NAN;
+            char desc[160];
+            snprintf(desc, sizeof desc, "%s %d-d(%lld..) axis %d keepdim %d %s", tf_dtype_name(dt), rc->n,
+                     (long long)rc->shape[0], rc->axis, keep, layout_names[rc->lay]);
+            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            host_free(&h);
+            host_free(&ref);
+            tf_tensor_release(t);
+            tf_tensor_release(out);
+        }
+    }
+}
+
+static void run_copy(tf_device *dev, const op_row *op, tf_dtype src, counts *c) {
+    static const reduce_case shapes[] = {
+        {2, {13, 7}, 0, LAYOUT_CONTIG}, {2, {6, 5}, 0, LAYOUT_TRANSPOSED}, {1, {0}, 0, LAYOUT_CONTIG},
+        {0, {0}, 0, LAYOUT_CONTIG},     {3, {2, 3, 9}, 0, LAYOUT_STRIDED},
+    };
+    for (int dst = 0; dst < TF_DTYPE_COUNT; dst++) {
+        for (size_t ci = 0; ci < sizeof shapes / sizeof *shapes; ci++) {
+            const reduce_case *sc = &shapes[ci];
+            host_t h, ref;
+            tf_tensor *t = NULL, *out = NULL;
+            tf_status s = make_input(dev, src, sc->n, sc->shape, op->dom, 0, sc->lay, &h, &t);
+            if (s == TF_OK) s = tf_cast(t, (tf_dtype)dst, &out);
+            host_init(&ref, (tf_dtype)dst, sc->n, sc->shape);
+            for (int64_t i = 0; i < h.n; i++) ref.v[i] = convert((tf_dtype)dst, h.v[i], is_float(src));
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s->%s %d-d %s", tf_dtype_name(src), tf_dtype_name((tf_dtype)dst), sc->n,
+                     layout_names[sc->lay]);
+            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            host_free(&h);
+            host_free(&ref);
+            tf_tensor_release(t);
+            tf_tensor_release(out);
+        }
+    }
+}
+
+static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const int64_t shapes[][3] = {{3, 4, 5}, {0, 0, 0}, {1, 1, 1}, {1000, 1, 1}};
+    static const int ndims[] = {3, 1, 0, 1};
+    for (int ci = 0; ci < 4; ci++) {
+        tf_tensor *out = NULL;
+        host_t ref;
+        tf_status s;
+        uint64_t seed = rng_next();
+        double value = is_float(dt) ? uniform(-100, 100) : (double)randint(-300, 300);
+        double start = -3 - ci, step = is_float(dt) ? 0.25 * (ci + 1) : (double)(ci + 1);
+        if (op->kind == TF_OP_ARANGE) {
+            int64_t n = ci == 1 ? 0 : 7 + 11 * ci;
+            s = tf_arange(dev, dt, start, start + (double)n * step, step, &out);
+            host_init(&ref, dt, 1, &n);
+        } else {
+            host_init(&ref, dt, ndims[ci], shapes[ci]);
+            s = op->kind == TF_OP_FILL           ? tf_full(dev, dt, ndims[ci], shapes[ci], value, &out)
+                : op->kind == TF_OP_RAND_UNIFORM ? tf_rand(dev, dt, ndims[ci], shapes[ci], seed, &out)
+                                                 : tf_randn(dev, dt, ndims[ci], shapes[ci], seed, &out);
+        }
+        for (int64_t i = 0; i < ref.n; i++) {
+            double v;
+            switch (op->kind) {
+            case TF_OP_FILL: v = value; break;
+            case TF_OP_ARANGE: v = start + (double)i * step; break;
+            case TF_OP_RAND_UNIFORM:
+                v = dt == TF_F64 ? tf_rand_uniform_f64(seed, (uint64_t)i)
+                                 : tf_rand_uniform_bits(seed, (uint64_t)i, dt == TF_F16 ? 11 : dt == TF_BF16 ? 8 : 24);
+                break;
+            default: v = tf_rand_normal_f64(seed, (uint64_t)i); break;
+            }
+            ref.v[i] = convert(dt, v, true);
+        }
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s %d-d case %d", tf_dtype_name(dt), ref.ndim, ci);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&ref);
+        tf_tensor_release(out);
+    }
+}
+
+static counts run_device(tf_device *dev) {
+    counts c = {0, 0};
+    tf_device_props props;
+    tf_device_get_props(dev, &props);
+    for (size_t oi = 0; oi < sizeof op_table / sizeof *op_table; oi++) {
+        const op_row *op = &op_table[oi];
+        for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
+            if (!((op->accepts >> dt) & 1u) || !((props.caps.dtypes >> dt) & 1u)) continue;
+            switch (op->shape) {
+            case SH_BROADCAST: case SH_MATMUL: run_pairwise(dev, op, (tf_dtype)dt, &c); break;
+            case SH_REDUCE: run_reduce(dev, op, (tf_dtype)dt, &c); break;
+            case SH_SAME: run_copy(dev, op, (tf_dtype)dt, &c); break;
+            case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
+            }
+        }
+    }
+    return c;
+}
+
+/* The generator is also checked statistically once, on the CPU. */
+static void check_rand_statistics(counts *c) {
+    tf_device *cpu;
+    tf_tensor *u = NULL, *g = NULL;
+    int64_t n = 200000;
+    double *uv = malloc(sizeof(double) * (size_t)n), *gv = malloc(sizeof(double) * (size_t)n);
+    tf_device_get("cpu", &cpu);
+    bool ok = tf_rand(cpu, TF_F64, 1, &n, rng_next(), &u) == TF_OK && tf_randn(cpu, TF_F64, 1, &n, rng_next(), &g) == TF_OK &&
+              tf_tensor_read(u, uv, sizeof(double) * (size_t)n) == TF_OK &&
+              tf_tensor_read(g, gv, sizeof(double) * (size_t)n) == TF_OK;
+    double um = 0, uvar = 0, gm = 0, gvar = 0, umin = 1, umax = 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        um += uv[i] / n;
+        gm += gv[i] / n;
+        umin = fmin(umin, uv[i]);
+        umax = fmax(umax, uv[i]);
+    }
+    for (int64_t i = 0; ok && i < n; i++) {
+        uvar += (uv[i] - um) * (uv[i] - um) / n;
+        gvar += (gv[i] - gm) * (gv[i] - gm) / n;
+    }
+    /* 6-sigma bounds for n = 200000 */
+    ok = ok && fabs(um - 0.5) < 6 * 0.2887 / sqrt(n) && fabs(uvar - 1.0 / 12) < 0.002 && umin >= 0 && umax < 1 &&
+         fabs(gm) < 6 / sqrt(n) && fabs(gvar - 1) < 0.02;
+    if (ok) c->passed++;
+    else {
+        c->failed++;
+        printf("FAIL rand statistics: uniform mean %g var %g range [%g,%g], normal mean %g var %g\n", um, uvar, umin,
+               umax, gm, gvar);
+    }
+    free(uv);
+    free(gv);
+    tf_tensor_release(u);
+    tf_tensor_release(g);
+}
+
+int main(int argc, char **argv) {
+    const char *seed_env = getenv("TF_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    rng_state = seed ? seed : 88172645463325252ull;
+    printf("conformance: seed %llu (set TF_TEST_SEED to repeat)\n", (unsigned long long)seed);
+    tf_debug_poison_outputs(true);
+    if (mybackend_register() != TF_OK) {
+        printf("cannot register the example backend: %s\n", tf_last_error());
+        return 1;
+    }
+    tf_device *devices[64];
+    int ndev = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--device") || tf_device_get(argv[i + 1], &devices[ndev]) != TF_OK) {
+            printf("usage: conformance [--device NAME]...  (%s)\n", tf_last_error());
+            return 2;
+        }
+        ndev++;
+    }
+    if (ndev == 0)
+        for (int i = 0; i < tf_device_count() && i < 64; i++) devices[ndev++] = tf_device_at(i);
+
+    counts total = {0, 0};
+    check_rand_statistics(&total);
+    bool any_empty = false;
+    for (int i = 0; i < ndev; i++) {
+        counts c = run_device(devices[i]);
+        printf("%s: %d passed, %d failed\n", tf_device_name(devices[i]), c.passed, c.failed);
+        printf("  (%llu ops dispatched, %llu ran on the CPU as fallback)\n",
+               (unsigned long long)tf_device_op_count(devices[i]),
+               (unsigned long long)tf_device_fallback_count(devices[i], TF_OP_COUNT));
+        if (c.passed + c.failed == 0) {
+            printf("FAIL %s ran zero cases\n", tf_device_name(devices[i]));
+            any_empty = true;
+        }
+        total.passed += c.passed;
+        total.failed += c.failed;
+    }
+    printf("conformance: %d passed, %d failed\n", total.passed, total.failed);
+    tf_shutdown();
+    return total.failed || any_empty ? 1 : 0;
+}

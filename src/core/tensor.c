@@ -10,12 +10,13 @@
 static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
     tf_storage *s = calloc(1, sizeof *s);
     if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a storage record", fn);
+    tf__error(TF_OK, "%s", "");
     tf_status st = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, &s->buf);
     if (st != TF_OK) {
         free(s);
-        if (st == TF_ERR_OUT_OF_MEMORY)
-            return tf__error(st, "%s: cannot allocate %zu bytes on %s", fn, nbytes, dev->name);
-        return st;
+        char why[512];
+        snprintf(why, sizeof why, "%s", tf_last_error());
+        return tf__error(st, "%s: cannot allocate %zu bytes on %s%s%s", fn, nbytes, dev->name, *why ? ": " : "", why);
     }
     atomic_init(&s->refs, 1);
     s->dev = dev;

@@ -1,1 +1,379 @@
-int main(void){return 0;}
+/* Statuses, dtypes and promotion, every class of bad input, op semantics
+ * at the edges, casts, creation and the generator. */
+#include <math.h>
+
+#include <tensorframe/numerics.h>
+
+#include "helpers.h"
+#include "mybackend.h"
+
+static void test_status_names(void **state) {
+    (void)state;
+    assert_int_equal(TF_OK, 0);
+    assert_string_equal(tf_status_name(TF_ERR_SHAPE), "TF_ERR_SHAPE");
+    assert_string_equal(tf_status_string(TF_ERR_OUT_OF_MEMORY), "out of memory");
+    assert_string_equal(tf_status_name((tf_status)-999), "TF_UNKNOWN_STATUS");
+    assert_true(TF_ERR_INVALID_ARGUMENT < 0 && TF_ERR_ALREADY_EXISTS < 0);
+}
+
+static void test_dtypes_and_promotion(void **state) {
+    (void)state;
+    assert_string_equal(tf_dtype_name(TF_BF16), "bf16");
+    assert_int_equal(tf_dtype_size(TF_F16), 2);
+    assert_int_equal(tf_dtype_size((tf_dtype)99), 0);
+    assert_true(tf_dtype_is_float(TF_BF16) && !tf_dtype_is_float(TF_I8));
+    assert_true(tf_dtype_is_integer(TF_U8) && !tf_dtype_is_integer(TF_BOOL));
+    static const struct { tf_dtype a, b, want; } table[] = {
+        {TF_F32, TF_I64, TF_F32}, {TF_U8, TF_I8, TF_I32},   {TF_F16, TF_BF16, TF_F32}, {TF_BOOL, TF_U8, TF_U8},
+        {TF_I32, TF_I64, TF_I64}, {TF_F64, TF_F16, TF_F64}, {TF_BOOL, TF_BOOL, TF_BOOL}, {TF_I8, TF_BF16, TF_BF16},
+        {TF_U8, TF_I64, TF_I64},  {TF_BOOL, TF_F16, TF_F16},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        tf_dtype got;
+        OK(tf_promote_types(table[i].a, table[i].b, &got));
+        assert_int_equal(got, table[i].want);
+        OK(tf_promote_types(table[i].b, table[i].a, &got));
+        assert_int_equal(got, table[i].want);
+    }
+    tf_dtype got;
+    FAILS_WITH(TF_ERR_DTYPE, "invalid dtype", tf_promote_types((tf_dtype)42, TF_F32, &got));
+}
+
+static void test_null_arguments(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t shape[1] = {3};
+    float v[3] = {1, 2, 3};
+    tf_tensor *a = tensor_f32(cpu, 1, shape, v), *out = (tf_tensor *)0x1;
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_add", tf_add(NULL, a, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "out is NULL", tf_add(a, a, NULL));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_matmul", tf_matmul(a, NULL, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_sum", tf_sum(NULL, 0, false, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_device_get", tf_device_get(NULL, &out == NULL ? NULL : (tf_device **)&out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "device is NULL", tf_zeros(NULL, TF_F32, 1, shape, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "shape is NULL", tf_zeros(cpu, TF_F32, 2, NULL, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "data is NULL", tf_tensor_from_data(cpu, TF_F32, 1, shape, NULL, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_tensor_read", tf_tensor_read(a, NULL, 12));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_reshape", tf_reshape(NULL, 1, shape, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_tensor_to", tf_tensor_to(a, NULL, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_device_synchronize", tf_device_synchronize(NULL));
+    tf_tensor_release(NULL);                  /* a no-op */
+    expect_f32(a, v, 3);                      /* untouched */
+    tf_tensor_release(a);
+}
+
+static void test_unknown_device(void **state) {
+    (void)state;
+    tf_device *d = (tf_device *)0x1;
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "no device 'nosuch:0' (devices present: cpu", tf_device_get("nosuch:0", &d));
+    assert_null(d);
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "cpu:1", tf_device_get("cpu:1", &d));
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "cpu:x", tf_device_get("cpu:x", &d));
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "cpu:-1", tf_device_get("cpu:-1", &d));
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "''", tf_device_get("", &d));
+    OK(tf_device_get("cpu:0", &d));
+    assert_string_equal(tf_device_name(d), "cpu");
+}
+
+static void test_dtype_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t shape[1] = {2};
+    tf_tensor *b = NULL, *i = NULL, *out = NULL;
+    OK(tf_zeros(cpu, TF_BOOL, 1, shape, &b));
+    OK(tf_zeros(cpu, TF_I32, 1, shape, &i));
+    FAILS_WITH(TF_ERR_DTYPE, "tf_add: add does not accept dtype bool", tf_add(b, b, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_DTYPE, "mean does not accept dtype i32", tf_mean(i, 0, false, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "rand_uniform does not accept dtype i32", tf_rand(cpu, TF_I32, 1, shape, 1, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "invalid dtype 99", tf_zeros(cpu, (tf_dtype)99, 1, shape, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "invalid dtype", tf_cast(i, (tf_dtype)-1, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "arange does not accept dtype bool", tf_arange(cpu, TF_BOOL, 0, 2, 1, &out));
+    OK(tf_add(b, i, &out));                   /* bool with i32 promotes to i32 */
+    assert_int_equal(tf_tensor_dtype(out), TF_I32);
+    tf_tensor_release(out);
+    tf_tensor_release(b);
+    tf_tensor_release(i);
+}
+
+static void test_shape_errors_leave_inputs_intact(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s23[2] = {2, 3}, s4[1] = {4}, s45[2] = {4, 5}, s233[3] = {2, 3, 3}, s334[3] = {3, 3, 4};
+    float v6[6] = {1, 2, 3, 4, 5, 6}, v4[4] = {1, 2, 3, 4}, v20[20] = {0};
+    tf_tensor *a = tensor_f32(cpu, 2, s23, v6), *b = tensor_f32(cpu, 1, s4, v4), *c = tensor_f32(cpu, 2, s45, v20);
+    tf_tensor *out = NULL, *d = NULL, *e = NULL, *scalar = NULL;
+    FAILS_WITH(TF_ERR_SHAPE, "tf_add: shapes [2,3] and [4] do not broadcast", tf_add(a, b, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_SHAPE, "inner dimensions differ: 3 and 4 (shapes [2,3] and [4,5])", tf_matmul(a, c, &out));
+    OK(tf_zeros(cpu, TF_F32, 3, s233, &d));
+    OK(tf_zeros(cpu, TF_F32, 3, s334, &e));
+    FAILS_WITH(TF_ERR_SHAPE, "batch dimensions of [2,3,3] and [3,3,4] do not broadcast", tf_matmul(d, e, &out));
+    OK(tf_zeros(cpu, TF_F32, 0, NULL, &scalar));
+    FAILS_WITH(TF_ERR_SHAPE, "at least 1 dimension", tf_matmul(scalar, a, &out));
+    int64_t bad[2] = {4, 4};
+    FAILS_WITH(TF_ERR_SHAPE, "cannot reshape [2,3] (6 elements) to [4,4]", tf_reshape(a, 2, bad, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "cannot broadcast [2,3] to [4,4]", tf_expand(a, 2, bad, &out));
+    expect_f32(a, v6, 6);
+    expect_f32(b, v4, 4);
+    tf_tensor *all[] = {a, b, c, d, e, scalar};
+    for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
+}
+
+static void test_axis_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s23[2] = {2, 3};
+    tf_tensor *a = NULL, *out = NULL;
+    OK(tf_ones(cpu, TF_F32, 2, s23, &a));
+    FAILS_WITH(TF_ERR_AXIS, "tf_sum: axis 2 out of range for a 2-d tensor", tf_sum(a, 2, false, &out));
+    FAILS_WITH(TF_ERR_AXIS, "axis -3 out of range", tf_mean(a, -3, true, &out));
+    FAILS_WITH(TF_ERR_AXIS, "tf_transpose: axis 5", tf_transpose(a, 0, 5, &out));
+    int dup[2] = {1, 1}, bad[2] = {0, 2};
+    FAILS_WITH(TF_ERR_AXIS, "appears twice", tf_permute(a, dup, &out));
+    FAILS_WITH(TF_ERR_AXIS, "axis 2 out of range", tf_permute(a, bad, &out));
+    FAILS_WITH(TF_ERR_AXIS, "tf_slice: axis -4", tf_slice(a, -4, 0, 1, 1, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "axis 0 has extent 2, not 1", tf_squeeze(a, 0, &out));
+    FAILS_WITH(TF_ERR_AXIS, "tf_unsqueeze: axis 4", tf_unsqueeze(a, 4, &out));
+    assert_null(out);
+    OK(tf_sum(a, -1, false, &out));           /* negative axes count from the end */
+    float want[2] = {3, 3};
+    expect_f32(out, want, 2);
+    tf_tensor_release(out);
+    tf_tensor_release(a);
+}
+
+static void test_size_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    tf_tensor *out = NULL, *a = NULL;
+    int64_t neg[2] = {3, -1}, huge[3] = {1ll << 40, 1ll << 40, 1ll << 40}, nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    FAILS_WITH(TF_ERR_SIZE, "extent -1 of axis 1 is negative", tf_zeros(cpu, TF_F32, 2, neg, &out));
+    FAILS_WITH(TF_ERR_SIZE, "overflows", tf_zeros(cpu, TF_F32, 3, huge, &out));
+    FAILS_WITH(TF_ERR_TOO_MANY_DIMS, "9 dimensions, at most 8", tf_zeros(cpu, TF_F32, 9, nine, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "ndim -1 is negative", tf_zeros(cpu, TF_F32, -1, nine, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "step != 0", tf_arange(cpu, TF_F32, 0, 1, 0, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "finite", tf_arange(cpu, TF_F32, 0, INFINITY, 1, &out));
+    int64_t s8[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    OK(tf_zeros(cpu, TF_F32, 8, s8, &a));
+    FAILS_WITH(TF_ERR_TOO_MANY_DIMS, "already has 8", tf_unsqueeze(a, 0, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "step 0 must be >= 1", tf_slice(a, 0, 0, 1, 0, &out));
+    int64_t two_infer[2] = {-1, -1};
+    FAILS_WITH(TF_ERR_SIZE, "extent -1 is invalid", tf_reshape(a, 2, two_infer, &out));
+    assert_null(out);
+    tf_tensor_release(a);
+}
+
+static void test_buffer_too_small_and_out_of_memory(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s[1] = {4}, big[1] = {1ll << 42};
+    float v[4] = {1, 2, 3, 4}, dst[4] = {9, 9, 9, 9};
+    tf_tensor *a = tensor_f32(cpu, 1, s, v), *out = NULL;
+    FAILS_WITH(TF_ERR_BUFFER_TOO_SMALL, "tensor needs 16 bytes, dst has 12", tf_tensor_read(a, dst, 12));
+    assert_true(dst[0] == 9 && dst[3] == 9);  /* nothing half-written */
+    FAILS_WITH(TF_ERR_OUT_OF_MEMORY, "cannot allocate 17592186044416 bytes on cpu", tf_empty(cpu, TF_F32, 1, big, &out));
+    assert_null(out);
+    /* The example backend's own budget (1 GiB) is enforced the same way. */
+    OK(mybackend_register());
+    tf_device *my;
+    OK(tf_device_get("mybackend", &my));
+    int64_t two_gib[1] = {1ll << 29};
+    FAILS_WITH(TF_ERR_OUT_OF_MEMORY, "exceed the free budget", tf_empty(my, TF_F32, 1, two_gib, &out));
+    tf_tensor_release(a);
+}
+
+static tf_tensor *tensor_of(tf_dtype dt, int64_t n, const void *data) {
+    tf_tensor *t = NULL;
+    OK(tf_tensor_from_data(cpu_device(), dt, 1, &n, data, &t));
+    return t;
+}
+
+static void test_op_semantics_at_the_edges(void **state) {
+    (void)state;
+    int8_t i8a[2] = {100, -100}, i8b[2] = {100, -100}, i8r[2];
+    tf_tensor *a = tensor_of(TF_I8, 2, i8a), *b = tensor_of(TF_I8, 2, i8b), *o = NULL;
+    OK(tf_add(a, b, &o));                      /* integer arithmetic wraps */
+    OK(tf_tensor_read(o, i8r, sizeof i8r));
+    assert_int_equal(i8r[0], -56);
+    assert_int_equal(i8r[1], 56);
+    tf_tensor_release(o);
+    OK(tf_div(a, b, &o));                      /* integer division gives f32 */
+    assert_int_equal(tf_tensor_dtype(o), TF_F32);
+    tf_tensor_release(o);
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+
+    int32_t base[4] = {2, 1, -1, 3}, ex[4] = {-1, -3, -3, 3}, pr[4];
+    a = tensor_of(TF_I32, 4, base);
+    b = tensor_of(TF_I32, 4, ex);
+    OK(tf_pow(a, b, &o));
+    OK(tf_tensor_read(o, pr, sizeof pr));
+    assert_true(pr[0] == 0 && pr[1] == 1 && pr[2] == -1 && pr[3] == 27);
+    tf_tensor_release(o);
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+
+    float fa[3] = {NAN, 1, -2}, fb[3] = {0, NAN, -3};
+    a = tensor_of(TF_F32, 3, fa);
+    b = tensor_of(TF_F32, 3, fb);
+    OK(tf_maximum(a, b, &o));                  /* NaN propagates */
+    float want_max[3] = {NAN, NAN, -2};
+    expect_f32(o, want_max, 3);
+    tf_tensor_release(o);
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+
+    uint8_t flags[5] = {1, 0, 1, 1, 0};
+    int64_t count;
+    a = tensor_of(TF_BOOL, 5, flags);
+    OK(tf_sum(a, 0, false, &o));               /* sum of bool counts, as i64 */
+    assert_int_equal(tf_tensor_dtype(o), TF_I64);
+    assert_int_equal(tf_tensor_ndim(o), 0);
+    OK(tf_tensor_read(o, &count, sizeof count));
+    assert_int_equal(count, 3);
+    tf_tensor_release(o);
+    tf_tensor_release(a);
+
+    int64_t empty[2] = {0, 3};
+    tf_tensor *z = NULL;
+    OK(tf_zeros(cpu_device(), TF_F32, 2, empty, &z));
+    OK(tf_mean(z, 0, false, &o));              /* mean of nothing is NaN, sum is 0 */
+    float nan3[3] = {NAN, NAN, NAN}, zero3[3] = {0, 0, 0};
+    expect_f32(o, nan3, 3);
+    tf_tensor_release(o);
+    OK(tf_sum(z, 0, true, &o));
+    int64_t s13[2] = {1, 3};
+    expect_shape(o, 2, s13);
+    expect_f32(o, zero3, 3);
+    tf_tensor_release(o);
+    tf_tensor_release(z);
+}
+
+static void test_cast_rules(void **state) {
+    (void)state;
+    float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
+    int8_t i8[6];
+    uint8_t u8[6], bl[6];
+    tf_tensor *t = tensor_of(TF_F32, 6, f), *o = NULL;
+    OK(tf_cast(t, TF_I8, &o));                 /* truncate, saturate, NaN -> 0 */
+    OK(tf_tensor_read(o, i8, sizeof i8));
+    int8_t want_i8[6] = {127, -128, 0, 2, -2, 0};
+    assert_memory_equal(i8, want_i8, 6);
+    tf_tensor_release(o);
+    OK(tf_cast(t, TF_U8, &o));
+    OK(tf_tensor_read(o, u8, sizeof u8));
+    uint8_t want_u8[6] = {255, 0, 0, 2, 0, 0};
+    assert_memory_equal(u8, want_u8, 6);
+    tf_tensor_release(o);
+    OK(tf_cast(t, TF_BOOL, &o));               /* nonzero and NaN are true */
+    OK(tf_tensor_read(o, bl, sizeof bl));
+    uint8_t want_b[6] = {1, 1, 1, 1, 1, 1};
+    assert_memory_equal(bl, want_b, 6);
+    tf_tensor_release(o);
+    tf_tensor_release(t);
+
+    int32_t i32[2] = {300, -129};
+    t = tensor_of(TF_I32, 2, i32);
+    OK(tf_cast(t, TF_I8, &o));                 /* integer narrowing wraps */
+    OK(tf_tensor_read(o, i8, 2));
+    assert_int_equal(i8[0], 44);
+    assert_int_equal(i8[1], 127);
+    tf_tensor_release(o);
+    tf_tensor_release(t);
+}
+
+static void test_half_conversions(void **state) {
+    (void)state;
+    assert_int_equal(tf_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(tf_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(tf_f32_to_f16(65519.0f), 0x7bff);
+    assert_int_equal(tf_f32_to_f16(65520.0f), 0x7c00);             /* rounds to infinity */
+    assert_int_equal(tf_f32_to_f16(0x1p-24f), 0x0001);             /* smallest subnormal */
+    assert_int_equal(tf_f32_to_f16(0x1p-25f), 0x0000);             /* tie to even */
+    assert_int_equal(tf_f32_to_f16(0x1.8p-24f), 0x0002);           /* tie to even, upward */
+    assert_int_equal(tf_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(tf_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      /* tie to even */
+    assert_int_equal(tf_f32_to_f16(1.0f + 0x1.8p-11f), 0x3c01);
+    uint16_t nan16 = tf_f32_to_f16(NAN);
+    assert_true((nan16 & 0x7c00) == 0x7c00 && (nan16 & 0x3ff));
+    assert_true(tf_f16_to_f32(0x7bff) == 65504.0f && tf_f16_to_f32(0x0001) == 0x1p-24f);
+    assert_int_equal(tf_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(tf_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);      /* tie to even */
+    assert_int_equal(tf_f32_to_bf16(1.0f + 0x1.8p-8f), 0x3f81);   /* 0.75 ulp */
+    assert_int_equal(tf_f32_to_bf16(1.0f + 0x1.8p-7f), 0x3f82);   /* tie to even, upward */
+    assert_true(isnan(tf_bf16_to_f32(tf_f32_to_bf16(NAN))));
+}
+
+static void test_creation(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    tf_tensor *t = NULL;
+    OK(tf_arange(cpu, TF_F32, 0, 1, 0.25, &t));
+    float w1[4] = {0, 0.25f, 0.5f, 0.75f};
+    expect_f32(t, w1, 4);
+    tf_tensor_release(t);
+    OK(tf_arange(cpu, TF_F32, 5, 0, -2, &t));
+    float w2[3] = {5, 3, 1};
+    expect_f32(t, w2, 3);
+    tf_tensor_release(t);
+    OK(tf_arange(cpu, TF_F32, 3, 1, 1, &t));   /* empty */
+    assert_int_equal(tf_tensor_numel(t), 0);
+    tf_tensor_release(t);
+    OK(tf_eye(cpu, TF_F32, 2, 3, &t));
+    float w3[6] = {1, 0, 0, 0, 1, 0};
+    expect_f32(t, w3, 6);
+    tf_tensor_release(t);
+    int64_t s[2] = {2, 2};
+    OK(tf_full(cpu, TF_F32, 2, s, -1.5, &t));
+    float w4[4] = {-1.5f, -1.5f, -1.5f, -1.5f};
+    expect_f32(t, w4, 4);
+    tf_tensor_release(t);
+    int64_t ones[3];
+    OK(tf_ones(cpu, TF_I64, 1, (int64_t[]){3}, &t));
+    OK(tf_tensor_read(t, ones, sizeof ones));
+    assert_true(ones[0] == 1 && ones[2] == 1);
+    tf_tensor_release(t);
+}
+
+static void test_random_is_deterministic_across_devices(void **state) {
+    (void)state;
+    OK(mybackend_register() == TF_ERR_ALREADY_EXISTS ? TF_OK : TF_OK);
+    tf_device *cpu = cpu_device(), *my;
+    OK(tf_device_get("mybackend:0", &my));
+    int64_t n = 1000;
+    float a[1000], b[1000], c[1000];
+    tf_tensor *x = NULL, *y = NULL, *z = NULL;
+    OK(tf_randn(cpu, TF_F32, 1, &n, 1234, &x));
+    OK(tf_randn(my, TF_F32, 1, &n, 1234, &y));
+    OK(tf_randn(cpu, TF_F32, 1, &n, 1235, &z));
+    OK(tf_tensor_read(x, a, sizeof a));
+    OK(tf_tensor_read(y, b, sizeof b));
+    OK(tf_tensor_read(z, c, sizeof c));
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    tf_tensor_release(x);
+    tf_tensor_release(y);
+    tf_tensor_release(z);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_names),
+        cmocka_unit_test(test_dtypes_and_promotion),
+        cmocka_unit_test(test_null_arguments),
+        cmocka_unit_test(test_unknown_device),
+        cmocka_unit_test(test_dtype_errors),
+        cmocka_unit_test(test_shape_errors_leave_inputs_intact),
+        cmocka_unit_test(test_axis_errors),
+        cmocka_unit_test(test_size_errors),
+        cmocka_unit_test(test_buffer_too_small_and_out_of_memory),
+        cmocka_unit_test(test_op_semantics_at_the_edges),
+        cmocka_unit_test(test_cast_rules),
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_creation),
+        cmocka_unit_test(test_random_is_deterministic_across_devices),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

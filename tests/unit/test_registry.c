@@ -1,1 +1,260 @@
-int main(void){return 0;}
+#define _POSIX_C_SOURCE 200809L
+/* Device discovery and selection, priority (code and TF_BACKEND), the
+ * memory-aware pick, the mixed-device policy, in-process registration and
+ * its errors, fallback accounting, thread-local errors. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <tensorframe/backend.h>
+
+#include "helpers.h"
+#include "mybackend.h"
+
+static void register_mybackend(void) {
+    tf_status s = mybackend_register();
+    assert_true(s == TF_OK || s == TF_ERR_ALREADY_EXISTS);
+}
+
+static uint64_t meminfo_total(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    return kb * 1024ull;
+}
+
+static void test_discovery(void **state) {
+    (void)state;
+    assert_true(tf_device_count() >= 1);
+    tf_device *cpu = tf_device_at(0);
+    assert_string_equal(tf_device_name(cpu), "cpu");
+    assert_null(tf_device_at(-1));
+    assert_null(tf_device_at(tf_device_count()));
+    tf_device_props p;
+    OK(tf_device_get_props(cpu, &p));
+    assert_int_equal(p.type, TF_DEVICE_TYPE_CPU);
+    assert_string_equal(p.backend, "cpu");
+    assert_int_equal(p.memory_total, meminfo_total());   /* read from the OS */
+    assert_true(p.memory_free > 0 && p.memory_free <= p.memory_total);
+    assert_true(p.caps.dtypes & (1u << TF_BF16));
+    assert_false(p.caps.async);
+    OK(tf_device_synchronize(cpu));
+}
+
+static void test_auto_and_priority(void **state) {
+    (void)state;
+    register_mybackend();
+    tf_device *d;
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "cpu");   /* a CPU-type user backend never beats cpu by default */
+    char buf[256];
+    OK(tf_backend_priority_get(buf, sizeof buf));
+    assert_string_equal(buf, "cuda,rocm,metal,vulkan,opencl,mybackend,cpu");
+    OK(tf_backend_priority_set("mybackend, cpu"));     /* named: it may be picked */
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "mybackend:0");
+    OK(tf_backend_priority_get(buf, sizeof buf));
+    assert_string_equal(buf, "mybackend,cpu");
+    FAILS_WITH(TF_ERR_BUFFER_TOO_SMALL, "needs 14 bytes", tf_backend_priority_get(buf, 5));
+    OK(tf_backend_priority_set("cuda"));               /* nothing present: auto still answers */
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "cpu");
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "'Bad-Name' is not a backend name", tf_backend_priority_set("cpu,Bad-Name"));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "empty list", tf_backend_priority_set(" , "));
+    OK(tf_backend_priority_set(NULL));
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "cpu");
+}
+
+static void test_tf_backend_environment(void **state) {
+    (void)state;
+    tf_shutdown();                                      /* TF_BACKEND is read at initialization */
+    setenv("TF_BACKEND", "mybackend,cpu", 1);
+    register_mybackend();
+    tf_device *d;
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "mybackend:0");
+    unsetenv("TF_BACKEND");
+    tf_shutdown();
+    register_mybackend();
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "cpu");
+}
+
+static void test_memory_aware_pick(void **state) {
+    (void)state;
+    register_mybackend();
+    tf_device *d = NULL;
+    OK(tf_device_get_with_memory(1 << 20, &d));
+    assert_string_equal(tf_device_name(d), "cpu");
+    FAILS_WITH(TF_ERR_NO_DEVICE, "no device has 1048576.00 GiB free: cpu has", tf_device_get_with_memory(1ull << 50, &d));
+    assert_null(d);
+    OK(tf_backend_priority_set("mybackend,cpu"));
+    OK(tf_device_get_with_memory(1 << 20, &d));        /* mybackend first, it has room */
+    assert_string_equal(tf_device_name(d), "mybackend:0");
+    OK(tf_device_get_with_memory(2ull << 30, &d));     /* beyond its 1 GiB budget: the CPU */
+    assert_string_equal(tf_device_name(d), "cpu");
+    OK(tf_backend_priority_set(NULL));
+}
+
+static void test_mixed_device_policy(void **state) {
+    (void)state;
+    register_mybackend();
+    tf_device *cpu = cpu_device(), *my;
+    OK(tf_device_get("mybackend", &my));
+    int64_t n = 3;
+    float va[3] = {1, 2, 3}, vb[3] = {10, 20, 30}, want[3] = {11, 22, 33};
+    tf_tensor *a = tensor_f32(cpu, 1, &n, va), *b0 = tensor_f32(cpu, 1, &n, vb), *b = NULL, *o = NULL;
+    OK(tf_tensor_to(b0, my, &b));
+    assert_int_equal(tf_mixed_policy_get(), TF_MIXED_HIGHEST_PRIORITY);
+    OK(tf_add(a, b, &o));                               /* mybackend ranks above cpu */
+    assert_ptr_equal(tf_tensor_device(o), my);
+    expect_f32(o, want, 3);
+    tf_tensor_release(o);
+    OK(tf_backend_priority_set("cpu,mybackend"));
+    OK(tf_add(b, a, &o));
+    assert_ptr_equal(tf_tensor_device(o), cpu);
+    tf_tensor_release(o);
+    OK(tf_backend_priority_set(NULL));
+    OK(tf_mixed_policy_set(TF_MIXED_FIRST_INPUT));
+    OK(tf_add(a, b, &o));
+    assert_ptr_equal(tf_tensor_device(o), cpu);
+    tf_tensor_release(o);
+    OK(tf_matmul(b, a, &o));
+    assert_ptr_equal(tf_tensor_device(o), my);
+    tf_tensor_release(o);
+    OK(tf_mixed_policy_set(TF_MIXED_STRICT));
+    FAILS_WITH(TF_ERR_DEVICE_MISMATCH, "tf_add: inputs on cpu and mybackend:0 (mixed-device policy is strict)",
+               tf_add(a, b, &o));
+    assert_null(o);
+    expect_f32(a, va, 3);
+    expect_f32(b, vb, 3);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "unknown policy 7", tf_mixed_policy_set((tf_mixed_policy)7));
+    OK(tf_mixed_policy_set(TF_MIXED_HIGHEST_PRIORITY));
+    tf_tensor_release(a);
+    tf_tensor_release(b0);
+    tf_tensor_release(b);
+}
+
+/* A minimal backend for registration errors. */
+static tf_status dummy_info(void *c, tf_backend_device_info *i) { (void)c; (void)i; return TF_OK; }
+static tf_status dummy_alloc(void *c, size_t n, tf_backend_buffer **o) { (void)c; (void)n; (void)o; return TF_ERR_OUT_OF_MEMORY; }
+static void dummy_free(void *c, tf_backend_buffer *b) { (void)c; (void)b; }
+static tf_status dummy_xfer(void *c, tf_backend_buffer *b, size_t o, const void *p, size_t n) { (void)c; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
+static tf_status dummy_down(void *c, tf_backend_buffer *b, size_t o, void *p, size_t n) { (void)c; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
+static bool dummy_supports(void *c, const tf_op *op) { (void)c; (void)op; return false; }
+
+static void test_registration_errors(void **state) {
+    (void)state;
+    static const tf_backend_iface iface = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, NULL, NULL};
+    static const tf_device_iface incomplete = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
+                                               .get_info = dummy_info, .buffer_alloc = dummy_alloc,
+                                               .buffer_free = dummy_free, .buffer_upload = dummy_xfer,
+                                               .buffer_download = dummy_down, .supports = dummy_supports,
+                                               .run = NULL /* missing */};
+    static const tf_backend_device devs[1] = {{&incomplete, NULL}};
+    tf_backend_reg reg = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "emptyback", &iface, NULL, 0, NULL,
+                          "no hardware on this machine"};
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "reg is NULL", tf_backend_register(NULL));
+    reg.abi_major = TF_BACKEND_ABI_MAJOR + 1;
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 2.0, this library speaks 1.0", tf_backend_register(&reg));
+    reg.abi_major = TF_BACKEND_ABI_MAJOR;
+    reg.name = "Bad-Name";
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not [a-z0-9_]", tf_backend_register(&reg));
+    reg.name = "cpu";
+    FAILS_WITH(TF_ERR_ALREADY_EXISTS, "'cpu' is already registered", tf_backend_register(&reg));
+    reg.name = "incomplete";
+    reg.device_count = 1;
+    reg.devices = devs;
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "device 0 lacks a required method", tf_backend_register(&reg));
+    reg.device_count = 3;
+    reg.devices = NULL;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "reports 3 devices but no device array", tf_backend_register(&reg));
+    /* a backend with no devices registers and says why */
+    reg.name = "emptyback";
+    reg.device_count = 0;
+    OK(tf_backend_register(&reg));
+    bool found = false;
+    for (int i = 0; i < tf_backend_count(); i++) {
+        tf_backend_props p;
+        OK(tf_backend_get_props(i, &p));
+        if (strcmp(p.name, "emptyback")) continue;
+        found = true;
+        assert_true(p.loaded);
+        assert_int_equal(p.device_count, 0);
+        assert_string_equal(p.reason, "no hardware on this machine");
+        assert_string_equal(p.source, "in-process");
+    }
+    assert_true(found);
+    tf_device *d;
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "emptyback:0", tf_device_get("emptyback:0", &d));
+    tf_backend_props p;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "out of range", tf_backend_get_props(999, &p));
+}
+
+static void test_fallback_is_counted(void **state) {
+    (void)state;
+    register_mybackend();
+    tf_device *my;
+    OK(tf_device_get("mybackend", &my));
+    mybackend_stats_fn stats = (mybackend_stats_fn)tf_backend_proc_address("mybackend", "mybackend_stats");
+    assert_non_null(stats);
+    assert_null(tf_backend_proc_address("mybackend", "no_such_extra"));
+    assert_null(tf_backend_proc_address("nosuch", "mybackend_stats"));
+    assert_null(tf_backend_proc_address("cpu", "anything"));
+    mybackend_stats before, after;
+    stats(&before);
+    uint64_t mm0 = tf_device_fallback_count(my, TF_OP_MATMUL), add0 = tf_device_fallback_count(my, TF_OP_ADD);
+    uint64_t ops0 = tf_device_op_count(my);
+    int64_t s22[2] = {2, 2};
+    float v[4] = {1, 2, 3, 4}, want_mm[4] = {7, 10, 15, 22}, want_add[4] = {2, 4, 6, 8};
+    tf_tensor *a = tensor_f32(my, 2, s22, v), *o = NULL;
+    OK(tf_matmul(a, a, &o));                             /* mybackend lacks matmul */
+    expect_f32(o, want_mm, 4);
+    tf_tensor_release(o);
+    OK(tf_add(a, a, &o));                                /* and has add */
+    expect_f32(o, want_add, 4);
+    tf_tensor_release(o);
+    assert_int_equal(tf_device_fallback_count(my, TF_OP_MATMUL), mm0 + 1);
+    assert_int_equal(tf_device_fallback_count(my, TF_OP_ADD), add0);
+    assert_true(tf_device_op_count(my) >= ops0 + 2);
+    tf_tensor_release(a);
+    stats(&after);
+    assert_int_equal(after.live_buffers, before.live_buffers);   /* nothing leaked in its allocator */
+    assert_true(after.ops_run > before.ops_run);
+}
+
+static void *fail_in_thread(void *arg) {
+    (void)arg;
+    tf_device *d;
+    tf_device_get("nowhere", &d);
+    return strstr(tf_last_error(), "nowhere") ? (void *)1 : NULL;
+}
+
+static void test_errors_are_thread_local(void **state) {
+    (void)state;
+    tf_device *d;
+    FAILS_WITH(TF_ERR_UNKNOWN_DEVICE, "here", tf_device_get("here", &d));
+    pthread_t th;
+    void *seen = NULL;
+    assert_int_equal(pthread_create(&th, NULL, fail_in_thread, NULL), 0);
+    pthread_join(th, &seen);
+    assert_non_null(seen);
+    assert_non_null(strstr(tf_last_error(), "'here'"));  /* ours is untouched */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_auto_and_priority),
+        cmocka_unit_test(test_tf_backend_environment),
+        cmocka_unit_test(test_memory_aware_pick),
+        cmocka_unit_test(test_mixed_device_policy),
+        cmocka_unit_test(test_registration_errors),
+        cmocka_unit_test(test_fallback_is_counted),
+        cmocka_unit_test(test_errors_are_thread_local),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

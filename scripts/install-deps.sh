@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the Debian packages tensorframe builds and tests with. Idempotent
+# and quiet when everything is already there; installs only what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc, make
+  cmake             # 3.25 or newer
+  pkg-config        # finds cmocka; the install test's pkg-config consumer
+  libcmocka-dev     # unit test framework
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" > /dev/null

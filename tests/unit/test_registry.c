@@ -245,6 +245,42 @@ static void test_errors_are_thread_local(void **state) {
     assert_non_null(strstr(tf_last_error(), "'here'"));  /* ours is untouched */
 }
 
+/* Ops on different tensors from several threads at once. */
+static void *ops_in_thread(void *arg) {
+    tf_device *dev = arg;
+    for (int i = 0; i < 200; i++) {
+        int64_t shape[2] = {4, 8};
+        tf_tensor *a = NULL, *b = NULL, *c = NULL, *s = NULL;
+        float total = 0;
+        if (tf_full(dev, TF_F32, 2, shape, 1.5, &a) != TF_OK || tf_ones(dev, TF_F32, 2, shape, &b) != TF_OK ||
+            tf_add(a, b, &c) != TF_OK || tf_sum(c, TF_ALL_AXES, false, &s) != TF_OK ||
+            tf_tensor_read(s, &total, sizeof total) != TF_OK || total != 80.0f)
+            return NULL;
+        tf_tensor_release(a);
+        tf_tensor_release(b);
+        tf_tensor_release(c);
+        tf_tensor_release(s);
+    }
+    return arg;
+}
+
+static void test_concurrent_ops(void **state) {
+    (void)state;
+    register_mybackend();
+    tf_device *devs[4];
+    OK(tf_device_get("cpu", &devs[0]));
+    OK(tf_device_get("mybackend", &devs[1]));
+    devs[2] = devs[0];
+    devs[3] = devs[1];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, ops_in_thread, devs[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r = NULL;
+        pthread_join(th[i], &r);
+        assert_ptr_equal(r, devs[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discovery),
@@ -255,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_registration_errors),
         cmocka_unit_test(test_fallback_is_counted),
         cmocka_unit_test(test_errors_are_thread_local),
+        cmocka_unit_test(test_concurrent_ops),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

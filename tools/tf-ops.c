@@ -1,0 +1,22 @@
+/* tf-ops: the op list as a Markdown table, generated from the op table
+ * (TF_OP_LIST). The README's op list is this output; a test keeps it so. */
+#include <stdio.h>
+
+#include <tensorframe/tensorframe.h>
+
+int main(void) {
+    printf("| op | inputs | shape rule | dtype rule | accepts | conformance NMSE bound |\n");
+    printf("|---|---|---|---|---|---|\n");
+#define ROW(E, n, ar, sh, dt, acc, dom, k)                                                              \
+    printf("| `%s` | %d | %s | %s | %s | %s |\n", #n, ar, #sh, #dt, #acc,                   \
+           (k) == 0 ? "exact" : #k " eps^2");
+    TF_OP_LIST(ROW)
+#undef ROW
+    printf("\nShape rules: BROADCAST (NumPy broadcasting), MATMUL (NumPy matmul), REDUCE (one axis or all, keepdim), "
+           "SAME (output shape = input shape), CREATE (shape from the caller).\n"
+           "Dtype rules: PROMOTE (`tf_promote_types`), PROMOTE_FLOAT (promoted, integers to f32), "
+           "SUM (floats keep their dtype, integers and bool give i64), SAME, CAST (chosen by the caller).\n"
+           "Accepts: ALL (every dtype), NUMERIC (all but bool), FLOAT (f32 f64 f16 bf16). "
+           "eps is the output dtype's machine epsilon; integer outputs are always compared exactly.\n");
+    return 0;
+}

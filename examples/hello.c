@@ -3,14 +3,7 @@
 
 #include <tensorframe/tensorframe.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        tf_status s_ = (call);                                                            \
-        if (s_ != TF_OK) {                                                                \
-            fprintf(stderr, "%s failed: %s: %s\n", #call, tf_status_name(s_), tf_last_error()); \
-            return 1;                                                                     \
-        }                                                                                 \
-    } while (0)
+#include "example.h"
 
 int main(void) {
     tf_device *dev;

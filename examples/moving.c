@@ -5,16 +5,9 @@
 
 #include <tensorframe/tensorframe.h>
 
-#include "mybackend/mybackend.h"
+#include "example.h"
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        tf_status s_ = (call);                                                            \
-        if (s_ != TF_OK) {                                                                \
-            fprintf(stderr, "%s failed: %s: %s\n", #call, tf_status_name(s_), tf_last_error()); \
-            return 1;                                                                     \
-        }                                                                                 \
-    } while (0)
+#include "mybackend/mybackend.h"
 
 int main(void) {
     CHECK(mybackend_register());

@@ -13,6 +13,8 @@
 /* Record the thread's detail message and return s. */
 tf_status tf__error(tf_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 tf_status tf__verror(tf_status s, const char *fmt, va_list ap);
+/* Forget the thread's last message (cheap: used on hot paths). */
+void tf__clear_error(void);
 void tf__log(tf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "[2,3,4]" into buf. */
 const char *tf__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);

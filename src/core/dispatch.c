@@ -143,7 +143,7 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
 tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
-        tf__error(TF_OK, "%s", "");
+        tf__clear_error();
         tf_status s = dev->bdev.iface->run(dev->bdev.ctx, NULL, op);
         if (s != TF_OK && !*tf_last_error())
             tf__error(s, "%s: %s failed on %s", fn, tf_op_name(op->kind), dev->name);

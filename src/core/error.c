@@ -27,6 +27,8 @@ const char *tf_status_string(tf_status s) {
 
 const char *tf_last_error(void) { return tl_error; }
 
+void tf__clear_error(void) { tl_error[0] = 0; }
+
 tf_status tf__verror(tf_status s, const char *fmt, va_list ap) {
     vsnprintf(tl_error, sizeof tl_error, fmt, ap);
     return s;

@@ -230,7 +230,7 @@ static void load_plugin(const char *path) {
     }
     tf_backend_reg reg;
     memset(&reg, 0, sizeof reg);
-    tf__error(TF_OK, "%s", "");
+    tf__clear_error();
     tf_status s = init(&host_api, &reg);
     if (s != TF_OK) {
         char why[1024];

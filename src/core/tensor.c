@@ -10,7 +10,7 @@
 static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
     tf_storage *s = calloc(1, sizeof *s);
     if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a storage record", fn);
-    tf__error(TF_OK, "%s", "");
+    tf__clear_error();
     tf_status st = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, &s->buf);
     if (st != TF_OK) {
         free(s);
@@ -417,6 +417,7 @@ tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_te
     *out = NULL;
     if (!t || (ndim > 0 && !shape_in)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or shape is NULL", fn);
     if (ndim > TF_MAX_DIMS) return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions", fn, ndim);
+    if (ndim < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: ndim %d is negative", fn, ndim);
     char a[256], b[256];
     if (ndim < t->ndim)
         return tf__error(TF_ERR_SHAPE, "%s: cannot expand %s to fewer dimensions %s", fn,

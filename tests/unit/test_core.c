@@ -159,6 +159,11 @@ static void test_size_errors(void **state) {
     OK(tf_zeros(cpu, TF_F32, 8, s8, &a));
     FAILS_WITH(TF_ERR_TOO_MANY_DIMS, "already has 8", tf_unsqueeze(a, 0, &out));
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "step 0 must be >= 1", tf_slice(a, 0, 0, 1, 0, &out));
+    tf_tensor *scalar = NULL;
+    OK(tf_zeros(cpu, TF_F32, 0, NULL, &scalar));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_expand: ndim -1 is negative", tf_expand(scalar, -1, s8, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_reshape: ndim -2", tf_reshape(scalar, -2, s8, &out));
+    tf_tensor_release(scalar);
     int64_t two_infer[2] = {-1, -1};
     FAILS_WITH(TF_ERR_SIZE, "extent -1 is invalid", tf_reshape(a, 2, two_infer, &out));
     assert_null(out);

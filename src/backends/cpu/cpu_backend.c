@@ -1,5 +1,6 @@
 /* The built-in CPU backend: one device, host buffers (64-byte aligned),
  * memory read from the OS. Kernels live in cpu_kernels.c. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,20 @@ static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
     return TF_OK;
 }
 
+/* Physical memory does not change while we run: read it once. */
+static uint64_t physical_memory(void) {
+    static _Atomic uint64_t cached;
+    uint64_t total = atomic_load(&cached), avail;
+    if (!total) {
+        read_memory(&total, &avail);
+        atomic_store(&cached, total);
+    }
+    return total;
+}
+
 static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
-    uint64_t total, avail;
-    read_memory(&total, &avail);
+    uint64_t total = physical_memory();
     /* Refuse what the machine cannot hold rather than trust overcommit. */
     if (nbytes > total)
         return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %zu bytes requested, the machine has %llu", nbytes,

@@ -8,6 +8,9 @@ packages=(
   cmake             # 3.25 or newer
   pkg-config        # finds cmocka; the install test's pkg-config consumer
   libcmocka-dev     # unit test framework
+  ocl-icd-opencl-dev opencl-headers   # OpenCL plugin: ICD loader and headers
+  pocl-opencl-icd   # an OpenCL device on the CPU, so the plugin is tested for real
+  clinfo            # to see what OpenCL offers
 )
 
 missing=()

@@ -1,6 +1,7 @@
 /* tf-ops: the op list as a Markdown table, generated from the op table
  * (TF_OP_LIST). The README's op list is this output; a test keeps it so. */
 #include <stdio.h>
+#include <string.h>
 
 #include <tensorframe/tensorframe.h>
 
@@ -9,7 +10,7 @@ int main(void) {
     printf("|---|---|---|---|---|---|\n");
 #define ROW(E, n, ar, sh, dt, acc, dom, k)                                                              \
     printf("| `%s` | %d | %s | %s | %s | %s |\n", #n, ar, #sh, #dt, #acc,                   \
-           (k) == 0 ? "exact" : #k " eps^2");
+           (k) == 0 ? "exact" : (!strcmp(#sh, "REDUCE") || !strcmp(#sh, "MATMUL")) ? #k " eps^2 x length" : #k " eps^2");
     TF_OP_LIST(ROW)
 #undef ROW
     printf("\nShape rules: BROADCAST (NumPy broadcasting), MATMUL (NumPy matmul), REDUCE (one axis or all, keepdim), "
@@ -17,6 +18,7 @@ int main(void) {
            "Dtype rules: PROMOTE (`tf_promote_types`), PROMOTE_FLOAT (promoted, integers to f32), "
            "SUM (floats keep their dtype, integers and bool give i64), SAME, CAST (chosen by the caller).\n"
            "Accepts: ALL (every dtype), NUMERIC (all but bool), FLOAT (f32 f64 f16 bf16). "
-           "eps is the output dtype's machine epsilon; integer outputs are always compared exactly.\n");
+           "eps is the output dtype's machine epsilon; \"x length\" multiplies by the reduction length "
+           "(elements per output, or K for matmul); integer outputs are always compared exactly.\n");
     return 0;
 }

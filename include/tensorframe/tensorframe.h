@@ -191,6 +191,9 @@ typedef struct tf_backend_props {
     char reason[512];         /* why it was skipped or has no devices */
 } tf_backend_props;
 TF_API int tf_backend_count(void);
+/* The directories and files searched for plugins, colon-separated, in the
+ * order searched (TF_PLUGIN_PATH, installed plugin dir, the library's dir). */
+TF_API tf_status tf_plugin_search_path(char *buf, size_t buf_bytes);
 TF_API tf_status tf_backend_get_props(int i, tf_backend_props *out);
 
 /* ------------------------------------------------------------------------ */

@@ -269,7 +269,7 @@ static tf_status reduce(const char *fn, tf_op_kind kind, const tf_tensor *t, int
     op.params.axis = all ? TF_ALL_AXES : ax;
     op.params.keepdim = keepdim;
     op.output = tf__desc(o);
-    s = tf__dispatch(fn, dev, &op);
+    s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, &op) : TF_OK;
     if (s != TF_OK || keepdim) {
         if (s != TF_OK) tf_tensor_release(o);
         else *out = o;

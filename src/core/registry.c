@@ -53,6 +53,7 @@ static struct {
     int n_skipped;
     tf_device *devices[MAX_DEVICES];
     int n_devices;
+    char search_dirs[2048];              /* where plugins were looked for */
     char priority[MAX_PRIORITY][32];     /* explicit list, when set */
     int n_priority;
     bool priority_explicit;
@@ -215,7 +216,9 @@ static void load_plugin(const char *path) {
         record_skip(name, path, TF_ERR_ALREADY_EXISTS, why);
         return;
     }
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: driver stacks (ICD loaders, the CUDA runtime) are not built to be
+     * unloaded; the backend's shutdown releases what it owns. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         record_skip(name, path, TF_ERR_PLUGIN, e ? e : "dlopen failed");
@@ -253,7 +256,13 @@ static int plugin_file_filter(const struct dirent *e) {
     return plugin_name_from_file(e->d_name, name, sizeof name);
 }
 
+static void remember_search_dir(const char *dir) {
+    size_t used = strlen(g.search_dirs);
+    snprintf(g.search_dirs + used, sizeof g.search_dirs - used, "%s%s", used ? ":" : "", dir);
+}
+
 static void load_plugins_in_dir(const char *dir) {
+    remember_search_dir(dir);
     struct dirent **list = NULL;
     int n = scandir(dir, &list, plugin_file_filter, alphasort);
     for (int i = 0; i < n; i++) {
@@ -268,6 +277,7 @@ static void load_plugins_in_dir(const char *dir) {
 /* A TF_PLUGIN_PATH entry: a directory to scan or a plugin file. */
 static void load_plugin_path_entry(const char *entry) {
     struct stat st;
+    if (stat(entry, &st) == 0 && !S_ISDIR(st.st_mode)) remember_search_dir(entry);
     if (stat(entry, &st) != 0) {
         char name[32] = "?";
         plugin_name_from_file(entry, name, sizeof name);
@@ -452,6 +462,7 @@ void tf_shutdown(void) {
         free(b);
     }
     g.n_backends = g.n_devices = g.n_skipped = g.n_priority = 0;
+    g.search_dirs[0] = 0;
     g.priority_explicit = false;
     atomic_store(&g.policy, TF_MIXED_HIGHEST_PRIORITY);
     atomic_store(&g.initialized, false);
@@ -635,6 +646,18 @@ tf_status tf_mixed_policy_set(tf_mixed_policy p) {
 tf_mixed_policy tf_mixed_policy_get(void) { return (tf_mixed_policy)atomic_load(&g.policy); }
 
 /* ---- backend diagnostics ---- */
+
+tf_status tf_plugin_search_path(char *buf, size_t n) {
+    if (!buf) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_plugin_search_path: buf is NULL");
+    tf_status s = tf__init();
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&g.lock);
+    size_t len = strlen(g.search_dirs);
+    if (len + 1 <= n) memcpy(buf, g.search_dirs, len + 1);
+    pthread_mutex_unlock(&g.lock);
+    if (len + 1 > n) return tf__error(TF_ERR_BUFFER_TOO_SMALL, "tf_plugin_search_path: needs %zu bytes", len + 1);
+    return TF_OK;
+}
 
 int tf_backend_count(void) {
     if (tf__init() != TF_OK) return 0;

@@ -1,0 +1,350 @@
+/* tensorframe OpenCL kernels (OpenCL C 1.2).
+ *
+ * Built once per (device, dtype) with -DTF_DT=<dtype code> -DRWG=<reduce
+ * work-group size> -DTS=<matmul tile> [-DTF_HAS_FP64]. TF_DT selects the
+ * storage type T, the compute type C and their load/store macros; f16 is
+ * stored through vload_half/vstore_half so it needs no cl_khr_fp16, bf16 is
+ * a ushort holding the top half of a float. Integer arithmetic wraps (done
+ * in ulong), float to integer conversion truncates and saturates (NaN -> 0),
+ * exactly as the CPU reference does.
+ */
+#define DT_F32 0
+#define DT_F64 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_I8 4
+#define DT_I32 5
+#define DT_I64 6
+#define DT_U8 7
+#define DT_BOOL 8
+
+#ifdef TF_FORCE_BUILD_ERROR
+#error "build error forced by tf_opencl_set_build_options (testing)"
+#endif
+
+#ifdef TF_HAS_FP64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double wide_t;
+#else
+typedef float wide_t;
+#endif
+
+#define IS_FLOAT (TF_DT <= DT_BF16)
+
+inline ushort f32_to_bf16(float f) {
+    uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (ushort)(u >> 16);
+}
+
+#if TF_DT == DT_F32
+typedef float T; typedef float C;
+#define LD(p, i) ((p)[i])
+#define ST(p, i, v) ((p)[i] = (float)(v))
+#elif TF_DT == DT_F64
+typedef double T; typedef double C;
+#define LD(p, i) ((p)[i])
+#define ST(p, i, v) ((p)[i] = (double)(v))
+#elif TF_DT == DT_F16
+typedef half T; typedef float C;
+#define LD(p, i) vload_half((i), (p))
+#define ST(p, i, v) vstore_half_rte((float)(v), (i), (p))
+#elif TF_DT == DT_BF16
+typedef ushort T; typedef float C;
+#define LD(p, i) as_float((uint)(p)[i] << 16)
+#define ST(p, i, v) ((p)[i] = f32_to_bf16((float)(v)))
+#elif TF_DT == DT_I8
+typedef char T; typedef long C;
+#elif TF_DT == DT_I32
+typedef int T; typedef long C;
+#elif TF_DT == DT_I64
+typedef long T; typedef long C;
+#elif TF_DT == DT_U8
+typedef uchar T; typedef long C;
+#elif TF_DT == DT_BOOL
+typedef uchar T; typedef long C;
+#endif
+/* The storage bits, for copies that must be exact (NaN payloads included). */
+#if TF_DT == DT_F16
+typedef ushort RAW_T;
+#else
+typedef T RAW_T;
+#endif
+
+#if !IS_FLOAT
+#define LD(p, i) ((long)(p)[i])
+#define ST(p, i, v) ((p)[i] = (T)(v))   /* two's complement wrap */
+#endif
+
+/* Geometry of up to three operands over one index space (mirrors the host's
+ * cl_geom): extents, strides in elements per operand, offsets in elements. */
+typedef struct geom {
+    long shape[8];
+    long stride[3][8];
+    long offset[3];
+    int ndim;
+    int contiguous;
+} geom;
+
+/* Element offset of flat index i (row-major over g->shape) for operand k. */
+inline long offset_of(const geom *g, int k, long i) {
+    long off = g->offset[k];
+    for (int d = g->ndim - 1; d >= 0; d--) {
+        long e = g->shape[d];
+        off += (i % e) * g->stride[k][d];
+        i /= e;
+    }
+    return off;
+}
+
+/* ---- elementwise binary ---- */
+
+#define OP_ADD 0
+#define OP_SUB 1
+#define OP_MUL 2
+#define OP_DIV 3
+#define OP_MAX 4
+#define OP_MIN 5
+#define OP_POW 6
+
+#if TF_DT != DT_BOOL
+inline C apply(int op, C x, C y) {
+#if IS_FLOAT
+    switch (op) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return x / y;
+    case OP_MAX: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y);
+    case OP_MIN: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
+    default: return pow(x, y);
+    }
+#else
+    switch (op) {
+    case OP_ADD: return (long)((ulong)x + (ulong)y);
+    case OP_SUB: return (long)((ulong)x - (ulong)y);
+    case OP_MUL: return (long)((ulong)x * (ulong)y);
+    case OP_MAX: return x > y ? x : y;
+    case OP_MIN: return x < y ? x : y;
+    default: {
+        if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+        ulong r = 1, b = (ulong)x;
+        while (y) {
+            if (y & 1) r *= b;
+            b *= b;
+            y >>= 1;
+        }
+        return (long)r;
+    }
+    }
+#endif
+}
+
+/* out (operand 0) = a (1) op b (2); out is contiguous. */
+kernel void binary(int op, long n, geom g, global T *out, global const T *a, global const T *b) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long ia = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
+    long ib = g.contiguous ? g.offset[2] + i : offset_of(&g, 2, i);
+    ST(out, g.offset[0] + i, apply(op, LD(a, ia), LD(b, ib)));
+}
+
+/* ---- batched matmul: TS x TS tiles in local memory ----
+ * g: batch axes (shape), batch strides of a (0), b (1), out (2); offsets. */
+kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, global const T *a,
+                   global const T *b) {
+    local C As[TS][TS];
+    local C Bs[TS][TS];
+    int tx = get_local_id(0), ty = get_local_id(1);
+    long j = get_global_id(0), i = get_global_id(1), bi = get_global_id(2);
+    long ao = offset_of(&g, 0, bi), bo = offset_of(&g, 1, bi), oo = g.offset[2] + bi * M * N;
+    C acc = 0;
+    for (long t = 0; t < K; t += TS) {
+        As[ty][tx] = (i < M && t + tx < K) ? LD(a, ao + i * ms.x + (t + tx) * ms.y) : (C)0;
+        Bs[ty][tx] = (t + ty < K && j < N) ? LD(b, bo + (t + ty) * ms.z + j * ms.w) : (C)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < TS; k++) {
+#if IS_FLOAT
+            acc += As[ty][k] * Bs[k][tx];
+#else
+            acc = (long)((ulong)acc + (ulong)As[ty][k] * (ulong)Bs[k][tx]);
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i < M && j < N) ST(out, oo + i * N + j, acc);
+}
+#endif /* not bool */
+
+/* ---- reductions: a work-group tree per (output, group), then across groups ----
+ * go: the kept axes (operand 0 = input strides, offset[0] = input offset);
+ * gr: the reduced axes (operand 0 = input strides). */
+#if IS_FLOAT
+typedef C ACC;
+#else
+typedef long ACC;
+#endif
+
+kernel void reduce_partial(long R, long G, geom go, geom gr, global const T *in, global ACC *partial) {
+    local ACC scratch[RWG];
+    long m = get_group_id(1), grp = get_group_id(0);
+    int lid = get_local_id(0);
+    long base = offset_of(&go, 0, m);
+    gr.offset[0] = 0;
+    ACC acc = 0;
+    for (long r = grp * RWG + lid; r < R; r += G * RWG) {
+#if IS_FLOAT
+        acc += LD(in, base + offset_of(&gr, 0, r));
+#else
+        acc = (long)((ulong)acc + (ulong)LD(in, base + offset_of(&gr, 0, r)));
+#endif
+    }
+    scratch[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = RWG / 2; s > 0; s >>= 1) {
+        if (lid < s) {
+#if IS_FLOAT
+            scratch[lid] += scratch[lid + s];
+#else
+            scratch[lid] = (long)((ulong)scratch[lid] + (ulong)scratch[lid + s]);
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) partial[m * G + grp] = scratch[0];
+}
+
+/* Sums each output's G partials; divides by count for a mean. Float
+ * outputs have the input dtype, integer and bool sums are i64. */
+#if IS_FLOAT
+kernel void reduce_final(long M, long G, long count, int mean, global const ACC *partial, global T *out, long off) {
+#else
+kernel void reduce_final(long M, long G, long count, int mean, global const ACC *partial, global long *out, long off) {
+#endif
+    long m = get_global_id(0);
+    if (m >= M) return;
+    ACC s = 0;
+    for (long k = 0; k < G; k++) {
+#if IS_FLOAT
+        s += partial[m * G + k];
+#else
+        s = (long)((ulong)s + (ulong)partial[m * G + k]);
+#endif
+    }
+#if IS_FLOAT
+    if (mean) s = count ? s / (C)count : (C)NAN;
+    ST(out, off + m, s);
+#else
+    out[off + m] = s;
+#endif
+}
+
+/* ---- copy / cast: this program's dtype is the destination ---- */
+
+inline wide_t load_float_any(global const uchar *p, int dt, long i) {
+    switch (dt) {
+#ifdef TF_HAS_FP64
+    case DT_F64: return ((global const double *)p)[i];
+#endif
+    case DT_F16: return vload_half(i, (global const half *)p);
+    case DT_BF16: return as_float((uint)((global const ushort *)p)[i] << 16);
+    default: return ((global const float *)p)[i];
+    }
+}
+
+inline long load_long_any(global const uchar *p, int dt, long i) {
+    switch (dt) {
+    case DT_I8: return ((global const char *)p)[i];
+    case DT_I32: return ((global const int *)p)[i];
+    case DT_I64: return ((global const long *)p)[i];
+    case DT_U8: return ((global const uchar *)p)[i];
+    default: return ((global const uchar *)p)[i] != 0;
+    }
+}
+
+/* The CPU reference's rules: floats round (through f32 for f16/bf16),
+ * integers truncate and saturate with NaN -> 0, bool is v != 0. */
+inline void store_from_float(global T *out, long i, wide_t v) {
+#if TF_DT == DT_F16 || TF_DT == DT_BF16
+    ST(out, i, (float)v);
+#elif IS_FLOAT
+    ST(out, i, v);
+#elif TF_DT == DT_BOOL
+    out[i] = v != 0;
+#elif TF_DT == DT_I8
+    out[i] = convert_char_sat_rtz(v);
+#elif TF_DT == DT_I32
+    out[i] = convert_int_sat_rtz(v);
+#elif TF_DT == DT_I64
+    out[i] = convert_long_sat_rtz(v);
+#elif TF_DT == DT_U8
+    out[i] = convert_uchar_sat_rtz(v);
+#endif
+}
+
+inline void store_from_long(global T *out, long i, long v) {
+#if TF_DT == DT_BOOL
+    out[i] = v != 0;
+#elif IS_FLOAT
+    store_from_float(out, i, (wide_t)v);
+#else
+    ST(out, i, v);
+#endif
+}
+
+/* g: operand 0 = out (contiguous), 1 = source, in source elements. */
+kernel void copy_from(int src_dt, long n, geom g, global T *out, global const uchar *src) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long is = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
+    if (src_dt == TF_DT) ((global RAW_T *)out)[g.offset[0] + i] = ((global const RAW_T *)src)[is];
+    else if (src_dt <= DT_BF16) store_from_float(out, g.offset[0] + i, load_float_any(src, src_dt, is));
+    else store_from_long(out, g.offset[0] + i, load_long_any(src, src_dt, is));
+}
+
+/* ---- creation ---- */
+
+#if TF_DT != DT_BOOL
+kernel void arange(long n, wide_t start, wide_t step, global T *out, long off) {
+    long i = get_global_id(0);
+    if (i < n) store_from_float(out, off + i, start + (wide_t)i * step);
+}
+#endif
+
+#if IS_FLOAT
+/* Philox4x32-10, as in tensorframe/numerics.h: counter = element index. */
+inline uint4 philox(ulong counter, ulong key) {
+    uint c0 = (uint)counter, c1 = (uint)(counter >> 32), c2 = 0, c3 = 0;
+    uint k0 = (uint)key, k1 = (uint)(key >> 32);
+    for (int r = 0; r < 10; r++) {
+        uint h0 = mul_hi(0xD2511F53u, c0), l0 = 0xD2511F53u * c0;
+        uint h1 = mul_hi(0xCD9E8D57u, c2), l1 = 0xCD9E8D57u * c2;
+        uint n0 = h1 ^ c1 ^ k0, n2 = h0 ^ c3 ^ k1;
+        c1 = l1; c3 = l0; c0 = n0; c2 = n2;
+        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+    }
+    return (uint4)(c0, c1, c2, c3);
+}
+
+kernel void rand(int normal, long n, ulong seed, global T *out, long off) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    uint4 w = philox((ulong)i, seed);
+    wide_t v;
+    if (normal) {
+        wide_t u1 = ((wide_t)w.z + 1) * (wide_t)(1.0 / 4294967296.0);
+        wide_t u2 = (wide_t)w.w * (wide_t)(1.0 / 4294967296.0);
+        v = sqrt(-2 * log(u1)) * cos((wide_t)6.283185307179586 * u2);
+    } else {
+#if TF_DT == DT_F64
+        ulong bits = (((ulong)w.x << 21) ^ (ulong)(w.y >> 11)) & ((1ul << 53) - 1);
+        v = (wide_t)bits * (1.0 / 9007199254740992.0);
+#else
+        const int nb = TF_DT == DT_F16 ? 11 : TF_DT == DT_BF16 ? 8 : 24;
+        v = (wide_t)(w.x >> (32 - nb)) / (wide_t)(1u << nb);
+#endif
+    }
+    store_from_float(out, off + i, v);
+}
+#endif

@@ -17,6 +17,7 @@
  *    0 (broadcast) or arbitrary; offsets are in bytes.
  *  - BROADCAST ops: inputs have the output's ndim and shape (broadcast axes
  *    have stride 0) and the output's dtype.
+ *  - UNARY: the input has the output's shape and dtype, any strides.
  *  - MATMUL: a [..., M, K], b [..., K, N], out [..., M, N], same ndim >= 2,
  *    batch axes already broadcast, one dtype.
  *  - REDUCE: the output has the input's ndim with extent 1 on every reduced
@@ -64,6 +65,8 @@ typedef struct tf_op_params {
     double value;                     /* FILL: the value; ARANGE: start */
     double step;                      /* ARANGE: step */
     uint64_t seed;                    /* RAND_*: Philox key */
+    double alpha;                     /* LEAKY_RELU: negative slope */
+    double min_value, max_value;      /* CLAMP: bounds (NaN = none) */
 } tf_op_params;
 
 typedef struct tf_op {

@@ -11,7 +11,8 @@
  *   shape   shape rule:  BROADCAST  NumPy broadcasting of the inputs
  *                        MATMUL     NumPy matmul (1-D, 2-D, batched + broadcast)
  *                        REDUCE     one axis or all, keepdim
- *                        SAME       output shape = input shape
+ *                        SAME       output shape = input shape (copy/cast)
+ *                        UNARY      elementwise over one input, same shape
  *                        CREATE     shape given by the caller
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
@@ -20,12 +21,14 @@
  *                        CAST           dtype chosen by the caller
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
- *           POW (positive base, small exponent), WIDE (past 8-bit ranges)
+ *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
+ *           POSITIVE (0.05 to 4)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that sum (REDUCE: elements per output; MATMUL: K), since
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
- *           are always compared exactly.
+ *           are always compared exactly. gelu's bound allows for its formula
+ *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
  */
 #ifndef TENSORFRAME_OPS_H
 #define TENSORFRAME_OPS_H
@@ -46,7 +49,30 @@
     X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0) \
     X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1) \
     X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1) \
-    X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4)
+    X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4) \
+    X(NEG,          neg,          1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(ABS,          abs,          1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(SIGN,         sign,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(EXP,          exp,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(LOG,          log,          1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
+    X(LOG1P,        log1p,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
+    X(EXPM1,        expm1,        1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(SQRT,         sqrt,         1, UNARY,     SAME,          FLOAT,   POSITIVE, 4) \
+    X(RSQRT,        rsqrt,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
+    X(SIN,          sin,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(COS,          cos,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(TANH,         tanh,         1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(SIGMOID,      sigmoid,      1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(RELU,         relu,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(LEAKY_RELU,   leaky_relu,   1, UNARY,     SAME,          FLOAT,   ANY,     1) \
+    X(GELU,         gelu,         1, UNARY,     SAME,          FLOAT,   ANY,     1024) \
+    X(GELU_TANH,    gelu_tanh,    1, UNARY,     SAME,          FLOAT,   ANY,     1024) \
+    X(SILU,         silu,         1, UNARY,     SAME,          FLOAT,   ANY,     16) \
+    X(SOFTPLUS,     softplus,     1, UNARY,     SAME,          FLOAT,   WIDE,    16) \
+    X(FLOOR,        floor,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(CEIL,         ceil,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(ROUND,        round,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

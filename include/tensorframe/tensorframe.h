@@ -295,6 +295,39 @@ TF_API tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **o
 TF_API tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 TF_API tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 
+/* Elementwise unary ops on float tensors (f16/bf16 computed in f32); the
+ * result has the input's shape and dtype. NaN propagates through all of
+ * them (sign, relu and clamp included). round rounds half to even; gelu is
+ * the erf form, gelu_tanh the tanh approximation; softplus is
+ * log(1 + exp(x)), or x above 20 (PyTorch's threshold). */
+TF_API tf_status tf_neg(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_abs(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_sign(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_exp(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_log(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_log1p(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_expm1(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_sqrt(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_rsqrt(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_sin(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_cos(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_tanh(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_sigmoid(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_relu(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_leaky_relu(const tf_tensor *x, double negative_slope, tf_tensor **out);
+TF_API tf_status tf_gelu(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_gelu_tanh(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_silu(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_softplus(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_floor(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_ceil(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_round(const tf_tensor *x, tf_tensor **out);
+/* min(max(x, lo), hi); pass NAN for a missing bound. */
+TF_API tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **out);
+/* A 0-d tensor holding `value` (converted as by tf_cast), so that scalars
+ * broadcast: x * 0.5 is tf_mul(x, half). */
+TF_API tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out);
+
 TF_API const char *tf_op_name(tf_op_kind op);       /* "add"; "?" if invalid */
 
 /* ------------------------------------------------------------------------ */

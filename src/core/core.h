@@ -96,7 +96,9 @@ tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, c
 tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out);
 
 /* ---- the op table ---- */
-typedef enum { TF_SHAPE_BROADCAST, TF_SHAPE_MATMUL, TF_SHAPE_REDUCE, TF_SHAPE_SAME, TF_SHAPE_CREATE } tf_shape_rule;
+typedef enum {
+    TF_SHAPE_BROADCAST, TF_SHAPE_MATMUL, TF_SHAPE_REDUCE, TF_SHAPE_SAME, TF_SHAPE_UNARY, TF_SHAPE_CREATE
+} tf_shape_rule;
 typedef enum {
     TF_DTRULE_PROMOTE, TF_DTRULE_PROMOTE_FLOAT, TF_DTRULE_SUM, TF_DTRULE_SAME, TF_DTRULE_CAST
 } tf_dtype_rule;

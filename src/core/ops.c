@@ -349,3 +349,64 @@ tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, 
     tf_op_params p = {.seed = seed};
     return create("tf_randn", TF_OP_RAND_NORMAL, dev, dt, ndim, shape, &p, out);
 }
+
+/* ---- elementwise unary ---- */
+
+static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
+                       tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    if (!accepts(kind, x->dtype)) return dtype_not_accepted(fn, kind, x->dtype);
+    tf_device *dev = x->storage->dev;
+    tf_tensor *o;
+    tf_status s = tf__op_output(fn, dev, x->dtype, x->ndim, x->shape, &o);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_inputs = 1;
+    op.inputs[0] = tf__desc(x);
+    if (params) op.params = *params;
+    return run_into(fn, dev, &op, o, out);
+}
+
+#define TF__UNARY_FN(name, KIND) \
+    tf_status tf_##name(const tf_tensor *x, tf_tensor **out) { return unary("tf_" #name, TF_OP_##KIND, x, NULL, out); }
+TF__UNARY_FN(neg, NEG)
+TF__UNARY_FN(abs, ABS)
+TF__UNARY_FN(sign, SIGN)
+TF__UNARY_FN(exp, EXP)
+TF__UNARY_FN(log, LOG)
+TF__UNARY_FN(log1p, LOG1P)
+TF__UNARY_FN(expm1, EXPM1)
+TF__UNARY_FN(sqrt, SQRT)
+TF__UNARY_FN(rsqrt, RSQRT)
+TF__UNARY_FN(sin, SIN)
+TF__UNARY_FN(cos, COS)
+TF__UNARY_FN(tanh, TANH)
+TF__UNARY_FN(sigmoid, SIGMOID)
+TF__UNARY_FN(relu, RELU)
+TF__UNARY_FN(gelu, GELU)
+TF__UNARY_FN(gelu_tanh, GELU_TANH)
+TF__UNARY_FN(silu, SILU)
+TF__UNARY_FN(softplus, SOFTPLUS)
+TF__UNARY_FN(floor, FLOOR)
+TF__UNARY_FN(ceil, CEIL)
+TF__UNARY_FN(round, ROUND)
+#undef TF__UNARY_FN
+
+tf_status tf_leaky_relu(const tf_tensor *x, double negative_slope, tf_tensor **out) {
+    tf_op_params p = {.alpha = negative_slope};
+    return unary("tf_leaky_relu", TF_OP_LEAKY_RELU, x, &p, out);
+}
+
+tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **out) {
+    tf_op_params p = {.min_value = lo, .max_value = hi};
+    return unary("tf_clamp", TF_OP_CLAMP, x, &p, out);
+}
+
+tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out) {
+    tf_op_params p = {.value = value};
+    return create("tf_scalar", TF_OP_FILL, dev, dt, 0, NULL, &p, out);
+}

@@ -11,6 +11,7 @@
  *
  * usage: conformance [--device NAME]...   (default: every device)
  */
+#define _GNU_SOURCE   /* M_PI */
 #include <math.h>
 #include <float.h>
 #include <stdio.h>
@@ -25,9 +26,9 @@
 
 /* ---- the op table, as this suite reads it ---- */
 
-typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_CREATE } shape_rule;
+typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_CREATE } shape_rule;
 typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST } dtype_rule;
-typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE } domain;
+typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE } domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
 
 typedef struct op_row {
@@ -63,6 +64,16 @@ static int64_t randint(int64_t lo, int64_t hi) { return lo + (int64_t)(rng_next(
 
 static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
 static bool is_int(tf_dtype dt) { return dt == TF_I8 || dt == TF_I32 || dt == TF_I64 || dt == TF_U8; }
+
+/* Smallest normal number: below it a dtype has no relative precision left,
+ * and GPUs may flush such values to zero. */
+static double min_normal_of(tf_dtype dt) {
+    switch (dt) {
+    case TF_F64: return DBL_MIN;
+    case TF_F16: return 0x1p-14;
+    default: return FLT_MIN;                  /* f32 and bf16 */
+    }
+}
 
 static double eps_of(tf_dtype dt) {
     switch (dt) {
@@ -191,6 +202,8 @@ static double draw(tf_dtype dt, domain dom, int input) {
     case DOM_POW:
         if (input == 0) return fl ? uniform(0.1, 2) : (double)randint(dt == TF_U8 ? 0 : -3, 4);
         return fl ? uniform(-2, 2) : (double)randint(0, 3);
+    case DOM_POSITIVE:
+        return fl ? uniform(0.05, 4) : (double)randint(1, 20);
     case DOM_WIDE:
         if (fl) return dt == TF_F16 ? uniform(-3e4, 3e4) : uniform(-1e5, 1e5) * (randint(0, 3) ? 1e-3 : 1.0);
         return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127) : (double)randint(-100000, 100000);
@@ -261,6 +274,65 @@ static tf_status make_input(tf_device *dev, tf_dtype dt, int ndim, const int64_t
 
 /* ---- references ---- */
 
+/* float64 references of the unary ops, as documented in tensorframe.h */
+static double ref_unary(tf_op_kind k, double x, double alpha, double lo, double hi) {
+    switch (k) {
+    case TF_OP_NEG: return -x;
+    case TF_OP_ABS: return fabs(x);
+    case TF_OP_SIGN: return isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
+    case TF_OP_EXP: return exp(x);
+    case TF_OP_LOG: return log(x);
+    case TF_OP_LOG1P: return log1p(x);
+    case TF_OP_EXPM1: return expm1(x);
+    case TF_OP_SQRT: return sqrt(x);
+    case TF_OP_RSQRT: return 1 / sqrt(x);
+    case TF_OP_SIN: return sin(x);
+    case TF_OP_COS: return cos(x);
+    case TF_OP_TANH: return tanh(x);
+    case TF_OP_SIGMOID: return 1 / (1 + exp(-x));
+    case TF_OP_RELU: return x < 0 ? 0 : x;
+    case TF_OP_LEAKY_RELU: return x < 0 ? alpha * x : x;
+    case TF_OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case TF_OP_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case TF_OP_SILU: return x / (1 + exp(-x));
+    case TF_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
+    case TF_OP_FLOOR: return floor(x);
+    case TF_OP_CEIL: return ceil(x);
+    case TF_OP_ROUND: return nearbyint(x);
+    case TF_OP_CLAMP: return isnan(x) ? x : fmin(fmax(x, lo), hi);
+    default: return NAN;
+    }
+}
+
+static tf_status run_unary_op(tf_op_kind k, const tf_tensor *x, double alpha, double lo, double hi, tf_tensor **out) {
+    switch (k) {
+    case TF_OP_NEG: return tf_neg(x, out);
+    case TF_OP_ABS: return tf_abs(x, out);
+    case TF_OP_SIGN: return tf_sign(x, out);
+    case TF_OP_EXP: return tf_exp(x, out);
+    case TF_OP_LOG: return tf_log(x, out);
+    case TF_OP_LOG1P: return tf_log1p(x, out);
+    case TF_OP_EXPM1: return tf_expm1(x, out);
+    case TF_OP_SQRT: return tf_sqrt(x, out);
+    case TF_OP_RSQRT: return tf_rsqrt(x, out);
+    case TF_OP_SIN: return tf_sin(x, out);
+    case TF_OP_COS: return tf_cos(x, out);
+    case TF_OP_TANH: return tf_tanh(x, out);
+    case TF_OP_SIGMOID: return tf_sigmoid(x, out);
+    case TF_OP_RELU: return tf_relu(x, out);
+    case TF_OP_LEAKY_RELU: return tf_leaky_relu(x, alpha, out);
+    case TF_OP_GELU: return tf_gelu(x, out);
+    case TF_OP_GELU_TANH: return tf_gelu_tanh(x, out);
+    case TF_OP_SILU: return tf_silu(x, out);
+    case TF_OP_SOFTPLUS: return tf_softplus(x, out);
+    case TF_OP_FLOOR: return tf_floor(x, out);
+    case TF_OP_CEIL: return tf_ceil(x, out);
+    case TF_OP_ROUND: return tf_round(x, out);
+    case TF_OP_CLAMP: return tf_clamp(x, lo, hi, out);
+    default: return TF_ERR_UNSUPPORTED;
+    }
+}
+
 static int64_t int_pow(int64_t b, int64_t e) {
     if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
     uint64_t r = 1;
@@ -326,6 +398,7 @@ static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, do
             }
             continue;
         }
+        if (fabs(r) < min_normal_of(dt) && fabs(g - r) <= min_normal_of(dt)) continue;   /* subnormal results */
         if (isinf(r) || isinf(g)) {
             if (g != r) {
                 snprintf(why, n, "element %lld: got %g, expected %g", (long long)i, g, r);
@@ -603,6 +676,36 @@ static void run_copy(tf_device *dev, const op_row *op, tf_dtype src, counts *c) 
     }
 }
 
+/* Unary ops: the reference is computed in double on the quantized input and
+ * rounded to the output dtype (f16/bf16 ops compute in f32, then round). */
+static void run_unary(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const reduce_case shapes[] = {
+        {2, {13, 7}, 0, LAYOUT_CONTIG}, {2, {6, 5}, 0, LAYOUT_TRANSPOSED}, {1, {0}, 0, LAYOUT_CONTIG},
+        {0, {0}, 0, LAYOUT_CONTIG},     {3, {2, 3, 9}, 0, LAYOUT_STRIDED}, {1, {1031}, 0, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof shapes / sizeof *shapes; ci++) {
+        const reduce_case *sc = &shapes[ci];
+        double alpha = uniform(0.01, 0.3), lo = uniform(-1.5, -0.5), hi = uniform(0.5, 1.5);
+        host_t h, ref;
+        tf_tensor *t = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, sc->n, sc->shape, op->dom, 0, sc->lay, &h, &t);
+        if (s == TF_OK) s = run_unary_op(op->kind, t, alpha, lo, hi, &out);
+        host_init(&ref, dt, sc->n, sc->shape);
+        for (int64_t i = 0; i < h.n; i++) {
+            double r = ref_unary(op->kind, h.v[i], alpha, lo, hi);
+            /* exact ops are compared after rounding the reference to the dtype */
+            ref.v[i] = op->nmse_k == 0 ? quantize(dt, r) : r;
+        }
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s %d-d %s", tf_dtype_name(dt), sc->n, layout_names[sc->lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
 static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const int64_t shapes[][3] = {{3, 4, 5}, {0, 0, 0}, {1, 1, 1}, {1000, 1, 1}};
     static const int ndims[] = {3, 1, 0, 1};
@@ -656,6 +759,7 @@ static counts run_device(tf_device *dev) {
             case SH_BROADCAST: case SH_MATMUL: run_pairwise(dev, op, (tf_dtype)dt, &c); break;
             case SH_REDUCE: run_reduce(dev, op, (tf_dtype)dt, &c); break;
             case SH_SAME: run_copy(dev, op, (tf_dtype)dt, &c); break;
+            case SH_UNARY: run_unary(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }
         }

@@ -256,6 +256,44 @@ static void test_op_semantics_at_the_edges(void **state) {
     tf_tensor_release(z);
 }
 
+static void test_unary_edges_and_scalars(void **state) {
+    (void)state;
+    float v[6] = {NAN, -2.5f, -0.5f, 0.5f, 2.5f, 30.0f};
+    tf_tensor *x = tensor_of(TF_F32, 6, v), *o = NULL;
+    OK(tf_relu(x, &o));                        /* NaN propagates */
+    float relu[6] = {NAN, 0, 0, 0.5f, 2.5f, 30};
+    expect_f32(o, relu, 6);
+    tf_tensor_release(o);
+    OK(tf_clamp(x, -1, NAN, &o));              /* a NaN bound means none */
+    float clamp[6] = {NAN, -1, -0.5f, 0.5f, 2.5f, 30};
+    expect_f32(o, clamp, 6);
+    tf_tensor_release(o);
+    OK(tf_round(x, &o));                       /* half to even */
+    float rounded[6] = {NAN, -2, -0.0f, 0, 2, 30};
+    expect_f32(o, rounded, 6);
+    tf_tensor_release(o);
+    OK(tf_softplus(x, &o));                    /* above 20: x itself */
+    float sp[6];
+    OK(tf_tensor_read(o, sp, sizeof sp));
+    assert_true(sp[5] == 30.0f && fabsf(sp[3] - 0.974077f) < 1e-5f);
+    tf_tensor_release(o);
+    tf_tensor *half = NULL;
+    OK(tf_scalar(cpu_device(), TF_F32, 0.5, &half));
+    assert_int_equal(tf_tensor_ndim(half), 0);
+    OK(tf_mul(x, half, &o));                   /* scalars broadcast */
+    float scaled[6] = {NAN, -1.25f, -0.25f, 0.25f, 1.25f, 15};
+    expect_f32(o, scaled, 6);
+    tf_tensor_release(o);
+    int32_t iv[2] = {1, 2};
+    tf_tensor *ints = tensor_of(TF_I32, 2, iv);
+    FAILS_WITH(TF_ERR_DTYPE, "tf_exp: exp does not accept dtype i32", tf_exp(ints, &o));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_gelu: input tensor is NULL", tf_gelu(NULL, &o));
+    assert_null(o);
+    tf_tensor_release(ints);
+    tf_tensor_release(half);
+    tf_tensor_release(x);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -375,6 +413,7 @@ int main(void) {
         cmocka_unit_test(test_size_errors),
         cmocka_unit_test(test_buffer_too_small_and_out_of_memory),
         cmocka_unit_test(test_op_semantics_at_the_edges),
+        cmocka_unit_test(test_unary_edges_and_scalars),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

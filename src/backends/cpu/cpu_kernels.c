@@ -228,6 +228,84 @@ static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- elementwise unary (floats) ---- */
+
+/* One scalar function per op, for float and for double. NaN propagates. */
+#define SQRT1_2 0.70710678118654752440
+#define SQRT_2_OVER_PI 0.79788456080286535588
+#define DEF_UNARY_FNS(CT, SUF, EXPF, LOGF, LOG1PF, EXPM1F, SQRTF, SINF, COSF, TANHF, ERFF, FLOORF, CEILF, RINTF) \
+    static CT u_neg_##SUF(CT x, const tf_op_params *p) { (void)p; return -x; }                              \
+    static CT u_abs_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? -x : x == 0 ? (CT)0 : x; } \
+    static CT u_sign_##SUF(CT x, const tf_op_params *p) { (void)p; return x > 0 ? (CT)1 : x < 0 ? (CT)-1 : x; } \
+    static CT u_exp_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPF(x); }                         \
+    static CT u_log_##SUF(CT x, const tf_op_params *p) { (void)p; return LOGF(x); }                         \
+    static CT u_log1p_##SUF(CT x, const tf_op_params *p) { (void)p; return LOG1PF(x); }                     \
+    static CT u_expm1_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPM1F(x); }                     \
+    static CT u_sqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return SQRTF(x); }                       \
+    static CT u_rsqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / SQRTF(x); }              \
+    static CT u_sin_##SUF(CT x, const tf_op_params *p) { (void)p; return SINF(x); }                         \
+    static CT u_cos_##SUF(CT x, const tf_op_params *p) { (void)p; return COSF(x); }                         \
+    static CT u_tanh_##SUF(CT x, const tf_op_params *p) { (void)p; return TANHF(x); }                       \
+    static CT u_sigmoid_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / ((CT)1 + EXPF(-x)); }  \
+    static CT u_relu_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? (CT)0 : x; }             \
+    static CT u_leaky_relu_##SUF(CT x, const tf_op_params *p) { return x < 0 ? (CT)p->alpha * x : x; }     \
+    static CT u_gelu_##SUF(CT x, const tf_op_params *p) {                                                   \
+        (void)p; return (CT)0.5 * x * ((CT)1 + ERFF(x * (CT)SQRT1_2)); }                                    \
+    static CT u_gelu_tanh_##SUF(CT x, const tf_op_params *p) {                                              \
+        (void)p; return (CT)0.5 * x * ((CT)1 + TANHF((CT)SQRT_2_OVER_PI * (x + (CT)0.044715 * x * x * x))); } \
+    static CT u_silu_##SUF(CT x, const tf_op_params *p) { (void)p; return x / ((CT)1 + EXPF(-x)); }         \
+    static CT u_softplus_##SUF(CT x, const tf_op_params *p) { (void)p; return x > 20 ? x : LOG1PF(EXPF(x)); } \
+    static CT u_floor_##SUF(CT x, const tf_op_params *p) { (void)p; return FLOORF(x); }                     \
+    static CT u_ceil_##SUF(CT x, const tf_op_params *p) { (void)p; return CEILF(x); }                       \
+    static CT u_round_##SUF(CT x, const tf_op_params *p) { (void)p; return RINTF(x); }                      \
+    static CT u_clamp_##SUF(CT x, const tf_op_params *p) {                                                  \
+        if (x != x) return x;                                                                               \
+        if (p->min_value == p->min_value && x < (CT)p->min_value) x = (CT)p->min_value;                     \
+        if (p->max_value == p->max_value && x > (CT)p->max_value) x = (CT)p->max_value;                     \
+        return x; }
+
+DEF_UNARY_FNS(float, f, expf, logf, log1pf, expm1f, sqrtf, sinf, cosf, tanhf, erff, floorf, ceilf, rintf)
+DEF_UNARY_FNS(double, d, exp, log, log1p, expm1, sqrt, sin, cos, tanh, erf, floor, ceil, rint)
+
+typedef float (*unary_f)(float, const tf_op_params *);
+typedef double (*unary_d)(double, const tf_op_params *);
+
+#define UNARY_ROW(NAME, KIND) [TF_OP_##KIND] = {u_##NAME##_f, u_##NAME##_d}
+static const struct { unary_f f; unary_d d; } unary_fns[TF_OP_COUNT] = {
+    UNARY_ROW(neg, NEG), UNARY_ROW(abs, ABS), UNARY_ROW(sign, SIGN), UNARY_ROW(exp, EXP), UNARY_ROW(log, LOG),
+    UNARY_ROW(log1p, LOG1P), UNARY_ROW(expm1, EXPM1), UNARY_ROW(sqrt, SQRT), UNARY_ROW(rsqrt, RSQRT),
+    UNARY_ROW(sin, SIN), UNARY_ROW(cos, COS), UNARY_ROW(tanh, TANH), UNARY_ROW(sigmoid, SIGMOID),
+    UNARY_ROW(relu, RELU), UNARY_ROW(leaky_relu, LEAKY_RELU), UNARY_ROW(gelu, GELU),
+    UNARY_ROW(gelu_tanh, GELU_TANH), UNARY_ROW(silu, SILU), UNARY_ROW(softplus, SOFTPLUS),
+    UNARY_ROW(floor, FLOOR), UNARY_ROW(ceil, CEIL), UNARY_ROW(round, ROUND), UNARY_ROW(clamp, CLAMP),
+};
+
+typedef struct unary_ctx {
+    tf_dtype dt;
+    unary_f f;
+    unary_d d;
+    const tf_op_params *params;
+} unary_ctx;
+
+static void unary_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const unary_ctx *c = ctxv;
+    char *o = p[0];
+    const char *x = p[1];
+    switch (c->dt) {
+    case TF_F32: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f32(o, c->f(LD_f32(x), c->params)); break;
+    case TF_F64: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f64(o, c->d(LD_f64(x), c->params)); break;
+    case TF_F16: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f16(o, c->f(LD_f16(x), c->params)); break;
+    default: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_bf16(o, c->f(LD_bf16(x), c->params)); break;
+    }
+}
+
+static tf_status run_unary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    unary_ctx ctx = {op->output.dtype, unary_fns[op->kind].f, unary_fns[op->kind].d, &op->params};
+    for_each_row(op->output.ndim, op->output.shape, 2, ops, unary_row, &ctx);
+    return TF_OK;
+}
+
 /* ---- matmul ---- */
 
 typedef struct mm_geom {
@@ -428,7 +506,7 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_COPY: case TF_OP_FILL: return true;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
-    default: return false;
+    default: return unary_fns[op->kind].f && is_float(out) && same_dtype_inputs(op);
     }
 }
 
@@ -442,6 +520,6 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_COPY: return run_copy(op, address);
     case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return run_create(op, address);
-    default: return TF_ERR_UNSUPPORTED;
+    default: return unary_fns[op->kind].f ? run_unary(op, address) : TF_ERR_UNSUPPORTED;
     }
 }

@@ -150,6 +150,49 @@ kernel void binary(int op, long n, geom g, global T *out, global const T *a, glo
     ST(out, g.offset[0] + i, apply(op, LD(a, ia), LD(b, ib)));
 }
 
+/* ---- elementwise unary (floats; f16/bf16 in f32) ---- */
+#if IS_FLOAT
+inline C apply_unary(int op, C x, C alpha, C lo, C hi) {
+    switch (op) {
+    case 0: return -x;
+    case 1: return x < 0 ? -x : x == 0 ? (C)0 : x;
+    case 2: return x > 0 ? (C)1 : x < 0 ? (C)-1 : x;
+    case 3: return exp(x);
+    case 4: return log(x);
+    case 5: return log1p(x);
+    case 6: return expm1(x);
+    case 7: return sqrt(x);
+    case 8: return (C)1 / sqrt(x);
+    case 9: return sin(x);
+    case 10: return cos(x);
+    case 11: return tanh(x);
+    case 12: return (C)1 / ((C)1 + exp(-x));
+    case 13: return x < 0 ? (C)0 : x;
+    case 14: return x < 0 ? alpha * x : x;
+    case 15: return (C)0.5 * x * ((C)1 + erf(x * (C)0.70710678118654752440));
+    case 16: return (C)0.5 * x * ((C)1 + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
+    case 17: return x / ((C)1 + exp(-x));
+    case 18: return x > 20 ? x : log1p(exp(x));
+    case 19: return floor(x);
+    case 20: return ceil(x);
+    case 21: return rint(x);
+    default:
+        if (isnan(x)) return x;
+        if (!isnan(lo) && x < lo) x = lo;
+        if (!isnan(hi) && x > hi) x = hi;
+        return x;
+    }
+}
+
+/* out (operand 0) = f(x (operand 1)); out is contiguous. */
+kernel void unary(int op, C alpha, C lo, C hi, long n, geom g, global T *out, global const T *x) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long ix = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
+    ST(out, g.offset[0] + i, apply_unary(op, LD(x, ix), alpha, lo, hi));
+}
+#endif
+
 /* ---- batched matmul: TS x TS tiles in local memory ----
  * g: batch axes (shape), batch strides of a (0), b (1), out (2); offsets. */
 kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, global const T *a,

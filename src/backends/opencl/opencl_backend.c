@@ -28,9 +28,9 @@
 
 #define MAX_CL_DEVICES 32
 
-enum { K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_COUNT };
+enum { K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COUNT };
 static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final",
-                                                  "copy_from", "arange", "rand"};
+                                                  "copy_from", "arange", "rand", "unary"};
 
 /* Mirrors `geom` in kernels.cl. */
 typedef struct cl_geom {
@@ -474,6 +474,30 @@ static tf_status run_binary(cl_dev *d, const tf_op *op) {
     return launch(d, d->kernel[o->dtype][K_BINARY], "binary", 6, args, 1, &global, NULL);
 }
 
+/* kernels.cl's apply_unary codes, in op table order from NEG */
+_Static_assert(TF_OP_CLAMP - TF_OP_NEG == 22, "kernels.cl apply_unary codes follow the op table from NEG to CLAMP");
+static int unary_code(tf_op_kind k) { return (int)k - (int)TF_OP_NEG; }
+
+static bool is_unary(tf_op_kind k) { return k >= TF_OP_NEG && k <= TF_OP_CLAMP; }
+
+static tf_status run_unary(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
+    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
+    cl_int code = unary_code(op->kind);
+    cl_long n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
+    size_t global = (size_t)n;
+    cl_kernel k = d->kernel[o->dtype][K_UNARY];
+    if (o->dtype == TF_F64) {
+        cl_double alpha = op->params.alpha, lo = op->params.min_value, hi = op->params.max_value;
+        arg args[] = {ARG(code), ARG(alpha), ARG(lo), ARG(hi), ARG(n), ARG(g), ARG(mo), ARG(mx)};
+        return launch(d, k, "unary", 8, args, 1, &global, NULL);
+    }
+    cl_float alpha = (cl_float)op->params.alpha, lo = (cl_float)op->params.min_value, hi = (cl_float)op->params.max_value;
+    arg args[] = {ARG(code), ARG(alpha), ARG(lo), ARG(hi), ARG(n), ARG(g), ARG(mo), ARG(mx)};
+    return launch(d, k, "unary", 8, args, 1, &global, NULL);
+}
+
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 static tf_status run_matmul(cl_dev *d, const tf_op *op) {
@@ -610,7 +634,7 @@ static bool cl_supports(void *ctx, const tf_op *op) {
     case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return true;
     default:
-        return false;
+        return is_unary(op->kind) && dt_is_float(op->output.dtype);
     }
 }
 
@@ -633,7 +657,7 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
         case TF_OP_SUM: case TF_OP_MEAN: s = run_reduce(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
-        default: s = run_binary(d, op); break;
+        default: s = is_unary(op->kind) ? run_unary(d, op) : run_binary(d, op); break;
         }
     }
     pthread_mutex_unlock(&d->lock);

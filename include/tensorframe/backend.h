@@ -16,7 +16,13 @@
  *  - Every descriptor is on this device; strides are in elements and may be
  *    0 (broadcast) or arbitrary; offsets are in bytes.
  *  - BROADCAST ops: inputs have the output's ndim and shape (broadcast axes
- *    have stride 0) and the output's dtype.
+ *    have stride 0) and one common dtype: the output's, except for the
+ *    comparisons (EQ..GE: promoted inputs, bool output) and LOGICAL_AND/OR
+ *    (bool inputs and output).
+ *  - WHERE: inputs (cond: bool, a, b: the output's dtype) broadcast to the
+ *    output's shape as above.
+ *  - UNARY with a bool result: LOGICAL_NOT gets a bool input, ISNAN/ISINF
+ *    any dtype.
  *  - UNARY: the input has the output's shape and dtype, any strides.
  *  - MATMUL: a [..., M, K], b [..., K, N], out [..., M, N], same ndim >= 2,
  *    batch axes already broadcast, one dtype.

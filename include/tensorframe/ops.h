@@ -13,16 +13,21 @@
  *                        REDUCE     one axis or all, keepdim
  *                        SAME       output shape = input shape (copy/cast)
  *                        UNARY      elementwise over one input, same shape
+ *                        WHERE      three inputs broadcast together (cond, a, b)
  *                        CREATE     shape given by the caller
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
  *                        SAME           input dtype
+ *                        COMPARE        inputs promoted, output bool
+ *                        LOGICAL        inputs cast to bool (nonzero and NaN are true), output bool
+ *                        BOOL           output bool, input as is
  *                        CAST           dtype chosen by the caller
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
  *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
- *           POSITIVE (0.05 to 4)
+ *           POSITIVE (0.05 to 4), TIES (few distinct values, so equality
+ *           happens), SPECIAL (NaN and infinities mixed in)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that sum (REDUCE: elements per output; MATMUL: K), since
@@ -72,7 +77,19 @@
     X(FLOOR,        floor,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
     X(CEIL,         ceil,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
     X(ROUND,        round,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0)
+    X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
+    X(EQ,           eq,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(NE,           ne,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(LT,           lt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(LE,           le,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(GT,           gt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(GE,           ge,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
+    X(LOGICAL_AND,  logical_and,  2, BROADCAST, LOGICAL,       ALL,     TIES,    0) \
+    X(LOGICAL_OR,   logical_or,   2, BROADCAST, LOGICAL,       ALL,     TIES,    0) \
+    X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       ALL,     TIES,    0) \
+    X(ISNAN,        isnan,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
+    X(ISINF,        isinf,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
+    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

@@ -286,6 +286,24 @@ TF_API tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out)
 TF_API tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 TF_API tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 TF_API tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* Comparisons with broadcasting: inputs promoted, result TF_BOOL; NaN
+ * compares unequal to everything (ne is true). */
+TF_API tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_ne(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_lt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_le(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_gt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_ge(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* Logic on truth values (nonzero and NaN are true), result TF_BOOL. */
+TF_API tf_status tf_logical_and(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_logical_or(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_logical_not(const tf_tensor *x, tf_tensor **out);
+/* TF_BOOL masks; integer and bool inputs give all false. */
+TF_API tf_status tf_isnan(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_isinf(const tf_tensor *x, tf_tensor **out);
+/* cond ? a : b elementwise, all three broadcast together; cond is read as
+ * truth values, the result has the promoted dtype of a and b. */
+TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 /* NumPy matmul: 1-D operands are promoted to matrices and the added axis
  * removed from the result; batch axes broadcast. */
 TF_API tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);

@@ -21,22 +21,50 @@ static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtyp
     return TF_OK;
 }
 
-/* NumPy broadcasting of two shapes. */
-static tf_status broadcast_shapes(const char *fn, const tf_tensor *a, const tf_tensor *b, int *ndim,
-                                  int64_t *shape) {
-    int n = a->ndim > b->ndim ? a->ndim : b->ndim;
+/* The dtype inputs are converted to before the kernel runs, and the
+ * output's, for a binary op's rule. */
+static tf_status binary_dtypes(const char *fn, tf_op_kind op, tf_dtype a, tf_dtype b, tf_dtype *compute,
+                               tf_dtype *out) {
+    tf_status s = binary_dtype(fn, op, a, b, compute);
+    if (s != TF_OK) return s;
+    switch (tf__op_table[op].dtype_rule) {
+    case TF_DTRULE_COMPARE: *out = TF_BOOL; break;
+    case TF_DTRULE_LOGICAL: *compute = *out = TF_BOOL; break;
+    default: *out = *compute; break;
+    }
+    return TF_OK;
+}
+
+/* NumPy broadcasting of n shapes. */
+static tf_status broadcast_n(const char *fn, int n_in, const tf_tensor *const *in, int *ndim, int64_t *shape) {
+    int n = 0;
+    for (int k = 0; k < n_in; k++) n = in[k]->ndim > n ? in[k]->ndim : n;
     for (int i = 0; i < n; i++) {
-        int ia = a->ndim - n + i, ib = b->ndim - n + i;
-        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            char x[256], y[256];
-            return tf__error(TF_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", fn,
-                             tf__shape_str(a->ndim, a->shape, x, sizeof x), tf__shape_str(b->ndim, b->shape, y, sizeof y));
+        shape[i] = 1;
+        for (int k = 0; k < n_in; k++) {
+            int ik = in[k]->ndim - n + i;
+            int64_t dk = ik >= 0 ? in[k]->shape[ik] : 1;
+            if (dk == 1 || dk == shape[i]) continue;
+            if (shape[i] != 1) {
+                char msg[800];
+                size_t used = 0;
+                for (int j = 0; j < n_in && used < sizeof msg; j++) {
+                    char x[256];
+                    used += (size_t)snprintf(msg + used, sizeof msg - used, "%s%s", j ? (j == n_in - 1 ? " and " : ", ") : "",
+                                             tf__shape_str(in[j]->ndim, in[j]->shape, x, sizeof x));
+                }
+                return tf__error(TF_ERR_SHAPE, "%s: shapes %s do not broadcast", fn, msg);
+            }
+            shape[i] = dk;
         }
-        shape[i] = da == 1 ? db : da;
     }
     *ndim = n;
     return TF_OK;
+}
+
+static tf_status broadcast_shapes(const char *fn, const tf_tensor *a, const tf_tensor *b, int *ndim, int64_t *shape) {
+    const tf_tensor *in[2] = {a, b};
+    return broadcast_n(fn, 2, in, ndim, shape);
 }
 
 /* Descriptor of t seen with the output's shape: left-padded, stride 0
@@ -97,10 +125,10 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
-    tf_dtype dt;
+    tf_dtype dt, out_dt;
     int ndim = 0;
     int64_t shape[TF_MAX_DIMS];
-    tf_status s = binary_dtype(fn, kind, a->dtype, b->dtype, &dt);
+    tf_status s = binary_dtypes(fn, kind, a->dtype, b->dtype, &dt, &out_dt);
     if (s == TF_OK) s = broadcast_shapes(fn, a, b, &ndim, shape);
     if (s != TF_OK) return s;
     const tf_tensor *in[2] = {a, b};
@@ -108,7 +136,7 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     tf_device *dev;
     s = prepare_inputs(fn, 2, in, dt, &dev, ready);
     if (s != TF_OK) return s;
-    s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    s = tf__op_output(fn, dev, out_dt, ndim, shape, &o);
     if (s == TF_OK) {
         tf_op op;
         memset(&op, 0, sizeof op);
@@ -129,6 +157,18 @@ tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { retu
 tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_maximum", TF_OP_MAXIMUM, a, b, out); }
 tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_minimum", TF_OP_MINIMUM, a, b, out); }
 tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_pow", TF_OP_POW, a, b, out); }
+tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_eq", TF_OP_EQ, a, b, out); }
+tf_status tf_ne(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_ne", TF_OP_NE, a, b, out); }
+tf_status tf_lt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_lt", TF_OP_LT, a, b, out); }
+tf_status tf_le(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_le", TF_OP_LE, a, b, out); }
+tf_status tf_gt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_gt", TF_OP_GT, a, b, out); }
+tf_status tf_ge(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_ge", TF_OP_GE, a, b, out); }
+tf_status tf_logical_and(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    return binary("tf_logical_and", TF_OP_LOGICAL_AND, a, b, out);
+}
+tf_status tf_logical_or(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    return binary("tf_logical_or", TF_OP_LOGICAL_OR, a, b, out);
+}
 
 /* ---- matmul ---- */
 
@@ -409,4 +449,73 @@ tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **out) {
 tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out) {
     tf_op_params p = {.value = value};
     return create("tf_scalar", TF_OP_FILL, dev, dt, 0, NULL, &p, out);
+}
+
+/* ---- ops with a bool result over one input ---- */
+
+static tf_status unary_to_bool(const char *fn, tf_op_kind kind, const tf_tensor *x, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_tensor *in = NULL, *o;
+    tf_status s = TF_OK;
+    if (tf__op_table[kind].dtype_rule == TF_DTRULE_LOGICAL && x->dtype != TF_BOOL) s = tf__copy_cast(fn, x, TF_BOOL, &in);
+    else in = tf_tensor_retain((tf_tensor *)x);
+    if (s != TF_OK) return s;
+    tf_device *dev = in->storage->dev;
+    s = tf__op_output(fn, dev, TF_BOOL, in->ndim, in->shape, &o);
+    if (s == TF_OK) {
+        tf_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = kind;
+        op.n_inputs = 1;
+        op.inputs[0] = tf__desc(in);
+        s = run_into(fn, dev, &op, o, out);
+    }
+    tf_tensor_release(in);
+    return s;
+}
+
+tf_status tf_logical_not(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("tf_logical_not", TF_OP_LOGICAL_NOT, x, out); }
+tf_status tf_isnan(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("tf_isnan", TF_OP_ISNAN, x, out); }
+tf_status tf_isinf(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("tf_isinf", TF_OP_ISINF, x, out); }
+
+/* ---- where ---- */
+
+tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    static const char fn[] = "tf_where";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!cond || !a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_dtype dt;
+    int ndim = 0;
+    int64_t shape[TF_MAX_DIMS];
+    const tf_tensor *in[3] = {cond, a, b};
+    tf_status s = binary_dtype(fn, TF_OP_WHERE, a->dtype, b->dtype, &dt);
+    if (s == TF_OK) s = broadcast_n(fn, 3, in, &ndim, shape);
+    if (s != TF_OK) return s;
+    tf_tensor *ready[3] = {NULL, NULL, NULL}, *o;
+    tf_device *dev;
+    s = tf__place_inputs(fn, 3, in, &dev, ready);
+    for (int i = 0; i < 3 && s == TF_OK; i++) {
+        tf_dtype want = i == 0 ? TF_BOOL : dt;
+        if (ready[i]->dtype == want) continue;
+        tf_tensor *c;
+        s = tf__copy_cast(fn, ready[i], want, &c);
+        if (s == TF_OK) {
+            tf_tensor_release(ready[i]);
+            ready[i] = c;
+        }
+    }
+    if (s == TF_OK) s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    if (s == TF_OK) {
+        tf_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = TF_OP_WHERE;
+        op.n_inputs = 3;
+        for (int i = 0; i < 3; i++) op.inputs[i] = broadcast_desc(ready[i], ndim, shape);
+        s = run_into(fn, dev, &op, o, out);
+    }
+    release_all(3, ready);
+    return s;
 }

@@ -26,9 +26,9 @@
 
 /* ---- the op table, as this suite reads it ---- */
 
-typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_CREATE } shape_rule;
-typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST } dtype_rule;
-typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE } domain;
+typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_CREATE } shape_rule;
+typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL } dtype_rule;
+typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL } domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
 
 typedef struct op_row {
@@ -108,6 +108,7 @@ static double quantize(tf_dtype dt, double v) {
 static uint16_t encode_f16(double q) {
     uint16_t sign = signbit(q) ? 0x8000 : 0;
     double a = fabs(q);
+    if (isnan(a)) return sign | 0x7e00;
     if (isinf(a)) return sign | 0x7c00;
     if (a < 0x1p-14) return sign | (uint16_t)(a * 0x1p24);
     int e;
@@ -202,6 +203,16 @@ static double draw(tf_dtype dt, domain dom, int input) {
     case DOM_POW:
         if (input == 0) return fl ? uniform(0.1, 2) : (double)randint(dt == TF_U8 ? 0 : -3, 4);
         return fl ? uniform(-2, 2) : (double)randint(0, 3);
+    case DOM_TIES: {                             /* few values, so that equality happens */
+        static const double vals[5] = {-1, -0.5, 0, 0.5, 1};
+        return fl ? vals[randint(0, 4)] : (double)randint(dt == TF_U8 ? 0 : -1, 2);
+    }
+    case DOM_SPECIAL:
+        if (fl && randint(0, 3) == 0) {
+            static const double vals[3] = {NAN, INFINITY, -INFINITY};
+            return vals[randint(0, 2)];
+        }
+        break;
     case DOM_POSITIVE:
         return fl ? uniform(0.05, 4) : (double)randint(1, 20);
     case DOM_WIDE:
@@ -300,6 +311,9 @@ static double ref_unary(tf_op_kind k, double x, double alpha, double lo, double 
     case TF_OP_CEIL: return ceil(x);
     case TF_OP_ROUND: return nearbyint(x);
     case TF_OP_CLAMP: return isnan(x) ? x : fmin(fmax(x, lo), hi);
+    case TF_OP_LOGICAL_NOT: return x == 0;
+    case TF_OP_ISNAN: return isnan(x) != 0;
+    case TF_OP_ISINF: return isinf(x) != 0;
     default: return NAN;
     }
 }
@@ -329,6 +343,9 @@ static tf_status run_unary_op(tf_op_kind k, const tf_tensor *x, double alpha, do
     case TF_OP_CEIL: return tf_ceil(x, out);
     case TF_OP_ROUND: return tf_round(x, out);
     case TF_OP_CLAMP: return tf_clamp(x, lo, hi, out);
+    case TF_OP_LOGICAL_NOT: return tf_logical_not(x, out);
+    case TF_OP_ISNAN: return tf_isnan(x, out);
+    case TF_OP_ISINF: return tf_isinf(x, out);
     default: return TF_ERR_UNSUPPORTED;
     }
 }
@@ -363,6 +380,20 @@ static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
     case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : fmin(x, y);
     case TF_OP_POW: return pow(x, y);
     default: return NAN;
+    }
+}
+
+/* Comparisons and logic: 0 or 1. */
+static double ref_bool_binary(tf_op_kind k, double x, double y) {
+    switch (k) {
+    case TF_OP_EQ: return x == y;
+    case TF_OP_NE: return x != y;
+    case TF_OP_LT: return x < y;
+    case TF_OP_LE: return x <= y;
+    case TF_OP_GT: return x > y;
+    case TF_OP_GE: return x >= y;
+    case TF_OP_LOGICAL_AND: return x != 0 && y != 0;
+    default: return x != 0 || y != 0;            /* LOGICAL_OR */
     }
 }
 
@@ -508,12 +539,21 @@ static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor
     case TF_OP_MAXIMUM: return tf_maximum(a, b, out);
     case TF_OP_MINIMUM: return tf_minimum(a, b, out);
     case TF_OP_POW: return tf_pow(a, b, out);
+    case TF_OP_EQ: return tf_eq(a, b, out);
+    case TF_OP_NE: return tf_ne(a, b, out);
+    case TF_OP_LT: return tf_lt(a, b, out);
+    case TF_OP_LE: return tf_le(a, b, out);
+    case TF_OP_GT: return tf_gt(a, b, out);
+    case TF_OP_GE: return tf_ge(a, b, out);
+    case TF_OP_LOGICAL_AND: return tf_logical_and(a, b, out);
+    case TF_OP_LOGICAL_OR: return tf_logical_or(a, b, out);
     case TF_OP_MATMUL: return tf_matmul(a, b, out);
     default: return TF_ERR_UNSUPPORTED;
     }
 }
 
 static tf_dtype result_dtype(const op_row *op, tf_dtype in) {
+    if (op->dtype == DR_COMPARE || op->dtype == DR_LOGICAL || op->dtype == DR_BOOL) return TF_BOOL;
     if (op->dtype == DR_PROMOTE_FLOAT && !is_float(in)) return TF_F32;
     if (op->dtype == DR_SUM && !is_float(in)) return TF_I64;
     return in;
@@ -550,8 +590,8 @@ static void run_pairwise(tf_device *dev, const op_row *op, tf_dtype dt, counts *
             host_init(&ref, out_dt, n, shape);
             for (int64_t i = 0; i < ref.n; i++) {
                 unravel(i, n, shape, idx);
-                ref.v[i] = ref_binary(op->kind, out_dt, ha.v[broadcast_index(&ha, n, idx)],
-                                      hb.v[broadcast_index(&hb, n, idx)]);
+                double x = ha.v[broadcast_index(&ha, n, idx)], y = hb.v[broadcast_index(&hb, n, idx)];
+                ref.v[i] = out_dt == TF_BOOL ? ref_bool_binary(op->kind, x, y) : ref_binary(op->kind, out_dt, x, y);
             }
         } else {
             int64_t m = ha.ndim == 1 ? 1 : ha.shape[ha.ndim - 2], k = ha.shape[ha.ndim - 1];
@@ -690,11 +730,12 @@ static void run_unary(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) 
         tf_tensor *t = NULL, *out = NULL;
         tf_status s = make_input(dev, dt, sc->n, sc->shape, op->dom, 0, sc->lay, &h, &t);
         if (s == TF_OK) s = run_unary_op(op->kind, t, alpha, lo, hi, &out);
-        host_init(&ref, dt, sc->n, sc->shape);
+        tf_dtype out_dt = result_dtype(op, dt);
+        host_init(&ref, out_dt, sc->n, sc->shape);
         for (int64_t i = 0; i < h.n; i++) {
             double r = ref_unary(op->kind, h.v[i], alpha, lo, hi);
             /* exact ops are compared after rounding the reference to the dtype */
-            ref.v[i] = op->nmse_k == 0 ? quantize(dt, r) : r;
+            ref.v[i] = op->nmse_k == 0 ? quantize(out_dt, r) : r;
         }
         char desc[128];
         snprintf(desc, sizeof desc, "%s %d-d %s", tf_dtype_name(dt), sc->n, layout_names[sc->lay]);
@@ -702,6 +743,51 @@ static void run_unary(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) 
         host_free(&h);
         host_free(&ref);
         tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
+/* where(cond, a, b): three shapes broadcast together, cond drawn as bools. */
+static void run_where(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n[3]; int64_t s[3][3]; layout lay[3]; } cases[] = {
+        {{2, 2, 2}, {{5, 7}, {5, 7}, {5, 7}}, {LAYOUT_CONTIG, LAYOUT_CONTIG, LAYOUT_CONTIG}},
+        {{2, 1, 0}, {{4, 1}, {6}, {0}}, {LAYOUT_TRANSPOSED, LAYOUT_STRIDED, LAYOUT_CONTIG}},
+        {{1, 2, 3}, {{5}, {3, 1}, {2, 1, 1}}, {LAYOUT_STRIDED, LAYOUT_TRANSPOSED, LAYOUT_CONTIG}},
+        {{2, 2, 2}, {{0, 3}, {1, 3}, {0, 1}}, {LAYOUT_CONTIG, LAYOUT_CONTIG, LAYOUT_CONTIG}},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        host_t h[3], ref;
+        tf_tensor *t[3] = {NULL, NULL, NULL}, *out = NULL;
+        tf_status s = TF_OK;
+        for (int k = 0; k < 3; k++) {
+            tf_status sk = make_input(dev, k ? dt : TF_BOOL, cases[ci].n[k], cases[ci].s[k], op->dom, k, cases[ci].lay[k], &h[k], &t[k]);
+            if (s == TF_OK) s = sk;
+        }
+        if (s == TF_OK) s = tf_where(t[0], t[1], t[2], &out);
+        int n = 0;
+        int64_t shape[TF_MAX_DIMS], idx[TF_MAX_DIMS];
+        for (int k = 0; k < 3; k++) n = h[k].ndim > n ? h[k].ndim : n;
+        for (int d = 0; d < n; d++) {
+            shape[d] = 1;
+            for (int k = 0; k < 3; k++) {
+                int ik = h[k].ndim - n + d;
+                if (ik >= 0 && h[k].shape[ik] != 1) shape[d] = h[k].shape[ik];
+            }
+        }
+        host_init(&ref, dt, n, shape);
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, n, shape, idx);
+            ref.v[i] = h[0].v[broadcast_index(&h[0], n, idx)] != 0 ? h[1].v[broadcast_index(&h[1], n, idx)]
+                                                                      : h[2].v[broadcast_index(&h[2], n, idx)];
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu", tf_dtype_name(dt), ci);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        for (int k = 0; k < 3; k++) {
+            host_free(&h[k]);
+            tf_tensor_release(t[k]);
+        }
+        host_free(&ref);
         tf_tensor_release(out);
     }
 }
@@ -760,6 +846,7 @@ static counts run_device(tf_device *dev) {
             case SH_REDUCE: run_reduce(dev, op, (tf_dtype)dt, &c); break;
             case SH_SAME: run_copy(dev, op, (tf_dtype)dt, &c); break;
             case SH_UNARY: run_unary(dev, op, (tf_dtype)dt, &c); break;
+            case SH_WHERE: run_where(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }
         }

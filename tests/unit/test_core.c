@@ -294,6 +294,46 @@ static void test_unary_edges_and_scalars(void **state) {
     tf_tensor_release(x);
 }
 
+static void test_comparisons_logic_and_where(void **state) {
+    (void)state;
+    int32_t iv[4] = {1, 2, 3, 4};
+    float fv[4] = {1.0f, 2.5f, NAN, 4.0f};
+    tf_tensor *i = tensor_of(TF_I32, 4, iv), *f = tensor_of(TF_F32, 4, fv), *o = NULL;
+    uint8_t got[4];
+    OK(tf_eq(i, f, &o));                       /* i32 vs f32 compares as f32 */
+    assert_int_equal(tf_tensor_dtype(o), TF_BOOL);
+    OK(tf_tensor_read(o, got, 4));
+    uint8_t want_eq[4] = {1, 0, 0, 1};
+    assert_memory_equal(got, want_eq, 4);
+    tf_tensor_release(o);
+    OK(tf_ne(f, f, &o));                       /* NaN != NaN */
+    OK(tf_tensor_read(o, got, 4));
+    uint8_t want_ne[4] = {0, 0, 1, 0};
+    assert_memory_equal(got, want_ne, 4);
+    tf_tensor_release(o);
+    OK(tf_logical_and(i, f, &o));              /* truth values: NaN is true */
+    OK(tf_tensor_read(o, got, 4));
+    uint8_t all_true[4] = {1, 1, 1, 1};
+    assert_memory_equal(got, all_true, 4);
+    tf_tensor *mask = NULL, *zero = NULL;
+    OK(tf_isnan(f, &mask));
+    OK(tf_scalar(cpu_device(), TF_F64, 0.0, &zero));
+    tf_tensor_release(o);
+    OK(tf_where(mask, zero, f, &o));           /* replace NaN with 0: f64 scalar promotes to f64 */
+    assert_int_equal(tf_tensor_dtype(o), TF_F64);
+    double dv[4];
+    OK(tf_tensor_read(o, dv, sizeof dv));
+    assert_true(dv[0] == 1.0 && dv[1] == 2.5 && dv[2] == 0.0 && dv[3] == 4.0);
+    tf_tensor_release(o);
+    int64_t s3[1] = {3};
+    tf_tensor *three = NULL;
+    OK(tf_zeros(cpu_device(), TF_BOOL, 1, s3, &three));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_where: shapes [3], [4] and [] do not broadcast", tf_where(three, f, zero, &o));
+    assert_null(o);
+    tf_tensor *all[] = {i, f, mask, zero, three};
+    for (int k = 0; k < 5; k++) tf_tensor_release(all[k]);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -414,6 +454,7 @@ int main(void) {
         cmocka_unit_test(test_buffer_too_small_and_out_of_memory),
         cmocka_unit_test(test_op_semantics_at_the_edges),
         cmocka_unit_test(test_unary_edges_and_scalars),
+        cmocka_unit_test(test_comparisons_logic_and_where),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

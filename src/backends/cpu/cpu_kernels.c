@@ -18,6 +18,7 @@
 #define LD_i32(p) ((int64_t) * (const int32_t *)(p))
 #define LD_i64(p) (*(const int64_t *)(p))
 #define LD_u8(p) ((int64_t) * (const uint8_t *)(p))
+#define LD_b8(p) ((int64_t)(*(const uint8_t *)(p) != 0))
 #define ST_f32(p, v) (*(float *)(p) = (float)(v))
 #define ST_f64(p, v) (*(double *)(p) = (double)(v))
 #define ST_f16(p, v) (*(uint16_t *)(p) = tf_f32_to_f16((float)(v)))
@@ -191,6 +192,36 @@ static int64_t int_pow(int64_t base, int64_t e) {
     DEF_BIN(add, DT, int64_t, IOP_ADD) DEF_BIN(sub, DT, int64_t, IOP_SUB) DEF_BIN(mul, DT, int64_t, IOP_MUL) \
     DEF_BIN(maximum, DT, int64_t, IOP_MAX) DEF_BIN(minimum, DT, int64_t, IOP_MIN) DEF_BIN(pow, DT, int64_t, IOP_POW)
 
+/* Comparisons (and logic on bools): typed inputs, a bool output. */
+#define DEF_CMP(NAME, DT, CT, EXPR)                                              \
+    static void cmp_##NAME##_##DT(int64_t n, char **p, const int64_t *s) {     \
+        char *o = p[0];                                                         \
+        const char *a = p[1], *b = p[2];                                        \
+        for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {     \
+            CT x = (CT)LD_##DT(a), y = (CT)LD_##DT(b);                          \
+            *(uint8_t *)o = (uint8_t)(EXPR);                                    \
+        }                                                                       \
+    }
+#define DEF_CMPS(DT, CT)                                                                     \
+    DEF_CMP(eq, DT, CT, x == y) DEF_CMP(ne, DT, CT, x != y) DEF_CMP(lt, DT, CT, x < y)       \
+    DEF_CMP(le, DT, CT, x <= y) DEF_CMP(gt, DT, CT, x > y) DEF_CMP(ge, DT, CT, x >= y)
+DEF_CMPS(f32, float)
+DEF_CMPS(f64, double)
+DEF_CMPS(f16, float)
+DEF_CMPS(bf16, float)
+DEF_CMPS(i8, int64_t)
+DEF_CMPS(i32, int64_t)
+DEF_CMPS(i64, int64_t)
+DEF_CMPS(u8, int64_t)
+DEF_CMPS(b8, int64_t)
+DEF_CMP(and, b8, int64_t, x && y)
+DEF_CMP(or, b8, int64_t, x || y)
+
+#define CMP_ROW(OP)                                                                                          \
+    {[TF_F32] = cmp_##OP##_f32, [TF_F64] = cmp_##OP##_f64, [TF_F16] = cmp_##OP##_f16, [TF_BF16] = cmp_##OP##_bf16, \
+     [TF_I8] = cmp_##OP##_i8,   [TF_I32] = cmp_##OP##_i32, [TF_I64] = cmp_##OP##_i64, [TF_U8] = cmp_##OP##_u8,     \
+     [TF_BOOL] = cmp_##OP##_b8}
+
 DEF_FLOAT_BINS(f32, float)
 DEF_FLOAT_BINS(f64, double)
 DEF_FLOAT_BINS(f16, float)
@@ -212,6 +243,10 @@ static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
     [TF_OP_MAXIMUM] = {FLOAT_ROW(maximum), INT_ROW(maximum)},
     [TF_OP_MINIMUM] = {FLOAT_ROW(minimum), INT_ROW(minimum)},
     [TF_OP_POW] = {FLOAT_ROW(pow), INT_ROW(pow)},
+    [TF_OP_EQ] = CMP_ROW(eq), [TF_OP_NE] = CMP_ROW(ne), [TF_OP_LT] = CMP_ROW(lt),
+    [TF_OP_LE] = CMP_ROW(le), [TF_OP_GT] = CMP_ROW(gt), [TF_OP_GE] = CMP_ROW(ge),
+    [TF_OP_LOGICAL_AND] = {[TF_BOOL] = cmp_and_b8},
+    [TF_OP_LOGICAL_OR] = {[TF_BOOL] = cmp_or_b8},
 };
 
 typedef struct binary_ctx { binary_loop loop; } binary_ctx;
@@ -223,7 +258,7 @@ static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
 static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
     operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
                       make_operand(&op->inputs[1], address)};
-    binary_ctx ctx = {binary_loops[op->kind][op->output.dtype]};
+    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype]};
     for_each_row(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
     return TF_OK;
 }
@@ -303,6 +338,49 @@ static tf_status run_unary(const tf_op *op, tf_cpu_address_fn address) {
     operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
     unary_ctx ctx = {op->output.dtype, unary_fns[op->kind].f, unary_fns[op->kind].d, &op->params};
     for_each_row(op->output.ndim, op->output.shape, 2, ops, unary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- bool-valued unary: logical_not, isnan, isinf ---- */
+
+typedef struct bool_unary_ctx { tf_op_kind kind; tf_dtype dt; } bool_unary_ctx;
+
+static void bool_unary_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const bool_unary_ctx *c = ctxv;
+    char *o = p[0];
+    const char *x = p[1];
+    bool fl = is_float(c->dt);
+    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
+        bool r;
+        if (c->kind == TF_OP_LOGICAL_NOT) r = !*(const uint8_t *)x;
+        else if (!fl) r = false;
+        else if (c->kind == TF_OP_ISNAN) r = isnan(load_f64(c->dt, x));
+        else r = isinf(load_f64(c->dt, x));
+        *(uint8_t *)o = r;
+    }
+}
+
+static tf_status run_bool_unary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    bool_unary_ctx ctx = {op->kind, op->inputs[0].dtype};
+    for_each_row(op->output.ndim, op->output.shape, 2, ops, bool_unary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- where: select whole elements, whatever the dtype ---- */
+
+static void where_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    size_t es = *(const size_t *)ctxv;
+    char *o = p[0];
+    const char *c = p[1], *a = p[2], *b = p[3];
+    for (int64_t i = 0; i < n; i++, o += s[0], c += s[1], a += s[2], b += s[3]) memcpy(o, *c ? a : b, es);
+}
+
+static tf_status run_where(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[4] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
+                      make_operand(&op->inputs[1], address), make_operand(&op->inputs[2], address)};
+    size_t es = elsize(op->output.dtype);
+    for_each_row(op->output.ndim, op->output.shape, 4, ops, where_row, &es);
     return TF_OK;
 }
 
@@ -500,6 +578,13 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
     case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
         return binary_loops[op->kind][out] && same_dtype_inputs(op);
+    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
+    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR:
+        return binary_loops[op->kind][in] && op->inputs[1].dtype == in && out == TF_BOOL;
+    case TF_OP_LOGICAL_NOT: return in == TF_BOOL && out == TF_BOOL;
+    case TF_OP_ISNAN: case TF_OP_ISINF: return out == TF_BOOL;
+    case TF_OP_WHERE:
+        return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
     case TF_OP_MATMUL: return matmul_fns[out] && same_dtype_inputs(op);
     case TF_OP_SUM: return is_float(in) ? out == in : out == TF_I64;
     case TF_OP_MEAN: return is_float(in) && out == in;
@@ -514,7 +599,11 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     switch (op->kind) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
     case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
+    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
+    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR:
         return run_binary(op, address);
+    case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(op, address);
+    case TF_OP_WHERE: return run_where(op, address);
     case TF_OP_MATMUL: return run_matmul(op, address);
     case TF_OP_SUM: case TF_OP_MEAN: return run_reduce(op, address);
     case TF_OP_COPY: return run_copy(op, address);

@@ -77,12 +77,12 @@ typedef T RAW_T;
 #define ST(p, i, v) ((p)[i] = (T)(v))   /* two's complement wrap */
 #endif
 
-/* Geometry of up to three operands over one index space (mirrors the host's
+/* Geometry of up to four operands over one index space (mirrors the host's
  * cl_geom): extents, strides in elements per operand, offsets in elements. */
 typedef struct geom {
     long shape[8];
-    long stride[3][8];
-    long offset[3];
+    long stride[4][8];
+    long offset[4];
     int ndim;
     int contiguous;
 } geom;
@@ -219,6 +219,54 @@ kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, glob
     if (i < M && j < N) ST(out, oo + i * N + j, acc);
 }
 #endif /* not bool */
+
+/* ---- comparisons (any dtype) and logic (bool program): bool results ---- */
+
+kernel void compare(int op, long n, geom g, global uchar *out, global const T *a, global const T *b) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long ia = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
+    long ib = g.contiguous ? g.offset[2] + i : offset_of(&g, 2, i);
+    C x = LD(a, ia), y = LD(b, ib);
+    uchar r;
+    switch (op) {
+    case 0: r = x == y; break;
+    case 1: r = x != y; break;
+    case 2: r = x < y; break;
+    case 3: r = x <= y; break;
+    case 4: r = x > y; break;
+    case 5: r = x >= y; break;
+    case 6: r = x != 0 && y != 0; break;
+    default: r = x != 0 || y != 0; break;
+    }
+    out[g.offset[0] + i] = r;
+}
+
+/* logical_not (bool program), isnan, isinf (any program; false for integers) */
+kernel void bool_unary(int op, long n, geom g, global uchar *out, global const T *x) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    C v = LD(x, g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i));
+    uchar r;
+#if IS_FLOAT
+    r = op == 0 ? v == 0 : op == 1 ? isnan(v) != 0 : isinf(v) != 0;
+#else
+    r = op == 0 ? v == 0 : 0;
+#endif
+    out[g.offset[0] + i] = r;
+}
+
+/* where: operands out (0), cond (1, bool), a (2), b (3) */
+kernel void where_select(long n, geom g, global RAW_T *out, global const uchar *cond, global const RAW_T *a,
+                         global const RAW_T *b) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long ic = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
+    long ia = g.contiguous ? g.offset[2] + i : offset_of(&g, 2, i);
+    long ib = g.contiguous ? g.offset[3] + i : offset_of(&g, 3, i);
+    out[g.offset[0] + i] = cond[ic] ? a[ia] : b[ib];
+}
+
 
 /* ---- reductions: a work-group tree per (output, group), then across groups ----
  * go: the kept axes (operand 0 = input strides, offset[0] = input offset);

@@ -28,15 +28,18 @@
 
 #define MAX_CL_DEVICES 32
 
-enum { K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final",
-                                                  "copy_from", "arange", "rand", "unary"};
+enum {
+    K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
+    K_BOOL_UNARY, K_WHERE, K_COUNT
+};
+static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
+                                                  "arange", "rand", "unary", "compare", "bool_unary", "where_select"};
 
 /* Mirrors `geom` in kernels.cl. */
 typedef struct cl_geom {
     cl_long shape[8];
-    cl_long stride[3][8];
-    cl_long offset[3];
+    cl_long stride[4][8];
+    cl_long offset[4];
     cl_int ndim;
     cl_int contiguous;
 } cl_geom;
@@ -418,7 +421,7 @@ static tf_status ensure_program(cl_dev *d, tf_dtype dt) {
 static cl_mem mem_of(const tf_tensor_desc *t) { return ((cl_buf *)t->buffer)->mem; }
 static cl_long elem_offset(const tf_tensor_desc *t) { return (cl_long)(t->offset / elsize(t->dtype)); }
 
-/* Geometry over `shape` for up to three descriptors (NULL entries skipped). */
+/* Geometry over `shape` for up to four descriptors (NULL entries skipped). */
 static cl_geom make_geom(int ndim, const int64_t *shape, const tf_tensor_desc *const *ops, int nops) {
     cl_geom g;
     memset(&g, 0, sizeof g);
@@ -441,6 +444,7 @@ typedef struct arg { size_t size; const void *value; } arg;
  * safe to configure from two threads at once). */
 static tf_status launch(cl_dev *d, cl_kernel k, const char *name, int nargs, const arg *args, cl_uint dims,
                         const size_t *global, const size_t *local) {
+    if (!k) return host->set_error(TF_ERR_BACKEND, "opencl:%d: kernel '%s' is missing from this dtype's program", d->index, name);
     for (int i = 0; i < nargs; i++) {
         cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (e != CL_SUCCESS) return cl_fail(d, e, name);
@@ -496,6 +500,41 @@ static tf_status run_unary(cl_dev *d, const tf_op *op) {
     cl_float alpha = (cl_float)op->params.alpha, lo = (cl_float)op->params.min_value, hi = (cl_float)op->params.max_value;
     arg args[] = {ARG(code), ARG(alpha), ARG(lo), ARG(hi), ARG(n), ARG(g), ARG(mo), ARG(mx)};
     return launch(d, k, "unary", 8, args, 1, &global, NULL);
+}
+
+static bool is_compare(tf_op_kind k) { return k >= TF_OP_EQ && k <= TF_OP_LOGICAL_OR; }
+_Static_assert(TF_OP_LOGICAL_OR - TF_OP_EQ == 7, "kernels.cl compare codes follow the op table from EQ to LOGICAL_OR");
+
+static tf_status run_compare(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *o = &op->output, *ops[3] = {o, &op->inputs[0], &op->inputs[1]};
+    cl_geom g = make_geom(o->ndim, o->shape, ops, 3);
+    cl_int code = (cl_int)(op->kind - TF_OP_EQ);
+    cl_long n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), ma = mem_of(ops[1]), mb = mem_of(ops[2]);
+    arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(ma), ARG(mb)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[ops[1]->dtype][K_COMPARE], "compare", 6, args, 1, &global, NULL);
+}
+
+static tf_status run_bool_unary(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
+    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
+    cl_int code = op->kind == TF_OP_LOGICAL_NOT ? 0 : op->kind == TF_OP_ISNAN ? 1 : 2;
+    cl_long n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
+    arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(mx)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[ops[1]->dtype][K_BOOL_UNARY], "bool_unary", 5, args, 1, &global, NULL);
+}
+
+static tf_status run_where(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *o = &op->output, *ops[4] = {o, &op->inputs[0], &op->inputs[1], &op->inputs[2]};
+    cl_geom g = make_geom(o->ndim, o->shape, ops, 4);
+    cl_long n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), mc = mem_of(ops[1]), ma = mem_of(ops[2]), mb = mem_of(ops[3]);
+    arg args[] = {ARG(n), ARG(g), ARG(mo), ARG(mc), ARG(ma), ARG(mb)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[o->dtype][K_WHERE], "where_select", 6, args, 1, &global, NULL);
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -633,6 +672,10 @@ static bool cl_supports(void *ctx, const tf_op *op) {
     case TF_OP_POW: case TF_OP_MATMUL: case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_COPY: case TF_OP_FILL:
     case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return true;
+    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
+    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
+    case TF_OP_WHERE:
+        return true;
     default:
         return is_unary(op->kind) && dt_is_float(op->output.dtype);
     }
@@ -640,7 +683,8 @@ static bool cl_supports(void *ctx, const tf_op *op) {
 
 /* The dtype whose program holds the op's kernel. */
 static tf_dtype program_dtype(const tf_op *op) {
-    bool by_input = op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN;
+    bool by_input = op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN || is_compare(op->kind) ||
+                    op->kind == TF_OP_LOGICAL_NOT || op->kind == TF_OP_ISNAN || op->kind == TF_OP_ISINF;
     return by_input ? op->inputs[0].dtype : op->output.dtype;
 }
 
@@ -657,7 +701,11 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
         case TF_OP_SUM: case TF_OP_MEAN: s = run_reduce(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
-        default: s = is_unary(op->kind) ? run_unary(d, op) : run_binary(d, op); break;
+        case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;
+        case TF_OP_WHERE: s = run_where(d, op); break;
+        default:
+            s = is_unary(op->kind) ? run_unary(d, op) : is_compare(op->kind) ? run_compare(d, op) : run_binary(d, op);
+            break;
         }
     }
     pthread_mutex_unlock(&d->lock);

@@ -27,7 +27,11 @@
  *  - MATMUL: a [..., M, K], b [..., K, N], out [..., M, N], same ndim >= 2,
  *    batch axes already broadcast, one dtype.
  *  - REDUCE: the output has the input's ndim with extent 1 on every reduced
- *    axis; params.axis is the axis, or TF_ALL_AXES.
+ *    axis; params.axis is the axis, or TF_ALL_AXES. Output dtypes: SUM and
+ *    PROD give i64 for integer/bool inputs, ARGMAX/ARGMIN i64 (the position
+ *    in row-major order over the reduced axes), the others the input's.
+ *    MAX/MIN/ARGMAX/ARGMIN never see an empty reduction (the core rejects it).
+ *  - SCAN (CUMSUM): output shape = input shape, params.axis the axis.
  *  - The output is freshly allocated, contiguous, row-major, and does not
  *    alias an input.
  */
@@ -73,6 +77,7 @@ typedef struct tf_op_params {
     uint64_t seed;                    /* RAND_*: Philox key */
     double alpha;                     /* LEAKY_RELU: negative slope */
     double min_value, max_value;      /* CLAMP: bounds (NaN = none) */
+    int64_t correction;               /* VAR, STD: divisor is max(0, N - correction) */
 } tf_op_params;
 
 typedef struct tf_op {

@@ -14,6 +14,7 @@
  *                        SAME       output shape = input shape (copy/cast)
  *                        UNARY      elementwise over one input, same shape
  *                        WHERE      three inputs broadcast together (cond, a, b)
+ *                        SCAN       along one axis, output shape = input shape
  *                        CREATE     shape given by the caller
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
@@ -22,15 +23,18 @@
  *                        COMPARE        inputs promoted, output bool
  *                        LOGICAL        inputs cast to bool (nonzero and NaN are true), output bool
  *                        BOOL           output bool, input as is
+ *                        INDEX          output i64 (positions)
  *                        CAST           dtype chosen by the caller
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
  *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
  *           POSITIVE (0.05 to 4), TIES (few distinct values, so equality
- *           happens), SPECIAL (NaN and infinities mixed in)
+ *           happens), SPECIAL (NaN and infinities mixed in), NEAR_ONE
+ *           (0.9 to 1.1 and small integers, for long products)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
- *           for ops that sum (REDUCE: elements per output; MATMUL: K), since
+ *           for ops that accumulate (REDUCE: elements per output; MATMUL: K;
+ *           SCAN: the axis length), since
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
  *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
@@ -89,7 +93,16 @@
     X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       ALL,     TIES,    0) \
     X(ISNAN,        isnan,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
     X(ISINF,        isinf,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
-    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0)
+    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0) \
+    X(MAX,          max,          1, REDUCE,    SAME,          ALL,     ANY,     0) \
+    X(MIN,          min,          1, REDUCE,    SAME,          ALL,     ANY,     0) \
+    X(ARGMAX,       argmax,       1, REDUCE,    INDEX,         ALL,     TIES,    0) \
+    X(ARGMIN,       argmin,       1, REDUCE,    INDEX,         ALL,     TIES,    0) \
+    X(PROD,         prod,         1, REDUCE,    SUM,           ALL,     NEAR_ONE, 4) \
+    X(VAR,          var,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
+    X(STD,          std,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
+    X(LOGSUMEXP,    logsumexp,    1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
+    X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

@@ -312,6 +312,26 @@ TF_API tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **o
  * elements is NaN, their sum 0. */
 TF_API tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 TF_API tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+/* max/min keep the dtype and propagate NaN; argmax/argmin give i64
+ * positions (along the axis, or row-major over all axes), the first on
+ * ties, a NaN's if there is one. An empty reduction is TF_ERR_SHAPE. */
+TF_API tf_status tf_max(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+TF_API tf_status tf_min(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+TF_API tf_status tf_argmax(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+TF_API tf_status tf_argmin(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+/* Product (integers and bool give i64, wrapping; empty gives 1). */
+TF_API tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+/* Variance and standard deviation with Bessel-style correction (1 for the
+ * unbiased estimate, 0 for the population's): sum of squared deviations
+ * divided by max(0, N - correction), so N <= correction gives NaN or inf
+ * as in PyTorch. Float dtypes. */
+TF_API tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out);
+TF_API tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out);
+/* log(sum(exp(x))), computed as m + log(sum(exp(x - m))) with m the max;
+ * empty gives -inf. Float dtypes. */
+TF_API tf_status tf_logsumexp(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+/* Running sum along one axis (integers and bool give i64). */
+TF_API tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out);
 
 /* Elementwise unary ops on float tensors (f16/bf16 computed in f32); the
  * result has the input's shape and dtype. NaN propagates through all of

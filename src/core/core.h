@@ -98,11 +98,11 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
 /* ---- the op table ---- */
 typedef enum {
     TF_SHAPE_BROADCAST, TF_SHAPE_MATMUL, TF_SHAPE_REDUCE, TF_SHAPE_SAME, TF_SHAPE_UNARY, TF_SHAPE_WHERE,
-    TF_SHAPE_CREATE
+    TF_SHAPE_SCAN, TF_SHAPE_CREATE
 } tf_shape_rule;
 typedef enum {
     TF_DTRULE_PROMOTE, TF_DTRULE_PROMOTE_FLOAT, TF_DTRULE_SUM, TF_DTRULE_SAME, TF_DTRULE_CAST,
-    TF_DTRULE_COMPARE, TF_DTRULE_LOGICAL, TF_DTRULE_BOOL
+    TF_DTRULE_COMPARE, TF_DTRULE_LOGICAL, TF_DTRULE_BOOL, TF_DTRULE_INDEX
 } tf_dtype_rule;
 
 typedef struct tf_op_info {

@@ -278,8 +278,20 @@ tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
 
 /* ---- reductions ---- */
 
+static bool needs_elements(tf_op_kind k) {
+    return k == TF_OP_MAX || k == TF_OP_MIN || k == TF_OP_ARGMAX || k == TF_OP_ARGMIN;
+}
+
+static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, bool keepdim,
+                          const tf_op_params *params, tf_tensor **out);
+
 static tf_status reduce(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, bool keepdim,
                         tf_tensor **out) {
+    return reduce_p(fn, kind, t, axis, keepdim, NULL, out);
+}
+
+static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, bool keepdim,
+                          const tf_op_params *params, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
@@ -290,12 +302,20 @@ static tf_status reduce(const char *fn, tf_op_kind kind, const tf_tensor *t, int
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
     tf_dtype dt = t->dtype;
     if (tf__op_table[kind].dtype_rule == TF_DTRULE_SUM && !tf_dtype_is_float(dt)) dt = TF_I64;
-    int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS];
+    if (tf__op_table[kind].dtype_rule == TF_DTRULE_INDEX) dt = TF_I64;
+    int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS], count = 1, kept = 1;
     int rndim = 0;
     for (int i = 0; i < t->ndim; i++) {
         bool reduced = all || i == ax;
         kshape[i] = reduced ? 1 : t->shape[i];
         if (!reduced) rshape[rndim++] = t->shape[i];
+        if (reduced) count *= t->shape[i];
+        else kept *= t->shape[i];
+    }
+    if (needs_elements(kind) && count == 0 && kept > 0) {
+        char x[256];
+        return tf__error(TF_ERR_SHAPE, "%s: cannot reduce an empty %s of %s (%s has no identity)", fn,
+                         all ? "tensor" : "axis", tf__shape_str(t->ndim, t->shape, x, sizeof x), tf_op_name(kind));
     }
     tf_device *dev = t->storage->dev;
     tf_tensor *o, *k;
@@ -306,6 +326,7 @@ static tf_status reduce(const char *fn, tf_op_kind kind, const tf_tensor *t, int
     op.kind = kind;
     op.n_inputs = 1;
     op.inputs[0] = tf__desc(t);
+    if (params) op.params = *params;
     op.params.axis = all ? TF_ALL_AXES : ax;
     op.params.keepdim = keepdim;
     op.output = tf__desc(o);
@@ -329,6 +350,63 @@ tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
 
 tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
     return reduce("tf_mean", TF_OP_MEAN, t, axis, keepdim, out);
+}
+
+tf_status tf_max(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_max", TF_OP_MAX, t, axis, keepdim, out);
+}
+
+tf_status tf_min(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_min", TF_OP_MIN, t, axis, keepdim, out);
+}
+
+tf_status tf_argmax(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_argmax", TF_OP_ARGMAX, t, axis, keepdim, out);
+}
+
+tf_status tf_argmin(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_argmin", TF_OP_ARGMIN, t, axis, keepdim, out);
+}
+
+tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_prod", TF_OP_PROD, t, axis, keepdim, out);
+}
+
+tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    tf_op_params p = {.correction = correction};
+    return reduce_p("tf_var", TF_OP_VAR, t, axis, keepdim, &p, out);
+}
+
+tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    tf_op_params p = {.correction = correction};
+    return reduce_p("tf_std", TF_OP_STD, t, axis, keepdim, &p, out);
+}
+
+tf_status tf_logsumexp(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    return reduce("tf_logsumexp", TF_OP_LOGSUMEXP, t, axis, keepdim, out);
+}
+
+tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
+    static const char fn[] = "tf_cumsum";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    int ax = axis < 0 ? axis + t->ndim : axis;
+    if (t->ndim == 0 && (axis == 0 || axis == -1)) ax = 0;
+    else if (ax < 0 || ax >= t->ndim)
+        return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
+    tf_dtype dt = tf_dtype_is_float(t->dtype) ? t->dtype : TF_I64;
+    tf_device *dev = t->storage->dev;
+    tf_tensor *o;
+    tf_status s = tf__op_output(fn, dev, dt, t->ndim, t->shape, &o);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_CUMSUM;
+    op.n_inputs = 1;
+    op.inputs[0] = tf__desc(t);
+    op.params.axis = t->ndim ? ax : TF_ALL_AXES;
+    return run_into(fn, dev, &op, o, out);
 }
 
 /* ---- creation ops ---- */

@@ -26,9 +26,9 @@
 
 /* ---- the op table, as this suite reads it ---- */
 
-typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_CREATE } shape_rule;
-typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL } dtype_rule;
-typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL } domain;
+typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_CREATE } shape_rule;
+typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX } dtype_rule;
+typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE } domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
 
 typedef struct op_row {
@@ -215,6 +215,8 @@ static double draw(tf_dtype dt, domain dom, int input) {
         break;
     case DOM_POSITIVE:
         return fl ? uniform(0.05, 4) : (double)randint(1, 20);
+    case DOM_NEAR_ONE:
+        return fl ? uniform(0.9, 1.1) : (double)randint(dt == TF_U8 ? 1 : -1, 2);
     case DOM_WIDE:
         if (fl) return dt == TF_F16 ? uniform(-3e4, 3e4) : uniform(-1e5, 1e5) * (randint(0, 3) ? 1e-3 : 1.0);
         return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127) : (double)randint(-100000, 100000);
@@ -346,6 +348,76 @@ static tf_status run_unary_op(tf_op_kind k, const tf_tensor *x, double alpha, do
     case TF_OP_LOGICAL_NOT: return tf_logical_not(x, out);
     case TF_OP_ISNAN: return tf_isnan(x, out);
     case TF_OP_ISINF: return tf_isinf(x, out);
+    default: return TF_ERR_UNSUPPORTED;
+    }
+}
+
+/* A reduction of n values (row-major over the reduced axes); *mag, when
+ * given, gets the size of the terms for summing ops. */
+static double ref_reduce(tf_op_kind k, tf_dtype out, const double *v, int64_t n, int64_t correction, double *mag) {
+    bool integral = is_int(out);
+    switch (k) {
+    case TF_OP_SUM: case TF_OP_MEAN: {
+        long double acc = 0, m = 0;
+        int64_t iacc = 0;
+        for (int64_t i = 0; i < n; i++) {
+            acc += v[i];
+            m += fabs(v[i]);
+            iacc = (int64_t)((uint64_t)iacc + (uint64_t)(int64_t)v[i]);
+        }
+        if (mag) *mag = (double)(k == TF_OP_MEAN && n ? m / n : m);
+        if (integral) return (double)iacc;
+        return k == TF_OP_MEAN ? (n ? (double)(acc / n) : NAN) : (double)acc;
+    }
+    case TF_OP_PROD: {
+        long double acc = 1;
+        uint64_t iacc = 1;
+        for (int64_t i = 0; i < n; i++) {
+            acc *= v[i];
+            iacc *= (uint64_t)(int64_t)v[i];
+        }
+        if (mag) *mag = fabs((double)acc);
+        return integral ? (double)(int64_t)iacc : (double)acc;
+    }
+    case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: {
+        bool want_max = k == TF_OP_MAX || k == TF_OP_ARGMAX;
+        int64_t best = 0;
+        for (int64_t i = 1; i < n && !isnan(v[best]); i++)
+            if (isnan(v[i]) || (want_max ? v[i] > v[best] : v[i] < v[best])) best = i;
+        return (k == TF_OP_MAX || k == TF_OP_MIN) ? v[best] : (double)best;
+    }
+    case TF_OP_LOGSUMEXP: {
+        double m = -INFINITY;
+        for (int64_t i = 0; i < n; i++) m = isnan(v[i]) ? v[i] : fmax(m, v[i]);
+        if (isnan(m) || isinf(m)) return m;
+        long double acc = 0;
+        for (int64_t i = 0; i < n; i++) acc += expl((long double)v[i] - m);
+        return (double)(m + logl(acc));
+    }
+    default: {                                   /* VAR, STD */
+        long double mean = 0, ss = 0;
+        for (int64_t i = 0; i < n; i++) mean += v[i];
+        mean = n ? mean / n : NAN;
+        for (int64_t i = 0; i < n; i++) ss += (v[i] - mean) * (v[i] - mean);
+        double div = (double)(n - correction);
+        double var = div > 0 ? (double)(ss / div) : (ss == 0 || isnan((double)ss)) ? NAN : INFINITY;
+        return k == TF_OP_STD ? sqrt(var) : var;
+    }
+    }
+}
+
+static tf_status run_reduce_op(tf_op_kind k, const tf_tensor *t, int axis, bool keep, int64_t correction, tf_tensor **out) {
+    switch (k) {
+    case TF_OP_SUM: return tf_sum(t, axis, keep, out);
+    case TF_OP_MEAN: return tf_mean(t, axis, keep, out);
+    case TF_OP_MAX: return tf_max(t, axis, keep, out);
+    case TF_OP_MIN: return tf_min(t, axis, keep, out);
+    case TF_OP_ARGMAX: return tf_argmax(t, axis, keep, out);
+    case TF_OP_ARGMIN: return tf_argmin(t, axis, keep, out);
+    case TF_OP_PROD: return tf_prod(t, axis, keep, out);
+    case TF_OP_VAR: return tf_var(t, axis, correction, keep, out);
+    case TF_OP_STD: return tf_std(t, axis, correction, keep, out);
+    case TF_OP_LOGSUMEXP: return tf_logsumexp(t, axis, keep, out);
     default: return TF_ERR_UNSUPPORTED;
     }
 }
@@ -554,6 +626,7 @@ static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor
 
 static tf_dtype result_dtype(const op_row *op, tf_dtype in) {
     if (op->dtype == DR_COMPARE || op->dtype == DR_LOGICAL || op->dtype == DR_BOOL) return TF_BOOL;
+    if (op->dtype == DR_INDEX) return TF_I64;
     if (op->dtype == DR_PROMOTE_FLOAT && !is_float(in)) return TF_F32;
     if (op->dtype == DR_SUM && !is_float(in)) return TF_I64;
     return in;
@@ -649,8 +722,8 @@ static void run_reduce(tf_device *dev, const op_row *op, tf_dtype dt, counts *c)
             host_t h, ref;
             tf_tensor *t = NULL, *out = NULL;
             tf_status s = make_input(dev, dt, rc->n, rc->shape, op->dom, 0, rc->lay, &h, &t);
-            if (s == TF_OK)
-                s = op->kind == TF_OP_SUM ? tf_sum(t, rc->axis, keep, &out) : tf_mean(t, rc->axis, keep, &out);
+            int64_t correction = randint(0, 2);
+            if (s == TF_OK) s = run_reduce_op(op->kind, t, rc->axis, keep, correction, &out);
             int ax = rc->axis == TF_ALL_AXES ? -1 : rc->axis < 0 ? rc->axis + rc->n : rc->axis;
             int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS], idx[TF_MAX_DIMS];
             int rn = 0;
@@ -663,25 +736,40 @@ static void run_reduce(tf_device *dev, const op_row *op, tf_dtype dt, counts *c)
             host_init(&ref, out_dt, keep ? rc->n : rn, keep ? kshape : rshape);
             int64_t count = 1;
             for (int d = 0; d < rc->n; d++) count *= (ax < 0 || d == ax) ? rc->shape[d] : 1;
-            long double *acc = calloc((size_t)(ref.n ? ref.n : 1), sizeof *acc);
-            ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+            /* group each output's elements, in row-major order of the reduced axes */
+            int64_t kept = ref.n ? ref.n : 1;
+            double *grouped = malloc(sizeof(double) * (size_t)(h.n ? h.n : 1));
+            int64_t *fill = calloc((size_t)kept, sizeof *fill);
             for (int64_t i = 0; i < h.n; i++) {
                 unravel(i, rc->n, rc->shape, idx);
                 int64_t o = 0;
                 for (int d = 0; d < rc->n; d++) o = o * kshape[d] + ((ax < 0 || d == ax) ? 0 : idx[d]);
-                acc[o] += h.v[i];
-                ref.mag[o] += fabs(h.v[i]);
+                grouped[o * count + fill[o]++] = h.v[i];
             }
+            if (op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN || op->kind == TF_OP_PROD || op->kind == TF_OP_CUMSUM)
+                ref.mag = calloc((size_t)kept, sizeof(double));
             for (int64_t i = 0; i < ref.n; i++) {
-                ref.v[i] = op->kind == TF_OP_MEAN ? (count ? (double)(acc[i] / count) : NAN) : (double)acc[i];
-                if (op->kind == TF_OP_MEAN && count) ref.mag[i] /= (double)count;
+                ref.v[i] = ref_reduce(op->kind, out_dt, grouped + i * count, count, correction, ref.mag ? &ref.mag[i] : NULL);
+                if (op->nmse_k == 0) ref.v[i] = quantize(out_dt, ref.v[i]);
             }
-            free(acc);
+            free(grouped);
+            free(fill);
             ref.length = count;
+            bool expect_error = count == 0 && ref.n > 0 &&
+                (op->kind == TF_OP_MAX || op->kind == TF_OP_MIN || op->kind == TF_OP_ARGMAX || op->kind == TF_OP_ARGMIN);
             char desc[160];
-            snprintf(desc, sizeof desc, "%s %d-d(%lld..) axis %d keepdim %d %s", tf_dtype_name(dt), rc->n,
-                     (long long)rc->shape[0], rc->axis, keep, layout_names[rc->lay]);
-            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            snprintf(desc, sizeof desc, "%s %d-d(%lld..) axis %d keepdim %d %s correction %lld", tf_dtype_name(dt), rc->n,
+                     (long long)rc->shape[0], rc->axis, keep, layout_names[rc->lay], (long long)correction);
+            if (expect_error) {                  /* no identity: the core must refuse */
+                if (s == TF_ERR_SHAPE && !out) c->passed++;
+                else {
+                    c->failed++;
+                    printf("FAIL %s %s %s: expected TF_ERR_SHAPE for an empty reduction, got %s\n", tf_device_name(dev),
+                           op->name, desc, tf_status_name(s));
+                }
+            } else {
+                check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            }
             host_free(&h);
             host_free(&ref);
             tf_tensor_release(t);
@@ -792,6 +880,49 @@ static void run_where(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) 
     }
 }
 
+/* cumsum along each axis of a few layouts; the reference runs in long double. */
+static void run_scan(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const reduce_case cases[] = {
+        {3, {6, 5, 4}, 0, LAYOUT_CONTIG}, {3, {6, 5, 4}, 1, LAYOUT_TRANSPOSED}, {3, {6, 5, 4}, -1, LAYOUT_STRIDED},
+        {2, {0, 5}, 0, LAYOUT_CONTIG},    {0, {0}, 0, LAYOUT_CONTIG},            {1, {1031}, 0, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const reduce_case *rc = &cases[ci];
+        host_t h, ref;
+        tf_tensor *t = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, rc->n, rc->shape, op->dom, 0, rc->lay, &h, &t);
+        if (s == TF_OK) s = tf_cumsum(t, rc->axis, &out);
+        tf_dtype out_dt = result_dtype(op, dt);
+        host_init(&ref, out_dt, rc->n, rc->shape);
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        int ax = rc->n == 0 ? -1 : rc->axis < 0 ? rc->axis + rc->n : rc->axis;
+        int64_t len = ax >= 0 ? rc->shape[ax] : 1, step = 1, idx[TF_MAX_DIMS];
+        for (int d = ax + 1; d < rc->n; d++) step *= rc->shape[d];
+        ref.length = len;
+        for (int64_t i = 0; i < h.n; i++) {
+            unravel(i, rc->n, rc->shape, idx);
+            if (ax >= 0 && idx[ax] != 0) continue;       /* start of a line */
+            long double acc = 0, m = 0;
+            int64_t iacc = 0;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t e = i + j * step;
+                acc += h.v[e];
+                m += fabs(h.v[e]);
+                iacc = (int64_t)((uint64_t)iacc + (uint64_t)(int64_t)h.v[e]);
+                ref.v[e] = is_int(out_dt) ? (double)iacc : (double)acc;
+                ref.mag[e] = (double)m;
+            }
+        }
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s %d-d axis %d %s", tf_dtype_name(dt), rc->n, rc->axis, layout_names[rc->lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
 static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const int64_t shapes[][3] = {{3, 4, 5}, {0, 0, 0}, {1, 1, 1}, {1000, 1, 1}};
     static const int ndims[] = {3, 1, 0, 1};
@@ -847,6 +978,7 @@ static counts run_device(tf_device *dev) {
             case SH_SAME: run_copy(dev, op, (tf_dtype)dt, &c); break;
             case SH_UNARY: run_unary(dev, op, (tf_dtype)dt, &c); break;
             case SH_WHERE: run_where(dev, op, (tf_dtype)dt, &c); break;
+            case SH_SCAN: run_scan(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }
         }

@@ -334,6 +334,72 @@ static void test_comparisons_logic_and_where(void **state) {
     for (int k = 0; k < 5; k++) tf_tensor_release(all[k]);
 }
 
+static void test_reduction_edges(void **state) {
+    (void)state;
+    float v[5] = {1, NAN, 3, NAN, 3};
+    tf_tensor *x = tensor_of(TF_F32, 5, v), *o = NULL;
+    float f;
+    int64_t i;
+    OK(tf_max(x, 0, false, &o));               /* NaN propagates */
+    OK(tf_tensor_read(o, &f, sizeof f));
+    assert_true(isnan(f));
+    tf_tensor_release(o);
+    OK(tf_argmin(x, 0, false, &o));            /* the first NaN's position */
+    OK(tf_tensor_read(o, &i, sizeof i));
+    assert_int_equal(i, 1);
+    tf_tensor_release(o);
+    tf_tensor_release(x);
+    int32_t ties[4] = {2, 7, 7, 1};
+    x = tensor_of(TF_I32, 4, ties);
+    OK(tf_argmax(x, -1, true, &o));            /* the first of equal maxima */
+    assert_int_equal(tf_tensor_ndim(o), 1);
+    OK(tf_tensor_read(o, &i, sizeof i));
+    assert_int_equal(i, 1);
+    tf_tensor_release(o);
+    OK(tf_prod(x, 0, false, &o));              /* integers give i64 */
+    assert_int_equal(tf_tensor_dtype(o), TF_I64);
+    OK(tf_tensor_read(o, &i, sizeof i));
+    assert_int_equal(i, 98);
+    tf_tensor_release(o);
+    tf_tensor_release(x);
+    int64_t empty[2] = {0, 3};
+    tf_tensor *z = NULL;
+    OK(tf_zeros(cpu_device(), TF_F32, 2, empty, &z));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_max: cannot reduce an empty axis of [0,3] (max has no identity)", tf_max(z, 0, false, &o));
+    assert_null(o);
+    OK(tf_max(z, 1, false, &o));               /* nothing to reduce into: an empty result */
+    assert_int_equal(tf_tensor_numel(o), 0);
+    tf_tensor_release(o);
+    OK(tf_logsumexp(z, 0, false, &o));         /* empty: -inf */
+    float lse[3];
+    OK(tf_tensor_read(o, lse, sizeof lse));
+    assert_true(isinf(lse[0]) && lse[0] < 0);
+    tf_tensor_release(o);
+    tf_tensor_release(z);
+    float one[1] = {5}, two[2] = {1, 2};
+    tf_tensor *a = tensor_of(TF_F32, 1, one), *b = tensor_of(TF_F32, 2, two);
+    OK(tf_var(a, 0, 1, false, &o));            /* N = correction: 0/0 */
+    OK(tf_tensor_read(o, &f, sizeof f));
+    assert_true(isnan(f));
+    tf_tensor_release(o);
+    OK(tf_var(b, 0, 2, false, &o));            /* positive over zero: inf */
+    OK(tf_tensor_read(o, &f, sizeof f));
+    assert_true(isinf(f));
+    tf_tensor_release(o);
+    OK(tf_std(b, 0, 0, false, &o));            /* population std of {1, 2} */
+    OK(tf_tensor_read(o, &f, sizeof f));
+    assert_true(fabsf(f - 0.5f) < 1e-7f);
+    tf_tensor_release(o);
+    OK(tf_cumsum(b, 0, &o));
+    float cs[2];
+    OK(tf_tensor_read(o, cs, sizeof cs));
+    assert_true(cs[0] == 1 && cs[1] == 3);
+    tf_tensor_release(o);
+    FAILS_WITH(TF_ERR_AXIS, "tf_cumsum: axis 1 out of range for a 1-d tensor", tf_cumsum(b, 1, &o));
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -455,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_op_semantics_at_the_edges),
         cmocka_unit_test(test_unary_edges_and_scalars),
         cmocka_unit_test(test_comparisons_logic_and_where),
+        cmocka_unit_test(test_reduction_edges),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

@@ -456,27 +456,109 @@ typedef struct reduce_geom {
     int64_t count;
 } reduce_geom;
 
-static double reduce_float(const reduce_geom *r, tf_dtype dt, const char *base) {
-    int64_t idx[TF_MAX_DIMS] = {0};
-    double acc = 0.0;
-    if (r->count == 0) return 0.0;
-    do {
-        const char *p = base;
-        for (int d = 0; d < r->n; d++) p += idx[d] * r->stride[d];
-        acc += load_f64(dt, p);
-    } while (next_index(r->n, r->shape, idx));
-    return acc;
+/* Walks the reduced elements of one output in row-major order. */
+typedef struct red_iter {
+    const reduce_geom *r;
+    const char *base;
+    int64_t idx[TF_MAX_DIMS];
+    bool done;
+} red_iter;
+
+static void red_begin(red_iter *it, const reduce_geom *r, const char *base) {
+    memset(it, 0, sizeof *it);
+    it->r = r;
+    it->base = base;
+    it->done = r->count == 0;
 }
 
-static int64_t reduce_int(const reduce_geom *r, tf_dtype dt, const char *base) {
-    int64_t idx[TF_MAX_DIMS] = {0};
-    uint64_t acc = 0;
-    if (r->count == 0) return 0;
-    do {
-        const char *p = base;
-        for (int d = 0; d < r->n; d++) p += idx[d] * r->stride[d];
-        acc += (uint64_t)load_i64(dt, p);
-    } while (next_index(r->n, r->shape, idx));
+static const char *red_next(red_iter *it) {
+    if (it->done) return NULL;
+    const char *p = it->base;
+    for (int d = 0; d < it->r->n; d++) p += it->idx[d] * it->r->stride[d];
+    it->done = !next_index(it->r->n, it->r->shape, it->idx);
+    return p;
+}
+
+/* One float output of a reduction, computed in double. */
+static double reduce_float_one(const tf_op *op, const reduce_geom *r, tf_dtype dt, const char *base) {
+    red_iter it;
+    const char *p;
+    tf_op_kind k = op->kind;
+    if (k == TF_OP_ARGMAX || k == TF_OP_ARGMIN) {
+        double best = 0;
+        int64_t pos = 0, best_pos = -1;
+        for (red_begin(&it, r, base); (p = red_next(&it)); pos++) {
+            double v = load_f64(dt, p);
+            if (best_pos >= 0 && isnan(best)) break;                 /* the first NaN wins */
+            if (best_pos < 0 || isnan(v) || (k == TF_OP_ARGMAX ? v > best : v < best)) {
+                best = v;
+                best_pos = pos;
+            }
+        }
+        return (double)best_pos;
+    }
+    if (k == TF_OP_MAX || k == TF_OP_MIN) {
+        double best = 0;
+        bool first = true;
+        for (red_begin(&it, r, base); (p = red_next(&it));) {
+            double v = load_f64(dt, p);
+            if (first || isnan(v) || (k == TF_OP_MAX ? v > best : v < best)) best = isnan(best) && !first ? best : v;
+            first = false;
+        }
+        return best;
+    }
+    if (k == TF_OP_PROD) {
+        double acc = 1;
+        for (red_begin(&it, r, base); (p = red_next(&it));) acc *= load_f64(dt, p);
+        return acc;
+    }
+    double acc = 0;
+    if (k == TF_OP_LOGSUMEXP) {
+        double m = -INFINITY;
+        for (red_begin(&it, r, base); (p = red_next(&it));) {
+            double v = load_f64(dt, p);
+            if (isnan(v) || v > m) m = isnan(m) ? m : v;
+        }
+        if (isnan(m) || isinf(m)) return m;                          /* NaN, +inf, or all -inf / empty */
+        for (red_begin(&it, r, base); (p = red_next(&it));) acc += exp(load_f64(dt, p) - m);
+        return m + log(acc);
+    }
+    for (red_begin(&it, r, base); (p = red_next(&it));) acc += load_f64(dt, p);
+    if (k == TF_OP_SUM) return acc;
+    double mean = r->count ? acc / (double)r->count : NAN;
+    if (k == TF_OP_MEAN) return mean;
+    double ss = 0;                                                   /* VAR, STD: two passes */
+    for (red_begin(&it, r, base); (p = red_next(&it));) {
+        double dv = load_f64(dt, p) - mean;
+        ss += dv * dv;
+    }
+    double div = (double)(r->count - op->params.correction);
+    double var = div > 0 ? ss / div : (ss == 0 || isnan(ss)) ? NAN : INFINITY;
+    return k == TF_OP_STD ? sqrt(var) : var;
+}
+
+/* One integer (or bool) output, wrapping. */
+static int64_t reduce_int_one(const tf_op *op, const reduce_geom *r, tf_dtype dt, const char *base) {
+    red_iter it;
+    const char *p;
+    tf_op_kind k = op->kind;
+    if (k == TF_OP_ARGMAX || k == TF_OP_ARGMIN || k == TF_OP_MAX || k == TF_OP_MIN) {
+        bool want_max = k == TF_OP_ARGMAX || k == TF_OP_MAX;
+        int64_t best = 0, pos = 0, best_pos = -1;
+        for (red_begin(&it, r, base); (p = red_next(&it)); pos++) {
+            int64_t v = load_i64(dt, p);
+            if (best_pos < 0 || (want_max ? v > best : v < best)) {
+                best = v;
+                best_pos = pos;
+            }
+        }
+        return (k == TF_OP_MAX || k == TF_OP_MIN) ? best : best_pos;
+    }
+    uint64_t acc = k == TF_OP_PROD ? 1 : 0;
+    for (red_begin(&it, r, base); (p = red_next(&it));) {
+        uint64_t v = (uint64_t)load_i64(dt, p);
+        acc = k == TF_OP_PROD ? acc * v : acc + v;
+    }
     return (int64_t)acc;
 }
 
@@ -493,6 +575,7 @@ static tf_status run_reduce(const tf_op *op, tf_cpu_address_fn address) {
     int64_t idx[TF_MAX_DIMS] = {0};
     for (int d = 0; d < O->ndim; d++)
         if (O->shape[d] == 0) return TF_OK;
+    bool index_out = op->kind == TF_OP_ARGMAX || op->kind == TF_OP_ARGMIN;
     do {
         const char *ip = in.base;
         char *op_ = out.base;
@@ -500,14 +583,43 @@ static tf_status run_reduce(const tf_op *op, tf_cpu_address_fn address) {
             ip += idx[d] * in.stride[d];
             op_ += idx[d] * out.stride[d];
         }
-        if (is_float(I->dtype)) {
-            double s = reduce_float(&r, I->dtype, ip);
-            if (op->kind == TF_OP_MEAN) s = r.count ? s / (double)r.count : NAN;
-            store_f64(O->dtype, op_, s);
-        } else {
-            store_i64(O->dtype, op_, reduce_int(&r, I->dtype, ip));
-        }
+        if (is_float(I->dtype) && !index_out) store_f64(O->dtype, op_, reduce_float_one(op, &r, I->dtype, ip));
+        else if (is_float(I->dtype)) store_i64(O->dtype, op_, (int64_t)reduce_float_one(op, &r, I->dtype, ip));
+        else store_i64(O->dtype, op_, reduce_int_one(op, &r, I->dtype, ip));
     } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- cumsum ---- */
+
+static tf_status run_cumsum(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    operand in = make_operand(I, address), out = make_operand(O, address);
+    if (tf_desc_numel(O) == 0) return TF_OK;
+    int ax = op->params.axis == TF_ALL_AXES ? -1 : op->params.axis;
+    int64_t len = ax >= 0 ? I->shape[ax] : 1, is = ax >= 0 ? in.stride[ax] : 0, os = ax >= 0 ? out.stride[ax] : 0;
+    int64_t shape[TF_MAX_DIMS], idx[TF_MAX_DIMS] = {0};
+    for (int d = 0; d < I->ndim; d++) shape[d] = d == ax ? 1 : I->shape[d];   /* lines: every index but the axis */
+    bool fl = is_float(I->dtype);
+    do {
+        const char *ip = in.base;
+        char *o = out.base;
+        for (int d = 0; d < I->ndim; d++) {
+            ip += idx[d] * in.stride[d];
+            o += idx[d] * out.stride[d];
+        }
+        double facc = 0;
+        uint64_t iacc = 0;
+        for (int64_t j = 0; j < len; j++, ip += is, o += os) {
+            if (fl) {
+                facc += load_f64(I->dtype, ip);
+                store_f64(O->dtype, o, facc);
+            } else {
+                iacc += (uint64_t)load_i64(I->dtype, ip);
+                store_i64(O->dtype, o, (int64_t)iacc);
+            }
+        }
+    } while (I->ndim > 0 && next_index(I->ndim, shape, idx));
     return TF_OK;
 }
 
@@ -586,8 +698,10 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_WHERE:
         return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
     case TF_OP_MATMUL: return matmul_fns[out] && same_dtype_inputs(op);
-    case TF_OP_SUM: return is_float(in) ? out == in : out == TF_I64;
-    case TF_OP_MEAN: return is_float(in) && out == in;
+    case TF_OP_SUM: case TF_OP_PROD: case TF_OP_CUMSUM: return is_float(in) ? out == in : out == TF_I64;
+    case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: return is_float(in) && out == in;
+    case TF_OP_MAX: case TF_OP_MIN: return out == in;
+    case TF_OP_ARGMAX: case TF_OP_ARGMIN: return out == TF_I64;
     case TF_OP_COPY: case TF_OP_FILL: return true;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
@@ -605,7 +719,10 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(op, address);
     case TF_OP_WHERE: return run_where(op, address);
     case TF_OP_MATMUL: return run_matmul(op, address);
-    case TF_OP_SUM: case TF_OP_MEAN: return run_reduce(op, address);
+    case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
+    case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
+        return run_reduce(op, address);
+    case TF_OP_CUMSUM: return run_cumsum(op, address);
     case TF_OP_COPY: return run_copy(op, address);
     case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return run_create(op, address);

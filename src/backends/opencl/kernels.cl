@@ -331,6 +331,149 @@ kernel void reduce_final(long M, long G, long count, int mean, global const ACC 
 #endif
 }
 
+/* ---- every reduction: one work-group per output ----
+ * op: 0 sum 1 mean 2 max 3 min 4 argmax 5 argmin 6 prod 7 var 8 std 9 logsumexp.
+ * Phases combine with P_SUM, P_PROD, P_MAX, P_MIN, P_ARGMAX or P_ARGMIN; an
+ * index of -1 means "no element yet". NaN is sticky for max/min and wins
+ * argmax/argmin (the first NaN); ties keep the smaller index. */
+#define P_SUM 0
+#define P_PROD 1
+#define P_MAX 2
+#define P_MIN 3
+#define P_ARGMAX 4
+#define P_ARGMIN 5
+
+#if IS_FLOAT
+#define ACC_NAN(x) isnan(x)
+#define ACC_LOWEST ((ACC)-INFINITY)
+#define ACC_HIGHEST ((ACC)INFINITY)
+#else
+#define ACC_NAN(x) 0
+#define ACC_LOWEST ((ACC)LONG_MIN)
+#define ACC_HIGHEST ((ACC)LONG_MAX)
+#endif
+
+inline ACC acc_add(ACC a, ACC b) {
+#if IS_FLOAT
+    return a + b;
+#else
+    return (long)((ulong)a + (ulong)b);
+#endif
+}
+
+inline ACC acc_mul(ACC a, ACC b) {
+#if IS_FLOAT
+    return a * b;
+#else
+    return (long)((ulong)a * (ulong)b);
+#endif
+}
+
+/* Fold value x (position r) into (*a, *ai). */
+inline void fold(int p, ACC *a, long *ai, ACC x, long r) {
+    switch (p) {
+    case P_SUM: *a = acc_add(*a, x); break;
+    case P_PROD: *a = acc_mul(*a, x); break;
+    case P_MAX: *a = ACC_NAN(*a) ? *a : ACC_NAN(x) ? x : (x > *a ? x : *a); break;
+    case P_MIN: *a = ACC_NAN(*a) ? *a : ACC_NAN(x) ? x : (x < *a ? x : *a); break;
+    default: {
+        bool take;
+        if (*ai < 0) take = true;
+        else if (ACC_NAN(*a)) take = ACC_NAN(x) && r < *ai;
+        else if (ACC_NAN(x)) take = true;
+        else if (x == *a) take = r < *ai;
+        else take = p == P_ARGMAX ? x > *a : x < *a;
+        if (take) {
+            *a = x;
+            *ai = r;
+        }
+    }
+    }
+}
+
+inline ACC identity_of(int p) {
+    return p == P_PROD ? (ACC)1 : p == P_MAX ? ACC_LOWEST : p == P_MIN ? ACC_HIGHEST : (ACC)0;
+}
+
+/* Tree over the work-group's partial results; the answer lands in v[0], ix[0]. */
+inline void tree(int p, local ACC *v, local long *ix, int lid) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = RWG / 2; s > 0; s >>= 1) {
+        if (lid < s && (p < P_ARGMAX || ix[lid + s] >= 0)) {
+            ACC a = v[lid];
+            long ai = ix[lid];
+            fold(p, &a, &ai, v[lid + s], ix[lid + s]);
+            v[lid] = a;
+            ix[lid] = ai;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+kernel void reduce_full(int op, long R, long correction, geom go, geom gr, global const T *in, global uchar *out,
+                        long out_off, int out_long) {
+    local ACC v[RWG];
+    local long ix[RWG];
+    long m = get_group_id(0);
+    int lid = get_local_id(0);
+    long base = offset_of(&go, 0, m);
+    gr.offset[0] = 0;
+    int p = op == 6 ? P_PROD : op == 2 || op == 9 ? P_MAX : op == 3 ? P_MIN : op == 4 ? P_ARGMAX : op == 5 ? P_ARGMIN : P_SUM;
+    ACC acc = identity_of(p);
+    long ai = -1;
+    for (long r = lid; r < R; r += RWG) fold(p, &acc, &ai, LD(in, base + offset_of(&gr, 0, r)), r);
+    v[lid] = acc;
+    ix[lid] = ai;
+    tree(p, v, ix, lid);
+    ACC result = v[0];
+    long result_ix = ix[0];
+#if IS_FLOAT
+    if (op == 1) result = R ? result / (ACC)R : (ACC)NAN;
+    if (op >= 7) {                            /* a second pass around the mean or the max */
+        ACC center = op == 9 ? result : (R ? result / (ACC)R : (ACC)NAN);
+        if (!(op == 9 && (isnan(center) || isinf(center)))) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            ACC acc2 = 0;
+            for (long r = lid; r < R; r += RWG) {
+                ACC d = LD(in, base + offset_of(&gr, 0, r)) - center;
+                acc2 += op == 9 ? exp(d) : d * d;
+            }
+            v[lid] = acc2;
+            ix[lid] = -1;
+            tree(P_SUM, v, ix, lid);
+            if (op == 9) {
+                result = center + log(v[0]);
+            } else {
+                ACC ss = v[0], div = (ACC)(R - correction);
+                ACC var = div > 0 ? ss / div : (ss == 0 || isnan(ss)) ? (ACC)NAN : (ACC)INFINITY;
+                result = op == 8 ? sqrt(var) : var;
+            }
+        } else {
+            result = center;
+        }
+    }
+#endif
+    if (lid == 0) {
+        if (op == 4 || op == 5) ((global long *)out)[out_off + m] = result_ix;
+        else if (out_long) ((global long *)out)[out_off + m] = (long)result;
+        else ST((global T *)out, out_off + m, result);
+    }
+}
+
+/* cumsum: one work-item per line; g covers the line index space
+ * (operand 0 = input, 1 = output). */
+kernel void cumsum(long lines, long len, geom g, long is, long os, global const T *in, global uchar *out, int out_long) {
+    long i = get_global_id(0);
+    if (i >= lines) return;
+    long ip = offset_of(&g, 0, i), op = offset_of(&g, 1, i);
+    ACC acc = 0;
+    for (long j = 0; j < len; j++) {
+        acc = acc_add(acc, LD(in, ip + j * is));
+        if (out_long) ((global long *)out)[op + j * os] = (long)acc;
+        else ST((global T *)out, op + j * os, acc);
+    }
+}
+
 /* ---- copy / cast: this program's dtype is the destination ---- */
 
 inline wide_t load_float_any(global const uchar *p, int dt, long i) {

@@ -30,10 +30,11 @@
 
 enum {
     K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
-    K_BOOL_UNARY, K_WHERE, K_COUNT
+    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
-                                                  "arange", "rand", "unary", "compare", "bool_unary", "where_select"};
+                                                  "arange", "rand", "unary", "compare", "bool_unary", "where_select",
+                                                  "reduce_full", "cumsum"};
 
 /* Mirrors `geom` in kernels.cl. */
 typedef struct cl_geom {
@@ -574,6 +575,17 @@ static tf_status run_reduce(cl_dev *d, const tf_op *op) {
     cl_long M = tf_desc_numel(o), R = 1;
     if (M == 0) return TF_OK;
     for (int i = 0; i < nr; i++) R *= rshape[i];
+    if (op->kind != TF_OP_SUM && op->kind != TF_OP_MEAN) {
+        static const int codes[] = {[TF_OP_MAX] = 2, [TF_OP_MIN] = 3, [TF_OP_ARGMAX] = 4, [TF_OP_ARGMIN] = 5,
+                                    [TF_OP_PROD] = 6, [TF_OP_VAR] = 7, [TF_OP_STD] = 8, [TF_OP_LOGSUMEXP] = 9};
+        cl_int code = codes[op->kind];
+        cl_long correction = op->params.correction, off = elem_offset(o);
+        cl_int out_long = o->dtype == TF_I64;
+        cl_mem mi = mem_of(in), mo = mem_of(o);
+        arg args[] = {ARG(code), ARG(R), ARG(correction), ARG(go), ARG(gr), ARG(mi), ARG(mo), ARG(off), ARG(out_long)};
+        size_t global = (size_t)M * (size_t)d->rwg, local = (size_t)d->rwg;
+        return launch(d, d->kernel[in->dtype][K_REDUCE_FULL], "reduce_full", 9, args, 1, &global, &local);
+    }
     /* Enough groups per output to fill the device when there are few outputs. */
     cl_long G = M >= 64 || R <= (cl_long)d->rwg * 4 ? 1 : (R / ((cl_long)d->rwg * 4) < 64 ? R / ((cl_long)d->rwg * 4) : 64);
     if (G < 1) G = 1;
@@ -594,6 +606,23 @@ static tf_status run_reduce(cl_dev *d, const tf_op *op) {
     }
     clReleaseMemObject(partial);
     return s;
+}
+
+static tf_status run_cumsum(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
+    int ax = op->params.axis == TF_ALL_AXES ? -1 : op->params.axis;
+    int64_t lshape[TF_MAX_DIMS] = {0};
+    for (int i = 0; i < in->ndim; i++) lshape[i] = i == ax ? 1 : in->shape[i];
+    const tf_tensor_desc *ops[2] = {in, o};
+    cl_geom g = make_geom(in->ndim, lshape, ops, 2);
+    cl_long len = ax >= 0 ? in->shape[ax] : 1, is = ax >= 0 ? in->strides[ax] : 0, os = ax >= 0 ? o->strides[ax] : 0;
+    cl_long lines = tf_desc_numel(o) / (len ? len : 1);
+    if (len == 0 || lines == 0) return TF_OK;
+    cl_int out_long = o->dtype == TF_I64;
+    cl_mem mi = mem_of(in), mo = mem_of(o);
+    arg args[] = {ARG(lines), ARG(len), ARG(g), ARG(is), ARG(os), ARG(mi), ARG(mo), ARG(out_long)};
+    size_t global = (size_t)lines;
+    return launch(d, d->kernel[in->dtype][K_CUMSUM], "cumsum", 8, args, 1, &global, NULL);
 }
 
 static tf_status run_copy(cl_dev *d, const tf_op *op) {
@@ -674,7 +703,8 @@ static bool cl_supports(void *ctx, const tf_op *op) {
         return true;
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
-    case TF_OP_WHERE:
+    case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
+    case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM:
         return true;
     default:
         return is_unary(op->kind) && dt_is_float(op->output.dtype);
@@ -684,7 +714,8 @@ static bool cl_supports(void *ctx, const tf_op *op) {
 /* The dtype whose program holds the op's kernel. */
 static tf_dtype program_dtype(const tf_op *op) {
     bool by_input = op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN || is_compare(op->kind) ||
-                    op->kind == TF_OP_LOGICAL_NOT || op->kind == TF_OP_ISNAN || op->kind == TF_OP_ISINF;
+                    op->kind == TF_OP_LOGICAL_NOT || op->kind == TF_OP_ISNAN || op->kind == TF_OP_ISINF ||
+                    (op->kind >= TF_OP_MAX && op->kind <= TF_OP_CUMSUM);
     return by_input ? op->inputs[0].dtype : op->output.dtype;
 }
 
@@ -698,7 +729,11 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     if (s == TF_OK) {
         switch (op->kind) {
         case TF_OP_MATMUL: s = run_matmul(d, op); break;
-        case TF_OP_SUM: case TF_OP_MEAN: s = run_reduce(d, op); break;
+        case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
+        case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
+            s = run_reduce(d, op);
+            break;
+        case TF_OP_CUMSUM: s = run_cumsum(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
         case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;

@@ -32,8 +32,15 @@
  *    in row-major order over the reduced axes), the others the input's.
  *    MAX/MIN/ARGMAX/ARGMIN never see an empty reduction (the core rejects it).
  *  - SCAN (CUMSUM): output shape = input shape, params.axis the axis.
+ *  - INDEXED: inputs[1] holds i32 or i64 indices, already checked to be in
+ *    range. INDEX_SELECT: index 1-D, output = input with the axis's extent
+ *    replaced by the index count. GATHER: index has the input's ndim, output
+ *    the index's shape; params.axis the axis.
+ *  - TRIL/TRIU work on the last two axes, params.diagonal the offset.
  *  - The output is freshly allocated, contiguous, row-major, and does not
- *    alias an input.
+ *    alias an input. The exception is COPY, whose output may be a strided,
+ *    non-overlapping view into part of a tensor (concat and pad write
+ *    through it): a backend must write only the elements the view names.
  */
 #ifndef TENSORFRAME_BACKEND_H
 #define TENSORFRAME_BACKEND_H
@@ -78,6 +85,7 @@ typedef struct tf_op_params {
     double alpha;                     /* LEAKY_RELU: negative slope */
     double min_value, max_value;      /* CLAMP: bounds (NaN = none) */
     int64_t correction;               /* VAR, STD: divisor is max(0, N - correction) */
+    int64_t diagonal;                 /* TRIL, TRIU: kept diagonal offset */
 } tf_op_params;
 
 typedef struct tf_op {

@@ -15,6 +15,10 @@
  *                        UNARY      elementwise over one input, same shape
  *                        WHERE      three inputs broadcast together (cond, a, b)
  *                        SCAN       along one axis, output shape = input shape
+ *                        INDEXED    values picked by an index tensor (i32/i64)
+ *                        TRIANGLE   elements kept or zeroed by position in the last two axes
+ *                        COMPOSITE  lowered by the core to views and copies: no
+ *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
@@ -24,6 +28,7 @@
  *                        LOGICAL        inputs cast to bool (nonzero and NaN are true), output bool
  *                        BOOL           output bool, input as is
  *                        INDEX          output i64 (positions)
+ *                        FIRST          the first input's dtype
  *                        CAST           dtype chosen by the caller
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
@@ -102,7 +107,17 @@
     X(VAR,          var,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
     X(STD,          std,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
     X(LOGSUMEXP,    logsumexp,    1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
-    X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4)
+    X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4) \
+    X(INDEX_SELECT, index_select, 2, INDEXED,   FIRST,         ALL,     ANY,     0) \
+    X(GATHER,       gather,       2, INDEXED,   FIRST,         ALL,     ANY,     0) \
+    X(TRIL,         tril,         1, TRIANGLE,  SAME,          ALL,     ANY,     0) \
+    X(TRIU,         triu,         1, TRIANGLE,  SAME,          ALL,     ANY,     0) \
+    X(CONCAT,       concat,       2, COMPOSITE, PROMOTE,       ALL,     ANY,     0) \
+    X(STACK,        stack,        2, COMPOSITE, PROMOTE,       ALL,     ANY,     0) \
+    X(SPLIT,        split,        1, COMPOSITE, SAME,          ALL,     ANY,     0) \
+    X(PAD,          pad,          1, COMPOSITE, SAME,          ALL,     ANY,     0) \
+    X(TILE,         tile,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
+    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

@@ -62,7 +62,8 @@ extern "C" {
     X(ERR_ABI_MISMATCH,      -15, "backend ABI version mismatch")                \
     X(ERR_BACKEND,           -16, "backend failure")                             \
     X(ERR_DEVICE_LOST,       -17, "device lost")                                 \
-    X(ERR_ALREADY_EXISTS,    -18, "already exists")
+    X(ERR_ALREADY_EXISTS,    -18, "already exists")                              \
+    X(ERR_INDEX,             -19, "index out of range")
 
 typedef enum tf_status {
 #define TF__STATUS_ENUM(name, code, msg) TF_##name = code,
@@ -304,6 +305,35 @@ TF_API tf_status tf_isinf(const tf_tensor *x, tf_tensor **out);
 /* cond ? a : b elementwise, all three broadcast together; cond is read as
  * truth values, the result has the promoted dtype of a and b. */
 TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* ---- indexing and shaping ---- */
+/* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;
+ * the result has the index count as that axis's extent. An index outside
+ * [0, extent) is TF_ERR_INDEX. */
+TF_API tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out);
+/* Embedding lookup: weight [vocab, dim], ids of any shape -> ids.shape + [dim]. */
+TF_API tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor **out);
+/* PyTorch's gather: index has x's ndim (extents <= x's off the axis);
+ * out[i][j] = x[i][index[i][j]] for axis 1, and so on. */
+TF_API tf_status tf_gather(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out);
+/* Join along an existing axis (concat) or a new one (stack); dtypes
+ * promote, devices follow the mixed-device policy. */
+TF_API tf_status tf_concat(int n, const tf_tensor *const *xs, int axis, tf_tensor **out);
+TF_API tf_status tf_stack(int n, const tf_tensor *const *xs, int axis, tf_tensor **out);
+/* Views of consecutive pieces along `axis` with the given extents (which
+ * must add up to the axis's extent); outs gets n tensors, or none on error. */
+TF_API tf_status tf_split(const tf_tensor *x, int axis, int n, const int64_t *sizes, tf_tensor **outs);
+/* Constant padding, PyTorch's F.pad order: pads = {last_before, last_after,
+ * second_last_before, ...} for npairs trailing axes; negative pads crop. */
+TF_API tf_status tf_pad(const tf_tensor *x, int npairs, const int64_t *pads, double value, tf_tensor **out);
+/* Lower (tril) or upper (triu) triangle of the last two axes; diagonal 0 is
+ * the main one, positive above it. */
+TF_API tf_status tf_tril(const tf_tensor *x, int64_t diagonal, tf_tensor **out);
+TF_API tf_status tf_triu(const tf_tensor *x, int64_t diagonal, tf_tensor **out);
+/* torch.tile: repeat the whole tensor reps[i] times along each axis (reps
+ * shorter than ndim is padded with 1s in front, longer adds axes). */
+TF_API tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor **out);
+/* Reverse the order along each listed axis (a copy). */
+TF_API tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **out);
 /* NumPy matmul: 1-D operands are promoted to matrices and the added axis
  * removed from the result; batch axes broadcast. */
 TF_API tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);

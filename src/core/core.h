@@ -94,15 +94,18 @@ tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, c
                         tf_tensor **out);
 /* The copy op: a contiguous dt copy of t on t's device. */
 tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out);
+/* The copy op into an existing view `dst` (same shape, same device),
+ * converting to dst's dtype. */
+tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst);
 
 /* ---- the op table ---- */
 typedef enum {
     TF_SHAPE_BROADCAST, TF_SHAPE_MATMUL, TF_SHAPE_REDUCE, TF_SHAPE_SAME, TF_SHAPE_UNARY, TF_SHAPE_WHERE,
-    TF_SHAPE_SCAN, TF_SHAPE_CREATE
+    TF_SHAPE_SCAN, TF_SHAPE_INDEXED, TF_SHAPE_TRIANGLE, TF_SHAPE_COMPOSITE, TF_SHAPE_CREATE
 } tf_shape_rule;
 typedef enum {
     TF_DTRULE_PROMOTE, TF_DTRULE_PROMOTE_FLOAT, TF_DTRULE_SUM, TF_DTRULE_SAME, TF_DTRULE_CAST,
-    TF_DTRULE_COMPARE, TF_DTRULE_LOGICAL, TF_DTRULE_BOOL, TF_DTRULE_INDEX
+    TF_DTRULE_COMPARE, TF_DTRULE_LOGICAL, TF_DTRULE_BOOL, TF_DTRULE_INDEX, TF_DTRULE_FIRST
 } tf_dtype_rule;
 
 typedef struct tf_op_info {

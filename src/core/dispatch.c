@@ -121,7 +121,10 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     tf_status s = TF_OK;
     for (int i = 0; i < op->n_inputs && s == TF_OK; i++)
         s = stage_to_cpu(dev, cpu, &cop.inputs[i], true, &staged[i]);
-    if (s == TF_OK) s = stage_to_cpu(dev, cpu, &cop.output, false, &staged[TF_OP_MAX_INPUTS]);
+    /* A strided output (a copy into part of a tensor) keeps the bytes between
+     * its elements: fetch them so the write-back does not clobber them. */
+    bool partial = !tf_desc_is_contiguous(&op->output);
+    if (s == TF_OK) s = stage_to_cpu(dev, cpu, &cop.output, partial, &staged[TF_OP_MAX_INPUTS]);
     if (s == TF_OK && !ci->supports(cpu->bdev.ctx, &cop))
         s = tf__error(TF_ERR_UNSUPPORTED, "%s: neither %s nor the CPU backend runs %s", fn, dev->name,
                       tf_op_name(op->kind));
@@ -160,6 +163,16 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
 }
 
 /* ---- the copy op ---- */
+
+tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst) {
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_COPY;
+    op.n_inputs = 1;
+    op.inputs[0] = tf__desc(src);
+    op.output = tf__desc(dst);
+    return tf_tensor_numel(dst) ? tf__dispatch(fn, dst->storage->dev, &op) : TF_OK;
+}
 
 tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
     tf_device *dev = t->storage->dev;

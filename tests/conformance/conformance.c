@@ -26,8 +26,13 @@
 
 /* ---- the op table, as this suite reads it ---- */
 
-typedef enum { SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_CREATE } shape_rule;
-typedef enum { DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX } dtype_rule;
+typedef enum {
+    SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_COMPOSITE,
+    SH_CREATE
+} shape_rule;
+typedef enum {
+    DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
+} dtype_rule;
 typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE } domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
 
@@ -923,6 +928,273 @@ static void run_scan(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     }
 }
 
+/* ---- indexing, triangles and composites ---- */
+
+static int64_t flat_of(const host_t *h, const int64_t *idx) {
+    int64_t p = 0;
+    for (int d = 0; d < h->ndim; d++) p = p * h->shape[d] + idx[d];
+    return p;
+}
+
+/* An index tensor on dev with values in [0, n): i32 or i64, contiguous or strided. */
+static tf_status make_index(tf_device *dev, bool i64, int ndim, const int64_t *shape, int64_t n, bool strided,
+                            host_t *h, tf_tensor **out) {
+    host_init(h, i64 ? TF_I64 : TF_I32, ndim, shape);
+    for (int64_t i = 0; i < h->n; i++) h->v[i] = (double)randint(0, n - 1);
+    int64_t pshape[TF_MAX_DIMS];
+    memcpy(pshape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (strided && ndim) pshape[ndim - 1] *= 2;
+    int64_t pn = numel(ndim, pshape);
+    size_t es = i64 ? 8 : 4;
+    unsigned char *bytes = calloc((size_t)(pn ? pn : 1), es);
+    int64_t idx[TF_MAX_DIMS];
+    for (int64_t i = 0; i < h->n; i++) {
+        unravel(i, ndim, shape, idx);
+        if (strided && ndim) idx[ndim - 1] *= 2;
+        int64_t p = 0;
+        for (int d = 0; d < ndim; d++) p = p * pshape[d] + idx[d];
+        encode(h->dt, h->v[i], bytes + p * es);
+    }
+    tf_tensor *parent = NULL;
+    tf_status s = tf_tensor_from_data(dev, h->dt, ndim, pshape, bytes, &parent);
+    free(bytes);
+    if (s == TF_OK && strided && ndim) {
+        s = tf_slice(parent, -1, 0, pshape[ndim - 1], 2, out);
+        tf_tensor_release(parent);
+    } else if (s == TF_OK) {
+        *out = parent;
+    }
+    return s;
+}
+
+static void run_indexed(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool gather = op->kind == TF_OP_GATHER;
+    static const int64_t xshape[3] = {6, 5, 4};
+    static const struct { int axis; int n; int64_t ishape[3]; layout lay; bool strided; } cases[] = {
+        {0, 1, {9}, LAYOUT_CONTIG, false},     {1, 1, {3}, LAYOUT_TRANSPOSED, true},
+        {-1, 1, {0}, LAYOUT_STRIDED, false},   {2, 1, {7}, LAYOUT_CONTIG, true},
+    };
+    static const struct { int axis; int64_t ishape[3]; layout lay; bool strided; } gcases[] = {
+        {1, {6, 3, 4}, LAYOUT_CONTIG, false}, {-1, {2, 5, 3}, LAYOUT_TRANSPOSED, true},
+        {0, {9, 2, 4}, LAYOUT_STRIDED, false}, {2, {6, 0, 1}, LAYOUT_CONTIG, false},
+    };
+    for (size_t ci = 0; ci < 4; ci++) {
+        int axis = gather ? gcases[ci].axis : cases[ci].axis, ax = axis < 0 ? axis + 3 : axis;
+        layout lay = gather ? gcases[ci].lay : cases[ci].lay;
+        bool i64 = ci % 2 == 0, strided = gather ? gcases[ci].strided : cases[ci].strided;
+        host_t hx, hi, ref;
+        tf_tensor *x = NULL, *ix = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 3, xshape, op->dom, 0, lay, &hx, &x);
+        tf_status si = gather ? make_index(dev, i64, 3, gcases[ci].ishape, xshape[ax], strided, &hi, &ix)
+                              : make_index(dev, i64, 1, cases[ci].ishape, xshape[ax], strided, &hi, &ix);
+        if (s == TF_OK) s = si;
+        if (s == TF_OK) s = gather ? tf_gather(x, axis, ix, &out) : tf_index_select(x, axis, ix, &out);
+        int64_t oshape[3], idx[3], xi[3];
+        for (int d = 0; d < 3; d++) oshape[d] = gather ? hi.shape[d] : (d == ax ? hi.n : xshape[d]);
+        host_init(&ref, dt, 3, oshape);
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, 3, oshape, idx);
+            memcpy(xi, idx, sizeof xi);
+            xi[ax] = (int64_t)(gather ? hi.v[i] : hi.v[idx[ax]]);
+            ref.v[i] = hx.v[flat_of(&hx, xi)];
+        }
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s axis %d index %s%s %s", tf_dtype_name(dt), axis, i64 ? "i64" : "i32",
+                 strided ? " strided" : "", layout_names[lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hi);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(ix);
+        tf_tensor_release(out);
+    }
+}
+
+static void run_triangle(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const reduce_case shapes[] = {
+        {2, {5, 7}, 0, LAYOUT_CONTIG}, {3, {2, 4, 3}, 0, LAYOUT_TRANSPOSED}, {2, {0, 3}, 0, LAYOUT_CONTIG},
+        {2, {3, 3}, 0, LAYOUT_STRIDED},
+    };
+    for (size_t ci = 0; ci < sizeof shapes / sizeof *shapes; ci++) {
+        const reduce_case *sc = &shapes[ci];
+        int64_t k = randint(-2, 2), idx[TF_MAX_DIMS];
+        host_t h, ref;
+        tf_tensor *t = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, sc->n, sc->shape, op->dom, 0, sc->lay, &h, &t);
+        if (s == TF_OK) s = op->kind == TF_OP_TRIL ? tf_tril(t, k, &out) : tf_triu(t, k, &out);
+        host_init(&ref, dt, sc->n, sc->shape);
+        for (int64_t i = 0; i < h.n; i++) {
+            unravel(i, sc->n, sc->shape, idx);
+            int64_t above = idx[sc->n - 1] - idx[sc->n - 2];
+            bool keep = op->kind == TF_OP_TRIL ? above <= k : above >= k;
+            ref.v[i] = keep ? h.v[i] : 0;
+        }
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s %d-d diagonal %lld %s", tf_dtype_name(dt), sc->n, (long long)k, layout_names[sc->lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
+/* concat / stack of three inputs with mixed layouts. */
+static void run_join(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool stack = op->kind == TF_OP_STACK;
+    static const struct { int64_t s[3][3]; int axis; } cases[] = {
+        {{{2, 3, 4}, {2, 1, 4}, {2, 0, 4}}, 1}, {{{3, 4, 2}, {1, 4, 2}, {2, 4, 2}}, 0}, {{{2, 2, 3}, {2, 2, 1}, {2, 2, 5}}, -1},
+    };
+    static const int64_t same[3] = {3, 4, 2};
+    static const layout lays[3] = {LAYOUT_TRANSPOSED, LAYOUT_CONTIG, LAYOUT_STRIDED};
+    for (size_t ci = 0; ci < 3; ci++) {
+        int axis = stack ? (int)ci - 1 : cases[ci].axis;
+        host_t h[3], ref;
+        tf_tensor *t[3] = {NULL, NULL, NULL}, *out = NULL;
+        tf_status s = TF_OK;
+        for (int k = 0; k < 3; k++) {
+            tf_status sk = make_input(dev, dt, 3, stack ? same : cases[ci].s[k], op->dom, 0, lays[k], &h[k], &t[k]);
+            if (s == TF_OK) s = sk;
+        }
+        if (s == TF_OK) s = stack ? tf_stack(3, (const tf_tensor *const *)t, axis, &out)
+                                  : tf_concat(3, (const tf_tensor *const *)t, axis, &out);
+        int nd = stack ? 4 : 3, ax = axis < 0 ? axis + nd : axis;
+        int64_t oshape[4], idx[4], src[4];
+        for (int d = 0, j = 0; d < nd; d++) {
+            if (stack) oshape[d] = d == ax ? 3 : same[j++];
+            else oshape[d] = d == ax ? h[0].shape[d] + h[1].shape[d] + h[2].shape[d] : h[0].shape[d];
+        }
+        host_init(&ref, dt, nd, oshape);
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, nd, oshape, idx);
+            int k = 0;
+            if (stack) {
+                k = (int)idx[ax];
+                for (int d = 0, j = 0; d < nd; d++)
+                    if (d != ax) src[j++] = idx[d];
+            } else {
+                memcpy(src, idx, sizeof src);
+                while (src[ax] >= h[k].shape[ax]) src[ax] -= h[k++].shape[ax];
+            }
+            ref.v[i] = h[k].v[flat_of(&h[k], src)];
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu axis %d", tf_dtype_name(dt), ci, axis);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        for (int k = 0; k < 3; k++) {
+            host_free(&h[k]);
+            tf_tensor_release(t[k]);
+        }
+        host_free(&ref);
+        tf_tensor_release(out);
+    }
+}
+
+/* split, pad, tile, flip: one input, a host reference by index mapping. */
+static void run_reshaping(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const reduce_case shapes[] = {
+        {2, {7, 5}, 0, LAYOUT_TRANSPOSED}, {3, {2, 3, 4}, 0, LAYOUT_STRIDED}, {2, {3, 4}, 0, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < 3; ci++) {
+        const reduce_case *sc = &shapes[ci];
+        int nd = sc->n;
+        host_t h;
+        tf_tensor *t = NULL;
+        tf_status s = make_input(dev, dt, nd, sc->shape, op->dom, 0, sc->lay, &h, &t);
+        int64_t idx[TF_MAX_DIMS], src[TF_MAX_DIMS];
+        char desc[96];
+        if (op->kind == TF_OP_SPLIT) {
+            int ax = (int)ci % nd;
+            int64_t e = sc->shape[ax], sizes[3] = {e / 3, 0, e - e / 3};
+            tf_tensor *parts[3] = {NULL, NULL, NULL};
+            if (s == TF_OK) s = tf_split(t, ax, 3, sizes, parts);
+            int64_t at = 0;
+            for (int k = 0; k < 3; k++) {
+                int64_t pshape[TF_MAX_DIMS];
+                memcpy(pshape, sc->shape, sizeof(int64_t) * (size_t)nd);
+                pshape[ax] = sizes[k];
+                host_t ref;
+                host_init(&ref, dt, nd, pshape);
+                for (int64_t i = 0; i < ref.n; i++) {
+                    unravel(i, nd, pshape, idx);
+                    idx[ax] += at;
+                    ref.v[i] = h.v[flat_of(&h, idx)];
+                }
+                at += sizes[k];
+                snprintf(desc, sizeof desc, "%s %d-d axis %d piece %d", tf_dtype_name(dt), nd, ax, k);
+                check_case(tf_device_name(dev), op, desc, s, parts[k], &ref, c);
+                host_free(&ref);
+                tf_tensor_release(parts[k]);
+            }
+            host_free(&h);
+            tf_tensor_release(t);
+            continue;
+        }
+        tf_tensor *out = NULL;
+        int64_t oshape[TF_MAX_DIMS], lo[TF_MAX_DIMS] = {0}, pads[6] = {0}, reps[3] = {1, 1, 1};
+        int npairs = 0, nreps = 0, on = nd, axes[2] = {0, -1}, naxes = (int)ci % 2 + 1;
+        double value = 0;
+        if (op->kind == TF_OP_PAD) {
+            static const int64_t p3[3][6] = {{1, 2, 0, 1, 0, 0}, {-1, 2, 1, -1, 2, 0}, {0, 3, 2, 0, 0, 0}};
+            npairs = nd;
+            memcpy(pads, p3[ci], sizeof pads);
+            value = dt == TF_BOOL ? 1 : is_float(dt) ? uniform(-5, 5) : (double)randint(0, 9);
+            if (s == TF_OK) s = tf_pad(t, npairs, pads, value, &out);
+            for (int d = 0; d < nd; d++) {
+                int k = nd - 1 - d;
+                oshape[d] = sc->shape[d] + pads[2 * k] + pads[2 * k + 1];
+                lo[d] = pads[2 * k];
+            }
+        } else if (op->kind == TF_OP_TILE) {
+            static const int64_t r3[3][3] = {{2, 3, 0}, {3, 0, 0}, {2, 1, 2}};
+            static const int n3[3] = {2, 1, 3};
+            nreps = n3[ci];
+            memcpy(reps, r3[ci], sizeof reps);
+            if (s == TF_OK) s = tf_tile(t, nreps, reps, &out);
+            on = nreps > nd ? nreps : nd;
+            for (int d = 0; d < on; d++) {
+                int xd = d - (on - nd), rd = d - (on - nreps);
+                oshape[d] = (xd >= 0 ? sc->shape[xd] : 1) * (rd >= 0 ? reps[rd] : 1);
+            }
+        } else {                                   /* FLIP */
+            if (s == TF_OK) s = tf_flip(t, naxes, axes, &out);
+            memcpy(oshape, sc->shape, sizeof(int64_t) * (size_t)nd);
+        }
+        host_t ref;
+        host_init(&ref, dt, on, oshape);
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, on, oshape, idx);
+            bool inside = true;
+            for (int d = 0; d < nd; d++) {
+                int od = d + (on - nd);
+                if (op->kind == TF_OP_PAD) {
+                    src[d] = idx[od] - lo[d];
+                    inside = inside && src[d] >= 0 && src[d] < sc->shape[d];
+                } else if (op->kind == TF_OP_TILE) {
+                    src[d] = idx[od] % sc->shape[d];
+                } else {
+                    bool flipped = false;
+                    for (int a = 0; a < naxes; a++) flipped |= (axes[a] < 0 ? axes[a] + nd : axes[a]) == d;
+                    src[d] = flipped ? sc->shape[d] - 1 - idx[d] : idx[d];
+                }
+            }
+            ref.v[i] = inside ? h.v[flat_of(&h, src)] : quantize(dt, dt == TF_BOOL ? value != 0 : value);
+        }
+        snprintf(desc, sizeof desc, "%s %d-d case %zu %s", tf_dtype_name(dt), nd, ci, layout_names[sc->lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
+static void run_composite(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    if (op->kind == TF_OP_CONCAT || op->kind == TF_OP_STACK) run_join(dev, op, dt, c);
+    else run_reshaping(dev, op, dt, c);
+}
+
 static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const int64_t shapes[][3] = {{3, 4, 5}, {0, 0, 0}, {1, 1, 1}, {1000, 1, 1}};
     static const int ndims[] = {3, 1, 0, 1};
@@ -979,6 +1251,9 @@ static counts run_device(tf_device *dev) {
             case SH_UNARY: run_unary(dev, op, (tf_dtype)dt, &c); break;
             case SH_WHERE: run_where(dev, op, (tf_dtype)dt, &c); break;
             case SH_SCAN: run_scan(dev, op, (tf_dtype)dt, &c); break;
+            case SH_INDEXED: run_indexed(dev, op, (tf_dtype)dt, &c); break;
+            case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
+            case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }
         }

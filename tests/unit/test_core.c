@@ -400,6 +400,49 @@ static void test_reduction_edges(void **state) {
     tf_tensor_release(b);
 }
 
+static void test_indexing_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s45[2] = {4, 5};
+    tf_tensor *w = NULL, *o = NULL;
+    OK(tf_arange(cpu, TF_F32, 0, 20, 1, &o));
+    OK(tf_reshape(o, 2, s45, &w));
+    tf_tensor_release(o);
+    o = NULL;
+    int64_t good[3] = {3, 0, 3}, bad[3] = {1, 4, 2}, neg[2] = {0, -1};
+    tf_tensor *ig = tensor_of(TF_I64, 3, good), *ib = tensor_of(TF_I64, 3, bad), *in = tensor_of(TF_I64, 2, neg);
+    OK(tf_index_select(w, 0, ig, &o));
+    float want[15] = {15, 16, 17, 18, 19, 0, 1, 2, 3, 4, 15, 16, 17, 18, 19};
+    expect_f32(o, want, 15);
+    tf_tensor_release(o);
+    FAILS_WITH(TF_ERR_INDEX, "tf_index_select: index 4 out of range for axis 0 of extent 4", tf_index_select(w, 0, ib, &o));
+    assert_null(o);
+    FAILS_WITH(TF_ERR_INDEX, "index -1 out of range", tf_embedding(w, in, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "indices must be i32 or i64, not f32", tf_index_select(w, 0, w, &o));
+    FAILS_WITH(TF_ERR_AXIS, "tf_gather: axis 2 out of range", tf_gather(w, 2, ig, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_gather: index [3] must have the input's 2 dimensions", tf_gather(w, 0, ig, &o));
+    OK(tf_embedding(w, ig, &o));               /* ids [3] -> [3, 5] */
+    int64_t s35[2] = {3, 5};
+    expect_shape(o, 2, s35);
+    tf_tensor_release(o);
+    int64_t sizes_bad[2] = {2, 2}, sizes_neg[2] = {5, -1};
+    tf_tensor *parts[2] = {(tf_tensor *)0x1, (tf_tensor *)0x1};
+    FAILS_WITH(TF_ERR_SHAPE, "tf_split: pieces add up to 4, axis 1 has extent 5", tf_split(w, 1, 2, sizes_bad, parts));
+    assert_null(parts[0]);
+    FAILS_WITH(TF_ERR_SIZE, "piece 1 has negative size -1", tf_split(w, 1, 2, sizes_neg, parts));
+    const tf_tensor *pair[2] = {w, ig};
+    FAILS_WITH(TF_ERR_SHAPE, "tf_concat: tensor 1 has shape [3], which does not match [4,5] off axis 0", tf_concat(2, pair, 0, &o));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "needs at least one tensor", tf_concat(0, pair, 0, &o));
+    int64_t crop[2] = {-3, -3};
+    FAILS_WITH(TF_ERR_SHAPE, "tf_pad: pads -3, -3 leave axis 1 with negative extent", tf_pad(w, 1, crop, 0, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_tril: needs at least 2 dimensions", tf_tril(ig, 0, &o));
+    int64_t neg_rep[1] = {-2};
+    FAILS_WITH(TF_ERR_SIZE, "repetition count -2 is negative", tf_tile(w, 1, neg_rep, &o));
+    assert_null(o);
+    tf_tensor *all[] = {w, ig, ib, in};
+    for (int k = 0; k < 4; k++) tf_tensor_release(all[k]);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -522,6 +565,7 @@ int main(void) {
         cmocka_unit_test(test_unary_edges_and_scalars),
         cmocka_unit_test(test_comparisons_logic_and_where),
         cmocka_unit_test(test_reduction_edges),
+        cmocka_unit_test(test_indexing_errors),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

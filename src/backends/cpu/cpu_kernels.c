@@ -384,6 +384,58 @@ static tf_status run_where(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- indexed picks and triangles: whole elements, any dtype ---- */
+
+static int64_t load_index(const tf_tensor_desc *d, const char *p) {
+    return d->dtype == TF_I64 ? *(const int64_t *)p : (int64_t)*(const int32_t *)p;
+}
+
+/* out[pos] = x[pos with the axis coordinate replaced by an index]: for
+ * INDEX_SELECT the index at pos[axis], for GATHER the index at pos. */
+static tf_status run_indexed(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *I = &op->inputs[1], *O = &op->output;
+    operand x = make_operand(X, address), ix = make_operand(I, address), o = make_operand(O, address);
+    int ax = op->params.axis;
+    size_t es = elsize(O->dtype);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        const char *ip = ix.base;
+        if (op->kind == TF_OP_INDEX_SELECT) ip += idx[ax] * ix.stride[0];
+        else
+            for (int d = 0; d < O->ndim; d++) ip += idx[d] * ix.stride[d];
+        int64_t pick = load_index(I, ip);
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < O->ndim; d++) {
+            xp += (d == ax ? pick : idx[d]) * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        memcpy(op_, xp, es);
+    } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+    return TF_OK;
+}
+
+static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    operand x = make_operand(X, address), o = make_operand(O, address);
+    size_t es = elsize(O->dtype);
+    int nd = O->ndim;
+    int64_t idx[TF_MAX_DIMS] = {0}, k = op->params.diagonal;
+    do {
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < nd; d++) {
+            xp += idx[d] * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        int64_t above = idx[nd - 1] - idx[nd - 2];             /* column - row */
+        bool keep = op->kind == TF_OP_TRIL ? above <= k : above >= k;
+        if (keep) memcpy(op_, xp, es);
+        else memset(op_, 0, es);
+    } while (next_index(nd, O->shape, idx));
+    return TF_OK;
+}
+
 /* ---- matmul ---- */
 
 typedef struct mm_geom {
@@ -702,6 +754,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: return is_float(in) && out == in;
     case TF_OP_MAX: case TF_OP_MIN: return out == in;
     case TF_OP_ARGMAX: case TF_OP_ARGMIN: return out == TF_I64;
+    case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
+        return out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
+    case TF_OP_TRIL: case TF_OP_TRIU: return out == in && op->output.ndim >= 2;
     case TF_OP_COPY: case TF_OP_FILL: return true;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
@@ -723,6 +778,8 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
         return run_reduce(op, address);
     case TF_OP_CUMSUM: return run_cumsum(op, address);
+    case TF_OP_INDEX_SELECT: case TF_OP_GATHER: return run_indexed(op, address);
+    case TF_OP_TRIL: case TF_OP_TRIU: return run_triangle(op, address);
     case TF_OP_COPY: return run_copy(op, address);
     case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return run_create(op, address);

@@ -527,14 +527,46 @@ inline void store_from_long(global T *out, long i, long v) {
 #endif
 }
 
-/* g: operand 0 = out (contiguous), 1 = source, in source elements. */
+/* g: operand 0 = out (contiguous, or a strided view for copies into part
+ * of a tensor), 1 = source, in source elements. */
 kernel void copy_from(int src_dt, long n, geom g, global T *out, global const uchar *src) {
     long i = get_global_id(0);
     if (i >= n) return;
     long is = g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i);
-    if (src_dt == TF_DT) ((global RAW_T *)out)[g.offset[0] + i] = ((global const RAW_T *)src)[is];
-    else if (src_dt <= DT_BF16) store_from_float(out, g.offset[0] + i, load_float_any(src, src_dt, is));
-    else store_from_long(out, g.offset[0] + i, load_long_any(src, src_dt, is));
+    long io = g.contiguous ? g.offset[0] + i : offset_of(&g, 0, i);
+    if (src_dt == TF_DT) ((global RAW_T *)out)[io] = ((global const RAW_T *)src)[is];
+    else if (src_dt <= DT_BF16) store_from_float(out, io, load_float_any(src, src_dt, is));
+    else store_from_long(out, io, load_long_any(src, src_dt, is));
+}
+
+/* index_select (gather = 0) and gather (gather = 1); g: shape = output
+ * shape, operand 0 = x, 1 = index, 2 = out (contiguous). */
+kernel void index_pick(int gather, int axis, long n, geom g, global RAW_T *out, global const RAW_T *x,
+                       global const uchar *index, int index64) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long rest = i, xo = g.offset[0], io = g.offset[1], c_axis = 0;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        long e = g.shape[d], c = rest % e;
+        rest /= e;
+        if (d == axis) c_axis = c;
+        else xo += c * g.stride[0][d];
+        if (gather) io += c * g.stride[1][d];
+    }
+    if (!gather) io += c_axis * g.stride[1][0];
+    long pick = index64 ? ((global const long *)index)[io] : (long)((global const int *)index)[io];
+    out[g.offset[2] + i] = x[xo + pick * g.stride[0][axis]];
+}
+
+/* tril (upper = 0) / triu (upper = 1) over the last two axes; operand 0 =
+ * out (contiguous), 1 = x. */
+kernel void triangle(int upper, long k, long n, geom g, global RAW_T *out, global const RAW_T *x) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long cols = g.shape[g.ndim - 1], rows = g.shape[g.ndim - 2];
+    long above = i % cols - (i / cols) % rows;
+    bool keep = upper ? above >= k : above <= k;
+    out[g.offset[0] + i] = keep ? x[g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i)] : (RAW_T)0;
 }
 
 /* ---- creation ---- */

@@ -30,11 +30,11 @@
 
 enum {
     K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
-    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_COUNT
+    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
                                                   "arange", "rand", "unary", "compare", "bool_unary", "where_select",
-                                                  "reduce_full", "cumsum"};
+                                                  "reduce_full", "cumsum", "index_pick", "triangle"};
 
 /* Mirrors `geom` in kernels.cl. */
 typedef struct cl_geom {
@@ -625,6 +625,28 @@ static tf_status run_cumsum(cl_dev *d, const tf_op *op) {
     return launch(d, d->kernel[in->dtype][K_CUMSUM], "cumsum", 8, args, 1, &global, NULL);
 }
 
+static tf_status run_index_pick(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *ix = &op->inputs[1], *o = &op->output;
+    cl_geom g = make_geom(o->ndim, o->shape, (const tf_tensor_desc *const[]){x, ix, o}, 3);
+    cl_int gather = op->kind == TF_OP_GATHER, axis = op->params.axis, index64 = ix->dtype == TF_I64;
+    cl_long n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), mx = mem_of(x), mi = mem_of(ix);
+    arg args[] = {ARG(gather), ARG(axis), ARG(n), ARG(g), ARG(mo), ARG(mx), ARG(mi), ARG(index64)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[o->dtype][K_INDEX_PICK], "index_pick", 8, args, 1, &global, NULL);
+}
+
+static tf_status run_triangle(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
+    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
+    cl_int upper = op->kind == TF_OP_TRIU;
+    cl_long k = op->params.diagonal, n = tf_desc_numel(o);
+    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
+    arg args[] = {ARG(upper), ARG(k), ARG(n), ARG(g), ARG(mo), ARG(mx)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[o->dtype][K_TRIANGLE], "triangle", 6, args, 1, &global, NULL);
+}
+
 static tf_status run_copy(cl_dev *d, const tf_op *op) {
     const tf_tensor_desc *in = &op->inputs[0], *o = &op->output, *ops[2] = {o, in};
     cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
@@ -704,8 +726,10 @@ static bool cl_supports(void *ctx, const tf_op *op) {
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
     case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
-    case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM:
+    case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM: case TF_OP_TRIL: case TF_OP_TRIU:
         return true;
+    case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
+        return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
     default:
         return is_unary(op->kind) && dt_is_float(op->output.dtype);
     }
@@ -734,6 +758,8 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
             s = run_reduce(d, op);
             break;
         case TF_OP_CUMSUM: s = run_cumsum(d, op); break;
+        case TF_OP_INDEX_SELECT: case TF_OP_GATHER: s = run_index_pick(d, op); break;
+        case TF_OP_TRIL: case TF_OP_TRIU: s = run_triangle(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
         case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;

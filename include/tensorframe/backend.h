@@ -25,7 +25,9 @@
  *    any dtype.
  *  - UNARY: the input has the output's shape and dtype, any strides.
  *  - MATMUL: a [..., M, K], b [..., K, N], out [..., M, N], same ndim >= 2,
- *    batch axes already broadcast, one dtype.
+ *    batch axes already broadcast, one dtype. GEMM: the same, transposes
+ *    already applied as strides, and when n_inputs == 3 a c broadcast to
+ *    [..., M, N]; out = alpha * a@b + beta * c, c not read when beta == 0.
  *  - REDUCE: the output has the input's ndim with extent 1 on every reduced
  *    axis; params.axis is the axis, or TF_ALL_AXES. Output dtypes: SUM and
  *    PROD give i64 for integer/bool inputs, ARGMAX/ARGMIN i64 (the position
@@ -86,6 +88,7 @@ typedef struct tf_op_params {
     double min_value, max_value;      /* CLAMP: bounds (NaN = none) */
     int64_t correction;               /* VAR, STD: divisor is max(0, N - correction) */
     int64_t diagonal;                 /* TRIL, TRIU: kept diagonal offset */
+    double beta;                      /* GEMM: out = alpha * a@b + beta * c (alpha above) */
 } tf_op_params;
 
 typedef struct tf_op {

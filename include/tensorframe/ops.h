@@ -17,6 +17,7 @@
  *                        SCAN       along one axis, output shape = input shape
  *                        INDEXED    values picked by an index tensor (i32/i64)
  *                        TRIANGLE   elements kept or zeroed by position in the last two axes
+ *                        GEMM       alpha * op(a) @ op(b) + beta * c, batched
  *                        COMPOSITE  lowered by the core to views and copies: no
  *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
@@ -38,7 +39,7 @@
  *           (0.9 to 1.1 and small integers, for long products)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
- *           for ops that accumulate (REDUCE: elements per output; MATMUL: K;
+ *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
  *           SCAN: the axis length), since
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
@@ -117,7 +118,10 @@
     X(SPLIT,        split,        1, COMPOSITE, SAME,          ALL,     ANY,     0) \
     X(PAD,          pad,          1, COMPOSITE, SAME,          ALL,     ANY,     0) \
     X(TILE,         tile,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
-    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0)
+    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
+    X(GEMM,         gemm,         3, GEMM,      PROMOTE,       FLOAT,   ANY,     4) \
+    X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     4) \
+    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

@@ -305,6 +305,16 @@ TF_API tf_status tf_isinf(const tf_tensor *x, tf_tensor **out);
 /* cond ? a : b elementwise, all three broadcast together; cond is read as
  * truth values, the result has the promoted dtype of a and b. */
 TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* BLAS-style GEMM, batched: alpha * op(a) @ op(b) + beta * c, where op
+ * transposes the last two axes when asked; c (may be NULL) broadcasts to the
+ * result and is not read when beta == 0. Float dtypes. */
+TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
+                         bool transpose_a, bool transpose_b, tf_tensor **out);
+/* Matrix-vector product: a [..., M, N] with x [N] gives [..., M]. */
+TF_API tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out);
+/* Outer product of two 1-D tensors: [M] x [N] -> [M, N]. */
+TF_API tf_status tf_outer(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;
  * the result has the index count as that axis's extent. An index outside

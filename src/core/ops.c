@@ -237,33 +237,56 @@ static tf_tensor_desc matmul_desc(const tf_tensor *t, const matmul_plan *p, bool
     return d;
 }
 
+static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
+                           const tf_tensor *c, double alpha, double beta, tf_tensor **out);
+
 tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
-    static const char fn[] = "tf_matmul";
+    return matmul_op("tf_matmul", TF_OP_MATMUL, a, b, NULL, 1, 0, out);
+}
+
+static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
+                           const tf_tensor *c, double alpha, double beta, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     tf_dtype dt;
     matmul_plan p;
-    tf_status s = binary_dtype(fn, TF_OP_MATMUL, a->dtype, b->dtype, &dt);
+    tf_status s = binary_dtype(fn, kind, a->dtype, b->dtype, &dt);
+    if (s == TF_OK && c) s = binary_dtype(fn, kind, dt, c->dtype, &dt);
     if (s == TF_OK) s = plan_matmul(fn, a, b, &p);
-    if (s != TF_OK) return s;
-    const tf_tensor *in[2] = {a, b};
-    tf_tensor *ready[2] = {NULL, NULL}, *o = NULL, *full;
-    tf_device *dev;
-    s = prepare_inputs(fn, 2, in, dt, &dev, ready);
     if (s != TF_OK) return s;
     int64_t full_shape[TF_MAX_DIMS];
     memcpy(full_shape, p.batch, sizeof full_shape);
     full_shape[p.batch_ndim] = p.m;
     full_shape[p.batch_ndim + 1] = p.n;
-    s = tf__op_output(fn, dev, dt, p.batch_ndim + 2, full_shape, &o);
+    int full_ndim = p.batch_ndim + 2;
+    if (c) {                                       /* c must broadcast to the result */
+        for (int i = 0; i < c->ndim; i++) {
+            int d = full_ndim - c->ndim + i;
+            if (c->ndim > full_ndim || (c->shape[i] != 1 && c->shape[i] != full_shape[d])) {
+                char x[256], y[256];
+                return tf__error(TF_ERR_SHAPE, "%s: c %s does not broadcast to the product %s", fn,
+                                 tf__shape_str(c->ndim, c->shape, x, sizeof x), tf__shape_str(full_ndim, full_shape, y, sizeof y));
+            }
+        }
+    }
+    const tf_tensor *in[3] = {a, b, c};
+    int n_in = c ? 3 : 2;
+    tf_tensor *ready[3] = {NULL, NULL, NULL}, *o = NULL, *full;
+    tf_device *dev;
+    s = prepare_inputs(fn, n_in, in, dt, &dev, ready);
+    if (s != TF_OK) return s;
+    s = tf__op_output(fn, dev, dt, full_ndim, full_shape, &o);
     if (s == TF_OK) {
         tf_op op;
         memset(&op, 0, sizeof op);
-        op.kind = TF_OP_MATMUL;
-        op.n_inputs = 2;
+        op.kind = kind;
+        op.n_inputs = n_in;
         op.inputs[0] = matmul_desc(ready[0], &p, true);
         op.inputs[1] = matmul_desc(ready[1], &p, false);
+        if (c) op.inputs[2] = broadcast_desc(ready[2], full_ndim, full_shape);
+        op.params.alpha = alpha;
+        op.params.beta = beta;
         s = run_into(fn, dev, &op, o, &full);
         if (s == TF_OK) {
             int64_t strides[TF_MAX_DIMS];
@@ -272,7 +295,47 @@ tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
             tf_tensor_release(full);
         }
     }
-    release_all(2, ready);
+    release_all(3, ready);
+    return s;
+}
+
+tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
+                  bool transpose_a, bool transpose_b, tf_tensor **out) {
+    static const char fn[] = "tf_gemm";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    if (a->ndim < 2 || b->ndim < 2)
+        return tf__error(TF_ERR_SHAPE, "%s: operands must be matrices (got %d-d and %d-d)", fn, a->ndim, b->ndim);
+    tf_tensor *at = NULL, *bt = NULL;
+    tf_status s = transpose_a ? tf_transpose(a, -1, -2, &at) : TF_OK;
+    if (s == TF_OK) s = transpose_b ? tf_transpose(b, -1, -2, &bt) : TF_OK;
+    if (s == TF_OK) s = matmul_op(fn, TF_OP_GEMM, at ? at : a, bt ? bt : b, c, alpha, beta, out);
+    tf_tensor_release(at);
+    tf_tensor_release(bt);
+    return s;
+}
+
+tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
+    static const char fn[] = "tf_gemv";
+    if (out) *out = NULL;
+    if (!a || !x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    if (a->ndim < 2 || x->ndim != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: needs a matrix and a vector (got %d-d and %d-d)", fn, a->ndim, x->ndim);
+    return matmul_op(fn, TF_OP_MATMUL, a, x, NULL, 1, 0, out);
+}
+
+tf_status tf_outer(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    static const char fn[] = "tf_outer";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    if (a->ndim != 1 || b->ndim != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: needs two vectors (got %d-d and %d-d)", fn, a->ndim, b->ndim);
+    tf_tensor *col = NULL;
+    tf_status s = tf_unsqueeze(a, 1, &col);
+    if (s == TF_OK) s = binary(fn, TF_OP_MUL, col, b, out);
+    tf_tensor_release(col);
     return s;
 }
 

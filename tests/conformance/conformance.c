@@ -27,8 +27,8 @@
 /* ---- the op table, as this suite reads it ---- */
 
 typedef enum {
-    SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_COMPOSITE,
-    SH_CREATE
+    SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
+    SH_COMPOSITE, SH_CREATE
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -1190,8 +1190,153 @@ static void run_reshaping(tf_device *dev, const op_row *op, tf_dtype dt, counts 
     }
 }
 
+/* alpha * op(a) @ op(b) + beta * c on host values; a, b logical [.., M, K]
+ * and [.., K, N] after transposition; mag gets the size of the terms. */
+static void ref_gemm(const host_t *a, bool ta, const host_t *b, bool tb, const host_t *cm, double alpha, double beta,
+                     host_t *ref) {
+    int nd = ref->ndim;
+    int64_t M = ref->shape[nd - 2], N = ref->shape[nd - 1], K = ta ? a->shape[a->ndim - 2] : a->shape[a->ndim - 1];
+    int64_t idx[TF_MAX_DIMS], ai[TF_MAX_DIMS], bi[TF_MAX_DIMS];
+    ref->mag = calloc((size_t)(ref->n ? ref->n : 1), sizeof(double));
+    ref->length = K;
+    for (int64_t i = 0; i < ref->n; i++) {
+        unravel(i, nd, ref->shape, idx);
+        long double acc = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+            for (int d = 0; d < a->ndim - 2; d++) ai[d] = a->shape[d] == 1 ? 0 : idx[nd - a->ndim + d];
+            for (int d = 0; d < b->ndim - 2; d++) bi[d] = b->shape[d] == 1 ? 0 : idx[nd - b->ndim + d];
+            ai[a->ndim - 2] = ta ? k : idx[nd - 2];
+            ai[a->ndim - 1] = ta ? idx[nd - 2] : k;
+            bi[b->ndim - 2] = tb ? idx[nd - 1] : k;
+            bi[b->ndim - 1] = tb ? k : idx[nd - 1];
+            long double t = (long double)a->v[flat_of(a, ai)] * b->v[flat_of(b, bi)];
+            acc += t;
+            mag += fabsl(t);
+        }
+        long double v = alpha * acc, m = fabs(alpha) * mag;
+        if (cm && beta != 0) {
+            double cv = cm->v[broadcast_index(cm, nd, idx)];
+            v += beta * cv;
+            m += fabs(beta * cv);
+        }
+        ref->v[i] = (double)v;
+        ref->mag[i] = (double)m;
+        (void)M;
+        (void)N;
+    }
+}
+
+static void run_gemm(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int na, nb, nc; int64_t a[3], b[3], cs[3]; bool nan_c; } cases[] = {
+        {2, 2, 2, {5, 7}, {7, 3}, {5, 3}, false},      {2, 2, 1, {4, 9}, {9, 6}, {6}, false},
+        {3, 2, 3, {2, 5, 7}, {7, 3}, {2, 1, 3}, false}, {2, 2, 0, {3, 4}, {4, 2}, {0}, false},
+        {2, 2, 2, {3, 0}, {0, 4}, {3, 4}, false},       {2, 2, 2, {4, 5}, {5, 3}, {4, 3}, true},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        bool ta = randint(0, 1), tb = randint(0, 1), has_c = cases[ci].nc > 0;
+        double alpha = uniform(-2, 2), beta = cases[ci].nan_c ? 0 : uniform(-2, 2);
+        int64_t as[3], bs[3];
+        memcpy(as, cases[ci].a, sizeof as);
+        memcpy(bs, cases[ci].b, sizeof bs);
+        int na = cases[ci].na, nb = cases[ci].nb;
+        if (ta) { int64_t t = as[na - 1]; as[na - 1] = as[na - 2]; as[na - 2] = t; }   /* stored transposed */
+        if (tb) { int64_t t = bs[nb - 1]; bs[nb - 1] = bs[nb - 2]; bs[nb - 2] = t; }
+        host_t ha, hb, hc, ref;
+        tf_tensor *a = NULL, *b = NULL, *ct = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, na, as, op->dom, 0, ci % 2 ? LAYOUT_TRANSPOSED : LAYOUT_CONTIG, &ha, &a);
+        tf_status s2 = make_input(dev, dt, nb, bs, op->dom, 1, ci % 3 ? LAYOUT_CONTIG : LAYOUT_STRIDED, &hb, &b);
+        if (s == TF_OK) s = s2;
+        memset(&hc, 0, sizeof hc);
+        if (has_c) {
+            s2 = make_input(dev, dt, cases[ci].nc, cases[ci].cs, cases[ci].nan_c ? DOM_SPECIAL : op->dom, 0, LAYOUT_CONTIG, &hc, &ct);
+            if (cases[ci].nan_c) {                 /* beta == 0: c must not be read, NaN included */
+                tf_tensor_release(ct);
+                ct = NULL;
+                s2 = s2 == TF_OK ? tf_full(dev, dt, cases[ci].nc, cases[ci].cs, NAN, &ct) : s2;
+            }
+            if (s == TF_OK) s = s2;
+        }
+        if (s == TF_OK) s = tf_gemm(a, b, ct, alpha, beta, ta, tb, &out);
+        int nd = na > nb ? na : nb;
+        int64_t oshape[3];
+        for (int d = 0; d < nd - 2; d++) oshape[d] = na == nd ? cases[ci].a[d] : cases[ci].b[d];
+        oshape[nd - 2] = cases[ci].a[na - 2];
+        oshape[nd - 1] = cases[ci].b[nb - 1];
+        host_init(&ref, dt, nd, oshape);
+        ref_gemm(&ha, ta, &hb, tb, has_c ? &hc : NULL, alpha, beta, &ref);
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s case %zu ta %d tb %d alpha %.3g beta %.3g", tf_dtype_name(dt), ci, ta, tb, alpha, beta);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&ha);
+        host_free(&hb);
+        if (has_c) host_free(&hc);
+        host_free(&ref);
+        tf_tensor_release(a);
+        tf_tensor_release(b);
+        tf_tensor_release(ct);
+        tf_tensor_release(out);
+    }
+}
+
+/* gemv and outer against the same GEMM reference. */
+static void run_products(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int na; int64_t a[3]; int64_t n; } cases[] = {{2, {5, 7}, 7}, {3, {2, 3, 4}, 4}, {2, {0, 3}, 3}};
+    bool outer = op->kind == TF_OP_OUTER;
+    for (size_t ci = 0; ci < 3; ci++) {
+        int na = outer ? 1 : cases[ci].na;
+        int64_t ashape[3];
+        memcpy(ashape, cases[ci].a, sizeof ashape);
+        if (outer) ashape[0] = cases[ci].a[0] + (int64_t)ci;
+        host_t ha, hx, ref;
+        tf_tensor *a = NULL, *x = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, na, ashape, op->dom, 0, ci == 1 ? LAYOUT_TRANSPOSED : LAYOUT_CONTIG, &ha, &a);
+        int64_t xn = outer ? cases[ci].n : ashape[na - 1];
+        tf_status s2 = make_input(dev, dt, 1, &xn, op->dom, 1, LAYOUT_STRIDED, &hx, &x);
+        if (s == TF_OK) s = s2;
+        if (s == TF_OK) s = outer ? tf_outer(a, x, &out) : tf_gemv(a, x, &out);
+        int64_t oshape[3], idx[3];
+        int on = outer ? 2 : na - 1;
+        if (outer) { oshape[0] = ashape[0]; oshape[1] = xn; }
+        else memcpy(oshape, ashape, sizeof(int64_t) * (size_t)on);
+        host_init(&ref, is_int(dt) || is_float(dt) ? dt : dt, on, oshape);
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        ref.length = outer ? 1 : xn;
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, on, oshape, idx);
+            long double acc = 0, mag = 0;
+            int64_t iacc = 0;
+            if (outer) {
+                acc = (long double)ha.v[idx[0]] * hx.v[idx[1]];
+                iacc = (int64_t)((uint64_t)(int64_t)ha.v[idx[0]] * (uint64_t)(int64_t)hx.v[idx[1]]);
+                mag = fabsl(acc);
+            } else {
+                int64_t ai[3];
+                memcpy(ai, idx, sizeof ai);
+                for (int64_t k = 0; k < xn; k++) {
+                    ai[na - 1] = k;
+                    acc += (long double)ha.v[flat_of(&ha, ai)] * hx.v[k];
+                    mag += fabsl((long double)ha.v[flat_of(&ha, ai)] * hx.v[k]);
+                    iacc = (int64_t)((uint64_t)iacc + (uint64_t)(int64_t)ha.v[flat_of(&ha, ai)] * (uint64_t)(int64_t)hx.v[k]);
+                }
+            }
+            ref.v[i] = is_int(dt) ? wrap_int(dt, iacc) : (double)acc;
+            ref.mag[i] = (double)mag;
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu", tf_dtype_name(dt), ci);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&ha);
+        host_free(&hx);
+        host_free(&ref);
+        tf_tensor_release(a);
+        tf_tensor_release(x);
+        tf_tensor_release(out);
+    }
+}
+
 static void run_composite(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     if (op->kind == TF_OP_CONCAT || op->kind == TF_OP_STACK) run_join(dev, op, dt, c);
+    else if (op->kind == TF_OP_GEMV || op->kind == TF_OP_OUTER) run_products(dev, op, dt, c);
     else run_reshaping(dev, op, dt, c);
 }
 
@@ -1253,6 +1398,7 @@ static counts run_device(tf_device *dev) {
             case SH_SCAN: run_scan(dev, op, (tf_dtype)dt, &c); break;
             case SH_INDEXED: run_indexed(dev, op, (tf_dtype)dt, &c); break;
             case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
+            case SH_GEMM: run_gemm(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }

@@ -441,16 +441,20 @@ static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
 typedef struct mm_geom {
     int64_t m, k, n;
     int64_t as_m, as_k, bs_k, bs_n, os_m, os_n;   /* bytes */
+    /* GEMM epilogue: out = alpha * a@b + beta * c (c read only if beta != 0) */
+    bool epilogue;
+    double alpha, beta;
+    int64_t cs_m, cs_n;
 } mm_geom;
 
-typedef void (*matmul_fn)(const mm_geom *g, char *o, const char *a, const char *b, void *acc);
+typedef void (*matmul_fn)(const mm_geom *g, char *o, const char *a, const char *b, const char *c, void *acc);
 
 #define FMAC(acc, x, y) ((acc) + (x) * (y))
 #define IMAC(acc, x, y) ((acc) + (uint64_t)(x) * (uint64_t)(y))
 
 /* Row-by-row i-k-j loop: the j loop streams rows of b and the accumulator. */
 #define DEF_MATMUL(DT, CT, ACCT, MAC)                                                      \
-    static void matmul_##DT(const mm_geom *g, char *o, const char *a, const char *b, void *accv) { \
+    static void matmul_##DT(const mm_geom *g, char *o, const char *a, const char *b, const char *c, void *accv) { \
         ACCT *acc = accv;                                                                  \
         for (int64_t i = 0; i < g->m; i++) {                                               \
             for (int64_t j = 0; j < g->n; j++) acc[j] = 0;                                 \
@@ -459,7 +463,15 @@ typedef void (*matmul_fn)(const mm_geom *g, char *o, const char *a, const char *
                 const char *brow = b + k * g->bs_k;                                        \
                 for (int64_t j = 0; j < g->n; j++) acc[j] = MAC(acc[j], av, (CT)LD_##DT(brow + j * g->bs_n)); \
             }                                                                              \
-            for (int64_t j = 0; j < g->n; j++) ST_##DT(o + i * g->os_m + j * g->os_n, acc[j]); \
+            if (!g->epilogue) {                                                            \
+                for (int64_t j = 0; j < g->n; j++) ST_##DT(o + i * g->os_m + j * g->os_n, acc[j]); \
+                continue;                                                                  \
+            }                                                                              \
+            for (int64_t j = 0; j < g->n; j++) {                                           \
+                CT v = (CT)(g->alpha * (CT)acc[j]);                                        \
+                if (g->beta != 0) v += (CT)(g->beta * (CT)LD_##DT(c + i * g->cs_m + j * g->cs_n)); \
+                ST_##DT(o + i * g->os_m + j * g->os_n, v);                                 \
+            }                                                                              \
         }                                                                                  \
     }
 
@@ -482,18 +494,28 @@ static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     int nb = O->ndim - 2;
     mm_geom g = {O->shape[nb], A->shape[nb + 1], O->shape[nb + 1], a.stride[nb], a.stride[nb + 1],
-                 b.stride[nb], b.stride[nb + 1], o.stride[nb], o.stride[nb + 1]};
+                 b.stride[nb], b.stride[nb + 1], o.stride[nb], o.stride[nb + 1], false, 1, 0, 0, 0};
+    bool has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2;
+    operand c = has_c ? make_operand(&op->inputs[2], address) : o;
+    if (op->kind == TF_OP_GEMM) {
+        g.epilogue = true;
+        g.alpha = op->params.alpha;
+        g.beta = has_c ? op->params.beta : 0;
+        g.cs_m = c.stride[nb];
+        g.cs_n = c.stride[nb + 1];
+    }
     void *acc = malloc((size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
     if (!acc) return TF_ERR_OUT_OF_MEMORY;
     int64_t idx[TF_MAX_DIMS] = {0};
     do {
-        int64_t ao = 0, bo = 0, oo = 0;
+        int64_t ao = 0, bo = 0, oo = 0, co = 0;
         for (int d = 0; d < nb; d++) {
             ao += idx[d] * a.stride[d];
             bo += idx[d] * b.stride[d];
             oo += idx[d] * o.stride[d];
+            co += idx[d] * c.stride[d];
         }
-        matmul_fns[O->dtype](&g, o.base + oo, a.base + ao, b.base + bo, acc);
+        matmul_fns[O->dtype](&g, o.base + oo, a.base + ao, b.base + bo, c.base + co, acc);
     } while (nb > 0 && next_index(nb, O->shape, idx));
     free(acc);
     return TF_OK;
@@ -749,7 +771,7 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_ISNAN: case TF_OP_ISINF: return out == TF_BOOL;
     case TF_OP_WHERE:
         return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
-    case TF_OP_MATMUL: return matmul_fns[out] && same_dtype_inputs(op);
+    case TF_OP_MATMUL: case TF_OP_GEMM: return matmul_fns[out] && same_dtype_inputs(op);
     case TF_OP_SUM: case TF_OP_PROD: case TF_OP_CUMSUM: return is_float(in) ? out == in : out == TF_I64;
     case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: return is_float(in) && out == in;
     case TF_OP_MAX: case TF_OP_MIN: return out == in;
@@ -773,7 +795,7 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
         return run_binary(op, address);
     case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(op, address);
     case TF_OP_WHERE: return run_where(op, address);
-    case TF_OP_MATMUL: return run_matmul(op, address);
+    case TF_OP_MATMUL: case TF_OP_GEMM: return run_matmul(op, address);
     case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
     case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
         return run_reduce(op, address);

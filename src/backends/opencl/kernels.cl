@@ -194,9 +194,11 @@ kernel void unary(int op, C alpha, C lo, C hi, long n, geom g, global T *out, gl
 #endif
 
 /* ---- batched matmul: TS x TS tiles in local memory ----
- * g: batch axes (shape), batch strides of a (0), b (1), out (2); offsets. */
+ * g: batch axes (shape), batch strides of a (0), b (1), out (2), c (3);
+ * offsets. With `epilogue` (GEMM): out = alpha * a@b + beta * c, c not read
+ * when beta == 0. */
 kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, global const T *a,
-                   global const T *b) {
+                   global const T *b, int epilogue, wide_t alpha, wide_t beta, global const T *c, long2 cs) {
     local C As[TS][TS];
     local C Bs[TS][TS];
     int tx = get_local_id(0), ty = get_local_id(1);
@@ -216,7 +218,15 @@ kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, glob
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (i < M && j < N) ST(out, oo + i * N + j, acc);
+    if (i < M && j < N) {
+        if (!epilogue) {
+            ST(out, oo + i * N + j, acc);
+        } else {
+            wide_t v = alpha * (wide_t)acc;
+            if (beta != 0) v += beta * (wide_t)LD(c, offset_of(&g, 3, bi) + i * cs.x + j * cs.y);
+            ST(out, oo + i * N + j, v);
+        }
+    }
 }
 #endif /* not bool */
 

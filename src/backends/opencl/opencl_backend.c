@@ -542,18 +542,25 @@ static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 static tf_status run_matmul(cl_dev *d, const tf_op *op) {
     const tf_tensor_desc *a = &op->inputs[0], *b = &op->inputs[1], *o = &op->output;
+    const tf_tensor_desc *c = op->n_inputs > 2 ? &op->inputs[2] : o;   /* o stands in when there is no c */
     int nb = o->ndim - 2;
-    const tf_tensor_desc *ops[3] = {a, b, o};
-    cl_geom g = make_geom(nb, o->shape, ops, 3);
+    const tf_tensor_desc *ops[4] = {a, b, o, c};
+    cl_geom g = make_geom(nb, o->shape, ops, 4);
     cl_long M = o->shape[nb], N = o->shape[nb + 1], K = a->shape[nb + 1];
     cl_long4 ms = {{a->strides[nb], a->strides[nb + 1], b->strides[nb], b->strides[nb + 1]}};
-    cl_mem mo = mem_of(o), ma = mem_of(a), mb = mem_of(b);
+    cl_long2 cs = {{c->strides[nb], c->strides[nb + 1]}};
+    cl_int epilogue = op->kind == TF_OP_GEMM;
+    double alpha = epilogue ? op->params.alpha : 1, beta = epilogue && op->n_inputs > 2 ? op->params.beta : 0;
+    cl_double alpha_d = alpha, beta_d = beta;
+    cl_float alpha_f = (cl_float)alpha, beta_f = (cl_float)beta;
+    cl_mem mo = mem_of(o), ma = mem_of(a), mb = mem_of(b), mc = mem_of(c);
     size_t batch = 1;
     for (int i = 0; i < nb; i++) batch *= (size_t)o->shape[i];
-    arg args[] = {ARG(M), ARG(N), ARG(K), ARG(ms), ARG(g), ARG(mo), ARG(ma), ARG(mb)};
+    arg args[] = {ARG(M), ARG(N), ARG(K), ARG(ms), ARG(g), ARG(mo), ARG(ma), ARG(mb), ARG(epilogue),
+                  d->fp64 ? ARG(alpha_d) : ARG(alpha_f), d->fp64 ? ARG(beta_d) : ARG(beta_f), ARG(mc), ARG(cs)};
     size_t ts = (size_t)d->ts, global[3] = {round_up((size_t)N, ts), round_up((size_t)M, ts), batch},
            local[3] = {ts, ts, 1};
-    return launch(d, d->kernel[o->dtype][K_MATMUL], "matmul", 8, args, 3, global, local);
+    return launch(d, d->kernel[o->dtype][K_MATMUL], "matmul", 13, args, 3, global, local);
 }
 
 static tf_status run_reduce(cl_dev *d, const tf_op *op) {
@@ -720,7 +727,7 @@ static bool cl_supports(void *ctx, const tf_op *op) {
         if (!dtype_ok(d, op->inputs[i].dtype)) return false;
     switch (op->kind) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_POW: case TF_OP_MATMUL: case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_COPY: case TF_OP_FILL:
+    case TF_OP_POW: case TF_OP_MATMUL: case TF_OP_GEMM: case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_COPY: case TF_OP_FILL:
     case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return true;
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
@@ -752,7 +759,7 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     tf_status s = ensure_program(d, dt);
     if (s == TF_OK) {
         switch (op->kind) {
-        case TF_OP_MATMUL: s = run_matmul(d, op); break;
+        case TF_OP_MATMUL: case TF_OP_GEMM: s = run_matmul(d, op); break;
         case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
         case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
             s = run_reduce(d, op);

@@ -39,6 +39,19 @@
  *    replaced by the index count. GATHER: index has the input's ndim, output
  *    the index's shape; params.axis the axis.
  *  - TRIL/TRIU work on the last two axes, params.diagonal the offset.
+ *  - ROW: inputs[0] is x (any strides, output shape); SOFTMAX/LOG_SOFTMAX
+ *    work along params.axis, RMSNORM/LAYERNORM along the last axis, with a
+ *    weight (then a bias) 1-D over it when params.flags says so, all of x's
+ *    dtype. LAYERNORM uses the population variance.
+ *  - ROPE: inputs[1] holds i32/i64 positions, 1-D over params.axis of x;
+ *    pairs in the first params.rotary_dims of the last axis rotate by
+ *    position * theta^(-2i/rotary_dims): (2i, 2i+1) by default (GPT-J),
+ *    (i, i + rotary_dims/2) with TF_ROPE_NEOX.
+ *  - SDPA: q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], and with
+ *    TF_SDPA_MASK an additive mask broadcast to [B, Hq, Lq, Lk] (stride 0
+ *    axes); out [B, Hq, Lq, Dv]. Query head h reads kv head h / (Hq / Hkv).
+ *    With TF_SDPA_CAUSAL query i sees keys j <= params.q_offset + i. A row
+ *    with no visible key is NaN.
  *  - The output is freshly allocated, contiguous, row-major, and does not
  *    alias an input. The exception is COPY, whose output may be a strided,
  *    non-overlapping view into part of a tensor (concat and pad write
@@ -89,7 +102,20 @@ typedef struct tf_op_params {
     int64_t correction;               /* VAR, STD: divisor is max(0, N - correction) */
     int64_t diagonal;                 /* TRIL, TRIU: kept diagonal offset */
     double beta;                      /* GEMM: out = alpha * a@b + beta * c (alpha above) */
+    double eps;                       /* RMSNORM, LAYERNORM */
+    uint32_t flags;                   /* ROW: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
+                                         SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK */
+    int64_t rotary_dims;              /* ROPE: leading dims of the last axis rotated */
+    double theta;                     /* ROPE: frequency base */
+    double scale;                     /* SDPA: score scale */
+    int64_t q_offset;                 /* SDPA: absolute position of the first query (causal) */
 } tf_op_params;
+
+#define TF_ROW_WEIGHT 1u
+#define TF_ROW_BIAS 2u
+#define TF_ROPE_NEOX 1u
+#define TF_SDPA_CAUSAL 1u
+#define TF_SDPA_MASK 2u
 
 typedef struct tf_op {
     tf_op_kind kind;

@@ -18,6 +18,9 @@
  *                        INDEXED    values picked by an index tensor (i32/i64)
  *                        TRIANGLE   elements kept or zeroed by position in the last two axes
  *                        GEMM       alpha * op(a) @ op(b) + beta * c, batched
+ *                        ROW        line by line along one axis (softmax, norms)
+ *                        ROPE       rotary position embedding of pairs in the last axis
+ *                        ATTENTION  scaled dot-product attention
  *                        COMPOSITE  lowered by the core to views and copies: no
  *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
@@ -40,7 +43,7 @@
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
- *           SCAN: the axis length), since
+ *           SCAN: the axis length; ROW and ATTENTION: the line length), since
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
  *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
@@ -121,7 +124,15 @@
     X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
     X(GEMM,         gemm,         3, GEMM,      PROMOTE,       FLOAT,   ANY,     4) \
     X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     4) \
-    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1)
+    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1) \
+    X(SOFTMAX,      softmax,      1, ROW,       SAME,          FLOAT,   WIDE,    16) \
+    X(LOG_SOFTMAX,  log_softmax,  1, ROW,       SAME,          FLOAT,   WIDE,    16) \
+    X(RMSNORM,      rmsnorm,      2, ROW,       SAME,          FLOAT,   ANY,     16) \
+    X(LAYERNORM,    layernorm,    3, ROW,       SAME,          FLOAT,   ANY,     16) \
+    X(ROPE,         rope,         2, ROPE,      SAME,          FLOAT,   ANY,     64) \
+    X(SDPA,         sdpa,         4, ATTENTION, SAME,          FLOAT,   ANY,     16) \
+    X(ATTENTION_SCORES, attention_scores, 2, COMPOSITE, PROMOTE, FLOAT, ANY,     4) \
+    X(WEIGHTED_SUM_ROWS, weighted_sum_rows, 2, COMPOSITE, PROMOTE, FLOAT, ANY,   4)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

@@ -315,6 +315,42 @@ TF_API tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out
 /* Outer product of two 1-D tensors: [M] x [N] -> [M, N]. */
 TF_API tf_status tf_outer(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 
+/* ---- transformer kernels (float dtypes) ---- */
+/* Numerically stable softmax / log_softmax along `axis`. */
+TF_API tf_status tf_softmax(const tf_tensor *x, int axis, tf_tensor **out);
+TF_API tf_status tf_log_softmax(const tf_tensor *x, int axis, tf_tensor **out);
+/* x / sqrt(mean(x^2) + eps) * weight over the last axis; weight may be NULL. */
+TF_API tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double eps, tf_tensor **out);
+/* (x - mean) / sqrt(var + eps) * weight + bias over the last axis
+ * (population variance); weight and bias may be NULL. */
+TF_API tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps,
+                              tf_tensor **out);
+typedef enum tf_rope_mode {
+    TF_ROPE_INTERLEAVED = 0,   /* GPT-J: rotate pairs (2i, 2i+1) */
+    TF_ROPE_HALF_SPLIT = 1     /* GPT-NeoX / Llama: rotate pairs (i, i + rotary_dims/2) */
+} tf_rope_mode;
+/* Rotary position embedding over the last axis of x. positions: i32/i64,
+ * one per index of x's `seq_axis`. The first rotary_dims (even; 0 means
+ * all) dims rotate by position * theta^(-2i/rotary_dims); the rest pass
+ * through. */
+TF_API tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, int64_t rotary_dims,
+                         double theta, tf_rope_mode mode, tf_tensor **out);
+/* Scaled dot-product attention. q [B, Hq, Lq, D], k [B, Hkv, Lk, D],
+ * v [B, Hkv, Lk, Dv] with Hkv dividing Hq (grouped-query attention); mask
+ * (may be NULL) is additive and broadcasts to [B, Hq, Lq, Lk]; scale <= 0
+ * or NaN means 1/sqrt(D). With causal, query i (at absolute position
+ * q_offset + i; q_offset < 0 means Lk - Lq, the decoding case with a KV
+ * cache) attends keys 0..q_offset+i. A query that sees no key gives NaN,
+ * as in PyTorch. Result [B, Hq, Lq, Dv]. */
+TF_API tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask,
+                         double scale, bool causal, int64_t q_offset, tf_tensor **out);
+/* Decode-time primitives: scores[..., j] = scale * keys[..., j, :] . query[..., :]
+ * (query [..., D], keys [..., L, D] -> [..., L]), and the weighted sum of
+ * rows out[..., :] = sum_j weights[..., j] * values[..., j, :]
+ * (weights [..., L], values [..., L, D] -> [..., D]). */
+TF_API tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, double scale, tf_tensor **out);
+TF_API tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values, tf_tensor **out);
+
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;
  * the result has the index count as that axis's extent. An index outside

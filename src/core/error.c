@@ -5,7 +5,7 @@
 
 #include "core.h"
 
-static _Thread_local char tl_error[1024];
+static _Thread_local char tl_error[4096];   /* room for a compiler log */
 
 const char *tf_status_name(tf_status s) {
     switch (s) {

@@ -28,7 +28,7 @@
 
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
-    SH_COMPOSITE, SH_CREATE
+    SH_ROW, SH_ROPE, SH_ATTENTION, SH_COMPOSITE, SH_CREATE
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -179,6 +179,7 @@ static double convert(tf_dtype dt, double v, bool from_float) {
 
 /* ---- host tensors and their device twins ---- */
 
+/* strided: every other element, starting from the second (a nonzero offset) */
 typedef enum { LAYOUT_CONTIG, LAYOUT_STRIDED, LAYOUT_TRANSPOSED } layout;
 static const char *const layout_names[] = {"contig", "strided", "transposed"};
 
@@ -267,7 +268,7 @@ static tf_status make_input(tf_device *dev, tf_dtype dt, int ndim, const int64_t
     for (int64_t i = 0; i < h->n; i++) {
         unravel(i, ndim, shape, idx);
         for (int d = 0; d < ndim; d++) pidx[d] = lay == LAYOUT_TRANSPOSED ? idx[ndim - 1 - d] : idx[d];
-        if (lay == LAYOUT_STRIDED) pidx[ndim - 1] *= 2;
+        if (lay == LAYOUT_STRIDED) pidx[ndim - 1] = 2 * pidx[ndim - 1] + 1;   /* odd positions: a nonzero offset */
         int64_t p = 0;
         for (int d = 0; d < ndim; d++) p = p * pshape[d] + pidx[d];
         encode(dt, h->v[i], bytes + p * es);
@@ -280,7 +281,7 @@ static tf_status make_input(tf_device *dev, tf_dtype dt, int ndim, const int64_t
         *out = parent;
         return TF_OK;
     }
-    if (lay == LAYOUT_STRIDED) s = tf_slice(parent, -1, 0, pshape[ndim - 1], 2, out);
+    if (lay == LAYOUT_STRIDED) s = tf_slice(parent, -1, 1, pshape[ndim - 1], 2, out);
     else {
         int perm[TF_MAX_DIMS];
         for (int d = 0; d < ndim; d++) perm[d] = ndim - 1 - d;
@@ -950,7 +951,7 @@ static tf_status make_index(tf_device *dev, bool i64, int ndim, const int64_t *s
     int64_t idx[TF_MAX_DIMS];
     for (int64_t i = 0; i < h->n; i++) {
         unravel(i, ndim, shape, idx);
-        if (strided && ndim) idx[ndim - 1] *= 2;
+        if (strided && ndim) idx[ndim - 1] = 2 * idx[ndim - 1] + 1;
         int64_t p = 0;
         for (int d = 0; d < ndim; d++) p = p * pshape[d] + idx[d];
         encode(h->dt, h->v[i], bytes + p * es);
@@ -959,7 +960,7 @@ static tf_status make_index(tf_device *dev, bool i64, int ndim, const int64_t *s
     tf_status s = tf_tensor_from_data(dev, h->dt, ndim, pshape, bytes, &parent);
     free(bytes);
     if (s == TF_OK && strided && ndim) {
-        s = tf_slice(parent, -1, 0, pshape[ndim - 1], 2, out);
+        s = tf_slice(parent, -1, 1, pshape[ndim - 1], 2, out);
         tf_tensor_release(parent);
     } else if (s == TF_OK) {
         *out = parent;
@@ -1334,7 +1335,259 @@ static void run_products(tf_device *dev, const op_row *op, tf_dtype dt, counts *
     }
 }
 
+/* ---- transformer kernels ---- */
+
+static void run_row(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool norm = op->kind == TF_OP_RMSNORM || op->kind == TF_OP_LAYERNORM;
+    static const reduce_case cases[] = {
+        {3, {6, 5, 8}, -1, LAYOUT_CONTIG}, {3, {6, 5, 8}, 1, LAYOUT_TRANSPOSED}, {3, {6, 5, 8}, 0, LAYOUT_STRIDED},
+        {1, {1031}, 0, LAYOUT_CONTIG},     {2, {3, 0}, -1, LAYOUT_CONTIG},       {2, {0, 5}, -1, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const reduce_case *rc = &cases[ci];
+        int nd = rc->n, ax = norm ? nd - 1 : (rc->axis < 0 ? rc->axis + nd : rc->axis);
+        int64_t d = rc->shape[nd - 1], len = rc->shape[ax], idx[TF_MAX_DIMS];
+        bool with_w = norm && ci % 3 != 1, with_b = op->kind == TF_OP_LAYERNORM && ci % 2 == 0;
+        double eps = uniform(1e-6, 1e-2);
+        host_t h, hw, hb, ref;
+        tf_tensor *t = NULL, *w = NULL, *b = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, nd, rc->shape, op->dom, 0, rc->lay, &h, &t);
+        memset(&hw, 0, sizeof hw);
+        memset(&hb, 0, sizeof hb);
+        if (with_w && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, LAYOUT_STRIDED, &hw, &w);
+        if (with_b && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, LAYOUT_CONTIG, &hb, &b);
+        if (s == TF_OK) {
+            switch (op->kind) {
+            case TF_OP_SOFTMAX: s = tf_softmax(t, rc->axis, &out); break;
+            case TF_OP_LOG_SOFTMAX: s = tf_log_softmax(t, rc->axis, &out); break;
+            case TF_OP_RMSNORM: s = tf_rmsnorm(t, w, eps, &out); break;
+            default: s = tf_layernorm(t, w, b, eps, &out); break;
+            }
+        }
+        host_init(&ref, dt, nd, rc->shape);
+        ref.length = len;
+        int64_t step = 1;
+        for (int k = ax + 1; k < nd; k++) step *= rc->shape[k];
+        for (int64_t i = 0; i < h.n; i++) {
+            unravel(i, nd, rc->shape, idx);
+            if (idx[ax] != 0) continue;                        /* once per line */
+            long double m = -INFINITY, sum = 0, mean = 0, ss = 0;
+            for (int64_t j = 0; j < len; j++) {
+                double v = h.v[i + j * step];
+                m = v > m ? v : m;
+                mean += v;
+            }
+            mean /= len;
+            for (int64_t j = 0; j < len; j++) {
+                long double v = h.v[i + j * step];
+                sum += expl(v - m);
+                ss += op->kind == TF_OP_LAYERNORM ? (v - mean) * (v - mean) : v * v;
+            }
+            long double inv = 1.0L / sqrtl(ss / len + eps);
+            for (int64_t j = 0; j < len; j++) {
+                long double v = h.v[i + j * step], r;
+                switch (op->kind) {
+                case TF_OP_SOFTMAX: r = expl(v - m) / sum; break;
+                case TF_OP_LOG_SOFTMAX: r = v - m - logl(sum); break;
+                case TF_OP_RMSNORM: r = v * inv; break;
+                default: r = (v - mean) * inv; break;
+                }
+                if (with_w) r *= hw.v[j];
+                if (with_b) r += hb.v[j];
+                ref.v[i + j * step] = (double)r;
+            }
+        }
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s %d-d axis %d %s%s%s", tf_dtype_name(dt), nd, rc->axis, layout_names[rc->lay],
+                 with_w ? " weight" : "", with_b ? " bias" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        if (with_w) host_free(&hw);
+        if (with_b) host_free(&hb);
+        tf_tensor_release(t);
+        tf_tensor_release(w);
+        tf_tensor_release(b);
+        tf_tensor_release(out);
+    }
+}
+
+static void run_rope(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n; int64_t s[4]; int seq; int64_t rot; layout lay; } cases[] = {
+        {4, {2, 5, 3, 8}, 1, 8, LAYOUT_CONTIG}, {4, {2, 5, 3, 8}, 1, 4, LAYOUT_TRANSPOSED},
+        {2, {6, 10}, 0, 0, LAYOUT_STRIDED},     {3, {2, 0, 4}, 1, 2, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        for (int mode = 0; mode < 2; mode++) {
+            int nd = cases[ci].n, ax = cases[ci].seq;
+            int64_t d = cases[ci].s[nd - 1], rot = cases[ci].rot ? cases[ci].rot : d, half = rot / 2, idx[4];
+            double theta = ci % 2 ? 500000.0 : 10000.0;
+            host_t h, hp, ref;
+            tf_tensor *t = NULL, *p = NULL, *out = NULL;
+            tf_status s = make_input(dev, dt, nd, cases[ci].s, op->dom, 0, cases[ci].lay, &h, &t);
+            tf_status s2 = make_index(dev, ci % 2, 1, &cases[ci].s[ax], 64, ci == 2, &hp, &p);
+            if (s == TF_OK) s = s2;
+            if (s == TF_OK) s = tf_rope(t, p, ax, cases[ci].rot, theta, (tf_rope_mode)mode, &out);
+            host_init(&ref, dt, nd, cases[ci].s);
+            for (int64_t i = 0; i < h.n; i++) {
+                unravel(i, nd, cases[ci].s, idx);
+                int64_t e = idx[nd - 1];
+                if (e >= rot) {
+                    ref.v[i] = h.v[i];
+                    continue;
+                }
+                int64_t k = mode ? e % half : e / 2, partner = mode ? (e < half ? e + half : e - half) : e ^ 1;
+                bool first = mode ? e < half : e % 2 == 0;
+                long double angle = hp.v[idx[ax]] * powl(theta, -2.0L * k / rot);
+                long double v = h.v[i], u = h.v[i - e + partner];
+                ref.v[i] = (double)(first ? v * cosl(angle) - u * sinl(angle) : u * sinl(angle) + v * cosl(angle));
+            }
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s %d-d rot %lld %s %s", tf_dtype_name(dt), nd, (long long)rot,
+                     mode ? "half-split" : "interleaved", layout_names[cases[ci].lay]);
+            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            host_free(&h);
+            host_free(&hp);
+            host_free(&ref);
+            tf_tensor_release(t);
+            tf_tensor_release(p);
+            tf_tensor_release(out);
+        }
+    }
+}
+
+static void run_attention(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct {
+        int64_t q[4], kv[4], dv;
+        bool causal;
+        int64_t q_offset;
+        int mask_n;
+        int64_t mask[4];
+        layout lay;
+    } cases[] = {
+        {{2, 4, 3, 8}, {2, 2, 5, 8}, 6, false, -1, 0, {0}, LAYOUT_CONTIG},           /* GQA */
+        {{2, 4, 3, 8}, {2, 2, 5, 8}, 6, true, -1, 2, {3, 5}, LAYOUT_TRANSPOSED},     /* causal, mask */
+        {{1, 2, 1, 16}, {1, 2, 7, 16}, 16, true, 6, 0, {0}, LAYOUT_CONTIG},          /* decode, KV cache */
+        {{1, 3, 4, 5}, {1, 3, 4, 5}, 3, true, 0, 4, {1, 3, 1, 4}, LAYOUT_STRIDED},   /* MHA, prefill */
+        {{1, 2, 0, 4}, {1, 1, 3, 4}, 4, false, -1, 0, {0}, LAYOUT_CONTIG},           /* no queries */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int64_t vshape[4] = {cases[ci].kv[0], cases[ci].kv[1], cases[ci].kv[2], cases[ci].dv};
+        host_t hq, hk, hv, hm, ref;
+        tf_tensor *q = NULL, *k = NULL, *v = NULL, *m = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 4, cases[ci].q, op->dom, 0, cases[ci].lay, &hq, &q);
+        tf_status s2 = make_input(dev, dt, 4, cases[ci].kv, op->dom, 0, LAYOUT_CONTIG, &hk, &k);
+        tf_status s3 = make_input(dev, dt, 4, vshape, op->dom, 0, cases[ci].lay, &hv, &v);
+        memset(&hm, 0, sizeof hm);
+        if (cases[ci].mask_n) {
+            tf_status s4 = make_input(dev, dt, cases[ci].mask_n, cases[ci].mask, op->dom, 0, LAYOUT_CONTIG, &hm, &m);
+            if (s == TF_OK) s = s4;
+        }
+        if (s == TF_OK) s = s2 != TF_OK ? s2 : s3;
+        double scale = ci % 2 ? 0.3 : -1;
+        if (s == TF_OK) s = tf_sdpa(q, k, v, m, scale, cases[ci].causal, cases[ci].q_offset, &out);
+        int64_t B = cases[ci].q[0], Hq = cases[ci].q[1], Lq = cases[ci].q[2], D = cases[ci].q[3];
+        int64_t Hkv = cases[ci].kv[1], Lk = cases[ci].kv[2], Dv = cases[ci].dv;
+        int64_t oshape[4] = {B, Hq, Lq, Dv}, off = cases[ci].q_offset < 0 ? Lk - Lq : cases[ci].q_offset;
+        double sc = scale > 0 ? scale : 1 / sqrt((double)D);
+        host_init(&ref, dt, 4, oshape);
+        ref.length = Lk;
+        long double *p = malloc(sizeof(long double) * (size_t)(Lk ? Lk : 1));
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < Hq; h++)
+                for (int64_t i = 0; i < Lq; i++) {
+                    long double mx = -INFINITY, sum = 0;
+                    int64_t kh = h / (Hq / Hkv);
+                    for (int64_t j = 0; j < Lk; j++) {
+                        long double sj = -INFINITY;
+                        if (!cases[ci].causal || j <= off + i) {
+                            sj = 0;
+                            for (int64_t d = 0; d < D; d++)
+                                sj += (long double)hq.v[((b * Hq + h) * Lq + i) * D + d] * hk.v[((b * Hkv + kh) * Lk + j) * D + d];
+                            sj *= sc;
+                            if (cases[ci].mask_n) {
+                                int64_t mi[4] = {b, h, i, j};
+                                sj += hm.v[broadcast_index(&hm, 4, mi)];
+                            }
+                        }
+                        p[j] = sj;
+                        mx = sj > mx ? sj : mx;
+                    }
+                    for (int64_t j = 0; j < Lk; j++) sum += (p[j] = expl(p[j] - mx));
+                    for (int64_t e = 0; e < Dv; e++) {
+                        long double acc = 0;
+                        for (int64_t j = 0; j < Lk; j++) acc += p[j] * hv.v[((b * Hkv + kh) * Lk + j) * Dv + e];
+                        ref.v[((b * Hq + h) * Lq + i) * Dv + e] = (double)(acc / sum);
+                    }
+                }
+        free(p);
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s case %zu%s%s", tf_dtype_name(dt), ci, cases[ci].causal ? " causal" : "",
+                 cases[ci].mask_n ? " mask" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hq);
+        host_free(&hk);
+        host_free(&hv);
+        if (cases[ci].mask_n) host_free(&hm);
+        host_free(&ref);
+        tf_tensor_release(q);
+        tf_tensor_release(k);
+        tf_tensor_release(v);
+        tf_tensor_release(m);
+        tf_tensor_release(out);
+    }
+}
+
+/* attention_scores and weighted_sum_rows, with and without leading axes. */
+static void run_decode_primitives(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool scores = op->kind == TF_OP_ATTENTION_SCORES;
+    static const struct { int n; int64_t lead; int64_t L, D; } cases[] = {{1, 0, 5, 8}, {2, 3, 7, 4}, {2, 2, 0, 3}};
+    for (size_t ci = 0; ci < 3; ci++) {
+        int n = cases[ci].n;
+        int64_t L = cases[ci].L, D = cases[ci].D, lead = cases[ci].lead;
+        int64_t s1[2] = {lead, scores ? D : L}, s2[3] = {lead, L, D};
+        const int64_t *a_shape = n == 2 ? s1 : s1 + 1, *b_shape = n == 2 ? s2 : s2 + 1;
+        host_t ha, hb, ref;
+        tf_tensor *a = NULL, *b = NULL, *out = NULL;
+        double scale = uniform(0.1, 1);
+        tf_status s = make_input(dev, dt, n, a_shape, op->dom, 0, LAYOUT_STRIDED, &ha, &a);
+        tf_status s2s = make_input(dev, dt, n + 1, b_shape, op->dom, 0, ci ? LAYOUT_TRANSPOSED : LAYOUT_CONTIG, &hb, &b);
+        if (s == TF_OK) s = s2s;
+        if (s == TF_OK) s = scores ? tf_attention_scores(a, b, scale, &out) : tf_weighted_sum_rows(a, b, &out);
+        int64_t oshape[2] = {lead, scores ? L : D};
+        host_init(&ref, dt, n, n == 2 ? oshape : oshape + 1);
+        ref.length = scores ? D : L;
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        int64_t rows = n == 2 ? lead : 1, width = scores ? L : D;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t x = 0; x < width; x++) {
+                long double acc = 0, mag = 0;
+                for (int64_t y = 0; y < (scores ? D : L); y++) {
+                    long double t = scores ? (long double)ha.v[r * D + y] * hb.v[(r * L + x) * D + y]
+                                           : (long double)ha.v[r * L + y] * hb.v[(r * L + y) * D + x];
+                    acc += t;
+                    mag += fabsl(t);
+                }
+                ref.v[r * width + x] = (double)(scores ? acc * scale : acc);
+                ref.mag[r * width + x] = (double)(scores ? mag * scale : mag);
+            }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu", tf_dtype_name(dt), ci);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&ha);
+        host_free(&hb);
+        host_free(&ref);
+        tf_tensor_release(a);
+        tf_tensor_release(b);
+        tf_tensor_release(out);
+    }
+}
+
 static void run_composite(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    if (op->kind == TF_OP_ATTENTION_SCORES || op->kind == TF_OP_WEIGHTED_SUM_ROWS) {
+        run_decode_primitives(dev, op, dt, c);
+        return;
+    }
     if (op->kind == TF_OP_CONCAT || op->kind == TF_OP_STACK) run_join(dev, op, dt, c);
     else if (op->kind == TF_OP_GEMV || op->kind == TF_OP_OUTER) run_products(dev, op, dt, c);
     else run_reshaping(dev, op, dt, c);
@@ -1399,6 +1652,9 @@ static counts run_device(tf_device *dev) {
             case SH_INDEXED: run_indexed(dev, op, (tf_dtype)dt, &c); break;
             case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
             case SH_GEMM: run_gemm(dev, op, (tf_dtype)dt, &c); break;
+            case SH_ROW: run_row(dev, op, (tf_dtype)dt, &c); break;
+            case SH_ROPE: run_rope(dev, op, (tf_dtype)dt, &c); break;
+            case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }

@@ -443,6 +443,35 @@ static void test_indexing_errors(void **state) {
     for (int k = 0; k < 4; k++) tf_tensor_release(all[k]);
 }
 
+static void test_transformer_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s234[3] = {2, 3, 4}, s3[1] = {3}, q[4] = {1, 4, 2, 8}, kv_bad[4] = {1, 3, 5, 8}, kv[4] = {1, 2, 5, 8};
+    tf_tensor *x = NULL, *w3 = NULL, *qq = NULL, *kb = NULL, *kk = NULL, *pos = NULL, *o = NULL, *ix = NULL;
+    OK(tf_ones(cpu, TF_F32, 3, s234, &x));
+    OK(tf_ones(cpu, TF_F32, 1, s3, &w3));
+    OK(tf_zeros(cpu, TF_F32, 4, q, &qq));
+    OK(tf_zeros(cpu, TF_F32, 4, kv_bad, &kb));
+    OK(tf_zeros(cpu, TF_F32, 4, kv, &kk));
+    OK(tf_zeros(cpu, TF_I32, 1, s3, &pos));
+    OK(tf_zeros(cpu, TF_I32, 3, s234, &ix));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_rmsnorm: weight [3] must be [4], the last axis of x", tf_rmsnorm(x, w3, 1e-6, &o));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_layernorm: eps -1 must be >= 0", tf_layernorm(x, NULL, NULL, -1, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "tf_softmax: softmax does not accept dtype i32", tf_softmax(ix, -1, &o));
+    FAILS_WITH(TF_ERR_AXIS, "tf_softmax: axis 3 out of range", tf_softmax(x, 3, &o));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "rotary_dims 3 must be even and at most 4", tf_rope(x, pos, 1, 3, 10000, TF_ROPE_HALF_SPLIT, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "positions must be [2], one per index of axis 0", tf_rope(x, pos, 0, 0, 10000, TF_ROPE_INTERLEAVED, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "kv heads must divide q heads", tf_sdpa(qq, kb, kb, NULL, 0, true, -1, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "mask [3] does not broadcast to the scores [1,4,2,5]", tf_sdpa(qq, kk, kk, w3, 0, false, -1, &o));
+    assert_null(o);
+    OK(tf_sdpa(qq, kk, kk, NULL, 0, true, -1, &o));   /* q of zeros: uniform weights over visible keys */
+    tf_tensor_release(o);
+    OK(tf_sdpa(qq, kk, kk, NULL, 0, true, -100, &o)); /* q_offset < 0 means Lk - Lq */
+    tf_tensor_release(o);
+    tf_tensor *all[] = {x, w3, qq, kb, kk, pos, ix};
+    for (int k = 0; k < 7; k++) tf_tensor_release(all[k]);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -566,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_comparisons_logic_and_where),
         cmocka_unit_test(test_reduction_edges),
         cmocka_unit_test(test_indexing_errors),
+        cmocka_unit_test(test_transformer_errors),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

@@ -436,6 +436,138 @@ static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- row ops: softmax, log_softmax, rmsnorm, layernorm (in double) ---- */
+
+static tf_status run_row(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    operand x = make_operand(X, address), o = make_operand(O, address), w = {0}, b = {0};
+    int next = 1, ax = op->params.axis;
+    bool has_w = op->params.flags & TF_ROW_WEIGHT, has_b = op->params.flags & TF_ROW_BIAS;
+    if (has_w) w = make_operand(&op->inputs[next++], address);
+    if (has_b) b = make_operand(&op->inputs[next++], address);
+    tf_dtype dt = X->dtype;
+    int64_t len = X->shape[ax], xs = x.stride[ax], os = o.stride[ax], lines[TF_MAX_DIMS], idx[TF_MAX_DIMS] = {0};
+    for (int d = 0; d < X->ndim; d++) lines[d] = d == ax ? 1 : X->shape[d];
+    if (tf_desc_numel(O) == 0) return TF_OK;
+    do {
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < X->ndim; d++) {
+            xp += idx[d] * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        if (op->kind == TF_OP_SOFTMAX || op->kind == TF_OP_LOG_SOFTMAX) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < len; j++) {
+                double v = load_f64(dt, xp + j * xs);
+                if (isnan(v) || v > m) m = isnan(m) ? m : v;
+            }
+            for (int64_t j = 0; j < len; j++) sum += exp(load_f64(dt, xp + j * xs) - m);
+            for (int64_t j = 0; j < len; j++) {
+                double v = load_f64(dt, xp + j * xs) - m;
+                store_f64(dt, op_ + j * os, op->kind == TF_OP_SOFTMAX ? exp(v) / sum : v - log(sum));
+            }
+            continue;
+        }
+        double mean = 0, ss = 0;
+        for (int64_t j = 0; j < len; j++) mean += load_f64(dt, xp + j * xs);
+        mean /= (double)len;
+        for (int64_t j = 0; j < len; j++) {
+            double v = load_f64(dt, xp + j * xs) - (op->kind == TF_OP_LAYERNORM ? mean : 0);
+            ss += v * v;
+        }
+        double inv = 1.0 / sqrt(ss / (double)len + op->params.eps);
+        for (int64_t j = 0; j < len; j++) {
+            double v = (load_f64(dt, xp + j * xs) - (op->kind == TF_OP_LAYERNORM ? mean : 0)) * inv;
+            if (has_w) v *= load_f64(dt, w.base + j * w.stride[0]);
+            if (has_b) v += load_f64(dt, b.base + j * b.stride[0]);
+            store_f64(dt, op_ + j * os, v);
+        }
+    } while (next_index(X->ndim, lines, idx));
+    return TF_OK;
+}
+
+/* ---- rotary position embedding ---- */
+
+static tf_status run_rope(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *P = &op->inputs[1], *O = &op->output;
+    operand x = make_operand(X, address), p = make_operand(P, address), o = make_operand(O, address);
+    int nd = X->ndim, ax = op->params.axis;
+    int64_t rot = op->params.rotary_dims, half = rot / 2, idx[TF_MAX_DIMS] = {0};
+    bool neox = op->params.flags & TF_ROPE_NEOX;
+    tf_dtype dt = X->dtype;
+    do {
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < nd - 1; d++) {
+            xp += idx[d] * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        int64_t e = idx[nd - 1];
+        double v = load_f64(dt, xp + e * x.stride[nd - 1]);
+        if (e < rot) {
+            int64_t i = neox ? e % half : e / 2, partner = neox ? (e < half ? e + half : e - half) : e ^ 1;
+            bool first = neox ? e < half : (e % 2) == 0;
+            double pos = (double)load_index(P, p.base + idx[ax] * p.stride[0]);
+            double angle = pos * pow(op->params.theta, -2.0 * (double)i / (double)rot);
+            double u = load_f64(dt, xp + partner * x.stride[nd - 1]);
+            v = first ? v * cos(angle) - u * sin(angle) : u * sin(angle) + v * cos(angle);
+        }
+        store_f64(dt, op_ + e * o.stride[nd - 1], v);
+    } while (next_index(nd, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- scaled dot-product attention (two passes over the keys, in double) ---- */
+
+static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
+    bool has_mask = op->params.flags & TF_SDPA_MASK, causal = op->params.flags & TF_SDPA_CAUSAL;
+    operand q = make_operand(Q, address), k = make_operand(K, address), v = make_operand(V, address),
+            o = make_operand(O, address), m = has_mask ? make_operand(&op->inputs[3], address) : o;
+    int64_t B = Q->shape[0], Hq = Q->shape[1], Lq = Q->shape[2], D = Q->shape[3], Lk = K->shape[2], Dv = V->shape[3];
+    int64_t group = Hq / K->shape[1];
+    tf_dtype dt = Q->dtype, mdt = has_mask ? op->inputs[3].dtype : dt;
+    double *scores = malloc(sizeof(double) * (size_t)(Lk > 0 ? Lk : 1)), *acc = malloc(sizeof(double) * (size_t)(Dv > 0 ? Dv : 1));
+    if (!scores || !acc) {
+        free(scores);
+        free(acc);
+        return TF_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Lq; i++) {
+                const char *qp = q.base + bi * q.stride[0] + h * q.stride[1] + i * q.stride[2];
+                const char *kb = k.base + bi * k.stride[0] + (h / group) * k.stride[1];
+                const char *vb = v.base + bi * v.stride[0] + (h / group) * v.stride[1];
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    double s = -INFINITY;
+                    if (!causal || j <= op->params.q_offset + i) {
+                        s = 0;
+                        for (int64_t d = 0; d < D; d++)
+                            s += load_f64(dt, qp + d * q.stride[3]) * load_f64(dt, kb + j * k.stride[2] + d * k.stride[3]);
+                        s *= op->params.scale;
+                        if (has_mask)
+                            s += load_f64(mdt, m.base + bi * m.stride[0] + h * m.stride[1] + i * m.stride[2] + j * m.stride[3]);
+                    }
+                    scores[j] = s;
+                    if (isnan(s) || s > mx) mx = isnan(mx) ? mx : s;
+                }
+                for (int64_t e = 0; e < Dv; e++) acc[e] = 0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    double pj = exp(scores[j] - mx);
+                    sum += pj;
+                    for (int64_t e = 0; e < Dv; e++) acc[e] += pj * load_f64(dt, vb + j * v.stride[2] + e * v.stride[3]);
+                }
+                char *op_ = o.base + bi * o.stride[0] + h * o.stride[1] + i * o.stride[2];
+                for (int64_t e = 0; e < Dv; e++) store_f64(dt, op_ + e * o.stride[3], acc[e] / sum);   /* 0/0: NaN */
+            }
+    free(scores);
+    free(acc);
+    return TF_OK;
+}
+
 /* ---- matmul ---- */
 
 typedef struct mm_geom {
@@ -779,6 +911,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
         return out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
     case TF_OP_TRIL: case TF_OP_TRIU: return out == in && op->output.ndim >= 2;
+    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_SDPA:
+        return is_float(out) && out == in;
+    case TF_OP_ROPE: return is_float(out) && out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
     case TF_OP_COPY: case TF_OP_FILL: return true;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
@@ -802,6 +937,9 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_CUMSUM: return run_cumsum(op, address);
     case TF_OP_INDEX_SELECT: case TF_OP_GATHER: return run_indexed(op, address);
     case TF_OP_TRIL: case TF_OP_TRIU: return run_triangle(op, address);
+    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: return run_row(op, address);
+    case TF_OP_ROPE: return run_rope(op, address);
+    case TF_OP_SDPA: return run_sdpa(op, address);
     case TF_OP_COPY: return run_copy(op, address);
     case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return run_create(op, address);

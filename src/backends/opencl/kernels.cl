@@ -470,6 +470,129 @@ kernel void reduce_full(int op, long R, long correction, geom go, geom gr, globa
     }
 }
 
+#if IS_FLOAT
+/* ---- row ops: one work-group per line ----
+ * op: 0 softmax, 1 log_softmax, 2 rmsnorm, 3 layernorm; g covers the lines
+ * (operand 0 = x, 1 = out); xs/os step along the line. */
+kernel void row_op(int op, long len, long xs, long os, wide_t eps, int has_w, int has_b, geom g, global const T *x,
+                   global T *out, global const T *w, long w_off, long ws, global const T *b, long b_off, long bs) {
+    local ACC v[RWG];
+    local long ix[RWG];
+    long line = get_group_id(0);
+    int lid = get_local_id(0);
+    long xb = offset_of(&g, 0, line), ob = offset_of(&g, 1, line);
+    if (op <= 1) {
+        ACC acc = ACC_LOWEST;
+        long ai = -1;
+        for (long j = lid; j < len; j += RWG) fold(P_MAX, &acc, &ai, LD(x, xb + j * xs), j);
+        v[lid] = acc;
+        ix[lid] = -1;
+        tree(P_MAX, v, ix, lid);
+        ACC m = v[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        acc = 0;
+        for (long j = lid; j < len; j += RWG) acc += exp(LD(x, xb + j * xs) - m);
+        v[lid] = acc;
+        tree(P_SUM, v, ix, lid);
+        ACC sum = v[0];
+        for (long j = lid; j < len; j += RWG) {
+            ACC d = LD(x, xb + j * xs) - m;
+            ST(out, ob + j * os, op == 0 ? exp(d) / sum : d - log(sum));
+        }
+        return;
+    }
+    ACC mean = 0, acc = 0;
+    if (op == 3) {
+        for (long j = lid; j < len; j += RWG) acc += LD(x, xb + j * xs);
+        v[lid] = acc;
+        ix[lid] = -1;
+        tree(P_SUM, v, ix, lid);
+        mean = v[0] / (ACC)len;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        acc = 0;
+    }
+    for (long j = lid; j < len; j += RWG) {
+        ACC d = LD(x, xb + j * xs) - mean;
+        acc += d * d;
+    }
+    v[lid] = acc;
+    ix[lid] = -1;
+    tree(P_SUM, v, ix, lid);
+    ACC inv = (ACC)1 / sqrt(v[0] / (ACC)len + (ACC)eps);
+    for (long j = lid; j < len; j += RWG) {
+        ACC r = (LD(x, xb + j * xs) - mean) * inv;
+        if (has_w) r *= LD(w, w_off + j * ws);
+        if (has_b) r += LD(b, b_off + j * bs);
+        ST(out, ob + j * os, r);
+    }
+}
+
+/* ---- rotary position embedding: one work-item per element ----
+ * g: the shape of x, operand 0 = x, 1 = out. */
+kernel void rope(long n, int neox, long rot, wide_t theta, int ax, geom g, global const T *x, global T *out,
+                 global const uchar *pos, long p_off, long ps, int pos64) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long rest = i, xo = g.offset[0], c_ax = 0, e = 0;
+    for (int d = g.ndim - 1; d >= 0; d--) {
+        long c = rest % g.shape[d];
+        rest /= g.shape[d];
+        xo += c * g.stride[0][d];
+        if (d == ax) c_ax = c;
+        if (d == g.ndim - 1) e = c;
+    }
+    C v = LD(x, xo);
+    if (e < rot) {
+        long hd = rot / 2, k = neox ? e % hd : e / 2, partner = neox ? (e < hd ? e + hd : e - hd) : e ^ 1;
+        bool first = neox ? e < hd : (e % 2) == 0;
+        long pi = p_off + c_ax * ps;
+        long p = pos64 ? ((global const long *)pos)[pi] : (long)((global const int *)pos)[pi];
+        wide_t angle = (wide_t)p * pow(theta, (wide_t)(-2 * k) / (wide_t)rot);
+        wide_t u = LD(x, xo + (partner - e) * g.stride[0][g.ndim - 1]), cs = cos(angle), sn = sin(angle);
+        v = first ? (wide_t)v * cs - u * sn : u * sn + (wide_t)v * cs;
+    }
+    ST(out, g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i), v);
+}
+
+/* ---- scaled dot-product attention: one work-item per query row, online
+ * softmax over the keys (no scores matrix). Strides st[t] and offsets
+ * off[t] for t = q, k, v, mask, out; axes (b, h, l, d). ---- */
+#define MAX_DV 256
+typedef struct attn_geom {
+    long B, Hq, Lq, D, Hkv, Lk, Dv, q_off;
+    long st[5][4];
+    long off[5];
+} attn_geom;
+
+kernel void sdpa(wide_t scale, int causal, int has_mask, attn_geom a, global const T *q, global const T *k,
+                 global const T *v, global const T *mask, global T *out) {
+    long r = get_global_id(0);
+    if (r >= a.B * a.Hq * a.Lq) return;
+    long i = r % a.Lq, h = (r / a.Lq) % a.Hq, b = r / (a.Lq * a.Hq), kh = h / (a.Hq / a.Hkv);
+    long qb = a.off[0] + b * a.st[0][0] + h * a.st[0][1] + i * a.st[0][2];
+    long kb = a.off[1] + b * a.st[1][0] + kh * a.st[1][1], vb = a.off[2] + b * a.st[2][0] + kh * a.st[2][1];
+    long mb = a.off[3] + b * a.st[3][0] + h * a.st[3][1] + i * a.st[3][2];
+    C acc[MAX_DV];
+    for (long e = 0; e < a.Dv; e++) acc[e] = 0;
+    C m = -INFINITY, l = 0;
+    for (long j = 0; j < a.Lk; j++) {
+        if (causal && j > a.q_off + i) break;
+        C s = 0;
+        for (long d = 0; d < a.D; d++) s += LD(q, qb + d * a.st[0][3]) * LD(k, kb + j * a.st[1][2] + d * a.st[1][3]);
+        s = s * (C)scale;
+        if (has_mask) s += LD(mask, mb + j * a.st[3][3]);
+        if (s == -INFINITY) continue;
+        C m_new = (s > m || isnan(s)) ? s : m;
+        C keep = exp(m - m_new), p = exp(s - m_new);
+        l = l * keep + p;
+        for (long e = 0; e < a.Dv; e++) acc[e] = acc[e] * keep + p * LD(v, vb + j * a.st[2][2] + e * a.st[2][3]);
+        m = m_new;
+    }
+    long ob = a.off[4] + b * a.st[4][0] + h * a.st[4][1] + i * a.st[4][2];
+    for (long e = 0; e < a.Dv; e++) ST(out, ob + e * a.st[4][3], acc[e] / l);   /* no visible key: 0/0 = NaN */
+}
+#endif
+
 /* cumsum: one work-item per line; g covers the line index space
  * (operand 0 = input, 1 = output). */
 kernel void cumsum(long lines, long len, geom g, long is, long os, global const T *in, global uchar *out, int out_long) {

@@ -30,11 +30,20 @@
 
 enum {
     K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
-    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_COUNT
+    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_ROW_OP, K_ROPE, K_SDPA, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
                                                   "arange", "rand", "unary", "compare", "bool_unary", "where_select",
-                                                  "reduce_full", "cumsum", "index_pick", "triangle"};
+                                                  "reduce_full", "cumsum", "index_pick", "triangle", "row_op",
+                                                  "rope", "sdpa"};
+
+/* Mirrors `attn_geom` in kernels.cl. */
+typedef struct cl_attn_geom {
+    cl_long B, Hq, Lq, D, Hkv, Lk, Dv, q_off;
+    cl_long st[5][4];
+    cl_long off[5];
+} cl_attn_geom;
+#define MAX_DV 256
 
 /* Mirrors `geom` in kernels.cl. */
 typedef struct cl_geom {
@@ -654,6 +663,70 @@ static tf_status run_triangle(cl_dev *d, const tf_op *op) {
     return launch(d, d->kernel[o->dtype][K_TRIANGLE], "triangle", 6, args, 1, &global, NULL);
 }
 
+/* wide_t arguments are double where the device has fp64, else float. */
+typedef struct wide_arg { cl_double d; cl_float f; } wide_arg;
+static wide_arg wide(double v) { return (wide_arg){v, (cl_float)v}; }
+#define WIDE_ARG(dev, w) ((dev)->fp64 ? ARG((w).d) : ARG((w).f))
+
+static tf_status run_row_op(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
+    int ax = op->params.axis, next = 1;
+    bool has_w = op->params.flags & TF_ROW_WEIGHT, has_b = op->params.flags & TF_ROW_BIAS;
+    const tf_tensor_desc *w = has_w ? &op->inputs[next++] : x, *b = has_b ? &op->inputs[next++] : x;
+    int64_t lines_shape[TF_MAX_DIMS] = {0};
+    for (int i = 0; i < x->ndim; i++) lines_shape[i] = i == ax ? 1 : x->shape[i];
+    cl_geom g = make_geom(x->ndim, lines_shape, (const tf_tensor_desc *const[]){x, o}, 2);
+    cl_long len = x->shape[ax], xs = x->strides[ax], os = o->strides[ax], lines = tf_desc_numel(o) / (len ? len : 1);
+    if (len == 0) return TF_OK;
+    cl_int code = op->kind == TF_OP_SOFTMAX ? 0 : op->kind == TF_OP_LOG_SOFTMAX ? 1 : op->kind == TF_OP_RMSNORM ? 2 : 3;
+    cl_int hw = has_w, hb = has_b;
+    cl_long ws = has_w ? w->strides[0] : 0, bs = has_b ? b->strides[0] : 0, w_off = elem_offset(w), b_off = elem_offset(b);
+    wide_arg eps = wide(op->params.eps);
+    cl_mem mx = mem_of(x), mo = mem_of(o), mw = mem_of(w), mb = mem_of(b);
+    arg args[] = {ARG(code), ARG(len), ARG(xs), ARG(os), WIDE_ARG(d, eps), ARG(hw), ARG(hb), ARG(g), ARG(mx), ARG(mo),
+                  ARG(mw), ARG(w_off), ARG(ws), ARG(mb), ARG(b_off), ARG(bs)};
+    size_t global = (size_t)lines * (size_t)d->rwg, local = (size_t)d->rwg;
+    return launch(d, d->kernel[x->dtype][K_ROW_OP], "row_op", 16, args, 1, &global, &local);
+}
+
+static tf_status run_rope(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *p = &op->inputs[1], *o = &op->output;
+    cl_geom g = make_geom(x->ndim, x->shape, (const tf_tensor_desc *const[]){x, o}, 2);
+    cl_long n = tf_desc_numel(o), rot = op->params.rotary_dims, ps = p->strides[0], p_off = elem_offset(p);
+    cl_int neox = (op->params.flags & TF_ROPE_NEOX) != 0, ax = op->params.axis, pos64 = p->dtype == TF_I64;
+    wide_arg theta = wide(op->params.theta);
+    cl_mem mx = mem_of(x), mo = mem_of(o), mp = mem_of(p);
+    arg args[] = {ARG(n), ARG(neox), ARG(rot), WIDE_ARG(d, theta), ARG(ax), ARG(g), ARG(mx), ARG(mo), ARG(mp), ARG(p_off),
+                  ARG(ps), ARG(pos64)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[x->dtype][K_ROPE], "rope", 12, args, 1, &global, NULL);
+}
+
+static tf_status run_sdpa(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *t[5] = {&op->inputs[0], &op->inputs[1], &op->inputs[2],
+                                  (op->params.flags & TF_SDPA_MASK) ? &op->inputs[3] : &op->inputs[0], &op->output};
+    cl_attn_geom a;
+    memset(&a, 0, sizeof a);
+    a.B = t[0]->shape[0];
+    a.Hq = t[0]->shape[1];
+    a.Lq = t[0]->shape[2];
+    a.D = t[0]->shape[3];
+    a.Hkv = t[1]->shape[1];
+    a.Lk = t[1]->shape[2];
+    a.Dv = t[2]->shape[3];
+    a.q_off = op->params.q_offset;
+    for (int k = 0; k < 5; k++) {
+        a.off[k] = elem_offset(t[k]);
+        for (int i = 0; i < 4; i++) a.st[k][i] = t[k]->strides[i];
+    }
+    cl_int causal = (op->params.flags & TF_SDPA_CAUSAL) != 0, has_mask = (op->params.flags & TF_SDPA_MASK) != 0;
+    wide_arg scale = wide(op->params.scale);
+    cl_mem mq = mem_of(t[0]), mk = mem_of(t[1]), mv = mem_of(t[2]), mm = mem_of(t[3]), mo = mem_of(t[4]);
+    arg args[] = {WIDE_ARG(d, scale), ARG(causal), ARG(has_mask), ARG(a), ARG(mq), ARG(mk), ARG(mv), ARG(mm), ARG(mo)};
+    size_t global = (size_t)(a.B * a.Hq * a.Lq);
+    return launch(d, d->kernel[t[0]->dtype][K_SDPA], "sdpa", 9, args, 1, &global, NULL);
+}
+
 static tf_status run_copy(cl_dev *d, const tf_op *op) {
     const tf_tensor_desc *in = &op->inputs[0], *o = &op->output, *ops[2] = {o, in};
     cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
@@ -737,6 +810,9 @@ static bool cl_supports(void *ctx, const tf_op *op) {
         return true;
     case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
         return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
+    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_ROPE:
+        return dt_is_float(op->output.dtype);
+    case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
     default:
         return is_unary(op->kind) && dt_is_float(op->output.dtype);
     }
@@ -767,6 +843,9 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
         case TF_OP_CUMSUM: s = run_cumsum(d, op); break;
         case TF_OP_INDEX_SELECT: case TF_OP_GATHER: s = run_index_pick(d, op); break;
         case TF_OP_TRIL: case TF_OP_TRIU: s = run_triangle(d, op); break;
+        case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: s = run_row_op(d, op); break;
+        case TF_OP_ROPE: s = run_rope(d, op); break;
+        case TF_OP_SDPA: s = run_sdpa(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
         case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;

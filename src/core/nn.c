@@ -1,0 +1,268 @@
+/* Transformer kernels: softmax, log_softmax, rmsnorm, layernorm, rope,
+ * scaled dot-product attention, and the decode-time primitives. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static tf_status float_only(const char *fn, tf_op_kind kind, const tf_tensor *x) {
+    if (!tf_dtype_is_float(x->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: %s does not accept dtype %s", fn, tf_op_name(kind), tf_dtype_name(x->dtype));
+    return TF_OK;
+}
+
+/* Place n inputs on one device and give the float ones x's dtype
+ * (indices, marked in keep_dtype, stay as they are). */
+static tf_status place_as(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
+                          tf_device **dev, tf_tensor **ready) {
+    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
+    for (int i = 0; i < n && s == TF_OK; i++) {
+        if ((keep_dtype && keep_dtype[i]) || ready[i]->dtype == dt) continue;
+        tf_tensor *c;
+        s = tf__copy_cast(fn, ready[i], dt, &c);
+        if (s == TF_OK) {
+            tf_tensor_release(ready[i]);
+            ready[i] = c;
+        }
+    }
+    if (s != TF_OK)
+        for (int i = 0; i < n; i++) {
+            tf_tensor_release(ready[i]);
+            ready[i] = NULL;
+        }
+    return s;
+}
+
+/* Allocate the output (out_shape) and dispatch op over `ready` inputs. */
+static tf_status dispatch_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt,
+                              int ndim, const int64_t *shape, tf_tensor **out) {
+    tf_tensor *o = NULL;
+    tf_status s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    if (s == TF_OK) {
+        op->n_inputs = n;
+        op->output = tf__desc(o);
+        s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
+    }
+    if (s == TF_OK) *out = o;
+    else tf_tensor_release(o);
+    for (int i = 0; i < n; i++) tf_tensor_release(ready[i]);
+    return s;
+}
+
+/* ---- row ops ---- */
+
+static tf_status check_vector(const char *fn, const char *what, const tf_tensor *v, int64_t d) {
+    if (v && (v->ndim != 1 || v->shape[0] != d)) {
+        char x[256];
+        return tf__error(TF_ERR_SHAPE, "%s: %s %s must be [%lld], the last axis of x", fn, what,
+                         tf__shape_str(v->ndim, v->shape, x, sizeof x), (long long)d);
+    }
+    return TF_OK;
+}
+
+static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int axis, const tf_tensor *weight,
+                        const tf_tensor *bias, double eps, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_status s = float_only(fn, kind, x);
+    if (s != TF_OK) return s;
+    if (x->ndim == 0) return tf__error(TF_ERR_SHAPE, "%s: needs at least 1 dimension", fn);
+    int ax = axis < 0 ? axis + x->ndim : axis;
+    if (ax < 0 || ax >= x->ndim)
+        return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, x->ndim);
+    int64_t d = x->shape[x->ndim - 1];
+    s = check_vector(fn, "weight", weight, d);
+    if (s == TF_OK) s = check_vector(fn, "bias", bias, d);
+    if (s == TF_OK && !(eps >= 0)) s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", fn, eps);
+    if (s != TF_OK) return s;
+    const tf_tensor *in[3] = {x, NULL, NULL};
+    int n = 1;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.params.axis = ax;
+    op.params.eps = eps;
+    if (weight) {
+        in[n++] = weight;
+        op.params.flags |= TF_ROW_WEIGHT;
+    }
+    if (bias) {
+        in[n++] = bias;
+        op.params.flags |= TF_ROW_BIAS;
+    }
+    tf_tensor *ready[3] = {NULL, NULL, NULL};
+    tf_device *dev;
+    s = place_as(fn, n, in, NULL, x->dtype, &dev, ready);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < n; i++) op.inputs[i] = tf__desc(ready[i]);
+    return dispatch_new(fn, dev, &op, n, ready, x->dtype, x->ndim, x->shape, out);
+}
+
+tf_status tf_softmax(const tf_tensor *x, int axis, tf_tensor **out) {
+    return row_op("tf_softmax", TF_OP_SOFTMAX, x, axis, NULL, NULL, 0, out);
+}
+
+tf_status tf_log_softmax(const tf_tensor *x, int axis, tf_tensor **out) {
+    return row_op("tf_log_softmax", TF_OP_LOG_SOFTMAX, x, axis, NULL, NULL, 0, out);
+}
+
+tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double eps, tf_tensor **out) {
+    return row_op("tf_rmsnorm", TF_OP_RMSNORM, x, -1, weight, NULL, eps, out);
+}
+
+tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
+    return row_op("tf_layernorm", TF_OP_LAYERNORM, x, -1, weight, bias, eps, out);
+}
+
+/* ---- rope ---- */
+
+tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, int64_t rotary_dims, double theta,
+                  tf_rope_mode mode, tf_tensor **out) {
+    static const char fn[] = "tf_rope";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !positions) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_status s = float_only(fn, TF_OP_ROPE, x);
+    if (s != TF_OK) return s;
+    if (x->ndim < 2) return tf__error(TF_ERR_SHAPE, "%s: x needs a sequence axis and a last axis, got %d-d", fn, x->ndim);
+    int ax = seq_axis < 0 ? seq_axis + x->ndim : seq_axis;
+    if (ax < 0 || ax >= x->ndim - 1)
+        return tf__error(TF_ERR_AXIS, "%s: seq_axis %d must name an axis before the last of a %d-d tensor", fn, seq_axis,
+                         x->ndim);
+    int64_t d = x->shape[x->ndim - 1], rot = rotary_dims == 0 ? d : rotary_dims;
+    if (rot < 0 || rot > d || rot % 2)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: rotary_dims %lld must be even and at most %lld", fn,
+                         (long long)rotary_dims, (long long)d);
+    if (!(theta > 0) || mode < TF_ROPE_INTERLEAVED || mode > TF_ROPE_HALF_SPLIT)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: theta %g must be > 0 and mode 0 or 1", fn, theta);
+    if (positions->dtype != TF_I32 && positions->dtype != TF_I64)
+        return tf__error(TF_ERR_DTYPE, "%s: positions must be i32 or i64, not %s", fn, tf_dtype_name(positions->dtype));
+    if (positions->ndim != 1 || positions->shape[0] != x->shape[ax])
+        return tf__error(TF_ERR_SHAPE, "%s: positions must be [%lld], one per index of axis %d", fn,
+                         (long long)x->shape[ax], ax);
+    const tf_tensor *in[2] = {x, positions};
+    bool keep[2] = {false, true};
+    tf_tensor *ready[2] = {NULL, NULL};
+    tf_device *dev;
+    s = place_as(fn, 2, in, keep, x->dtype, &dev, ready);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_ROPE;
+    op.inputs[0] = tf__desc(ready[0]);
+    op.inputs[1] = tf__desc(ready[1]);
+    op.params.axis = ax;
+    op.params.rotary_dims = rot;
+    op.params.theta = theta;
+    op.params.flags = mode == TF_ROPE_HALF_SPLIT ? TF_ROPE_NEOX : 0;
+    return dispatch_new(fn, dev, &op, 2, ready, x->dtype, x->ndim, x->shape, out);
+}
+
+/* ---- scaled dot-product attention ---- */
+
+tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask, double scale,
+                  bool causal, int64_t q_offset, tf_tensor **out) {
+    static const char fn[] = "tf_sdpa";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!q || !k || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: q, k or v is NULL", fn);
+    tf_status s = float_only(fn, TF_OP_SDPA, q);
+    if (s != TF_OK) return s;
+    char a[256], b[256], c[256];
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return tf__error(TF_ERR_SHAPE, "%s: q, k, v must be [B, H, L, D] (got %d-d, %d-d, %d-d)", fn, q->ndim, k->ndim, v->ndim);
+    int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], D = q->shape[3];
+    int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
+    bool fits = k->shape[0] == B && v->shape[0] == B && k->shape[3] == D && v->shape[1] == Hkv && v->shape[2] == Lk &&
+                Hkv > 0 && Hq % Hkv == 0;
+    if (!fits)
+        return tf__error(TF_ERR_SHAPE, "%s: q %s, k %s, v %s do not fit (B and D must match, kv heads must divide q heads)",
+                         fn, tf__shape_str(4, q->shape, a, sizeof a), tf__shape_str(4, k->shape, b, sizeof b),
+                         tf__shape_str(4, v->shape, c, sizeof c));
+    int64_t sshape[4] = {B, Hq, Lq, Lk}, oshape[4] = {B, Hq, Lq, Dv};
+    if (mask) {
+        if (!tf_dtype_is_float(mask->dtype))
+            return tf__error(TF_ERR_DTYPE, "%s: the mask is additive and must be a float tensor, not %s", fn,
+                             tf_dtype_name(mask->dtype));
+        bool ok = mask->ndim <= 4;
+        for (int i = 0; ok && i < mask->ndim; i++) {
+            int64_t m = mask->shape[i], want = sshape[4 - mask->ndim + i];
+            ok = m == 1 || m == want;
+        }
+        if (!ok)
+            return tf__error(TF_ERR_SHAPE, "%s: mask %s does not broadcast to the scores %s", fn,
+                             tf__shape_str(mask->ndim, mask->shape, a, sizeof a), tf__shape_str(4, sshape, b, sizeof b));
+    }
+    const tf_tensor *in[4] = {q, k, v, mask};
+    int n = mask ? 4 : 3;
+    tf_tensor *ready[4] = {NULL, NULL, NULL, NULL};
+    tf_device *dev;
+    s = place_as(fn, n, in, NULL, q->dtype, &dev, ready);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_SDPA;
+    for (int i = 0; i < 3; i++) op.inputs[i] = tf__desc(ready[i]);
+    if (mask) {
+        tf_tensor_desc m = tf__desc(ready[3]);
+        for (int i = 3; i >= 0; i--) {           /* right-align, stride 0 on broadcast axes */
+            int src = i - (4 - ready[3]->ndim);
+            bool real = src >= 0 && ready[3]->shape[src] != 1;
+            m.shape[i] = sshape[i];
+            m.strides[i] = real ? ready[3]->strides[src] : 0;
+        }
+        m.ndim = 4;
+        op.inputs[3] = m;
+        op.params.flags |= TF_SDPA_MASK;
+    }
+    op.params.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
+    if (causal) op.params.flags |= TF_SDPA_CAUSAL;
+    op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset;
+    return dispatch_new(fn, dev, &op, n, ready, q->dtype, 4, oshape, out);
+}
+
+/* ---- decode-time primitives: composites over matmul ---- */
+
+tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, double scale, tf_tensor **out) {
+    static const char fn[] = "tf_attention_scores";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!query || !keys) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_status s = float_only(fn, TF_OP_ATTENTION_SCORES, query);
+    if (s != TF_OK) return s;
+    if (query->ndim < 1 || keys->ndim != query->ndim + 1)
+        return tf__error(TF_ERR_SHAPE, "%s: query [..., D] and keys [..., L, D] (got %d-d and %d-d)", fn, query->ndim,
+                         keys->ndim);
+    tf_tensor *col = NULL, *prod = NULL, *flat = NULL, *sc = NULL;
+    s = tf_unsqueeze(query, -1, &col);                        /* [..., D, 1] */
+    if (s == TF_OK) s = tf_matmul(keys, col, &prod);          /* [..., L, 1] */
+    if (s == TF_OK) s = tf_squeeze(prod, -1, &flat);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(flat), tf_tensor_dtype(flat), scale, &sc);
+    if (s == TF_OK) s = tf_mul(flat, sc, out);
+    tf_tensor_release(col);
+    tf_tensor_release(prod);
+    tf_tensor_release(flat);
+    tf_tensor_release(sc);
+    return s;
+}
+
+tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values, tf_tensor **out) {
+    static const char fn[] = "tf_weighted_sum_rows";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!weights || !values) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_status s = float_only(fn, TF_OP_WEIGHTED_SUM_ROWS, weights);
+    if (s != TF_OK) return s;
+    if (weights->ndim < 1 || values->ndim != weights->ndim + 1)
+        return tf__error(TF_ERR_SHAPE, "%s: weights [..., L] and values [..., L, D] (got %d-d and %d-d)", fn,
+                         weights->ndim, values->ndim);
+    tf_tensor *row = NULL, *prod = NULL;
+    s = tf_unsqueeze(weights, -2, &row);                      /* [..., 1, L] */
+    if (s == TF_OK) s = tf_matmul(row, values, &prod);        /* [..., 1, D] */
+    if (s == TF_OK) s = tf_squeeze(prod, -2, out);
+    tf_tensor_release(row);
+    tf_tensor_release(prod);
+    return s;
+}

@@ -52,6 +52,12 @@
  *    axes); out [B, Hq, Lq, Dv]. Query head h reads kv head h / (Hq / Hkv).
  *    With TF_SDPA_CAUSAL query i sees keys j <= params.q_offset + i. A row
  *    with no visible key is NaN.
+ *  - CONV2D: x [N, C, H, W], weight [O, C/groups, kh, kw], with TF_CONV_BIAS
+ *    a bias [O]; out [N, O, Ho, Wo]; params stride, padding, dilation, groups.
+ *  - MAXPOOL2D/AVGPOOL2D: x [N, C, H, W] -> [N, C, Ho, Wo]; params kernel,
+ *    stride, padding (max: dilation; padding is -inf for max, zero for avg).
+ *  - ADAM is in place: inputs param, grad, m, v of one shape and dtype; the
+ *    output descriptor is the param's; param, m and v are written.
  *  - The output is freshly allocated, contiguous, row-major, and does not
  *    alias an input. The exception is COPY, whose output may be a strided,
  *    non-overlapping view into part of a tensor (concat and pad write
@@ -109,6 +115,13 @@ typedef struct tf_op_params {
     double theta;                     /* ROPE: frequency base */
     double scale;                     /* SDPA: score scale */
     int64_t q_offset;                 /* SDPA: absolute position of the first query (causal) */
+    int64_t kernel[2];                /* POOL: window (h, w) */
+    int64_t stride[2];                /* CONV, POOL */
+    int64_t padding[2];               /* CONV, POOL */
+    int64_t dilation[2];              /* CONV, MAXPOOL2D */
+    int64_t groups;                   /* CONV */
+    double lr, beta1, beta2, weight_decay;   /* ADAM (eps above) */
+    int64_t adam_step;                /* ADAM: the step number, from 1 */
 } tf_op_params;
 
 #define TF_ROW_WEIGHT 1u
@@ -116,6 +129,9 @@ typedef struct tf_op_params {
 #define TF_ROPE_NEOX 1u
 #define TF_SDPA_CAUSAL 1u
 #define TF_SDPA_MASK 2u
+#define TF_CONV_BIAS 1u
+#define TF_POOL_COUNT_PAD 1u          /* AVGPOOL2D: padding counts in the divisor */
+#define TF_ADAM_DECOUPLED 1u          /* ADAM: AdamW's decoupled weight decay */
 
 typedef struct tf_op {
     tf_op_kind kind;

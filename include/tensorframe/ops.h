@@ -21,6 +21,9 @@
  *                        ROW        line by line along one axis (softmax, norms)
  *                        ROPE       rotary position embedding of pairs in the last axis
  *                        ATTENTION  scaled dot-product attention
+ *                        CONV       2-d convolution, NCHW
+ *                        POOL       2-d max / average pooling, NCHW
+ *                        OPTIMIZER  updates its inputs in place
  *                        COMPOSITE  lowered by the core to views and copies: no
  *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
@@ -43,7 +46,8 @@
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
- *           SCAN: the axis length; ROW and ATTENTION: the line length), since
+ *           SCAN: the axis length; ROW and ATTENTION: the line length; CONV and
+ *           POOL: the window size), since
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
  *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
@@ -132,7 +136,13 @@
     X(ROPE,         rope,         2, ROPE,      SAME,          FLOAT,   ANY,     64) \
     X(SDPA,         sdpa,         4, ATTENTION, SAME,          FLOAT,   ANY,     16) \
     X(ATTENTION_SCORES, attention_scores, 2, COMPOSITE, PROMOTE, FLOAT, ANY,     4) \
-    X(WEIGHTED_SUM_ROWS, weighted_sum_rows, 2, COMPOSITE, PROMOTE, FLOAT, ANY,   4)
+    X(WEIGHTED_SUM_ROWS, weighted_sum_rows, 2, COMPOSITE, PROMOTE, FLOAT, ANY,   4) \
+    X(CONV2D,       conv2d,       3, CONV,      SAME,          FLOAT,   ANY,     16) \
+    X(MAXPOOL2D,    maxpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     0) \
+    X(AVGPOOL2D,    avgpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     16) \
+    X(BATCH_NORM,   batch_norm,   5, COMPOSITE, SAME,          FLOAT,   ANY,     64) \
+    X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64) \
+    X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

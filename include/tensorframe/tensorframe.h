@@ -351,6 +351,43 @@ TF_API tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor
 TF_API tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, double scale, tf_tensor **out);
 TF_API tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values, tf_tensor **out);
 
+/* ---- vision and training (float dtypes, NCHW) ---- */
+/* 2-d convolution (cross-correlation, as PyTorch): x [N, C, H, W],
+ * weight [O, C/groups, kh, kw], bias [O] or NULL. stride, padding and
+ * dilation are {h, w}; Ho = (H + 2*pad - dil*(kh-1) - 1) / stride + 1. */
+TF_API tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, const int64_t stride[2],
+                           const int64_t padding[2], const int64_t dilation[2], int64_t groups, tf_tensor **out);
+/* Pooling over {h, w} windows; stride NULL means the kernel size. Max
+ * pooling propagates NaN and pads with -inf; average pooling pads with zero
+ * and counts the padding in the divisor when count_include_pad (PyTorch's
+ * default). */
+TF_API tf_status tf_maxpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                              const int64_t padding[2], const int64_t dilation[2], tf_tensor **out);
+TF_API tf_status tf_avgpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2],
+                              const int64_t padding[2], bool count_include_pad, tf_tensor **out);
+/* Batch normalization over axis 1 of x [N, C, ...]. Inference (training
+ * false): uses running_mean/running_var. Training: normalizes with the
+ * batch's mean and (biased) variance and, when running_mean/running_var are
+ * given, updates them in place: r = (1 - momentum) * r + momentum * batch
+ * (the variance unbiased), as PyTorch. weight and bias may be NULL. */
+TF_API tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *running_var,
+                               const tf_tensor *weight, const tf_tensor *bias, bool training, double momentum,
+                               double eps, tf_tensor **out);
+typedef enum tf_reduction { TF_REDUCTION_MEAN = 0, TF_REDUCTION_SUM = 1, TF_REDUCTION_NONE = 2 } tf_reduction;
+/* Cross entropy of logits [N, C] (or [N, C, d...]) against class indices
+ * target [N] (or [N, d...], i32/i64). Targets equal to ignore_index count
+ * for nothing (the mean divides by the others; all ignored gives NaN); any
+ * other target outside [0, C) is TF_ERR_INDEX. */
+TF_API tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *target, int64_t ignore_index,
+                                  tf_reduction reduction, tf_tensor **out);
+/* One Adam step, in place on param, m and v (same shape, float): with
+ * g = grad (+ weight_decay * param for Adam), m = b1 m + (1 - b1) g,
+ * v = b2 v + (1 - b2) g^2, param -= lr * m/(1 - b1^step) /
+ * (sqrt(v/(1 - b2^step)) + eps). AdamW (decoupled true) instead first scales
+ * param by (1 - lr * weight_decay). step counts from 1. */
+TF_API tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf_tensor *v, double lr,
+                              double beta1, double beta2, double eps, double weight_decay, int64_t step, bool decoupled);
+
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;
  * the result has the index count as that axis's extent. An index outside

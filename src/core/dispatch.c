@@ -113,6 +113,9 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
     return TF_OK;
 }
 
+/* Inputs an op updates in place (ADAM: m and v; param is its output). */
+static bool writes_input(const tf_op *op, int i) { return op->kind == TF_OP_ADAM && (i == 2 || i == 3); }
+
 static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     tf_device *cpu = tf__cpu_device();
     const tf_device_iface *ci = cpu->bdev.iface;
@@ -137,6 +140,12 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
         desc_extent(&op->output, &lo, &hi);
         void *src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[TF_OP_MAX_INPUTS]);
         if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, op->output.buffer, lo, src, (size_t)(hi - lo));
+        for (int i = 0; i < op->n_inputs && s == TF_OK; i++) {
+            if (!writes_input(op, i)) continue;
+            desc_extent(&op->inputs[i], &lo, &hi);
+            src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[i]);
+            if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, op->inputs[i].buffer, lo, src, (size_t)(hi - lo));
+        }
     }
     for (int i = 0; i <= TF_OP_MAX_INPUTS; i++)
         if (staged[i]) ci->buffer_free(cpu->bdev.ctx, staged[i]);

@@ -28,7 +28,7 @@
 
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
-    SH_ROW, SH_ROPE, SH_ATTENTION, SH_COMPOSITE, SH_CREATE
+    SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -235,7 +235,7 @@ static double draw(tf_dtype dt, domain dom, int input) {
 static void host_init(host_t *h, tf_dtype dt, int ndim, const int64_t *shape) {
     h->dt = dt;
     h->ndim = ndim;
-    memcpy(h->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    if (ndim) memcpy(h->shape, shape, sizeof(int64_t) * (size_t)ndim);
     h->n = numel(ndim, shape);
     h->length = 1;
     h->mag = NULL;
@@ -1538,6 +1538,307 @@ static void run_attention(tf_device *dev, const op_row *op, tf_dtype dt, counts 
     }
 }
 
+/* ---- vision and training ---- */
+
+static void run_conv(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int64_t x[4], w[4], groups, stride[2], pad[2], dil[2]; bool bias; layout lay; } cases[] = {
+        {{2, 4, 7, 6}, {6, 2, 3, 3}, 2, {1, 2}, {1, 0}, {1, 2}, true, LAYOUT_CONTIG},
+        {{1, 3, 5, 5}, {4, 3, 1, 1}, 1, {1, 1}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED},
+        {{1, 4, 6, 6}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_STRIDED},
+        {{0, 2, 4, 4}, {2, 2, 2, 2}, 1, {1, 1}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        host_t hx, hw, hb, ref;
+        tf_tensor *x = NULL, *w = NULL, *b = NULL, *out = NULL;
+        int64_t O = cases[ci].w[0];
+        tf_status s = make_input(dev, dt, 4, cases[ci].x, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s2 = make_input(dev, dt, 4, cases[ci].w, op->dom, 0, LAYOUT_CONTIG, &hw, &w);
+        if (s == TF_OK) s = s2;
+        memset(&hb, 0, sizeof hb);
+        if (cases[ci].bias && s == TF_OK) s = make_input(dev, dt, 1, &O, op->dom, 0, LAYOUT_STRIDED, &hb, &b);
+        if (s == TF_OK) s = tf_conv2d(x, w, b, cases[ci].stride, cases[ci].pad, cases[ci].dil, cases[ci].groups, &out);
+        int64_t N = cases[ci].x[0], H = cases[ci].x[2], W = cases[ci].x[3], cg = cases[ci].w[1], kh = cases[ci].w[2],
+                kw = cases[ci].w[3], og = O / cases[ci].groups;
+        int64_t Ho = (H + 2 * cases[ci].pad[0] - cases[ci].dil[0] * (kh - 1) - 1) / cases[ci].stride[0] + 1;
+        int64_t Wo = (W + 2 * cases[ci].pad[1] - cases[ci].dil[1] * (kw - 1) - 1) / cases[ci].stride[1] + 1;
+        int64_t oshape[4] = {N, O, Ho, Wo}, C = cases[ci].x[1];
+        host_init(&ref, dt, 4, oshape);
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        ref.length = cg * kh * kw;
+        for (int64_t i = 0; i < ref.n; i++) {
+            int64_t o[4];
+            unravel(i, 4, oshape, o);
+            long double acc = cases[ci].bias ? hb.v[o[1]] : 0, mag = fabsl(acc);
+            for (int64_t cc = 0; cc < cg; cc++)
+                for (int64_t a = 0; a < kh; a++)
+                    for (int64_t bb = 0; bb < kw; bb++) {
+                        int64_t yi = o[2] * cases[ci].stride[0] - cases[ci].pad[0] + a * cases[ci].dil[0];
+                        int64_t xi = o[3] * cases[ci].stride[1] - cases[ci].pad[1] + bb * cases[ci].dil[1];
+                        if (yi < 0 || yi >= H || xi < 0 || xi >= W) continue;
+                        int64_t cin = (o[1] / og) * cg + cc;
+                        long double t = (long double)hx.v[((o[0] * C + cin) * H + yi) * W + xi] *
+                                        hw.v[((o[1] * cg + cc) * kh + a) * kw + bb];
+                        acc += t;
+                        mag += fabsl(t);
+                    }
+            ref.v[i] = (double)acc;
+            ref.mag[i] = (double)mag;
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu groups %lld", tf_dtype_name(dt), ci, (long long)cases[ci].groups);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hw);
+        if (cases[ci].bias) host_free(&hb);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(w);
+        tf_tensor_release(b);
+        tf_tensor_release(out);
+    }
+}
+
+static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    bool is_max = op->kind == TF_OP_MAXPOOL2D;
+    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; bool count_pad; layout lay; } cases[] = {
+        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_CONTIG},
+        {{1, 2, 6, 6}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED},
+        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false, LAYOUT_STRIDED},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int64_t *stride = cases[ci].stride[0] ? cases[ci].stride : cases[ci].k;
+        const int64_t dil_avg[2] = {1, 1}, *dil = is_max ? cases[ci].dil : dil_avg;
+        host_t hx, ref;
+        tf_tensor *x = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 4, cases[ci].x, op->dom, 0, cases[ci].lay, &hx, &x);
+        if (s == TF_OK)
+            s = is_max ? tf_maxpool2d(x, cases[ci].k, cases[ci].stride[0] ? cases[ci].stride : NULL, cases[ci].pad, dil, &out)
+                       : tf_avgpool2d(x, cases[ci].k, cases[ci].stride[0] ? cases[ci].stride : NULL, cases[ci].pad,
+                                      cases[ci].count_pad, &out);
+        int64_t H = cases[ci].x[2], W = cases[ci].x[3];
+        int64_t Ho = (H + 2 * cases[ci].pad[0] - dil[0] * (cases[ci].k[0] - 1) - 1) / stride[0] + 1;
+        int64_t Wo = (W + 2 * cases[ci].pad[1] - dil[1] * (cases[ci].k[1] - 1) - 1) / stride[1] + 1;
+        int64_t oshape[4] = {cases[ci].x[0], cases[ci].x[1], Ho, Wo};
+        host_init(&ref, dt, 4, oshape);
+        ref.length = cases[ci].k[0] * cases[ci].k[1];
+        for (int64_t i = 0; i < ref.n; i++) {
+            int64_t o[4];
+            unravel(i, 4, oshape, o);
+            long double acc = is_max ? -INFINITY : 0;
+            int64_t counted = 0;
+            for (int64_t a = 0; a < cases[ci].k[0]; a++)
+                for (int64_t b = 0; b < cases[ci].k[1]; b++) {
+                    int64_t yi = o[2] * stride[0] - cases[ci].pad[0] + a * dil[0];
+                    int64_t xi = o[3] * stride[1] - cases[ci].pad[1] + b * dil[1];
+                    bool inside = yi >= 0 && yi < H && xi >= 0 && xi < W;
+                    if (inside || cases[ci].count_pad) counted++;
+                    if (!inside) continue;
+                    double v = hx.v[((o[0] * cases[ci].x[1] + o[1]) * H + yi) * W + xi];
+                    if (is_max) acc = v > acc ? v : acc;
+                    else acc += v;
+                }
+            ref.v[i] = is_max ? (double)acc : (double)(acc / counted);
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu%s", tf_dtype_name(dt), ci, cases[ci].count_pad ? " count_pad" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(out);
+    }
+}
+
+/* Adam/AdamW: run the step in place, then check param, m and v. */
+static void run_optimizer(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n; int64_t s[2]; layout lay; } cases[] = {
+        {2, {5, 7}, LAYOUT_CONTIG}, {2, {4, 3}, LAYOUT_TRANSPOSED}, {1, {1031}, LAYOUT_CONTIG}, {1, {0}, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        for (int decoupled = 0; decoupled < 2; decoupled++) {
+            host_t hp, hg, hm, hv;
+            tf_tensor *p = NULL, *g = NULL, *m = NULL, *v = NULL;
+            double lr = uniform(1e-3, 1e-1), b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = uniform(0, 0.1);
+            int64_t step = randint(1, 10);
+            tf_status s = make_input(dev, dt, cases[ci].n, cases[ci].s, DOM_ANY, 0, cases[ci].lay, &hp, &p);
+            tf_status s2 = make_input(dev, dt, cases[ci].n, cases[ci].s, DOM_ANY, 0, LAYOUT_CONTIG, &hg, &g);
+            tf_status s3 = make_input(dev, dt, cases[ci].n, cases[ci].s, DOM_ANY, 0, cases[ci].lay, &hm, &m);
+            tf_status s4 = make_input(dev, dt, cases[ci].n, cases[ci].s, DOM_POSITIVE, 0, LAYOUT_CONTIG, &hv, &v);
+            if (s == TF_OK) s = s2 != TF_OK ? s2 : s3 != TF_OK ? s3 : s4;
+            if (s == TF_OK) s = tf_adam_step(p, g, m, v, lr, b1, b2, eps, wd, step, decoupled);
+            host_t rp, rm, rv;
+            host_init(&rp, dt, cases[ci].n, cases[ci].s);
+            host_init(&rm, dt, cases[ci].n, cases[ci].s);
+            host_init(&rv, dt, cases[ci].n, cases[ci].s);
+            long double c1 = 1 - powl(b1, step), c2 = 1 - powl(b2, step);
+            for (int64_t i = 0; i < hp.n; i++) {
+                long double pv = hp.v[i], gv = hg.v[i];
+                if (decoupled) pv *= 1 - lr * wd;
+                else gv += wd * pv;
+                long double mv = b1 * hm.v[i] + (1 - b1) * gv, vv = b2 * hv.v[i] + (1 - b2) * gv * gv;
+                rp.v[i] = (double)(pv - lr * (mv / c1) / (sqrtl(vv / c2) + eps));
+                rm.v[i] = (double)mv;
+                rv.v[i] = (double)vv;
+            }
+            const char *names[3] = {"param", "m", "v"};
+            tf_tensor *got[3] = {p, m, v};
+            host_t *want[3] = {&rp, &rm, &rv};
+            for (int k = 0; k < 3; k++) {
+                char desc[96];
+                snprintf(desc, sizeof desc, "%s %s case %zu %s step %lld", tf_dtype_name(dt), names[k], ci,
+                         decoupled ? "adamw" : "adam", (long long)step);
+                check_case(tf_device_name(dev), op, desc, s, got[k], want[k], c);
+            }
+            host_t *all[7] = {&hp, &hg, &hm, &hv, &rp, &rm, &rv};
+            for (int k = 0; k < 7; k++) host_free(all[k]);
+            tf_tensor_release(p);
+            tf_tensor_release(g);
+            tf_tensor_release(m);
+            tf_tensor_release(v);
+        }
+    }
+}
+
+/* batch_norm (training updates the running stats, checked too) and cross_entropy. */
+static void run_batch_norm(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n; int64_t s[4]; bool training, affine; layout lay; } cases[] = {
+        {3, {4, 3, 5}, true, true, LAYOUT_CONTIG},     {4, {2, 3, 4, 4}, false, true, LAYOUT_TRANSPOSED},
+        {2, {6, 4}, true, false, LAYOUT_STRIDED},      {4, {2, 3, 4, 4}, false, false, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int n = cases[ci].n;
+        int64_t C = cases[ci].s[1], count = numel(n, cases[ci].s) / C;
+        double eps = 1e-5, momentum = uniform(0.05, 0.5);
+        host_t hx, hrm, hrv, hw, hb, ref;
+        tf_tensor *x = NULL, *rm = NULL, *rv = NULL, *w = NULL, *b = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, n, cases[ci].s, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s2 = make_input(dev, dt, 1, &C, DOM_ANY, 0, LAYOUT_CONTIG, &hrm, &rm);
+        tf_status s3 = make_input(dev, dt, 1, &C, DOM_POSITIVE, 0, LAYOUT_CONTIG, &hrv, &rv);
+        if (s == TF_OK) s = s2 != TF_OK ? s2 : s3;
+        memset(&hw, 0, sizeof hw);
+        memset(&hb, 0, sizeof hb);
+        if (cases[ci].affine && s == TF_OK) s = make_input(dev, dt, 1, &C, DOM_ANY, 0, LAYOUT_CONTIG, &hw, &w);
+        if (cases[ci].affine && s == TF_OK) s = make_input(dev, dt, 1, &C, DOM_ANY, 0, LAYOUT_STRIDED, &hb, &b);
+        if (s == TF_OK) s = tf_batch_norm(x, rm, rv, w, b, cases[ci].training, momentum, eps, &out);
+        host_t new_rm, new_rv;
+        host_init(&ref, dt, n, cases[ci].s);
+        host_init(&new_rm, dt, 1, &C);
+        host_init(&new_rv, dt, 1, &C);
+        ref.length = count;
+        int64_t idx[4];
+        for (int64_t ch = 0; ch < C; ch++) {
+            long double mean = 0, ss = 0;
+            for (int64_t i = 0; i < hx.n; i++) {
+                unravel(i, n, cases[ci].s, idx);
+                if (idx[1] == ch) mean += hx.v[i];
+            }
+            mean /= count;
+            for (int64_t i = 0; i < hx.n; i++) {
+                unravel(i, n, cases[ci].s, idx);
+                if (idx[1] == ch) ss += (hx.v[i] - mean) * (hx.v[i] - mean);
+            }
+            long double m_use = cases[ci].training ? mean : hrm.v[ch], v_use = cases[ci].training ? ss / count : hrv.v[ch];
+            new_rm.v[ch] = (double)((1 - momentum) * hrm.v[ch] + momentum * mean);
+            new_rv.v[ch] = (double)((1 - momentum) * hrv.v[ch] + momentum * (ss / (count - 1)));
+            for (int64_t i = 0; i < hx.n; i++) {
+                unravel(i, n, cases[ci].s, idx);
+                if (idx[1] != ch) continue;
+                long double y = (hx.v[i] - m_use) / sqrtl(v_use + eps);
+                if (cases[ci].affine) y = y * hw.v[ch] + hb.v[ch];
+                ref.v[i] = (double)y;
+            }
+        }
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s case %zu %s%s", tf_dtype_name(dt), ci, cases[ci].training ? "training" : "inference",
+                 cases[ci].affine ? " affine" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        if (cases[ci].training) {
+            new_rm.length = new_rv.length = count;
+            strncat(desc, " running_mean", sizeof desc - strlen(desc) - 1);
+            check_case(tf_device_name(dev), op, desc, s, rm, &new_rm, c);
+            strncat(desc, "/var", sizeof desc - strlen(desc) - 1);
+            check_case(tf_device_name(dev), op, desc, s, rv, &new_rv, c);
+        }
+        host_t *all[7] = {&hx, &hrm, &hrv, &ref, &new_rm, &new_rv, NULL};
+        for (int k = 0; all[k]; k++) host_free(all[k]);
+        if (cases[ci].affine) {
+            host_free(&hw);
+            host_free(&hb);
+        }
+        tf_tensor *ts[6] = {x, rm, rv, w, b, out};
+        for (int k = 0; k < 6; k++) tf_tensor_release(ts[k]);
+    }
+}
+
+static void run_cross_entropy(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n; int64_t s[3]; tf_reduction red; layout lay; } cases[] = {
+        {2, {6, 5}, TF_REDUCTION_MEAN, LAYOUT_CONTIG}, {2, {6, 5}, TF_REDUCTION_SUM, LAYOUT_TRANSPOSED},
+        {2, {4, 3}, TF_REDUCTION_NONE, LAYOUT_STRIDED}, {3, {2, 4, 3}, TF_REDUCTION_MEAN, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int n = cases[ci].n;
+        int64_t C = cases[ci].s[1], tshape[2] = {cases[ci].s[0], n == 3 ? cases[ci].s[2] : 0};
+        host_t hl, ht, ref;
+        tf_tensor *l = NULL, *t = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, n, cases[ci].s, op->dom, 0, cases[ci].lay, &hl, &l);
+        tf_status s2 = make_index(dev, ci % 2, n - 1, tshape, C, false, &ht, &t);
+        if (s == TF_OK) s = s2;
+        /* mark one target as ignored (-100) through a host copy */
+        ht.v[0] = -100;
+        tf_tensor_release(t);
+        t = NULL;
+        size_t es = ci % 2 ? 8 : 4;
+        unsigned char *bytes = calloc((size_t)ht.n, es);
+        for (int64_t i = 0; i < ht.n; i++) encode(ht.dt, ht.v[i], bytes + i * es);
+        if (s == TF_OK) s = tf_tensor_from_data(dev, ht.dt, n - 1, tshape, bytes, &t);
+        free(bytes);
+        if (s == TF_OK) s = tf_cross_entropy(l, t, -100, cases[ci].red, &out);
+        int64_t M = ht.n, idx[3];
+        long double *losses = calloc((size_t)M, sizeof *losses), total = 0;
+        int64_t valid = 0;
+        for (int64_t mi = 0; mi < M; mi++) {
+            if (ht.v[mi] == -100) continue;
+            int64_t pos[2];
+            unravel(mi, n - 1, tshape, pos);
+            long double m = -INFINITY, sum = 0, picked = 0;
+            for (int64_t k = 0; k < C; k++) {
+                idx[0] = pos[0];
+                idx[1] = k;
+                idx[2] = n == 3 ? pos[1] : 0;
+                double v = hl.v[flat_of(&hl, idx)];
+                m = v > m ? v : m;
+            }
+            for (int64_t k = 0; k < C; k++) {
+                idx[1] = k;
+                long double v = hl.v[flat_of(&hl, idx)];
+                sum += expl(v - m);
+                if (k == (int64_t)ht.v[mi]) picked = v;
+            }
+            losses[mi] = -(picked - m - logl(sum));
+            total += losses[mi];
+            valid++;
+        }
+        if (cases[ci].red == TF_REDUCTION_NONE) {
+            host_init(&ref, dt, n - 1, tshape);
+            for (int64_t i = 0; i < M; i++) ref.v[i] = (double)losses[i];
+        } else {
+            host_init(&ref, dt, 0, NULL);
+            ref.v[0] = (double)(cases[ci].red == TF_REDUCTION_SUM ? total : total / valid);
+            ref.length = C * M;
+        }
+        free(losses);
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu reduction %d", tf_dtype_name(dt), ci, (int)cases[ci].red);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hl);
+        host_free(&ht);
+        host_free(&ref);
+        tf_tensor_release(l);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
 /* attention_scores and weighted_sum_rows, with and without leading axes. */
 static void run_decode_primitives(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     bool scores = op->kind == TF_OP_ATTENTION_SCORES;
@@ -1584,6 +1885,14 @@ static void run_decode_primitives(tf_device *dev, const op_row *op, tf_dtype dt,
 }
 
 static void run_composite(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    if (op->kind == TF_OP_BATCH_NORM) {
+        run_batch_norm(dev, op, dt, c);
+        return;
+    }
+    if (op->kind == TF_OP_CROSS_ENTROPY) {
+        run_cross_entropy(dev, op, dt, c);
+        return;
+    }
     if (op->kind == TF_OP_ATTENTION_SCORES || op->kind == TF_OP_WEIGHTED_SUM_ROWS) {
         run_decode_primitives(dev, op, dt, c);
         return;
@@ -1655,6 +1964,9 @@ static counts run_device(tf_device *dev) {
             case SH_ROW: run_row(dev, op, (tf_dtype)dt, &c); break;
             case SH_ROPE: run_rope(dev, op, (tf_dtype)dt, &c); break;
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
+            case SH_CONV: run_conv(dev, op, (tf_dtype)dt, &c); break;
+            case SH_POOL: run_pool(dev, op, (tf_dtype)dt, &c); break;
+            case SH_OPTIMIZER: run_optimizer(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
             }

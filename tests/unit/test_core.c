@@ -472,6 +472,40 @@ static void test_transformer_errors(void **state) {
     for (int k = 0; k < 7; k++) tf_tensor_release(all[k]);
 }
 
+static void test_vision_training_errors(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t xs[4] = {1, 4, 5, 5}, wbad[4] = {6, 3, 3, 3}, small[4] = {1, 1, 2, 2}, k3[2] = {3, 3}, k4[2] = {4, 4},
+            pad3[2] = {3, 3}, s6[1] = {6}, s5[1] = {5}, ls[2] = {2, 3};
+    tf_tensor *x = NULL, *w = NULL, *tiny = NULL, *p6 = NULL, *p5 = NULL, *o = NULL, *logits = NULL, *tgt = NULL;
+    OK(tf_ones(cpu, TF_F32, 4, xs, &x));
+    OK(tf_ones(cpu, TF_F32, 4, wbad, &w));
+    OK(tf_ones(cpu, TF_F32, 4, small, &tiny));
+    OK(tf_ones(cpu, TF_F32, 1, s6, &p6));
+    OK(tf_ones(cpu, TF_F32, 1, s5, &p5));
+    FAILS_WITH(TF_ERR_SHAPE, "groups 2 do not fit", tf_conv2d(x, w, NULL, NULL, NULL, NULL, 2, &o));
+    int64_t zero_stride[2] = {0, 1};
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "stride {0, 1} must be >= 1", tf_conv2d(x, w, NULL, zero_stride, NULL, NULL, 1, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "input [1,1,2,2] is too small for kernel {3, 3}", tf_maxpool2d(tiny, k3, NULL, NULL, NULL, &o));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "padding {3, 3} must be at most half the kernel", tf_avgpool2d(x, k4, NULL, pad3, true, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_adam_step: grad [5] must have param's shape [6]", tf_adam_step(p6, p5, p6, p6, 0.1, 0.9, 0.999, 1e-8, 0, 1, true));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "step >= 1", tf_adam_step(p6, p6, p6, p6, 0.1, 0.9, 0.999, 1e-8, 0, 0, false));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "inference needs running_mean and running_var", tf_batch_norm(x, NULL, NULL, NULL, NULL, false, 0.1, 1e-5, &o));
+    OK(tf_zeros(cpu, TF_F32, 2, ls, &logits));
+    int64_t targets[2] = {1, 3};
+    OK(tf_tensor_from_data(cpu, TF_I64, 1, ls, targets, &tgt));
+    FAILS_WITH(TF_ERR_INDEX, "tf_cross_entropy: a target is outside [0, 3) and is not ignore_index -100",
+               tf_cross_entropy(logits, tgt, -100, TF_REDUCTION_MEAN, &o));
+    assert_null(o);
+    OK(tf_cross_entropy(logits, tgt, 3, TF_REDUCTION_MEAN, &o));   /* 3 ignored: mean of one loss, log 3 */
+    float loss;
+    OK(tf_tensor_read(o, &loss, sizeof loss));
+    assert_true(fabsf(loss - logf(3.0f)) < 1e-6f);
+    tf_tensor_release(o);
+    tf_tensor *all[] = {x, w, tiny, p6, p5, logits, tgt};
+    for (int k = 0; k < 7; k++) tf_tensor_release(all[k]);
+}
+
 static void test_cast_rules(void **state) {
     (void)state;
     float f[6] = {300, -300, NAN, 2.7f, -2.7f, 0.5f};
@@ -596,6 +630,7 @@ int main(void) {
         cmocka_unit_test(test_reduction_edges),
         cmocka_unit_test(test_indexing_errors),
         cmocka_unit_test(test_transformer_errors),
+        cmocka_unit_test(test_vision_training_errors),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),

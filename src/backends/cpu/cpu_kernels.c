@@ -568,6 +568,103 @@ static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- conv2d and pooling (NCHW, in double) ---- */
+
+static tf_status run_conv2d(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *W = &op->inputs[1], *O = &op->output;
+    bool has_bias = op->params.flags & TF_CONV_BIAS;
+    operand x = make_operand(X, address), w = make_operand(W, address), o = make_operand(O, address),
+            b = has_bias ? make_operand(&op->inputs[2], address) : o;
+    const tf_op_params *p = &op->params;
+    int64_t N = O->shape[0], OC = O->shape[1], Ho = O->shape[2], Wo = O->shape[3], H = X->shape[2], Wd = X->shape[3];
+    int64_t cg = W->shape[1], kh = W->shape[2], kw = W->shape[3], og = OC / p->groups;
+    tf_dtype dt = X->dtype;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oc = 0; oc < OC; oc++)
+            for (int64_t y = 0; y < Ho; y++)
+                for (int64_t xo = 0; xo < Wo; xo++) {
+                    double acc = has_bias ? load_f64(dt, b.base + oc * b.stride[0]) : 0;
+                    int64_t c0 = (oc / og) * cg;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t i = 0; i < kh; i++) {
+                            int64_t yi = y * p->stride[0] - p->padding[0] + i * p->dilation[0];
+                            if (yi < 0 || yi >= H) continue;
+                            for (int64_t j = 0; j < kw; j++) {
+                                int64_t xi = xo * p->stride[1] - p->padding[1] + j * p->dilation[1];
+                                if (xi < 0 || xi >= Wd) continue;
+                                acc += load_f64(dt, x.base + n * x.stride[0] + (c0 + c) * x.stride[1] + yi * x.stride[2] +
+                                                        xi * x.stride[3]) *
+                                       load_f64(dt, w.base + oc * w.stride[0] + c * w.stride[1] + i * w.stride[2] + j * w.stride[3]);
+                            }
+                        }
+                    store_f64(dt, o.base + n * o.stride[0] + oc * o.stride[1] + y * o.stride[2] + xo * o.stride[3], acc);
+                }
+    return TF_OK;
+}
+
+static tf_status run_pool(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    operand x = make_operand(X, address), o = make_operand(O, address);
+    const tf_op_params *p = &op->params;
+    bool is_max = op->kind == TF_OP_MAXPOOL2D, count_pad = p->flags & TF_POOL_COUNT_PAD;
+    int64_t H = X->shape[2], W = X->shape[3], idx[4] = {0};
+    tf_dtype dt = X->dtype;
+    do {
+        const char *base = x.base + idx[0] * x.stride[0] + idx[1] * x.stride[1];
+        double acc = is_max ? -INFINITY : 0;
+        int64_t counted = 0;
+        for (int64_t i = 0; i < p->kernel[0]; i++)
+            for (int64_t j = 0; j < p->kernel[1]; j++) {
+                int64_t yi = idx[2] * p->stride[0] - p->padding[0] + i * p->dilation[0];
+                int64_t xi = idx[3] * p->stride[1] - p->padding[1] + j * p->dilation[1];
+                bool inside = yi >= 0 && yi < H && xi >= 0 && xi < W;
+                if (!is_max && (inside || count_pad) && yi < H + p->padding[0] && xi < W + p->padding[1]) counted++;
+                if (!inside) continue;
+                double v = load_f64(dt, base + yi * x.stride[2] + xi * x.stride[3]);
+                if (!is_max) acc += v;
+                else if (isnan(v) || v > acc) acc = isnan(acc) ? acc : v;
+            }
+        if (!is_max) acc = counted ? acc / (double)counted : NAN;
+        store_f64(dt, o.base + idx[0] * o.stride[0] + idx[1] * o.stride[1] + idx[2] * o.stride[2] + idx[3] * o.stride[3], acc);
+    } while (next_index(4, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- Adam / AdamW, in place (inputs param, grad, m, v; output = param) ---- */
+
+static tf_status run_adam(const tf_op *op, tf_cpu_address_fn address) {
+    operand p = make_operand(&op->inputs[0], address), g = make_operand(&op->inputs[1], address),
+            m = make_operand(&op->inputs[2], address), v = make_operand(&op->inputs[3], address),
+            o = make_operand(&op->output, address);
+    const tf_op_params *q = &op->params;
+    const tf_tensor_desc *P = &op->inputs[0];
+    tf_dtype dt = P->dtype;
+    bool decoupled = q->flags & TF_ADAM_DECOUPLED;
+    double c1 = 1 - pow(q->beta1, (double)q->adam_step), c2 = 1 - pow(q->beta2, (double)q->adam_step);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    if (tf_desc_numel(P) == 0) return TF_OK;
+    do {
+        int64_t po = 0, go = 0, mo = 0, vo = 0, oo = 0;
+        for (int d = 0; d < P->ndim; d++) {
+            po += idx[d] * p.stride[d];
+            go += idx[d] * g.stride[d];
+            mo += idx[d] * m.stride[d];
+            vo += idx[d] * v.stride[d];
+            oo += idx[d] * o.stride[d];
+        }
+        double pv = load_f64(dt, p.base + po), gv = load_f64(dt, g.base + go);
+        if (decoupled) pv *= 1 - q->lr * q->weight_decay;
+        else gv += q->weight_decay * pv;
+        double mv = q->beta1 * load_f64(dt, m.base + mo) + (1 - q->beta1) * gv;
+        double vv = q->beta2 * load_f64(dt, v.base + vo) + (1 - q->beta2) * gv * gv;
+        pv -= q->lr * (mv / c1) / (sqrt(vv / c2) + q->eps);
+        store_f64(dt, m.base + mo, mv);
+        store_f64(dt, v.base + vo, vv);
+        store_f64(dt, o.base + oo, pv);
+    } while (next_index(P->ndim, P->shape, idx));
+    return TF_OK;
+}
+
 /* ---- matmul ---- */
 
 typedef struct mm_geom {
@@ -914,6 +1011,8 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_SDPA:
         return is_float(out) && out == in;
     case TF_OP_ROPE: return is_float(out) && out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
+    case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM:
+        return is_float(out) && same_dtype_inputs(op);
     case TF_OP_COPY: case TF_OP_FILL: return true;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
@@ -940,6 +1039,9 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: return run_row(op, address);
     case TF_OP_ROPE: return run_rope(op, address);
     case TF_OP_SDPA: return run_sdpa(op, address);
+    case TF_OP_CONV2D: return run_conv2d(op, address);
+    case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: return run_pool(op, address);
+    case TF_OP_ADAM: return run_adam(op, address);
     case TF_OP_COPY: return run_copy(op, address);
     case TF_OP_FILL: case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
         return run_create(op, address);

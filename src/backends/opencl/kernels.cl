@@ -591,6 +591,74 @@ kernel void sdpa(wide_t scale, int causal, int has_mask, attn_geom a, global con
     long ob = a.off[4] + b * a.st[4][0] + h * a.st[4][1] + i * a.st[4][2];
     for (long e = 0; e < a.Dv; e++) ST(out, ob + e * a.st[4][3], acc[e] / l);   /* no visible key: 0/0 = NaN */
 }
+
+/* ---- conv2d and pooling (NCHW): one work-item per output element ----
+ * cg: x = input, w = weight, b = bias, o = out; strides per (n, c, h, w). */
+typedef struct conv_geom {
+    long N, C, H, W, O, Ho, Wo, cg, kh, kw, groups;
+    long stride[2], pad[2], dil[2];
+    long xs[4], ws[4], os[4], bs;
+    long x_off, w_off, o_off, b_off;
+} conv_geom;
+
+kernel void conv2d(int has_bias, conv_geom g, global const T *x, global const T *w, global const T *b, global T *out) {
+    long i = get_global_id(0);
+    if (i >= g.N * g.O * g.Ho * g.Wo) return;
+    long xo = i % g.Wo, y = (i / g.Wo) % g.Ho, oc = (i / (g.Wo * g.Ho)) % g.O, n = i / (g.Wo * g.Ho * g.O);
+    long c0 = (oc / (g.O / g.groups)) * g.cg;
+    C acc = has_bias ? LD(b, g.b_off + oc * g.bs) : (C)0;
+    for (long c = 0; c < g.cg; c++)
+        for (long a = 0; a < g.kh; a++) {
+            long yi = y * g.stride[0] - g.pad[0] + a * g.dil[0];
+            if (yi < 0 || yi >= g.H) continue;
+            for (long bb = 0; bb < g.kw; bb++) {
+                long xi = xo * g.stride[1] - g.pad[1] + bb * g.dil[1];
+                if (xi < 0 || xi >= g.W) continue;
+                acc += LD(x, g.x_off + n * g.xs[0] + (c0 + c) * g.xs[1] + yi * g.xs[2] + xi * g.xs[3]) *
+                       LD(w, g.w_off + oc * g.ws[0] + c * g.ws[1] + a * g.ws[2] + bb * g.ws[3]);
+            }
+        }
+    ST(out, g.o_off + n * g.os[0] + oc * g.os[1] + y * g.os[2] + xo * g.os[3], acc);
+}
+
+/* is_max: max pooling (NaN sticky, -inf padding); else average pooling with
+ * count_pad deciding whether padding counts in the divisor. kh/kw are the
+ * window, C the channels. */
+kernel void pool2d(int is_max, int count_pad, conv_geom g, global const T *x, global T *out) {
+    long i = get_global_id(0);
+    if (i >= g.N * g.C * g.Ho * g.Wo) return;
+    long xo = i % g.Wo, y = (i / g.Wo) % g.Ho, c = (i / (g.Wo * g.Ho)) % g.C, n = i / (g.Wo * g.Ho * g.C);
+    C acc = is_max ? (C)-INFINITY : (C)0;
+    long counted = 0;
+    for (long a = 0; a < g.kh; a++)
+        for (long bb = 0; bb < g.kw; bb++) {
+            long yi = y * g.stride[0] - g.pad[0] + a * g.dil[0], xi = xo * g.stride[1] - g.pad[1] + bb * g.dil[1];
+            bool inside = yi >= 0 && yi < g.H && xi >= 0 && xi < g.W;
+            if (!is_max && (inside || count_pad) && yi < g.H + g.pad[0] && xi < g.W + g.pad[1]) counted++;
+            if (!inside) continue;
+            C v = LD(x, g.x_off + n * g.xs[0] + c * g.xs[1] + yi * g.xs[2] + xi * g.xs[3]);
+            if (!is_max) acc += v;
+            else if (isnan(v) || v > acc) acc = isnan(acc) ? acc : v;
+        }
+    if (!is_max) acc = counted ? acc / (C)counted : (C)NAN;
+    ST(out, g.o_off + n * g.os[0] + c * g.os[1] + y * g.os[2] + xo * g.os[3], acc);
+}
+
+/* ---- Adam / AdamW in place: operands param (0), grad (1), m (2), v (3) ---- */
+kernel void adam(long n, geom g, wide_t lr, wide_t b1, wide_t b2, wide_t eps, wide_t wd, wide_t c1, wide_t c2,
+                 int decoupled, global T *p, global const T *grad, global T *m, global T *v) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long po = offset_of(&g, 0, i), go = offset_of(&g, 1, i), mo = offset_of(&g, 2, i), vo = offset_of(&g, 3, i);
+    wide_t pv = LD(p, po), gv = LD(grad, go);
+    if (decoupled) pv *= 1 - lr * wd;
+    else gv += wd * pv;
+    wide_t mv = b1 * (wide_t)LD(m, mo) + (1 - b1) * gv, vv = b2 * (wide_t)LD(v, vo) + (1 - b2) * gv * gv;
+    pv -= lr * (mv / c1) / (sqrt(vv / c2) + eps);
+    ST(m, mo, mv);
+    ST(v, vo, vv);
+    ST(p, po, pv);
+}
 #endif
 
 /* cumsum: one work-item per line; g covers the line index space

@@ -30,12 +30,21 @@
 
 enum {
     K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
-    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_ROW_OP, K_ROPE, K_SDPA, K_COUNT
+    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_ROW_OP, K_ROPE, K_SDPA, K_CONV2D,
+    K_POOL2D, K_ADAM, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
                                                   "arange", "rand", "unary", "compare", "bool_unary", "where_select",
                                                   "reduce_full", "cumsum", "index_pick", "triangle", "row_op",
-                                                  "rope", "sdpa"};
+                                                  "rope", "sdpa", "conv2d", "pool2d", "adam"};
+
+/* Mirrors `conv_geom` in kernels.cl. */
+typedef struct cl_conv_geom {
+    cl_long N, C, H, W, O, Ho, Wo, cg, kh, kw, groups;
+    cl_long stride[2], pad[2], dil[2];
+    cl_long xs[4], ws[4], os[4], bs;
+    cl_long x_off, w_off, o_off, b_off;
+} cl_conv_geom;
 
 /* Mirrors `attn_geom` in kernels.cl. */
 typedef struct cl_attn_geom {
@@ -727,6 +736,75 @@ static tf_status run_sdpa(cl_dev *d, const tf_op *op) {
     return launch(d, d->kernel[t[0]->dtype][K_SDPA], "sdpa", 9, args, 1, &global, NULL);
 }
 
+static cl_conv_geom conv_geom_of(const tf_op *op, const tf_tensor_desc *w, const tf_tensor_desc *b) {
+    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
+    cl_conv_geom g;
+    memset(&g, 0, sizeof g);
+    g.N = x->shape[0];
+    g.C = x->shape[1];
+    g.H = x->shape[2];
+    g.W = x->shape[3];
+    g.O = o->shape[1];
+    g.Ho = o->shape[2];
+    g.Wo = o->shape[3];
+    g.groups = op->params.groups ? op->params.groups : 1;
+    g.cg = w ? w->shape[1] : 1;
+    g.kh = w ? w->shape[2] : op->params.kernel[0];
+    g.kw = w ? w->shape[3] : op->params.kernel[1];
+    for (int i = 0; i < 2; i++) {
+        g.stride[i] = op->params.stride[i];
+        g.pad[i] = op->params.padding[i];
+        g.dil[i] = op->params.dilation[i] ? op->params.dilation[i] : 1;
+    }
+    for (int i = 0; i < 4; i++) {
+        g.xs[i] = x->strides[i];
+        g.os[i] = o->strides[i];
+        g.ws[i] = w ? w->strides[i] : 0;
+    }
+    g.bs = b ? b->strides[0] : 0;
+    g.x_off = elem_offset(x);
+    g.o_off = elem_offset(o);
+    g.w_off = w ? elem_offset(w) : 0;
+    g.b_off = b ? elem_offset(b) : 0;
+    return g;
+}
+
+static tf_status run_conv2d(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
+    cl_int has_bias = (op->params.flags & TF_CONV_BIAS) != 0;
+    const tf_tensor_desc *b = has_bias ? &op->inputs[2] : x;
+    cl_conv_geom g = conv_geom_of(op, w, has_bias ? b : NULL);
+    cl_mem mx = mem_of(x), mw = mem_of(w), mb = mem_of(b), mo = mem_of(o);
+    arg args[] = {ARG(has_bias), ARG(g), ARG(mx), ARG(mw), ARG(mb), ARG(mo)};
+    size_t global = (size_t)tf_desc_numel(o);
+    return launch(d, d->kernel[o->dtype][K_CONV2D], "conv2d", 6, args, 1, &global, NULL);
+}
+
+static tf_status run_pool(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
+    cl_conv_geom g = conv_geom_of(op, NULL, NULL);
+    cl_int is_max = op->kind == TF_OP_MAXPOOL2D, count_pad = (op->params.flags & TF_POOL_COUNT_PAD) != 0;
+    cl_mem mx = mem_of(x), mo = mem_of(o);
+    arg args[] = {ARG(is_max), ARG(count_pad), ARG(g), ARG(mx), ARG(mo)};
+    size_t global = (size_t)tf_desc_numel(o);
+    return launch(d, d->kernel[o->dtype][K_POOL2D], "pool2d", 5, args, 1, &global, NULL);
+}
+
+static tf_status run_adam(cl_dev *d, const tf_op *op) {
+    const tf_tensor_desc *ops[4] = {&op->inputs[0], &op->inputs[1], &op->inputs[2], &op->inputs[3]};
+    cl_geom g = make_geom(ops[0]->ndim, ops[0]->shape, ops, 4);
+    const tf_op_params *q = &op->params;
+    cl_long n = tf_desc_numel(ops[0]);
+    wide_arg lr = wide(q->lr), b1 = wide(q->beta1), b2 = wide(q->beta2), eps = wide(q->eps), wd = wide(q->weight_decay),
+             c1 = wide(1 - pow(q->beta1, (double)q->adam_step)), c2 = wide(1 - pow(q->beta2, (double)q->adam_step));
+    cl_int decoupled = (q->flags & TF_ADAM_DECOUPLED) != 0;
+    cl_mem mp = mem_of(ops[0]), mg = mem_of(ops[1]), mm = mem_of(ops[2]), mv = mem_of(ops[3]);
+    arg args[] = {ARG(n), ARG(g), WIDE_ARG(d, lr), WIDE_ARG(d, b1), WIDE_ARG(d, b2), WIDE_ARG(d, eps), WIDE_ARG(d, wd),
+                  WIDE_ARG(d, c1), WIDE_ARG(d, c2), ARG(decoupled), ARG(mp), ARG(mg), ARG(mm), ARG(mv)};
+    size_t global = (size_t)n;
+    return launch(d, d->kernel[ops[0]->dtype][K_ADAM], "adam", 14, args, 1, &global, NULL);
+}
+
 static tf_status run_copy(cl_dev *d, const tf_op *op) {
     const tf_tensor_desc *in = &op->inputs[0], *o = &op->output, *ops[2] = {o, in};
     cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
@@ -813,6 +891,7 @@ static bool cl_supports(void *ctx, const tf_op *op) {
     case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_ROPE:
         return dt_is_float(op->output.dtype);
     case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
+    case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM: return dt_is_float(op->output.dtype);
     default:
         return is_unary(op->kind) && dt_is_float(op->output.dtype);
     }
@@ -846,6 +925,9 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
         case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: s = run_row_op(d, op); break;
         case TF_OP_ROPE: s = run_rope(d, op); break;
         case TF_OP_SDPA: s = run_sdpa(d, op); break;
+        case TF_OP_CONV2D: s = run_conv2d(d, op); break;
+        case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: s = run_pool(d, op); break;
+        case TF_OP_ADAM: s = run_adam(d, op); break;
         case TF_OP_COPY: s = run_copy(d, op); break;
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
         case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;

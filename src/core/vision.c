@@ -1,0 +1,379 @@
+/* Vision and training: conv2d and pooling (kernels), batch_norm and
+ * cross_entropy (composites), and the in-place Adam/AdamW step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+static tf_status need_float(const char *fn, const tf_tensor *x) {
+    if (!tf_dtype_is_float(x->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: needs a float tensor, not %s", fn, tf_dtype_name(x->dtype));
+    return TF_OK;
+}
+
+/* Extent of one output axis of a sliding window; < 1 means too small. */
+static int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;   /* floor division: C's truncation would give 1 for span -1 */
+}
+
+/* Place inputs on one device, converting the float ones to dt. */
+static tf_status place_float(const char *fn, int n, const tf_tensor *const *in, tf_dtype dt, tf_device **dev,
+                             tf_tensor **ready) {
+    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
+    for (int i = 0; i < n && s == TF_OK; i++) {
+        if (ready[i]->dtype == dt) continue;
+        tf_tensor *c;
+        s = tf__copy_cast(fn, ready[i], dt, &c);
+        if (s == TF_OK) {
+            tf_tensor_release(ready[i]);
+            ready[i] = c;
+        }
+    }
+    if (s != TF_OK)
+        for (int i = 0; i < n; i++) {
+            tf_tensor_release(ready[i]);
+            ready[i] = NULL;
+        }
+    return s;
+}
+
+static tf_status run_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt, int ndim,
+                         const int64_t *shape, tf_tensor **out) {
+    tf_tensor *o = NULL;
+    tf_status s = tf__op_output(fn, dev, dt, ndim, shape, &o);
+    if (s == TF_OK) {
+        op->n_inputs = n;
+        for (int i = 0; i < n; i++) op->inputs[i] = tf__desc(ready[i]);
+        op->output = tf__desc(o);
+        s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
+    }
+    if (s == TF_OK) *out = o;
+    else tf_tensor_release(o);
+    for (int i = 0; i < n; i++) tf_tensor_release(ready[i]);
+    return s;
+}
+
+/* ---- conv2d ---- */
+
+static tf_status check_pair(const char *fn, const char *what, const int64_t *v, int64_t min) {
+    if (v[0] < min || v[1] < min)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s {%lld, %lld} must be >= %lld", fn, what, (long long)v[0],
+                         (long long)v[1], (long long)min);
+    return TF_OK;
+}
+
+tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, const int64_t stride_in[2],
+                    const int64_t padding_in[2], const int64_t dilation_in[2], int64_t groups, tf_tensor **out) {
+    static const char fn[] = "tf_conv2d";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !weight) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or weight is NULL", fn);
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    const int64_t *stride = stride_in ? stride_in : one, *padding = padding_in ? padding_in : zero,
+                  *dilation = dilation_in ? dilation_in : one;
+    tf_status s = need_float(fn, x);
+    if (s == TF_OK) s = check_pair(fn, "stride", stride, 1);
+    if (s == TF_OK) s = check_pair(fn, "padding", padding, 0);
+    if (s == TF_OK) s = check_pair(fn, "dilation", dilation, 1);
+    if (s != TF_OK) return s;
+    char a[256], b[256];
+    if (x->ndim != 4 || weight->ndim != 4)
+        return tf__error(TF_ERR_SHAPE, "%s: x must be [N, C, H, W] and weight [O, C/groups, kh, kw] (got %d-d and %d-d)",
+                         fn, x->ndim, weight->ndim);
+    int64_t N = x->shape[0], C = x->shape[1], O = weight->shape[0];
+    if (groups < 1 || C % groups || O % groups || weight->shape[1] * groups != C)
+        return tf__error(TF_ERR_SHAPE, "%s: x %s, weight %s and groups %lld do not fit (C and O must divide by groups, "
+                         "weight's axis 1 must be C/groups)", fn, tf__shape_str(4, x->shape, a, sizeof a),
+                         tf__shape_str(4, weight->shape, b, sizeof b), (long long)groups);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != O))
+        return tf__error(TF_ERR_SHAPE, "%s: bias must be [%lld]", fn, (long long)O);
+    int64_t Ho = window_out(x->shape[2], weight->shape[2], stride[0], padding[0], dilation[0]);
+    int64_t Wo = window_out(x->shape[3], weight->shape[3], stride[1], padding[1], dilation[1]);
+    if (Ho < 1 || Wo < 1)
+        return tf__error(TF_ERR_SHAPE, "%s: input %s is too small for kernel %s with this padding and dilation", fn,
+                         tf__shape_str(4, x->shape, a, sizeof a), tf__shape_str(4, weight->shape, b, sizeof b));
+    const tf_tensor *in[3] = {x, weight, bias};
+    int n = bias ? 3 : 2;
+    tf_tensor *ready[3] = {NULL, NULL, NULL};
+    tf_device *dev;
+    s = place_float(fn, n, in, x->dtype, &dev, ready);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_CONV2D;
+    for (int i = 0; i < 2; i++) {
+        op.params.stride[i] = stride[i];
+        op.params.padding[i] = padding[i];
+        op.params.dilation[i] = dilation[i];
+    }
+    op.params.groups = groups;
+    op.params.flags = bias ? TF_CONV_BIAS : 0;
+    int64_t oshape[4] = {N, O, Ho, Wo};
+    return run_new(fn, dev, &op, n, ready, x->dtype, 4, oshape, out);
+}
+
+/* ---- pooling ---- */
+
+static tf_status pool(const char *fn, tf_op_kind kind, const tf_tensor *x, const int64_t kernel[2],
+                      const int64_t stride_in[2], const int64_t padding_in[2], const int64_t dilation_in[2],
+                      bool count_pad, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !kernel) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or kernel is NULL", fn);
+    static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    const int64_t *stride = stride_in ? stride_in : kernel, *padding = padding_in ? padding_in : zero,
+                  *dilation = dilation_in ? dilation_in : one;
+    tf_status s = need_float(fn, x);
+    if (s == TF_OK) s = check_pair(fn, "kernel", kernel, 1);
+    if (s == TF_OK) s = check_pair(fn, "stride", stride, 1);
+    if (s == TF_OK) s = check_pair(fn, "padding", padding, 0);
+    if (s == TF_OK) s = check_pair(fn, "dilation", dilation, 1);
+    if (s != TF_OK) return s;
+    if (x->ndim != 4) return tf__error(TF_ERR_SHAPE, "%s: x must be [N, C, H, W], got %d-d", fn, x->ndim);
+    if (padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1])
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: padding {%lld, %lld} must be at most half the kernel", fn,
+                         (long long)padding[0], (long long)padding[1]);
+    int64_t Ho = window_out(x->shape[2], kernel[0], stride[0], padding[0], dilation[0]);
+    int64_t Wo = window_out(x->shape[3], kernel[1], stride[1], padding[1], dilation[1]);
+    if (Ho < 1 || Wo < 1) {
+        char a[256];
+        return tf__error(TF_ERR_SHAPE, "%s: input %s is too small for kernel {%lld, %lld}", fn,
+                         tf__shape_str(4, x->shape, a, sizeof a), (long long)kernel[0], (long long)kernel[1]);
+    }
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    for (int i = 0; i < 2; i++) {
+        op.params.kernel[i] = kernel[i];
+        op.params.stride[i] = stride[i];
+        op.params.padding[i] = padding[i];
+        op.params.dilation[i] = dilation[i];
+    }
+    op.params.flags = count_pad ? TF_POOL_COUNT_PAD : 0;
+    tf_tensor *ready[1] = {tf_tensor_retain((tf_tensor *)x)};
+    int64_t oshape[4] = {x->shape[0], x->shape[1], Ho, Wo};
+    return run_new(fn, x->storage->dev, &op, 1, ready, x->dtype, 4, oshape, out);
+}
+
+tf_status tf_maxpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
+                       const int64_t dilation[2], tf_tensor **out) {
+    return pool("tf_maxpool2d", TF_OP_MAXPOOL2D, x, kernel, stride, padding, dilation, false, out);
+}
+
+tf_status tf_avgpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
+                       bool count_include_pad, tf_tensor **out) {
+    return pool("tf_avgpool2d", TF_OP_AVGPOOL2D, x, kernel, stride, padding, NULL, count_include_pad, out);
+}
+
+/* ---- batch_norm (composite) ---- */
+
+/* A [C] tensor viewed as [1, C, 1, ...] to broadcast over x of ndim. */
+static tf_status channel_view(const tf_tensor *v, int ndim, tf_tensor **out) {
+    int64_t shape[TF_MAX_DIMS];
+    for (int i = 0; i < ndim; i++) shape[i] = i == 1 ? v->shape[0] : 1;
+    return tf_reshape(v, ndim, shape, out);
+}
+
+/* Per-channel mean and variance (with the correction given) of x [N, C, ...]. */
+static tf_status channel_stats(const tf_tensor *x, int64_t correction, tf_tensor **mean, tf_tensor **var) {
+    int perm[TF_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) perm[i] = i == 0 ? 1 : i == 1 ? 0 : i;
+    int64_t flat[2] = {x->shape[1], -1};
+    tf_tensor *t = NULL, *rows = NULL;
+    tf_status s = tf_permute(x, perm, &t);
+    if (s == TF_OK) s = tf_reshape(t, 2, flat, &rows);
+    if (s == TF_OK && mean) s = tf_mean(rows, 1, false, mean);
+    if (s == TF_OK && var) s = tf_var(rows, 1, correction, false, var);
+    tf_tensor_release(t);
+    tf_tensor_release(rows);
+    return s;
+}
+
+/* r = (1 - momentum) * r + momentum * batch, written into r's storage. */
+static tf_status update_running(const char *fn, tf_tensor *r, const tf_tensor *batch, double momentum) {
+    tf_tensor *a = NULL, *b = NULL, *ka = NULL, *kb = NULL, *sum = NULL;
+    tf_status s = tf_scalar(tf_tensor_device(r), r->dtype, 1 - momentum, &ka);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(r), r->dtype, momentum, &kb);
+    if (s == TF_OK) s = tf_mul(r, ka, &a);
+    if (s == TF_OK) s = tf_mul(batch, kb, &b);
+    if (s == TF_OK) s = tf_add(a, b, &sum);
+    if (s == TF_OK) s = tf__copy_into(fn, sum, r);
+    tf_tensor *all[] = {a, b, ka, kb, sum};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    return s;
+}
+
+static tf_status check_channel_vector(const char *fn, const char *what, const tf_tensor *v, int64_t c, tf_device *dev) {
+    if (!v) return TF_OK;
+    if (v->ndim != 1 || v->shape[0] != c) return tf__error(TF_ERR_SHAPE, "%s: %s must be [%lld]", fn, what, (long long)c);
+    if (dev && v->storage->dev != dev)
+        return tf__error(TF_ERR_DEVICE_MISMATCH, "%s: %s is updated in place and must be on %s like x, not on %s", fn,
+                         what, dev->name, v->storage->dev->name);
+    return TF_OK;
+}
+
+tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *running_var, const tf_tensor *weight,
+                        const tf_tensor *bias, bool training, double momentum, double eps, tf_tensor **out) {
+    static const char fn[] = "tf_batch_norm";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
+    tf_status s = need_float(fn, x);
+    if (s != TF_OK) return s;
+    if (x->ndim < 2) return tf__error(TF_ERR_SHAPE, "%s: x must be [N, C, ...], got %d-d", fn, x->ndim);
+    if (!training && (!running_mean || !running_var))
+        return tf__error(TF_ERR_NULL_ARGUMENT, "%s: inference needs running_mean and running_var", fn);
+    if (!(eps >= 0) || !(momentum >= 0 && momentum <= 1))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0 and momentum %g in [0, 1]", fn, eps, momentum);
+    int64_t C = x->shape[1];
+    tf_device *dev = training ? x->storage->dev : NULL;
+    s = check_channel_vector(fn, "running_mean", running_mean, C, dev);
+    if (s == TF_OK) s = check_channel_vector(fn, "running_var", running_var, C, dev);
+    if (s == TF_OK) s = check_channel_vector(fn, "weight", weight, C, NULL);
+    if (s == TF_OK) s = check_channel_vector(fn, "bias", bias, C, NULL);
+    if (s != TF_OK) return s;
+    tf_tensor *mean = NULL, *var = NULL, *var_u = NULL, *mv = NULL, *vv = NULL, *centered = NULL, *veps = NULL,
+              *epsk = NULL, *inv = NULL, *y = NULL, *wv = NULL, *bv = NULL, *yw = NULL;
+    if (training) {
+        s = channel_stats(x, 0, &mean, &var);
+        if (s == TF_OK && running_mean) s = update_running(fn, running_mean, mean, momentum);
+        if (s == TF_OK && running_var) s = channel_stats(x, 1, NULL, &var_u);
+        if (s == TF_OK && running_var) s = update_running(fn, running_var, var_u, momentum);
+    } else {
+        mean = tf_tensor_retain(running_mean);
+        var = tf_tensor_retain(running_var);
+    }
+    if (s == TF_OK) s = channel_view(mean, x->ndim, &mv);
+    if (s == TF_OK) s = channel_view(var, x->ndim, &vv);
+    if (s == TF_OK) s = tf_sub(x, mv, &centered);
+    if (s == TF_OK) s = tf_scalar(x->storage->dev, x->dtype, eps, &epsk);
+    if (s == TF_OK) s = tf_add(vv, epsk, &veps);
+    if (s == TF_OK) s = tf_rsqrt(veps, &inv);
+    if (s == TF_OK) s = tf_mul(centered, inv, &y);
+    if (s == TF_OK && weight) s = channel_view(weight, x->ndim, &wv);
+    if (s == TF_OK && weight) s = tf_mul(y, wv, &yw);
+    else if (s == TF_OK) yw = tf_tensor_retain(y);
+    if (s == TF_OK && bias) s = channel_view(bias, x->ndim, &bv);
+    if (s == TF_OK && bias) s = tf_add(yw, bv, out);
+    else if (s == TF_OK) *out = tf_tensor_retain(yw);
+    tf_tensor *all[] = {mean, var, var_u, mv, vv, centered, veps, epsk, inv, y, wv, bv, yw};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    return s;
+}
+
+/* ---- cross_entropy (composite) ---- */
+
+tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *target, int64_t ignore_index,
+                           tf_reduction reduction, tf_tensor **out) {
+    static const char fn[] = "tf_cross_entropy";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!logits || !target) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: logits or target is NULL", fn);
+    tf_status s = need_float(fn, logits);
+    if (s != TF_OK) return s;
+    if (target->dtype != TF_I32 && target->dtype != TF_I64)
+        return tf__error(TF_ERR_DTYPE, "%s: targets are class indices (i32/i64), not %s", fn, tf_dtype_name(target->dtype));
+    if (reduction < TF_REDUCTION_MEAN || reduction > TF_REDUCTION_NONE)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: unknown reduction %d", fn, (int)reduction);
+    char a[256], b[256];
+    bool fits = logits->ndim >= 2 && target->ndim == logits->ndim - 1;
+    for (int i = 0, j = 0; fits && i < logits->ndim; i++)
+        if (i != 1) fits = target->shape[j++] == logits->shape[i];
+    if (!fits)
+        return tf__error(TF_ERR_SHAPE, "%s: logits %s and target %s do not fit (target is logits without axis 1)", fn,
+                         tf__shape_str(logits->ndim, logits->shape, a, sizeof a),
+                         tf__shape_str(target->ndim, target->shape, b, sizeof b));
+    int64_t C = logits->shape[1], M = tf_tensor_numel(target), rows_shape[2] = {M, C}, col_shape[2] = {M, 1};
+    tf_tensor *moved = NULL, *rows = NULL, *t = NULL, *tflat = NULL, *ign = NULL, *valid = NULL, *zero = NULL,
+              *safe = NULL, *col = NULL, *lsm = NULL, *picked = NULL, *flat = NULL, *neg = NULL, *zf = NULL,
+              *loss = NULL, *total = NULL, *count = NULL, *countf = NULL;
+    /* move classes last: [N, d..., C] -> [M, C] */
+    int cperm[TF_MAX_DIMS];
+    cperm[0] = 0;
+    for (int i = 2; i < logits->ndim; i++) cperm[i - 1] = i;
+    cperm[logits->ndim - 1] = 1;
+    s = tf_permute(logits, cperm, &moved);
+    if (s == TF_OK) s = tf_reshape(moved, 2, rows_shape, &rows);
+    if (s == TF_OK) s = tf_tensor_to(target, tf_tensor_device(rows), &t);
+    if (s == TF_OK) s = tf_reshape(t, 1, &M, &tflat);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(rows), TF_I64, (double)ignore_index, &ign);
+    if (s == TF_OK) s = tf_ne(tflat, ign, &valid);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(rows), TF_I64, 0, &zero);
+    if (s == TF_OK) s = tf_where(valid, tflat, zero, &safe);       /* ignored targets read class 0 */
+    if (s == TF_OK) s = tf_reshape(safe, 2, col_shape, &col);
+    if (s == TF_OK) s = tf_log_softmax(rows, 1, &lsm);
+    if (s == TF_OK) s = tf_gather(lsm, 1, col, &picked);          /* checks 0 <= class < C */
+    if (s == TF_OK) s = tf_reshape(picked, 1, &M, &flat);
+    if (s == TF_OK) s = tf_neg(flat, &neg);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(rows), logits->dtype, 0, &zf);
+    if (s == TF_OK) s = tf_where(valid, neg, zf, &loss);
+    if (s == TF_OK && reduction == TF_REDUCTION_NONE) s = tf_reshape(loss, target->ndim, target->shape, out);
+    if (s == TF_OK && reduction == TF_REDUCTION_SUM) s = tf_sum(loss, TF_ALL_AXES, false, out);
+    if (s == TF_OK && reduction == TF_REDUCTION_MEAN) {
+        s = tf_sum(loss, TF_ALL_AXES, false, &total);
+        if (s == TF_OK) s = tf_sum(valid, TF_ALL_AXES, false, &count);
+        if (s == TF_OK) s = tf_cast(count, logits->dtype, &countf);
+        if (s == TF_OK) s = tf_div(total, countf, out);           /* all ignored: 0/0 = NaN */
+    }
+    if (s == TF_ERR_INDEX) tf__error(s, "%s: a target is outside [0, %lld) and is not ignore_index %lld", fn,
+                                     (long long)C, (long long)ignore_index);
+    tf_tensor *all[] = {moved, rows, t, tflat, ign, valid, zero, safe, col, lsm, picked, flat, neg, zf, loss, total,
+                        count, countf};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    return s;
+}
+
+/* ---- Adam / AdamW, in place ---- */
+
+tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf_tensor *v, double lr, double beta1,
+                       double beta2, double eps, double weight_decay, int64_t step, bool decoupled) {
+    static const char fn[] = "tf_adam_step";
+    if (!param || !grad || !m || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: param, grad, m or v is NULL", fn);
+    tf_status s = need_float(fn, param);
+    if (s != TF_OK) return s;
+    if (!(lr >= 0) || !(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1) || !(eps >= 0) || !(weight_decay >= 0) ||
+        step < 1)
+        return tf__error(TF_ERR_INVALID_ARGUMENT,
+                         "%s: needs lr >= 0, betas in [0, 1), eps >= 0, weight_decay >= 0, step >= 1 "
+                         "(got %g, %g, %g, %g, %g, %lld)", fn, lr, beta1, beta2, eps, weight_decay, (long long)step);
+    const tf_tensor *all[4] = {param, grad, m, v};
+    static const char *const names[4] = {"param", "grad", "m", "v"};
+    for (int i = 1; i < 4; i++) {
+        if (all[i]->ndim != param->ndim || memcmp(all[i]->shape, param->shape, sizeof(int64_t) * (size_t)param->ndim)) {
+            char a[256], b[256];
+            return tf__error(TF_ERR_SHAPE, "%s: %s %s must have param's shape %s", fn, names[i],
+                             tf__shape_str(all[i]->ndim, all[i]->shape, a, sizeof a),
+                             tf__shape_str(param->ndim, param->shape, b, sizeof b));
+        }
+        if (all[i]->dtype != param->dtype)
+            return tf__error(TF_ERR_DTYPE, "%s: %s is %s, param is %s", fn, names[i], tf_dtype_name(all[i]->dtype),
+                             tf_dtype_name(param->dtype));
+        if (i != 1 && all[i]->storage->dev != param->storage->dev)
+            return tf__error(TF_ERR_DEVICE_MISMATCH, "%s: %s is updated in place and must be on %s like param", fn,
+                             names[i], param->storage->dev->name);
+    }
+    tf_tensor *g = NULL;
+    s = tf_tensor_to(grad, param->storage->dev, &g);
+    if (s != TF_OK) return s;
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = TF_OP_ADAM;
+    op.n_inputs = 4;
+    op.inputs[0] = tf__desc(param);
+    op.inputs[1] = tf__desc(g);
+    op.inputs[2] = tf__desc(m);
+    op.inputs[3] = tf__desc(v);
+    op.output = tf__desc(param);
+    op.params.lr = lr;
+    op.params.beta1 = beta1;
+    op.params.beta2 = beta2;
+    op.params.eps = eps;
+    op.params.weight_decay = weight_decay;
+    op.params.adam_step = step;
+    op.params.flags = decoupled ? TF_ADAM_DECOUPLED : 0;
+    s = tf_tensor_numel(param) ? tf__dispatch(fn, param->storage->dev, &op) : TF_OK;
+    tf_tensor_release(g);
+    return s;
+}

@@ -63,7 +63,9 @@ extern "C" {
     X(ERR_BACKEND,           -16, "backend failure")                             \
     X(ERR_DEVICE_LOST,       -17, "device lost")                                 \
     X(ERR_ALREADY_EXISTS,    -18, "already exists")                              \
-    X(ERR_INDEX,             -19, "index out of range")
+    X(ERR_INDEX,             -19, "index out of range")                          \
+    X(ERR_IO,                -20, "file could not be read or written")           \
+    X(ERR_FORMAT,            -21, "malformed file")
 
 typedef enum tf_status {
 #define TF__STATUS_ENUM(name, code, msg) TF_##name = code,
@@ -387,6 +389,26 @@ TF_API tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *targ
  * param by (1 - lr * weight_decay). step counts from 1. */
 TF_API tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf_tensor *v, double lr,
                               double beta1, double beta2, double eps, double weight_decay, int64_t step, bool decoupled);
+
+/* ---- files ---- */
+/* NumPy .npy (format 1.0 written; 1.0, 2.0 and 3.0 read; little- or
+ * big-endian; C order). bf16, which NumPy lacks, is written with the descr
+ * 'bfloat16' (NumPy refuses such a file rather than misread it). Loading
+ * validates magic, header, dtype, shape and size: a malformed or truncated
+ * file is TF_ERR_FORMAT, never a crash. */
+TF_API tf_status tf_npy_save(const char *path, const tf_tensor *t);
+TF_API tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out);
+/* safetensors: the header is parsed strictly (JSON, bounded), each tensor's
+ * dtype, shape and byte range is validated (ranges must tile the data
+ * exactly, as the format requires), and the file is memory-mapped: loading
+ * a tensor copies it straight from the mapping to its device. */
+typedef struct tf_safetensors tf_safetensors;
+TF_API tf_status tf_safetensors_open(const char *path, tf_safetensors **out);
+TF_API int tf_safetensors_count(const tf_safetensors *f);
+TF_API const char *tf_safetensors_name(const tf_safetensors *f, int i);   /* NULL if out of range */
+TF_API tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_device *dev, tf_tensor **out);
+TF_API void tf_safetensors_close(tf_safetensors *f);
+TF_API tf_status tf_safetensors_save(const char *path, int n, const char *const *names, const tf_tensor *const *tensors);
 
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;

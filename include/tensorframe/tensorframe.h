@@ -470,7 +470,8 @@ TF_API tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out);
 
 /* Elementwise unary ops on float tensors (f16/bf16 computed in f32); the
  * result has the input's shape and dtype. NaN propagates through all of
- * them (sign, relu and clamp included). round rounds half to even; gelu is
+ * them (relu and clamp included) except sign, which gives 0 for NaN as
+ * PyTorch's does. round rounds half to even; gelu is
  * the erf form, gelu_tanh the tanh approximation; softplus is
  * log(1 + exp(x)), or x above 20 (PyTorch's threshold). */
 TF_API tf_status tf_neg(const tf_tensor *x, tf_tensor **out);

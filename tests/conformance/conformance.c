@@ -298,7 +298,7 @@ static double ref_unary(tf_op_kind k, double x, double alpha, double lo, double 
     switch (k) {
     case TF_OP_NEG: return -x;
     case TF_OP_ABS: return fabs(x);
-    case TF_OP_SIGN: return isnan(x) ? x : x > 0 ? 1 : x < 0 ? -1 : 0;
+    case TF_OP_SIGN: return (x > 0) - (x < 0);   /* PyTorch: NaN gives 0 */
     case TF_OP_EXP: return exp(x);
     case TF_OP_LOG: return log(x);
     case TF_OP_LOG1P: return log1p(x);

@@ -268,6 +268,10 @@ static void test_unary_edges_and_scalars(void **state) {
     float clamp[6] = {NAN, -1, -0.5f, 0.5f, 2.5f, 30};
     expect_f32(o, clamp, 6);
     tf_tensor_release(o);
+    OK(tf_sign(x, &o));                        /* PyTorch: sign(NaN) is 0 */
+    float sign[6] = {0, -1, -1, 1, 1, 1};
+    expect_f32(o, sign, 6);
+    tf_tensor_release(o);
     OK(tf_round(x, &o));                       /* half to even */
     float rounded[6] = {NAN, -2, -0.0f, 0, 2, 30};
     expect_f32(o, rounded, 6);

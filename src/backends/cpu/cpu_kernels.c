@@ -271,7 +271,7 @@ static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
 #define DEF_UNARY_FNS(CT, SUF, EXPF, LOGF, LOG1PF, EXPM1F, SQRTF, SINF, COSF, TANHF, ERFF, FLOORF, CEILF, RINTF) \
     static CT u_neg_##SUF(CT x, const tf_op_params *p) { (void)p; return -x; }                              \
     static CT u_abs_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? -x : x == 0 ? (CT)0 : x; } \
-    static CT u_sign_##SUF(CT x, const tf_op_params *p) { (void)p; return x > 0 ? (CT)1 : x < 0 ? (CT)-1 : x; } \
+    static CT u_sign_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)((x > 0) - (x < 0)); }         \
     static CT u_exp_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPF(x); }                         \
     static CT u_log_##SUF(CT x, const tf_op_params *p) { (void)p; return LOGF(x); }                         \
     static CT u_log1p_##SUF(CT x, const tf_op_params *p) { (void)p; return LOG1PF(x); }                     \

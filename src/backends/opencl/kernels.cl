@@ -156,7 +156,7 @@ inline C apply_unary(int op, C x, C alpha, C lo, C hi) {
     switch (op) {
     case 0: return -x;
     case 1: return x < 0 ? -x : x == 0 ? (C)0 : x;
-    case 2: return x > 0 ? (C)1 : x < 0 ? (C)-1 : x;
+    case 2: return (C)((x > 0) - (x < 0));        /* PyTorch's rule: NaN gives 0 */
     case 3: return exp(x);
     case 4: return log(x);
     case 5: return log1p(x);

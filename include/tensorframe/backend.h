@@ -75,7 +75,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 1
-#define TF_BACKEND_ABI_MINOR 0
+#define TF_BACKEND_ABI_MINOR 1
 
 #define TF_OP_MAX_INPUTS 4
 /* The symbol every plugin exports. */
@@ -186,6 +186,11 @@ typedef struct tf_device_iface {
     tf_status (*event_wait)(void *dev_ctx, tf_backend_event *e, tf_backend_stream *s);
     tf_status (*event_synchronize)(void *dev_ctx, tf_backend_event *e);
     void (*event_destroy)(void *dev_ctx, tf_backend_event *e);
+    /* ---- minor 1 ---- */
+    /* (optional) The device allocator's statistics. */
+    tf_status (*memory_stats)(void *dev_ctx, tf_memory_stats *out);
+    /* (optional) Return cached, unused memory to the OS or driver. */
+    void (*empty_cache)(void *dev_ctx);
 } tf_device_iface;
 
 typedef struct tf_backend_device {
@@ -199,6 +204,10 @@ typedef struct tf_backend_iface {
     void (*shutdown)(void *backend_ctx);
     /* (optional) Backend-specific extras by name; NULL if unknown. */
     void *(*get_proc_address)(void *backend_ctx, const char *name);
+    /* ---- minor 1 ---- */
+    /* (optional) Host threads the backend computes with. */
+    tf_status (*set_num_threads)(void *backend_ctx, int n);
+    int (*get_num_threads)(void *backend_ctx);
 } tf_backend_iface;
 
 /* What a backend hands the core. The core copies the struct; the device

@@ -164,6 +164,25 @@ TF_API uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op);
 /* Ops dispatched to the device (including those that fell back). */
 TF_API uint64_t tf_device_op_count(const tf_device *d);
 
+/* A device allocator's statistics (bytes unless said otherwise). */
+typedef struct tf_memory_stats {
+    uint64_t allocated;       /* held by live tensors */
+    uint64_t reserved;        /* allocated plus cached for reuse */
+    uint64_t peak_allocated;
+    uint64_t cache_hits;      /* allocations served from the cache (count) */
+    uint64_t cache_misses;    /* allocations that went to the OS or driver (count) */
+} tf_memory_stats;
+/* TF_ERR_UNSUPPORTED if the device's backend keeps no statistics. */
+TF_API tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out);
+/* Return the device's cached, unused memory to the OS or driver. */
+TF_API tf_status tf_device_empty_cache(tf_device *d);
+
+/* Threads the CPU backend computes with (and other backends' host threads):
+ * default TF_NUM_THREADS, else the cores the process may run on. Small ops
+ * always run on the calling thread. Set it when no op is running. */
+TF_API tf_status tf_set_num_threads(int n);
+TF_API int tf_get_num_threads(void);
+
 /* Backend priority for "auto": a comma-separated list of backend names,
  * highest first ("cuda,opencl,cpu"). Backends not named are never picked by
  * "auto". NULL restores the default (TF_BACKEND from the environment if set,

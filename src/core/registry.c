@@ -533,6 +533,43 @@ uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {
 
 uint64_t tf_device_op_count(const tf_device *d) { return d ? atomic_load(&((tf_device *)d)->ops) : 0; }
 
+/* A device method added in ABI minor 1, or NULL for older backends. */
+#define DEVICE_MINOR1(d, slot) ((d)->bdev.iface->abi_minor >= 1 ? (d)->bdev.iface->slot : NULL)
+#define BACKEND_MINOR1(b, slot) ((b)->reg.iface->abi_minor >= 1 ? (b)->reg.iface->slot : NULL)
+
+tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out) {
+    if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_memory_stats: NULL argument");
+    memset(out, 0, sizeof *out);
+    tf_status (*fn)(void *, tf_memory_stats *) = DEVICE_MINOR1(d, memory_stats);
+    if (!fn) return tf__error(TF_ERR_UNSUPPORTED, "tf_device_memory_stats: %s keeps no allocator statistics", d->name);
+    return fn(d->bdev.ctx, out);
+}
+
+tf_status tf_device_empty_cache(tf_device *d) {
+    if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_empty_cache: device is NULL");
+    void (*fn)(void *) = DEVICE_MINOR1(d, empty_cache);
+    if (fn) fn(d->bdev.ctx);
+    return TF_OK;
+}
+
+tf_status tf_set_num_threads(int n) {
+    if (n < 1) return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_set_num_threads: %d threads", n);
+    tf_status s = tf__init();
+    pthread_mutex_lock(&g.lock);
+    for (int i = 0; i < g.n_backends && s == TF_OK; i++) {
+        tf_status (*fn)(void *, int) = BACKEND_MINOR1(g.backends[i], set_num_threads);
+        if (fn) s = fn(g.backends[i]->reg.ctx, n);
+    }
+    pthread_mutex_unlock(&g.lock);
+    return s;
+}
+
+int tf_get_num_threads(void) {
+    if (tf__init() != TF_OK) return 1;
+    int (*fn)(void *) = BACKEND_MINOR1(g.backends[0], get_num_threads);   /* backend 0 is the CPU's */
+    return fn ? fn(g.backends[0]->reg.ctx) : 1;
+}
+
 /* ---- selection ---- */
 
 /* May "auto" pick d? In the default list a non-CPU backend's CPU-type or

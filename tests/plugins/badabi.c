@@ -2,7 +2,7 @@
 #include <string.h>
 #include <tensorframe/backend.h>
 
-static const tf_backend_iface iface = {TF_BACKEND_ABI_MAJOR + 1, 0, NULL, NULL};
+static const tf_backend_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR + 1, .abi_minor = 0};
 
 __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf_host_api *host, tf_backend_reg *out) {
     (void)host;

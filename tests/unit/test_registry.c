@@ -148,7 +148,7 @@ static bool dummy_supports(void *c, const tf_op *op) { (void)c; (void)op; return
 
 static void test_registration_errors(void **state) {
     (void)state;
-    static const tf_backend_iface iface = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, NULL, NULL};
+    static const tf_backend_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR};
     static const tf_device_iface incomplete = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
                                                .get_info = dummy_info, .buffer_alloc = dummy_alloc,
                                                .buffer_free = dummy_free, .buffer_upload = dummy_xfer,
@@ -159,7 +159,7 @@ static void test_registration_errors(void **state) {
                           "no hardware on this machine"};
     FAILS_WITH(TF_ERR_NULL_ARGUMENT, "reg is NULL", tf_backend_register(NULL));
     reg.abi_major = TF_BACKEND_ABI_MAJOR + 1;
-    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 2.0, this library speaks 1.0", tf_backend_register(&reg));
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 2.1, this library speaks 1.", tf_backend_register(&reg));
     reg.abi_major = TF_BACKEND_ABI_MAJOR;
     reg.name = "Bad-Name";
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not [a-z0-9_]", tf_backend_register(&reg));
@@ -281,6 +281,39 @@ static void test_concurrent_ops(void **state) {
     }
 }
 
+static void test_allocator_stats_and_threads(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    OK(tf_device_empty_cache(cpu));
+    tf_memory_stats a, b, c;
+    OK(tf_device_memory_stats(cpu, &a));
+    int64_t n = 1 << 20;
+    tf_tensor *t = NULL;
+    OK(tf_zeros(cpu, TF_F32, 1, &n, &t));
+    OK(tf_device_memory_stats(cpu, &b));
+    assert_int_equal(b.allocated, a.allocated + (4u << 20));
+    assert_true(b.peak_allocated >= b.allocated && b.reserved >= b.allocated);
+    tf_tensor_release(t);
+    OK(tf_zeros(cpu, TF_F32, 1, &n, &t));       /* same size class: served from the cache */
+    OK(tf_device_memory_stats(cpu, &c));
+    assert_int_equal(c.cache_hits, b.cache_hits + 1);
+    assert_int_equal(c.cache_misses, b.cache_misses);
+    tf_tensor_release(t);
+    OK(tf_device_empty_cache(cpu));              /* cached blocks go back to the OS */
+    OK(tf_device_memory_stats(cpu, &c));
+    assert_int_equal(c.reserved, c.allocated);
+    tf_device *my;
+    register_mybackend();
+    OK(tf_device_get("mybackend", &my));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "mybackend:0 keeps no allocator statistics", tf_device_memory_stats(my, &c));
+    int before = tf_get_num_threads();
+    assert_true(before >= 1);
+    OK(tf_set_num_threads(1));
+    assert_int_equal(tf_get_num_threads(), 1);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_set_num_threads: 0 threads", tf_set_num_threads(0));
+    OK(tf_set_num_threads(before));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discovery),
@@ -292,6 +325,7 @@ int main(void) {
         cmocka_unit_test(test_fallback_is_counted),
         cmocka_unit_test(test_errors_are_thread_local),
         cmocka_unit_test(test_concurrent_ops),
+        cmocka_unit_test(test_allocator_stats_and_threads),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

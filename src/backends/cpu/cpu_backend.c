@@ -1,18 +1,53 @@
 /* The built-in CPU backend: one device, host buffers (64-byte aligned),
  * memory read from the OS. Kernels live in cpu_kernels.c. */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cpu_kernels.h"
+#include "threadpool.h"
 
 typedef struct cpu_buffer {
     void *ptr;
-    size_t nbytes;
+    size_t nbytes;                       /* requested */
+    size_t capacity;                     /* allocated: the size class */
+    int cls;                             /* size class index */
     bool owned;                          /* false when wrapping caller memory */
+    struct cpu_buffer *next;             /* in a free list */
 } cpu_buffer;
+
+/* ---- the caching allocator ----
+ * Sizes round up to a class: multiples of 64 bytes, four classes per power
+ * of two above 256 bytes (at most 25% waste). A freed block goes to its class's free list and
+ * serves the next request of that class; page faults on large outputs are
+ * paid once, not per op. The cache is capped; over the cap, blocks go back
+ * to the OS. */
+#define N_CLASSES 256
+#define HUGE_PAGE_HINT (2u << 20)
+
+static struct {
+    pthread_mutex_t lock;
+    cpu_buffer *free_list[N_CLASSES];
+    uint64_t cached, cache_limit;
+    tf_memory_stats stats;
+} alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int size_class(size_t n, size_t *capacity) {
+    if (n <= 64) {
+        *capacity = 64;
+        return 0;
+    }
+    int o = 63 - __builtin_clzll((unsigned long long)(n - 1));   /* 2^o < n <= 2^(o+1) */
+    size_t p = (size_t)1 << o, step = p / 4 < 64 ? 64 : p / 4;   /* aligned_alloc wants multiples of 64 */
+    size_t sub = (n - p + step - 1) / step;                      /* 1..4 */
+    *capacity = p + sub * step;
+    return o * 4 + (int)sub;
+}
 
 static const tf_host_api *host;
 
@@ -74,6 +109,33 @@ static uint64_t physical_memory(void) {
     return total;
 }
 
+static void release_cached_locked(void) {
+    for (int c = 0; c < N_CLASSES; c++)
+        while (alloc.free_list[c]) {
+            cpu_buffer *b = alloc.free_list[c];
+            alloc.free_list[c] = b->next;
+            alloc.stats.reserved -= b->capacity;
+            free(b->ptr);
+            free(b);
+        }
+    alloc.cached = 0;
+}
+
+static cpu_buffer *fresh_block(size_t capacity, int cls) {
+    cpu_buffer *b = malloc(sizeof *b);
+    void *p = b ? aligned_alloc(64, capacity) : NULL;
+    if (!p) {
+        free(b);
+        return NULL;
+    }
+    if (capacity >= HUGE_PAGE_HINT) madvise(p, capacity, MADV_HUGEPAGE);   /* fewer TLB misses; a hint only */
+    b->ptr = p;
+    b->capacity = capacity;
+    b->cls = cls;
+    b->owned = true;
+    return b;
+}
+
 static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
     uint64_t total = physical_memory();
@@ -81,16 +143,35 @@ static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **
     if (nbytes > total)
         return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %zu bytes requested, the machine has %llu", nbytes,
                                (unsigned long long)total);
-    cpu_buffer *b = malloc(sizeof *b);
-    size_t rounded = (nbytes + 63) & ~(size_t)63;
-    void *p = b ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
-    if (!p) {
-        free(b);
-        return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", nbytes);
+    size_t capacity;
+    int cls = size_class(nbytes, &capacity);
+    pthread_mutex_lock(&alloc.lock);
+    cpu_buffer *b = alloc.free_list[cls];
+    if (b) {
+        alloc.free_list[cls] = b->next;
+        alloc.cached -= b->capacity;
+        alloc.stats.cache_hits++;
+    } else {
+        alloc.stats.cache_misses++;
+        pthread_mutex_unlock(&alloc.lock);
+        b = fresh_block(capacity, cls);
+        pthread_mutex_lock(&alloc.lock);
+        if (!b) {                                /* give the cache back and try once more */
+            release_cached_locked();
+            pthread_mutex_unlock(&alloc.lock);
+            b = fresh_block(capacity, cls);
+            pthread_mutex_lock(&alloc.lock);
+        }
+        if (b) alloc.stats.reserved += b->capacity;
     }
-    b->ptr = p;
-    b->nbytes = nbytes;
-    b->owned = true;
+    if (b) {
+        b->nbytes = nbytes;
+        b->next = NULL;
+        alloc.stats.allocated += nbytes;
+        if (alloc.stats.allocated > alloc.stats.peak_allocated) alloc.stats.peak_allocated = alloc.stats.allocated;
+    }
+    pthread_mutex_unlock(&alloc.lock);
+    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", nbytes);
     *out = (tf_backend_buffer *)b;
     return TF_OK;
 }
@@ -100,8 +181,9 @@ static tf_status cpu_buffer_from_host_ptr(void *ctx, void *ptr, size_t nbytes, t
     cpu_buffer *b = malloc(sizeof *b);
     if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of memory");
     b->ptr = ptr;
-    b->nbytes = nbytes;
+    b->nbytes = b->capacity = nbytes;
     b->owned = false;
+    b->next = NULL;
     *out = (tf_backend_buffer *)b;
     return TF_OK;
 }
@@ -110,8 +192,41 @@ static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
     cpu_buffer *b = (cpu_buffer *)buf;
     if (!b) return;
-    if (b->owned) free(b->ptr);
-    free(b);
+    if (!b->owned) {
+        free(b);
+        return;
+    }
+    pthread_mutex_lock(&alloc.lock);
+    alloc.stats.allocated -= b->nbytes;
+    if (!alloc.cache_limit) alloc.cache_limit = physical_memory() / 4;
+    bool keep = alloc.cached + b->capacity <= alloc.cache_limit;
+    if (keep) {
+        b->next = alloc.free_list[b->cls];
+        alloc.free_list[b->cls] = b;
+        alloc.cached += b->capacity;
+    } else {
+        alloc.stats.reserved -= b->capacity;
+    }
+    pthread_mutex_unlock(&alloc.lock);
+    if (!keep) {
+        free(b->ptr);
+        free(b);
+    }
+}
+
+static tf_status cpu_memory_stats(void *ctx, tf_memory_stats *out) {
+    (void)ctx;
+    pthread_mutex_lock(&alloc.lock);
+    *out = alloc.stats;
+    pthread_mutex_unlock(&alloc.lock);
+    return TF_OK;
+}
+
+static void cpu_empty_cache(void *ctx) {
+    (void)ctx;
+    pthread_mutex_lock(&alloc.lock);
+    release_cached_locked();
+    pthread_mutex_unlock(&alloc.lock);
 }
 
 static void *cpu_buffer_host_ptr(void *ctx, tf_backend_buffer *buf) {
@@ -178,17 +293,38 @@ static const tf_device_iface cpu_device_iface = {
     .buffer_from_host_ptr = cpu_buffer_from_host_ptr,
     .supports = cpu_supports,
     .run = cpu_run,
+    .memory_stats = cpu_memory_stats,
+    .empty_cache = cpu_empty_cache,
 };
 
 static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
 
-static void cpu_shutdown(void *ctx) { (void)ctx; }
+static void cpu_shutdown(void *ctx) {
+    cpu_empty_cache(ctx);
+    pthread_mutex_lock(&alloc.lock);
+    memset(&alloc.stats, 0, sizeof alloc.stats);
+    pthread_mutex_unlock(&alloc.lock);
+    tf_cpu_pool_shutdown();
+}
+
+static tf_status cpu_set_threads(void *ctx, int n) {
+    (void)ctx;
+    tf_status s = tf_cpu_set_num_threads(n);
+    return s == TF_OK ? s : host->set_error(s, "cpu: cannot use %d threads", n);
+}
+
+static int cpu_get_threads(void *ctx) {
+    (void)ctx;
+    return tf_cpu_num_threads();
+}
 
 static const tf_backend_iface cpu_backend_iface = {
     .abi_major = TF_BACKEND_ABI_MAJOR,
     .abi_minor = TF_BACKEND_ABI_MINOR,
     .shutdown = cpu_shutdown,
     .get_proc_address = NULL,
+    .set_num_threads = cpu_set_threads,
+    .get_num_threads = cpu_get_threads,
 };
 
 tf_status tf__cpu_backend_init(const tf_host_api *h, tf_backend_reg *out) {

@@ -1,0 +1,177 @@
+/* The CPU backend's thread pool: workers sleep on a condition variable and
+ * spin briefly after each job (back-to-back ops then start without a
+ * wake-up); chunks are handed out through an atomic counter. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "threadpool.h"
+
+#define MAX_THREADS 256
+#define SPIN_ITERATIONS 20000
+
+typedef struct job {
+    tf_pool_task fn;
+    void *ctx;
+    int64_t n, chunk, chunks;
+    atomic_llong next;               /* next chunk to take */
+    atomic_llong done;               /* chunks finished */
+} job;
+
+static struct {
+    pthread_mutex_t lock;            /* guards the fields below and the condvars */
+    pthread_cond_t wake, finished;
+    pthread_mutex_t owner;           /* held by the thread running a parallel region */
+    pthread_t workers[MAX_THREADS];
+    int n_workers;                   /* threads besides the caller */
+    int wanted;                      /* total threads, caller included */
+    bool started, stopping;
+    atomic_ullong generation;
+    job *current;
+    int active;                      /* workers holding `current`: the job outlives them */
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+          .finished = PTHREAD_COND_INITIALIZER, .owner = PTHREAD_MUTEX_INITIALIZER};
+
+static _Thread_local bool in_region;
+
+static void work_on(job *j) {
+    bool was = in_region;
+    in_region = true;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&j->next, 1);
+        if (c >= j->chunks) break;
+        int64_t begin = c * j->chunk, end = begin + j->chunk < j->n ? begin + j->chunk : j->n;
+        j->fn(j->ctx, begin, end);
+        atomic_fetch_add(&j->done, 1);
+    }
+    in_region = was;
+}
+
+static void *worker_main(void *arg) {
+    (void)arg;
+    unsigned long long seen = 0;
+    for (;;) {
+        /* spin a little: the next op usually comes right away */
+        for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&pool.generation) == seen; i++) sched_yield();
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load(&pool.generation) == seen && !pool.stopping) pthread_cond_wait(&pool.wake, &pool.lock);
+        if (pool.stopping) {
+            pthread_mutex_unlock(&pool.lock);
+            return NULL;
+        }
+        seen = atomic_load(&pool.generation);
+        job *j = pool.current;
+        if (j) pool.active++;
+        pthread_mutex_unlock(&pool.lock);
+        if (!j) continue;
+        work_on(j);
+        pthread_mutex_lock(&pool.lock);
+        pool.active--;
+        pthread_cond_broadcast(&pool.finished);
+        pthread_mutex_unlock(&pool.lock);
+    }
+}
+
+static int default_threads(void) {
+    const char *env = getenv("TF_NUM_THREADS");
+    if (env && atoi(env) > 0) return atoi(env);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void stop_workers_locked(void) {
+    pool.stopping = true;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < pool.n_workers; i++) pthread_join(pool.workers[i], NULL);
+    pthread_mutex_lock(&pool.lock);
+    pool.n_workers = 0;
+    pool.stopping = false;
+}
+
+/* Start (or resize to) `wanted - 1` workers. Caller holds pool.lock. */
+static void ensure_workers_locked(void) {
+    if (!pool.started) {
+        pool.wanted = default_threads();
+        pool.started = true;
+    }
+    int need = pool.wanted - 1;
+    if (need > MAX_THREADS) need = MAX_THREADS;
+    if (pool.n_workers == need) return;
+    if (pool.n_workers) stop_workers_locked();
+    for (int i = 0; i < need; i++) {
+        if (pthread_create(&pool.workers[i], NULL, worker_main, NULL) != 0) break;
+        pool.n_workers++;
+    }
+}
+
+int tf_cpu_num_threads(void) {
+    pthread_mutex_lock(&pool.lock);
+    if (!pool.started) {
+        pool.wanted = default_threads();
+        pool.started = true;
+    }
+    int n = pool.wanted;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
+
+tf_status tf_cpu_set_num_threads(int n) {
+    if (n < 1 || n > MAX_THREADS + 1) return TF_ERR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&pool.owner);              /* no region may be running */
+    pthread_mutex_lock(&pool.lock);
+    pool.started = true;
+    pool.wanted = n;
+    if (pool.n_workers) stop_workers_locked();    /* restarted lazily at the next region */
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.owner);
+    return TF_OK;
+}
+
+void tf_cpu_parallel_for(int64_t n, int64_t grain, tf_pool_task fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int threads = tf_cpu_num_threads();
+    if (n <= grain || threads == 1 || in_region || pthread_mutex_trylock(&pool.owner) != 0) {
+        fn(ctx, 0, n);
+        return;
+    }
+    job j;
+    int64_t chunks = (n + grain - 1) / grain;
+    if (chunks > (int64_t)threads * 4) chunks = (int64_t)threads * 4;   /* a little slack for imbalance */
+    j.fn = fn;
+    j.ctx = ctx;
+    j.n = n;
+    j.chunk = (n + chunks - 1) / chunks;
+    j.chunks = (n + j.chunk - 1) / j.chunk;
+    atomic_init(&j.next, 0);
+    atomic_init(&j.done, 0);
+    pthread_mutex_lock(&pool.lock);
+    ensure_workers_locked();
+    pool.current = &j;
+    atomic_fetch_add(&pool.generation, 1);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    work_on(&j);
+    pthread_mutex_lock(&pool.lock);
+    while (atomic_load(&j.done) < j.chunks) pthread_cond_wait(&pool.finished, &pool.lock);
+    pool.current = NULL;                          /* no worker can pick it up now ... */
+    while (pool.active) pthread_cond_wait(&pool.finished, &pool.lock);   /* ... and none still holds it */
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.owner);
+}
+
+void tf_cpu_pool_shutdown(void) {
+    pthread_mutex_lock(&pool.owner);
+    pthread_mutex_lock(&pool.lock);
+    if (pool.n_workers) stop_workers_locked();
+    pool.started = false;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.owner);
+}

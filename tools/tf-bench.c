@@ -1,0 +1,227 @@
+/* tf-bench: time ops on a device and report rates (GFLOP/s or GB/s), as
+ * text and as JSON lines for bench/compare.py.
+ *
+ * usage: tf-bench [--device SPEC] [--ops a,b,...] [--json FILE] [--threads N] [--quick]
+ * ops: overhead add mul sum softmax rmsnorm layernorm matmul attention
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tensorframe/tensorframe.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static FILE *json;
+static const char *dev_name;
+
+#define CHECK(call)                                                                              \
+    do {                                                                                         \
+        tf_status s_ = (call);                                                                   \
+        if (s_ != TF_OK) {                                                                       \
+            fprintf(stderr, "%s: %s: %s\n", #call, tf_status_name(s_), tf_last_error());         \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+typedef tf_status (*bench_fn)(void *ctx);
+
+/* Median seconds per call: warm up, then repeat until ~min_time has passed. */
+static double time_op(bench_fn fn, void *ctx, tf_device *dev, double min_time) {
+    double times[64];
+    int n = 0;
+    CHECK(fn(ctx));
+    CHECK(tf_device_synchronize(dev));
+    double start = now();
+    while (n < 64 && (n < 5 || now() - start < min_time)) {
+        double t0 = now();
+        CHECK(fn(ctx));
+        CHECK(tf_device_synchronize(dev));
+        times[n++] = now() - t0;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+            double t = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = t;
+        }
+    return times[n / 2];
+}
+
+static void report(const char *op, const char *size, double seconds, double flops, double bytes) {
+    double gflops = flops / seconds * 1e-9, gbs = bytes / seconds * 1e-9;
+    if (seconds < 1e-4) printf("%-10s %-22s %10.3f us", op, size, seconds * 1e6);
+    else printf("%-10s %-22s %10.3f ms", op, size, seconds * 1e3);
+    if (flops > 0) printf("  %8.1f GFLOP/s", gflops);
+    if (bytes > 0) printf("  %8.1f GB/s", gbs);
+    printf("\n");
+    if (json)
+        fprintf(json, "{\"lib\":\"tensorframe\",\"device\":\"%s\",\"op\":\"%s\",\"size\":\"%s\",\"seconds\":%.9g,"
+                      "\"gflops\":%.6g,\"gbs\":%.6g}\n", dev_name, op, size, seconds, flops > 0 ? gflops : 0, bytes > 0 ? gbs : 0);
+}
+
+/* ---- the benchmarked calls ---- */
+
+typedef struct binary_ctx { tf_tensor *a, *b; int op; } binary_ctx;
+
+static tf_status run_binary(void *v) {
+    binary_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s = c->op == 0 ? tf_add(c->a, c->b, &o) : tf_mul(c->a, c->b, &o);
+    tf_tensor_release(o);
+    return s;
+}
+
+typedef struct unary_ctx { tf_tensor *x, *w, *b; int op; } unary_ctx;
+
+static tf_status run_row(void *v) {
+    unary_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s;
+    switch (c->op) {
+    case 0: s = tf_sum(c->x, TF_ALL_AXES, false, &o); break;
+    case 1: s = tf_softmax(c->x, -1, &o); break;
+    case 2: s = tf_rmsnorm(c->x, c->w, 1e-6, &o); break;
+    default: s = tf_layernorm(c->x, c->w, c->b, 1e-5, &o); break;
+    }
+    tf_tensor_release(o);
+    return s;
+}
+
+typedef struct mm_ctx { tf_tensor *a, *b; } mm_ctx;
+
+static tf_status run_matmul(void *v) {
+    mm_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s = tf_matmul(c->a, c->b, &o);
+    tf_tensor_release(o);
+    return s;
+}
+
+typedef struct attn_ctx { tf_tensor *q, *k, *v; } attn_ctx;
+
+static tf_status run_attention(void *v) {
+    attn_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s = tf_sdpa(c->q, c->k, c->v, NULL, 0, true, -1, &o);
+    tf_tensor_release(o);
+    return s;
+}
+
+static bool wanted(const char *ops, const char *op) {
+    if (!ops) return true;
+    size_t n = strlen(op);
+    for (const char *p = ops; (p = strstr(p, op)); p += n)
+        if ((p == ops || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+    return false;
+}
+
+int main(int argc, char **argv) {
+    const char *spec = "cpu", *ops = NULL, *json_path = NULL;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) spec = argv[++i];
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) CHECK(tf_set_num_threads(atoi(argv[++i])));
+        else if (!strcmp(argv[i], "--quick")) quick = true;
+        else {
+            fprintf(stderr, "usage: tf-bench [--device SPEC] [--ops a,b] [--json FILE] [--threads N] [--quick]\n");
+            return 2;
+        }
+    }
+    tf_device *dev;
+    CHECK(tf_device_get(spec, &dev));
+    dev_name = tf_device_name(dev);
+    if (json_path && !(json = fopen(json_path, "w"))) {
+        perror(json_path);
+        return 1;
+    }
+    double min_time = quick ? 0.05 : 0.5;
+    printf("tf-bench on %s, %d threads\n", dev_name, tf_get_num_threads());
+
+    if (wanted(ops, "overhead")) {                       /* per-op cost of a 4-element add */
+        int64_t n = 4;
+        binary_ctx c = {NULL, NULL, 0};
+        CHECK(tf_ones(dev, TF_F32, 1, &n, &c.a));
+        CHECK(tf_ones(dev, TF_F32, 1, &n, &c.b));
+        int reps = quick ? 20000 : 200000;
+        for (int r = 0; r < 2; r++) {                    /* warm, then timed */
+            double t0 = now();
+            for (int i = 0; i < reps; i++) CHECK(run_binary(&c));
+            CHECK(tf_device_synchronize(dev));
+            if (r) report("overhead", "add [4] f32", (now() - t0) / reps, 0, 0);
+        }
+        tf_tensor_release(c.a);
+        tf_tensor_release(c.b);
+    }
+    for (int op = 0; op < 2; op++) {
+        if (!wanted(ops, op ? "mul" : "add")) continue;
+        int64_t n = 16 << 20;
+        binary_ctx c = {NULL, NULL, op};
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 1, &c.a));
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 2, &c.b));
+        report(op ? "mul" : "add", "16M f32", time_op(run_binary, &c, dev, min_time), (double)n, 12.0 * n);
+        tf_tensor_release(c.a);
+        tf_tensor_release(c.b);
+    }
+    if (wanted(ops, "sum")) {
+        int64_t n = 16 << 20;
+        unary_ctx c = {NULL, NULL, NULL, 0};
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 3, &c.x));
+        report("sum", "16M f32", time_op(run_row, &c, dev, min_time), (double)n, 4.0 * n);
+        tf_tensor_release(c.x);
+    }
+    static const char *const row_names[3] = {"softmax", "rmsnorm", "layernorm"};
+    for (int op = 1; op <= 3; op++) {
+        if (!wanted(ops, row_names[op - 1])) continue;
+        int64_t shape[2] = {4096, 4096}, d = 4096;
+        unary_ctx c = {NULL, NULL, NULL, op};
+        CHECK(tf_randn(dev, TF_F32, 2, shape, 4, &c.x));
+        CHECK(tf_randn(dev, TF_F32, 1, &d, 5, &c.w));
+        CHECK(tf_randn(dev, TF_F32, 1, &d, 6, &c.b));
+        report(row_names[op - 1], "[4096,4096] f32", time_op(run_row, &c, dev, min_time), 0, 8.0 * shape[0] * shape[1]);
+        tf_tensor_release(c.x);
+        tf_tensor_release(c.w);
+        tf_tensor_release(c.b);
+    }
+    if (wanted(ops, "matmul")) {
+        static const int64_t sizes[] = {256, 512, 1024, 2048, 4096};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            int64_t n = sizes[i], shape[2] = {n, n};
+            if (quick && n > 1024) break;
+            mm_ctx c = {NULL, NULL};
+            CHECK(tf_randn(dev, TF_F32, 2, shape, 7, &c.a));
+            CHECK(tf_randn(dev, TF_F32, 2, shape, 8, &c.b));
+            char size[64];
+            snprintf(size, sizeof size, "%lldx%lldx%lld f32", (long long)n, (long long)n, (long long)n);
+            report("matmul", size, time_op(run_matmul, &c, dev, min_time), 2.0 * n * n * n, 0);
+            tf_tensor_release(c.a);
+            tf_tensor_release(c.b);
+        }
+    }
+    if (wanted(ops, "attention")) {
+        int64_t shape[4] = {1, 32, quick ? 512 : 2048, 128};
+        attn_ctx c = {NULL, NULL, NULL};
+        CHECK(tf_randn(dev, TF_F32, 4, shape, 9, &c.q));
+        CHECK(tf_randn(dev, TF_F32, 4, shape, 10, &c.k));
+        CHECK(tf_randn(dev, TF_F32, 4, shape, 11, &c.v));
+        double L = (double)shape[2], flops = 2.0 * 2.0 * shape[1] * L * L * shape[3] / 2;   /* causal: half */
+        char size[64];
+        snprintf(size, sizeof size, "32h x %lld x 128 causal", (long long)shape[2]);
+        report("attention", size, time_op(run_attention, &c, dev, min_time), flops, 0);
+        tf_tensor_release(c.q);
+        tf_tensor_release(c.k);
+        tf_tensor_release(c.v);
+    }
+    if (json) fclose(json);
+    tf_shutdown();
+    return 0;
+}

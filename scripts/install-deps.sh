@@ -8,6 +8,7 @@ packages=(
   cmake             # 3.25 or newer
   pkg-config        # finds cmocka; the install test's pkg-config consumer
   libcmocka-dev     # unit test framework
+  libopenblas-dev   # CBLAS for large GEMM on the CPU (and the benchmark's peer)
   ocl-icd-opencl-dev opencl-headers   # OpenCL plugin: ICD loader and headers
   pocl-opencl-icd   # an OpenCL device on the CPU, so the plugin is tested for real
   clinfo            # to see what OpenCL offers

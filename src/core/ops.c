@@ -138,10 +138,10 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     if (s != TF_OK) return s;
     s = tf__op_output(fn, dev, out_dt, ndim, shape, &o);
     if (s == TF_OK) {
-        tf_op op;
-        memset(&op, 0, sizeof op);
+        tf_op op;                            /* the hot path: set what a backend reads, not all 1 KB */
         op.kind = kind;
         op.n_inputs = 2;
+        memset(&op.params, 0, sizeof op.params);
         op.inputs[0] = broadcast_desc(ready[0], ndim, shape);
         op.inputs[1] = broadcast_desc(ready[1], ndim, shape);
         s = run_into(fn, dev, &op, o, out);

@@ -7,8 +7,10 @@
 
 /* ---- storage ---- */
 
+/* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
+ * small records are made and freed on every op. */
 static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
-    tf_storage *s = calloc(1, sizeof *s);
+    tf_storage *s = malloc(sizeof *s);
     if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a storage record", fn);
     tf__clear_error();
     tf_status st = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, &s->buf);
@@ -74,8 +76,9 @@ void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
 
 static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
                              int64_t offset) {
-    tf_tensor *t = calloc(1, sizeof *t);
+    tf_tensor *t = malloc(sizeof *t);
     if (!t) return NULL;
+    memset(t, 0, sizeof *t);
     atomic_init(&t->refs, 1);
     t->storage = s;
     t->dtype = dt;

@@ -5,8 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_blas.h"
+#include "fast_kernels.h"
 #include "cpu_kernels.h"
 #include "tensorframe/numerics.h"
+#include "threadpool.h"
 
 /* ---- typed element access ---- */
 
@@ -255,7 +258,46 @@ static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
     ((const binary_ctx *)ctx)->loop(n, p, s);
 }
 
+/* ---- fast paths: f32, contiguous (or a broadcast scalar), spread over the pool ---- */
+
+#define ELEMENT_GRAIN (1 << 16)          /* below this many elements one thread does the work */
+
+static bool all_strides_zero(const tf_tensor_desc *d) {
+    for (int i = 0; i < d->ndim; i++)
+        if (d->strides[i] && d->shape[i] != 1) return false;
+    return true;
+}
+
+typedef struct fast_binary_job {
+    const tf_fast_kernels *k;
+    int op;
+    float *o;
+    const float *a, *b;
+    int sa, sb;
+} fast_binary_job;
+
+static void fast_binary_chunk(void *ctx, int64_t begin, int64_t end) {
+    const fast_binary_job *j = ctx;
+    j->k->binary(j->op, end - begin, j->o + begin, j->sa ? j->a + begin : j->a, j->sa, j->sb ? j->b + begin : j->b, j->sb);
+}
+
+static bool run_binary_fast(const tf_op *op, tf_cpu_address_fn address) {
+    static const int codes[] = {[TF_OP_ADD] = TF_FAST_ADD, [TF_OP_SUB] = TF_FAST_SUB, [TF_OP_MUL] = TF_FAST_MUL,
+                                [TF_OP_DIV] = TF_FAST_DIV, [TF_OP_MAXIMUM] = TF_FAST_MAX, [TF_OP_MINIMUM] = TF_FAST_MIN};
+    const tf_fast_kernels *k = tf_fast();
+    const tf_tensor_desc *O = &op->output, *A = &op->inputs[0], *B = &op->inputs[1];
+    if (!k || op->kind > TF_OP_MINIMUM || op->kind == TF_OP_POW || O->dtype != TF_F32 || A->dtype != TF_F32) return false;
+    bool ca = tf_desc_is_contiguous(A), cb = tf_desc_is_contiguous(B), za = all_strides_zero(A), zb = all_strides_zero(B);
+    if (!tf_desc_is_contiguous(O) || !(ca || za) || !(cb || zb)) return false;
+    fast_binary_job j = {k, codes[op->kind], (float *)(address(O->buffer) + O->offset),
+                         (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
+                         ca && !za, cb && !zb};
+    tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, fast_binary_chunk, &j);
+    return true;
+}
+
 static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_binary_fast(op, address)) return TF_OK;
     operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
                       make_operand(&op->inputs[1], address)};
     binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype]};
@@ -438,52 +480,105 @@ static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
 
 /* ---- row ops: softmax, log_softmax, rmsnorm, layernorm (in double) ---- */
 
+typedef struct row_job {
+    const tf_op *op;
+    operand x, o, w, b;
+    bool has_w, has_b, fast;
+    int64_t len, xs, os;
+    int ndim;
+    int64_t lines[TF_MAX_DIMS];          /* x's shape with extent 1 along the axis */
+    tf_dtype dt;
+    const tf_fast_kernels *k;
+} row_job;
+
+/* One line, in double: the reference (and the fallback for rows with NaN). */
+static void row_reference(const row_job *j, const char *xp, char *op_) {
+    tf_dtype dt = j->dt;
+    int64_t len = j->len, xs = j->xs, os = j->os;
+    tf_op_kind kind = j->op->kind;
+    if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
+        double m = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < len; i++) {
+            double v = load_f64(dt, xp + i * xs);
+            if (isnan(v) || v > m) m = isnan(m) ? m : v;
+        }
+        for (int64_t i = 0; i < len; i++) sum += exp(load_f64(dt, xp + i * xs) - m);
+        for (int64_t i = 0; i < len; i++) {
+            double v = load_f64(dt, xp + i * xs) - m;
+            store_f64(dt, op_ + i * os, kind == TF_OP_SOFTMAX ? exp(v) / sum : v - log(sum));
+        }
+        return;
+    }
+    bool center = kind == TF_OP_LAYERNORM;
+    double mean = 0, ss = 0;
+    for (int64_t i = 0; i < len; i++) mean += load_f64(dt, xp + i * xs);
+    mean /= (double)len;
+    for (int64_t i = 0; i < len; i++) {
+        double v = load_f64(dt, xp + i * xs) - (center ? mean : 0);
+        ss += v * v;
+    }
+    double inv = 1.0 / sqrt(ss / (double)len + j->op->params.eps);
+    for (int64_t i = 0; i < len; i++) {
+        double v = (load_f64(dt, xp + i * xs) - (center ? mean : 0)) * inv;
+        if (j->has_w) v *= load_f64(dt, j->w.base + i * j->w.stride[0]);
+        if (j->has_b) v += load_f64(dt, j->b.base + i * j->b.stride[0]);
+        store_f64(dt, op_ + i * os, v);
+    }
+}
+
+static void row_lines(void *ctx, int64_t begin, int64_t end) {
+    const row_job *j = ctx;
+    tf_op_kind kind = j->op->kind;
+    for (int64_t line = begin; line < end; line++) {
+        const char *xp = j->x.base;
+        char *op_ = j->o.base;
+        for (int64_t d = j->ndim - 1, rest = line; d >= 0; d--) {
+            int64_t c = rest % j->lines[d];
+            rest /= j->lines[d];
+            xp += c * j->x.stride[d];
+            op_ += c * j->o.stride[d];
+        }
+        if (j->fast) {
+            const float *w = j->has_w ? (const float *)j->w.base : NULL, *b = j->has_b ? (const float *)j->b.base : NULL;
+            if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
+                if (j->k->softmax_row(j->len, (float *)op_, (const float *)xp, kind == TF_OP_LOG_SOFTMAX)) continue;
+            } else {
+                j->k->norm_row(j->len, (float *)op_, (const float *)xp, w, b, (float)j->op->params.eps,
+                               kind == TF_OP_LAYERNORM);
+                continue;
+            }
+        }
+        row_reference(j, xp, op_);
+    }
+}
+
 static tf_status run_row(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
-    operand x = make_operand(X, address), o = make_operand(O, address), w = {0}, b = {0};
+    row_job j;
+    memset(&j, 0, sizeof j);
+    j.op = op;
+    j.x = make_operand(X, address);
+    j.o = make_operand(O, address);
     int next = 1, ax = op->params.axis;
-    bool has_w = op->params.flags & TF_ROW_WEIGHT, has_b = op->params.flags & TF_ROW_BIAS;
-    if (has_w) w = make_operand(&op->inputs[next++], address);
-    if (has_b) b = make_operand(&op->inputs[next++], address);
-    tf_dtype dt = X->dtype;
-    int64_t len = X->shape[ax], xs = x.stride[ax], os = o.stride[ax], lines[TF_MAX_DIMS], idx[TF_MAX_DIMS] = {0};
-    for (int d = 0; d < X->ndim; d++) lines[d] = d == ax ? 1 : X->shape[d];
-    if (tf_desc_numel(O) == 0) return TF_OK;
-    do {
-        const char *xp = x.base;
-        char *op_ = o.base;
-        for (int d = 0; d < X->ndim; d++) {
-            xp += idx[d] * x.stride[d];
-            op_ += idx[d] * o.stride[d];
-        }
-        if (op->kind == TF_OP_SOFTMAX || op->kind == TF_OP_LOG_SOFTMAX) {
-            double m = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < len; j++) {
-                double v = load_f64(dt, xp + j * xs);
-                if (isnan(v) || v > m) m = isnan(m) ? m : v;
-            }
-            for (int64_t j = 0; j < len; j++) sum += exp(load_f64(dt, xp + j * xs) - m);
-            for (int64_t j = 0; j < len; j++) {
-                double v = load_f64(dt, xp + j * xs) - m;
-                store_f64(dt, op_ + j * os, op->kind == TF_OP_SOFTMAX ? exp(v) / sum : v - log(sum));
-            }
-            continue;
-        }
-        double mean = 0, ss = 0;
-        for (int64_t j = 0; j < len; j++) mean += load_f64(dt, xp + j * xs);
-        mean /= (double)len;
-        for (int64_t j = 0; j < len; j++) {
-            double v = load_f64(dt, xp + j * xs) - (op->kind == TF_OP_LAYERNORM ? mean : 0);
-            ss += v * v;
-        }
-        double inv = 1.0 / sqrt(ss / (double)len + op->params.eps);
-        for (int64_t j = 0; j < len; j++) {
-            double v = (load_f64(dt, xp + j * xs) - (op->kind == TF_OP_LAYERNORM ? mean : 0)) * inv;
-            if (has_w) v *= load_f64(dt, w.base + j * w.stride[0]);
-            if (has_b) v += load_f64(dt, b.base + j * b.stride[0]);
-            store_f64(dt, op_ + j * os, v);
-        }
-    } while (next_index(X->ndim, lines, idx));
+    j.has_w = op->params.flags & TF_ROW_WEIGHT;
+    j.has_b = op->params.flags & TF_ROW_BIAS;
+    if (j.has_w) j.w = make_operand(&op->inputs[next++], address);
+    if (j.has_b) j.b = make_operand(&op->inputs[next++], address);
+    j.dt = X->dtype;
+    j.len = X->shape[ax];
+    j.xs = j.x.stride[ax];
+    j.os = j.o.stride[ax];
+    j.ndim = X->ndim;
+    int64_t lines = 1;
+    for (int d = 0; d < X->ndim; d++) {
+        j.lines[d] = d == ax ? 1 : X->shape[d];
+        lines *= j.lines[d];
+    }
+    if (tf_desc_numel(O) == 0 || j.len == 0) return TF_OK;
+    j.k = tf_fast();
+    j.fast = j.k && j.dt == TF_F32 && j.xs == 4 && j.os == 4 && (!j.has_w || j.w.stride[0] == 4) &&
+             (!j.has_b || j.b.stride[0] == 4);
+    tf_cpu_parallel_for(lines, ELEMENT_GRAIN / j.len + 1, row_lines, &j);
     return TF_OK;
 }
 
@@ -518,9 +613,132 @@ static tf_status run_rope(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- attention, f32 with BLAS: blocked, online softmax, no scores matrix ---- */
+
+#define ATTN_BQ 64                       /* queries per task */
+#define ATTN_BK 256                      /* keys per block */
+
+typedef struct attn_job {
+    const tf_op *op;
+    const tf_fast_kernels *k;
+    const float *q, *kk, *v, *mask;
+    float *out;
+    int64_t B, Hq, Lq, D, Hkv, Lk, Dv, group, qblocks;
+    int64_t qs[4], ks[4], vs[4], ms[4], os[4];   /* strides in elements */
+    float scale;
+    bool causal;
+} attn_job;
+
+static void attn_block(void *ctx, int64_t begin, int64_t end) {
+    const attn_job *j = ctx;
+    float *S = malloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = malloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
+    float m[ATTN_BQ], l[ATTN_BQ];
+    bool nan_row[ATTN_BQ];
+    if (!S || !O) {                              /* cannot happen in practice; leave poison-free NaN */
+        free(S);
+        free(O);
+        return;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t qb = t % j->qblocks, h = (t / j->qblocks) % j->Hq, b = t / (j->qblocks * j->Hq);
+        int64_t i0 = qb * ATTN_BQ, rows = j->Lq - i0 < ATTN_BQ ? j->Lq - i0 : ATTN_BQ, kh = h / j->group;
+        const float *qp = j->q + b * j->qs[0] + h * j->qs[1] + i0 * j->qs[2];
+        const float *kp = j->kk + b * j->ks[0] + kh * j->ks[1], *vp = j->v + b * j->vs[0] + kh * j->vs[1];
+        int64_t kv_end = j->causal ? j->op->params.q_offset + i0 + rows : j->Lk;
+        if (kv_end > j->Lk) kv_end = j->Lk;
+        for (int64_t r = 0; r < rows; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0;
+            nan_row[r] = false;
+        }
+        memset(O, 0, sizeof(float) * (size_t)(rows * j->Dv));
+        for (int64_t j0 = 0; j0 < kv_end; j0 += ATTN_BK) {
+            int64_t cols = kv_end - j0 < ATTN_BK ? kv_end - j0 : ATTN_BK;
+            /* S = scale * Q_blk K_blk^T */
+            tf_cpu_blas_gemm(false, false, true, rows, cols, j->D, j->scale, qp, j->qs[2], kp + j0 * j->ks[2], j->ks[2],
+                             0.0, S, cols);
+            for (int64_t r = 0; r < rows; r++) {
+                float *s = S + r * cols;
+                if (j->mask) {
+                    const float *mp = j->mask + b * j->ms[0] + h * j->ms[1] + (i0 + r) * j->ms[2] + j0 * j->ms[3];
+                    for (int64_t c = 0; c < cols; c++) s[c] += mp[c * j->ms[3]];
+                }
+                if (j->causal)
+                    for (int64_t c = 0; c < cols; c++)
+                        if (j0 + c > j->op->params.q_offset + i0 + r) s[c] = -INFINITY;
+                float mx = -INFINITY;
+                for (int64_t c = 0; c < cols; c++) {
+                    if (s[c] != s[c]) nan_row[r] = true;
+                    mx = s[c] > mx ? s[c] : mx;
+                }
+                float m_new = mx > m[r] ? mx : m[r];
+                if (m_new == -INFINITY) {        /* nothing visible yet in this row */
+                    memset(s, 0, sizeof(float) * (size_t)cols);
+                    continue;
+                }
+                float keep = expf(m[r] - m_new);
+                l[r] = l[r] * keep + j->k->exp_shift_sum(cols, s, m_new);
+                if (keep != 1.0f)
+                    for (int64_t e = 0; e < j->Dv; e++) O[r * j->Dv + e] *= keep;
+                m[r] = m_new;
+            }
+            /* O += P V_blk */
+            tf_cpu_blas_gemm(false, false, false, rows, j->Dv, cols, 1.0, S, cols, vp + j0 * j->vs[2], j->vs[2], 1.0, O,
+                             j->Dv);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            float *op_ = j->out + b * j->os[0] + h * j->os[1] + (i0 + r) * j->os[2];
+            for (int64_t e = 0; e < j->Dv; e++)
+                op_[e * j->os[3]] = nan_row[r] ? NAN : O[r * j->Dv + e] / l[r];   /* l == 0: 0/0, NaN */
+        }
+    }
+    free(S);
+    free(O);
+}
+
+static bool run_sdpa_fast(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
+    bool has_mask = op->params.flags & TF_SDPA_MASK;
+    const tf_fast_kernels *k = tf_fast();
+    if (!k || !tf_cpu_have_blas() || Q->dtype != TF_F32 || (has_mask && op->inputs[3].dtype != TF_F32)) return false;
+    if (Q->strides[3] != 1 || K->strides[3] != 1 || V->strides[3] != 1 || Q->strides[2] < Q->shape[3] ||
+        K->strides[2] < K->shape[3] || V->strides[2] < V->shape[3])
+        return false;                            /* BLAS needs rows with unit stride */
+    attn_job j;
+    memset(&j, 0, sizeof j);
+    j.op = op;
+    j.k = k;
+    j.q = (const float *)(address(Q->buffer) + Q->offset);
+    j.kk = (const float *)(address(K->buffer) + K->offset);
+    j.v = (const float *)(address(V->buffer) + V->offset);
+    j.out = (float *)(address(O->buffer) + O->offset);
+    if (has_mask) j.mask = (const float *)(address(op->inputs[3].buffer) + op->inputs[3].offset);
+    j.B = Q->shape[0];
+    j.Hq = Q->shape[1];
+    j.Lq = Q->shape[2];
+    j.D = Q->shape[3];
+    j.Hkv = K->shape[1];
+    j.Lk = K->shape[2];
+    j.Dv = V->shape[3];
+    j.group = j.Hq / j.Hkv;
+    j.qblocks = (j.Lq + ATTN_BQ - 1) / ATTN_BQ;
+    for (int i = 0; i < 4; i++) {
+        j.qs[i] = Q->strides[i];
+        j.ks[i] = K->strides[i];
+        j.vs[i] = V->strides[i];
+        j.os[i] = O->strides[i];
+        if (has_mask) j.ms[i] = op->inputs[3].strides[i];
+    }
+    j.scale = (float)op->params.scale;
+    j.causal = op->params.flags & TF_SDPA_CAUSAL;
+    tf_cpu_parallel_for(j.B * j.Hq * j.qblocks, 1, attn_block, &j);
+    return true;
+}
+
 /* ---- scaled dot-product attention (two passes over the keys, in double) ---- */
 
 static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_sdpa_fast(op, address)) return TF_OK;
     const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
     bool has_mask = op->params.flags & TF_SDPA_MASK, causal = op->params.flags & TF_SDPA_CAUSAL;
     operand q = make_operand(Q, address), k = make_operand(K, address), v = make_operand(V, address),
@@ -718,7 +936,106 @@ static const matmul_fn matmul_fns[TF_DTYPE_COUNT] = {
     [TF_I8] = matmul_i8,   [TF_I32] = matmul_i32, [TF_I64] = matmul_i64, [TF_U8] = matmul_u8,
 };
 
+/* ---- GEMM through BLAS: f32/f64 operands with a unit stride in one of their
+ * last two axes, a contiguous output; row panels spread over the pool ---- */
+
+typedef struct blas_job {
+    bool f64, ta, tb, has_c;
+    int64_t m, n, k, lda, ldb, es;
+    double alpha, beta;
+    const char *a, *b;
+    char *o;
+    operand c;                           /* GEMM's c, broadcast: copied into o first */
+    int64_t cs_m, cs_n;
+    tf_dtype dt;
+} blas_job;
+
+/* Rows [begin, end) of one batch entry. */
+static void blas_rows(void *ctx, int64_t begin, int64_t end) {
+    const blas_job *j = ctx;
+    if (j->has_c)                        /* beta * c enters through BLAS's C */
+        for (int64_t i = begin; i < end; i++)
+            for (int64_t x = 0; x < j->n; x++) {
+                double v = load_f64(j->dt, j->c.base + i * j->cs_m + x * j->cs_n);
+                store_f64(j->dt, j->o + (i * j->n + x) * j->es, v);
+            }
+    const char *a = j->a + (j->ta ? begin : begin * j->lda) * j->es;
+    tf_cpu_blas_gemm(j->f64, j->ta, j->tb, end - begin, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+                     j->has_c ? j->beta : 0.0, j->o + begin * j->n * j->es, j->n);
+}
+
+/* Leading dimension and transposition of a matrix operand, if BLAS can take it. */
+static bool blas_layout(const tf_tensor_desc *d, int nb, int64_t rows, int64_t cols, bool *trans, int64_t *ld) {
+    int64_t rs = d->strides[nb], cs = d->strides[nb + 1];
+    if (cs == 1 && (rs >= cols || rows == 1) && rs > 0) {
+        *trans = false;
+        *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs;
+        return true;
+    }
+    if (rs == 1 && (cs >= rows || cols == 1) && cs > 0) {
+        *trans = true;
+        *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs;
+        return true;
+    }
+    return false;
+}
+
+static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    tf_dtype dt = O->dtype;
+    if ((dt != TF_F32 && dt != TF_F64) || !tf_cpu_have_blas() || !tf_desc_is_contiguous(O)) return false;
+    int nb = O->ndim - 2;
+    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
+    if (m * n * k < 32 * 32 * 32) return false;       /* library overhead dominates: the loops win */
+    blas_job j;
+    memset(&j, 0, sizeof j);
+    if (!blas_layout(A, nb, m, k, &j.ta, &j.lda) || !blas_layout(B, nb, k, n, &j.tb, &j.ldb)) return false;
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    j.f64 = dt == TF_F64;
+    j.m = m;
+    j.n = n;
+    j.k = k;
+    j.es = (int64_t)elsize(dt);
+    j.dt = dt;
+    j.alpha = op->kind == TF_OP_GEMM ? op->params.alpha : 1.0;
+    j.has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2 && op->params.beta != 0;
+    j.beta = op->params.beta;
+    if (j.has_c) {
+        j.c = make_operand(&op->inputs[2], address);
+        j.cs_m = j.c.stride[nb];
+        j.cs_n = j.c.stride[nb + 1];
+    }
+    int64_t idx[TF_MAX_DIMS] = {0}, grain = (int64_t)1 << 21;   /* multiply-adds per thread, at least */
+    int64_t batch = tf_desc_numel(O) / (m * n > 0 ? m * n : 1);
+    bool single = batch == 1 && !tf_cpu_in_parallel_region() && m * n * k >= grain;
+    do {
+        int64_t ao = 0, bo = 0, oo = 0;
+        operand cb = j.c;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+            if (j.has_c) cb.base += idx[d] * j.c.stride[d];
+        }
+        blas_job bj = j;
+        bj.a = a.base + ao;
+        bj.b = b.base + bo;
+        bj.o = o.base + oo;
+        bj.c = cb;
+        if (single) {                            /* one big GEMM: the library threads it */
+            tf_cpu_blas_threads(tf_cpu_num_threads());
+            blas_rows(&bj, 0, m);
+            tf_cpu_blas_threads(1);
+        } else {
+            int64_t rows_per_grain = grain / (n * k) + 1;
+            tf_cpu_parallel_for(m, rows_per_grain, blas_rows, &bj);
+        }
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    return true;
+}
+
 static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_matmul_blas(op, address)) return TF_OK;
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     int nb = O->ndim - 2;
@@ -865,7 +1182,60 @@ static int64_t reduce_int_one(const tf_op *op, const reduce_geom *r, tf_dtype dt
     return (int64_t)acc;
 }
 
+typedef struct fast_sum_job {
+    const tf_fast_kernels *k;
+    const float *x;
+    int64_t row;                         /* elements per output (or per partial) */
+    double *partial;
+    float *out;                          /* per-row results, or NULL for partials */
+    bool mean;
+} fast_sum_job;
+
+static void fast_sum_rows(void *ctx, int64_t begin, int64_t end) {
+    const fast_sum_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        double s = j->k->sum(j->row, j->x + r * j->row);
+        if (j->out) j->out[r] = (float)(j->mean ? s / (double)j->row : s);
+        else j->partial[r] = s;
+    }
+}
+
+/* f32 sum/mean of a contiguous input over all axes or the last axis. */
+static bool run_reduce_fast(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    bool last = op->params.axis == I->ndim - 1 || (op->params.axis == TF_ALL_AXES && I->ndim <= 1);
+    if (!k || (op->kind != TF_OP_SUM && op->kind != TF_OP_MEAN) || I->dtype != TF_F32 || !tf_desc_is_contiguous(I) ||
+        !tf_desc_is_contiguous(O) || (op->params.axis != TF_ALL_AXES && !last))
+        return false;
+    int64_t n = tf_desc_numel(I);
+    const float *x = (const float *)(address(I->buffer) + I->offset);
+    float *out = (float *)(address(O->buffer) + O->offset);
+    if (n == 0) return false;                               /* the reference knows empty means */
+    if (last && op->params.axis != TF_ALL_AXES) {           /* one sum per row */
+        int64_t row = I->shape[I->ndim - 1], rows = n / row;
+        fast_sum_job j = {k, x, row, NULL, out, op->kind == TF_OP_MEAN};
+        tf_cpu_parallel_for(rows, ELEMENT_GRAIN / row + 1, fast_sum_rows, &j);
+        return true;
+    }
+    enum { PARTS = 64 };                                   /* partial sums in double, combined in order */
+    double partial[PARTS];
+    int64_t chunk = (n + PARTS - 1) / PARTS, parts = (n + chunk - 1) / chunk;
+    fast_sum_job j = {k, x, chunk, partial, NULL, false};
+    if (parts * chunk != n) {                               /* uneven tail: sum it separately */
+        parts = n / chunk;
+        j.row = chunk;
+    }
+    tf_cpu_parallel_for(parts, (ELEMENT_GRAIN + chunk - 1) / chunk, fast_sum_rows, &j);
+    double s = 0;
+    for (int64_t p = 0; p < parts; p++) s += partial[p];
+    if (parts * chunk < n) s += k->sum(n - parts * chunk, x + parts * chunk);
+    out[0] = (float)(op->kind == TF_OP_MEAN ? s / (double)n : s);
+    return true;
+}
+
 static tf_status run_reduce(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_reduce_fast(op, address)) return TF_OK;
     const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
     operand in = make_operand(I, address), out = make_operand(O, address);
     reduce_geom r = {0, {0}, {0}, 1};

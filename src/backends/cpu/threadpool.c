@@ -7,12 +7,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "threadpool.h"
 
 #define MAX_THREADS 256
-#define SPIN_ITERATIONS 20000
+#define SPIN_NS 50000                /* how long a worker waits for the next job before sleeping */
 
 typedef struct job {
     tf_pool_task fn;
@@ -28,7 +29,7 @@ static struct {
     pthread_mutex_t owner;           /* held by the thread running a parallel region */
     pthread_t workers[MAX_THREADS];
     int n_workers;                   /* threads besides the caller */
-    int wanted;                      /* total threads, caller included */
+    _Atomic int wanted;              /* total threads, caller included (0 until first read) */
     bool started, stopping;
     atomic_ullong generation;
     job *current;
@@ -56,7 +57,14 @@ static void *worker_main(void *arg) {
     unsigned long long seen = 0;
     for (;;) {
         /* spin a little: the next op usually comes right away */
-        for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&pool.generation) == seen; i++) sched_yield();
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (int i = 0; atomic_load(&pool.generation) == seen; i++) {
+            __builtin_ia32_pause();
+            if (i % 64) continue;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS) break;
+        }
         pthread_mutex_lock(&pool.lock);
         while (atomic_load(&pool.generation) == seen && !pool.stopping) pthread_cond_wait(&pool.wake, &pool.lock);
         if (pool.stopping) {
@@ -111,13 +119,17 @@ static void ensure_workers_locked(void) {
     }
 }
 
+bool tf_cpu_in_parallel_region(void) { return in_region; }
+
 int tf_cpu_num_threads(void) {
+    int n = atomic_load(&pool.wanted);           /* the hot path: no lock */
+    if (n) return n;
     pthread_mutex_lock(&pool.lock);
     if (!pool.started) {
         pool.wanted = default_threads();
         pool.started = true;
     }
-    int n = pool.wanted;
+    n = pool.wanted;
     pthread_mutex_unlock(&pool.lock);
     return n;
 }
@@ -137,8 +149,12 @@ tf_status tf_cpu_set_num_threads(int n) {
 void tf_cpu_parallel_for(int64_t n, int64_t grain, tf_pool_task fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
+    if (n <= grain) {                            /* small work: no pool at all */
+        fn(ctx, 0, n);
+        return;
+    }
     int threads = tf_cpu_num_threads();
-    if (n <= grain || threads == 1 || in_region || pthread_mutex_trylock(&pool.owner) != 0) {
+    if (threads == 1 || in_region || pthread_mutex_trylock(&pool.owner) != 0) {
         fn(ctx, 0, n);
         return;
     }
@@ -172,6 +188,7 @@ void tf_cpu_pool_shutdown(void) {
     pthread_mutex_lock(&pool.lock);
     if (pool.n_workers) stop_workers_locked();
     pool.started = false;
+    pool.wanted = 0;
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&pool.owner);
 }

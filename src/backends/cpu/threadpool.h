@@ -2,6 +2,7 @@
 #ifndef TF_CPU_THREADPOOL_H
 #define TF_CPU_THREADPOOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tensorframe/tensorframe.h"
@@ -14,6 +15,8 @@ typedef void (*tf_pool_task)(void *ctx, int64_t begin, int64_t end);
  * pool. Returns when every chunk is done. */
 void tf_cpu_parallel_for(int64_t n, int64_t grain, tf_pool_task fn, void *ctx);
 int tf_cpu_num_threads(void);
+/* True on a thread running a chunk of a parallel region. */
+bool tf_cpu_in_parallel_region(void);
 tf_status tf_cpu_set_num_threads(int n);
 void tf_cpu_pool_shutdown(void);
 

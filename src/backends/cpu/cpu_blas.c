@@ -1,0 +1,56 @@
+/* The CBLAS bridge. OpenBLAS and BLIS keep thread pools of their own; they
+ * are told to use one thread, so the CPU backend's pool is the only one and
+ * a parallel region may call GEMM from every thread. */
+#include "cpu_blas.h"
+
+#ifdef TF_HAVE_CBLAS
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Library-specific thread controls, present or not. */
+void openblas_set_num_threads(int n) __attribute__((weak));
+void bli_thread_set_num_threads(long n) __attribute__((weak));
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static _Atomic int current = 0;
+
+static void set_threads(int n) {
+    if (openblas_set_num_threads) openblas_set_num_threads(n);
+    if (bli_thread_set_num_threads) bli_thread_set_num_threads(n);
+    current = n;
+}
+
+static void single_threaded(void) { set_threads(1); }
+
+void tf_cpu_blas_threads(int n) {
+    pthread_once(&once, single_threaded);
+    if (current != n) set_threads(n);
+}
+
+bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    pthread_once(&once, single_threaded);
+    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    if (is_f64)
+        cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    else
+        cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, (float)alpha, a, (int)lda, b, (int)ldb, (float)beta, c,
+                    (int)ldc);
+    return true;
+}
+
+bool tf_cpu_have_blas(void) { return true; }
+const char *tf_cpu_blas_name(void) { return TF_CBLAS_NAME; }
+#else
+bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    (void)is_f64; (void)trans_a; (void)trans_b; (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)lda;
+    (void)b; (void)ldb; (void)beta; (void)c; (void)ldc;
+    return false;
+}
+
+bool tf_cpu_have_blas(void) { return false; }
+void tf_cpu_blas_threads(int n) { (void)n; }
+const char *tf_cpu_blas_name(void) { return "none"; }
+#endif

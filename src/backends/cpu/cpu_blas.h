@@ -1,0 +1,23 @@
+/* GEMM for the CPU backend: a CBLAS library when the build found one
+ * (OpenBLAS by default, BLIS accepted), run single-threaded per call while
+ * tensorframe's pool splits the work. */
+#ifndef TF_CPU_BLAS_H
+#define TF_CPU_BLAS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One row-major GEMM: C[m,n] = A[m,k] @ B[k,n], with row strides lda/ldb/ldc
+ * and A or B optionally transposed in memory. f64 when is_f64, else f32.
+ * False if no BLAS was built in. */
+bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                      const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* Threads the library may use in the calls that follow on this path: 1
+ * inside tensorframe's parallel regions, the pool's size for a single
+ * top-level GEMM (the library partitions one big GEMM better than rows
+ * handed to it one panel at a time). */
+void tf_cpu_blas_threads(int n);
+bool tf_cpu_have_blas(void);
+const char *tf_cpu_blas_name(void);
+
+#endif

@@ -1,0 +1,4 @@
+/* The fast kernels built for avx512 (flags set in CMakeLists.txt). */
+#define ISA(name) name##_avx512
+#define ISA_NAME "avx512"
+#include "fast_kernels.inc"

@@ -1,0 +1,28 @@
+/* Fast f32 kernels for contiguous data, chosen at run time by CPUID
+ * (AVX-512, AVX2+FMA, or a generic vector build), overriding the reference
+ * kernels entry by entry. TF_CPU_KERNELS=reference turns them off;
+ * TF_CPU_ISA=avx2|generic caps the ISA (for testing). */
+#ifndef TF_FAST_KERNELS_H
+#define TF_FAST_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { TF_FAST_ADD, TF_FAST_SUB, TF_FAST_MUL, TF_FAST_DIV, TF_FAST_MAX, TF_FAST_MIN };
+
+typedef struct tf_fast_kernels {
+    const char *name;
+    /* o = a op b over n elements; sa/sb 1 = contiguous, 0 = a repeated scalar */
+    void (*binary)(int op, int64_t n, float *o, const float *a, int sa, const float *b, int sb);
+    double (*sum)(int64_t n, const float *x);
+    /* false if the row holds a NaN or is all -inf: use the reference */
+    bool (*softmax_row)(int64_t n, float *o, const float *x, bool log_softmax);
+    void (*norm_row)(int64_t n, float *o, const float *x, const float *w, const float *b, float eps, bool center);
+    /* x = exp(x - shift) in place (-inf gives 0); returns the sum */
+    float (*exp_shift_sum)(int64_t n, float *x, float shift);
+} tf_fast_kernels;
+
+/* The table for this CPU, or NULL when fast kernels are off. */
+const tf_fast_kernels *tf_fast(void);
+
+#endif

@@ -1,0 +1,264 @@
+/* The CPU fast paths on sizes the conformance suite does not reach: streamed
+ * stores, unaligned tails, the pool's splits, BLAS panels (plain, transposed,
+ * batched, with c), blocked attention over several query and key blocks,
+ * and two threads running large ops at once. Checked against float64 loops. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "helpers.h"
+
+static float *randv(int64_t n, uint64_t seed) {
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (float)((double)(seed >> 40) / (double)(1ull << 24) * 4.0 - 2.0);
+    }
+    return v;
+}
+
+static float *read_all(const tf_tensor *t) {
+    float *v = malloc(sizeof(float) * (size_t)tf_tensor_numel(t) + 4);
+    assert_int_equal(tf_tensor_read(t, v, sizeof(float) * (size_t)tf_tensor_numel(t)), TF_OK);
+    return v;
+}
+
+/* NMSE of got against a double reference. */
+static void expect_close(const char *what, const float *got, const double *want, int64_t n, double limit) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i])) fail_msg("%s: element %lld: got %g, want %g", what, (long long)i, got[i], want[i]);
+        if (isnan(want[i])) continue;
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    if (num > limit * (den > 0 ? den : 1)) fail_msg("%s: NMSE %g above %g", what, num / den, limit);
+}
+
+static void test_large_elementwise_and_sum(void **state) {
+    (void)state;
+    int64_t n = (3 << 20) + 7;                          /* past the streaming threshold, an odd tail */
+    float *a = randv(n + 1, 1), *b = randv(n, 2);
+    tf_tensor *ta = NULL, *tb = NULL, *off = NULL, *o = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, (int64_t[]){n + 1}, a, &ta));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &n, b, &tb));
+    OK(tf_slice(ta, 0, 1, n + 1, 1, &off));             /* an input 4 bytes off alignment */
+    double *want = malloc(sizeof(double) * (size_t)n);
+    for (int op = 0; op < 4; op++) {
+        tf_status s = op == 0 ? tf_add(off, tb, &o) : op == 1 ? tf_mul(off, tb, &o) : op == 2 ? tf_maximum(off, tb, &o)
+                                                                                                : tf_div(off, tb, &o);
+        OK(s);
+        float *got = read_all(o);
+        for (int64_t i = 0; i < n; i++) {
+            double x = a[i + 1], y = b[i];
+            want[i] = op == 0 ? x + y : op == 1 ? x * y : op == 2 ? fmax(x, y) : x / y;
+        }
+        expect_close("large binary", got, want, n, 1e-13);
+        free(got);
+        tf_tensor_release(o);
+    }
+    tf_tensor *half = NULL;
+    OK(tf_scalar(cpu_device(), TF_F32, 0.5, &half));
+    OK(tf_mul(tb, half, &o));                           /* scalar broadcast */
+    float *got = read_all(o);
+    for (int64_t i = 0; i < n; i++) want[i] = b[i] * 0.5;
+    expect_close("scalar broadcast", got, want, n, 1e-14);
+    free(got);
+    tf_tensor_release(o);
+    OK(tf_sum(tb, TF_ALL_AXES, false, &o));
+    float s;
+    OK(tf_tensor_read(o, &s, sizeof s));
+    double ws = 0, mag = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ws += b[i];
+        mag += fabs(b[i]);
+    }
+    assert_true(fabs(s - ws) <= 1e-6 * mag);
+    tf_tensor *all[] = {ta, tb, off, o, half};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    free(a);
+    free(b);
+    free(want);
+}
+
+static void test_large_rows(void **state) {
+    (void)state;
+    int64_t rows = 300, cols = 1031, n = rows * cols, shape[2] = {rows, cols};
+    float *x = randv(n, 3), *w = randv(cols, 4), *b = randv(cols, 5);
+    x[7 * cols + 3] = NAN;                              /* one row takes the reference path */
+    tf_tensor *tx = NULL, *tw = NULL, *tb = NULL, *o = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, shape, x, &tx));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &cols, w, &tw));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &cols, b, &tb));
+    double *want = malloc(sizeof(double) * (size_t)n);
+    for (int op = 0; op < 4; op++) {
+        OK(op == 0 ? tf_softmax(tx, -1, &o) : op == 1 ? tf_log_softmax(tx, -1, &o) : op == 2 ? tf_rmsnorm(tx, tw, 1e-6, &o)
+                                                                                                : tf_layernorm(tx, tw, tb, 1e-5, &o));
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * cols;
+            double m = -INFINITY, sum = 0, mean = 0, ss = 0;
+            for (int64_t c = 0; c < cols; c++) {
+                m = isnan(xr[c]) || xr[c] > m ? xr[c] : m;
+                mean += xr[c];
+            }
+            mean /= cols;
+            for (int64_t c = 0; c < cols; c++) {
+                sum += exp(xr[c] - m);
+                ss += op == 3 ? (xr[c] - mean) * (xr[c] - mean) : (double)xr[c] * xr[c];
+            }
+            for (int64_t c = 0; c < cols; c++) {
+                double v;
+                if (op == 0) v = exp(xr[c] - m) / sum;
+                else if (op == 1) v = xr[c] - m - log(sum);
+                else if (op == 2) v = xr[c] / sqrt(ss / cols + 1e-6) * w[c];
+                else v = (xr[c] - mean) / sqrt(ss / cols + 1e-5) * w[c] + b[c];
+                want[r * cols + c] = v;
+            }
+        }
+        float *got = read_all(o);
+        expect_close("large rows", got, want, n, 1e-11);
+        free(got);
+        tf_tensor_release(o);
+    }
+    tf_tensor_release(tx);
+    tf_tensor_release(tw);
+    tf_tensor_release(tb);
+    free(x);
+    free(w);
+    free(b);
+    free(want);
+}
+
+static void test_blas_paths(void **state) {
+    (void)state;
+    int64_t M = 300, K = 257, N = 190, sa[2] = {K, M}, sb[2] = {K, N}, sc[1] = {N};
+    float *a = randv(M * K, 6), *b = randv(K * N, 7), *c = randv(N, 8);
+    tf_tensor *ta = NULL, *at = NULL, *tb = NULL, *tc = NULL, *o = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa, a, &ta));   /* stored [K, M]: used transposed */
+    OK(tf_transpose(ta, 0, 1, &at));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sb, b, &tb));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, sc, c, &tc));
+    OK(tf_gemm(at, tb, tc, 0.5, 2.0, false, false, &o));
+    double *want = malloc(sizeof(double) * (size_t)(M * N));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += (double)a[k * M + i] * b[k * N + j];
+            want[i * N + j] = 0.5 * acc + 2.0 * c[j];
+        }
+    float *got = read_all(o);
+    expect_close("gemm, transposed a", got, want, M * N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* batched: row panels inside the pool */
+    int64_t bs[3] = {3, 64, 96}, bw[2] = {96, 80};
+    float *x = randv(3 * 64 * 96, 9), *y = randv(96 * 80, 10);
+    tf_tensor *tx = NULL, *ty = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 3, bs, x, &tx));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, bw, y, &ty));
+    OK(tf_matmul(tx, ty, &o));
+    double *w2 = malloc(sizeof(double) * 3 * 64 * 80);
+    for (int64_t p = 0; p < 3; p++)
+        for (int64_t i = 0; i < 64; i++)
+            for (int64_t j = 0; j < 80; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < 96; k++) acc += (double)x[(p * 64 + i) * 96 + k] * y[k * 80 + j];
+                w2[(p * 64 + i) * 80 + j] = acc;
+            }
+    got = read_all(o);
+    expect_close("batched matmul", got, w2, 3 * 64 * 80, 1e-12);
+    free(got);
+    tf_tensor *all[] = {ta, at, tb, tc, o, tx, ty};
+    for (int i = 0; i < 7; i++) tf_tensor_release(all[i]);
+    free(a);
+    free(b);
+    free(c);
+    free(x);
+    free(y);
+    free(want);
+    free(w2);
+}
+
+static void test_blocked_attention(void **state) {
+    (void)state;
+    int64_t B = 1, Hq = 4, Hkv = 2, Lq = 150, Lk = 300, D = 64, qs[4] = {B, Hq, Lq, D}, ks[4] = {B, Hkv, Lk, D},
+            ms[2] = {Lq, Lk};
+    float *q = randv(B * Hq * Lq * D, 11), *k = randv(B * Hkv * Lk * D, 12), *v = randv(B * Hkv * Lk * D, 13),
+          *mask = randv(Lq * Lk, 14);
+    tf_tensor *tq = NULL, *tk = NULL, *tv = NULL, *tm = NULL, *o = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 4, qs, q, &tq));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 4, ks, k, &tk));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 4, ks, v, &tv));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, ms, mask, &tm));
+    int64_t q_offset = Lk - Lq;                          /* decoding the last Lq positions */
+    OK(tf_sdpa(tq, tk, tv, tm, 0, true, -1, &o));
+    double *want = malloc(sizeof(double) * (size_t)(B * Hq * Lq * D)), *p = malloc(sizeof(double) * (size_t)Lk);
+    double scale = 1 / sqrt((double)D);
+    for (int64_t h = 0; h < Hq; h++)
+        for (int64_t i = 0; i < Lq; i++) {
+            int64_t kh = h / (Hq / Hkv);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < Lk; j++) {
+                p[j] = -INFINITY;
+                if (j > q_offset + i) continue;
+                double s = 0;
+                for (int64_t d = 0; d < D; d++) s += (double)q[(h * Lq + i) * D + d] * k[(kh * Lk + j) * D + d];
+                p[j] = s * scale + mask[i * Lk + j];
+                mx = fmax(mx, p[j]);
+            }
+            for (int64_t j = 0; j < Lk; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int64_t e = 0; e < D; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < Lk; j++) acc += p[j] * v[(kh * Lk + j) * D + e];
+                want[(h * Lq + i) * D + e] = acc / sum;
+            }
+        }
+    float *got = read_all(o);
+    expect_close("blocked attention", got, want, B * Hq * Lq * D, 1e-11);
+    free(got);
+    tf_tensor *all[] = {tq, tk, tv, tm, o};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    free(q);
+    free(k);
+    free(v);
+    free(mask);
+    free(want);
+    free(p);
+}
+
+static void *large_adds(void *arg) {
+    int64_t n = 1 << 20;
+    tf_tensor *a = NULL, *o = NULL, *s = NULL;
+    float total = 0;
+    bool ok = tf_full(cpu_device(), TF_F32, 1, &n, 0.25, &a) == TF_OK;
+    for (int i = 0; ok && i < 20; i++) {
+        ok = tf_add(a, a, &o) == TF_OK && tf_sum(o, TF_ALL_AXES, false, &s) == TF_OK &&
+             tf_tensor_read(s, &total, sizeof total) == TF_OK && total == 0.5f * (float)n;
+        tf_tensor_release(o);
+        tf_tensor_release(s);
+    }
+    tf_tensor_release(a);
+    return ok ? arg : NULL;
+}
+
+static void test_pool_under_concurrency(void **state) {
+    (void)state;
+    pthread_t th[3];
+    for (intptr_t i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, large_adds, (void *)(i + 1)), 0);
+    for (intptr_t i = 0; i < 3; i++) {
+        void *r = NULL;
+        pthread_join(th[i], &r);
+        assert_ptr_equal(r, (void *)(i + 1));
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_large_elementwise_and_sum),
+        cmocka_unit_test(test_large_rows),
+        cmocka_unit_test(test_blas_paths),
+        cmocka_unit_test(test_blocked_attention),
+        cmocka_unit_test(test_pool_under_concurrency),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

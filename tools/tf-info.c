@@ -71,6 +71,11 @@ static void print_devices(void) {
         printf("  %-12s %s — %s\n", p.name, type_name(p.type), p.description);
         printf("      memory: %.2f GiB total, %.2f GiB free\n", p.memory_total / 1073741824.0,
                p.memory_free / 1073741824.0);
+        tf_memory_stats ms;
+        if (tf_device_memory_stats(tf_device_at(i), &ms) == TF_OK)
+            printf("      allocator: %.1f MiB in use, %.1f MiB reserved, peak %.1f MiB, %llu cache hits, %llu misses\n",
+                   ms.allocated / 1048576.0, ms.reserved / 1048576.0, ms.peak_allocated / 1048576.0,
+                   (unsigned long long)ms.cache_hits, (unsigned long long)ms.cache_misses);
         print_caps(&p.caps);
     }
 }
@@ -89,6 +94,7 @@ int main(int argc, char **argv) {
     if (tf_backend_priority_get(prio, sizeof prio) == TF_OK) printf("Priority: %s\n", prio);
     static const char *const policies[] = {"highest-priority input device", "first input's device", "strict"};
     printf("Mixed-device policy: %s\n", policies[tf_mixed_policy_get()]);
+    printf("CPU threads: %d (TF_NUM_THREADS, tf_set_num_threads)\n", tf_get_num_threads());
     tf_device *dev;
     if (tf_device_get("auto", &dev) == TF_OK) printf("auto -> %s\n", tf_device_name(dev));
     else printf("auto -> none: %s\n", tf_last_error());

@@ -81,6 +81,71 @@ static void test_large_elementwise_and_sum(void **state) {
     free(want);
 }
 
+static void test_large_broadcast_copy_and_half_matmul(void **state) {
+    (void)state;
+    int64_t R = 1500, C = 700, shape[2] = {R, C};
+    float *x = randv(R * C, 21), *bias = randv(C, 22);
+    tf_tensor *tx = NULL, *tb = NULL, *o = NULL, *tt = NULL, *c = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, shape, x, &tx));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &C, bias, &tb));
+    OK(tf_add(tx, tb, &o));                              /* rows of the pool, vectorized with a broadcast */
+    double *want = malloc(sizeof(double) * (size_t)(R * C));
+    for (int64_t i = 0; i < R * C; i++) want[i] = (double)x[i] + bias[i % C];
+    float *got = read_all(o);
+    expect_close("bias add", got, want, R * C, 1e-14);
+    free(got);
+    OK(tf_transpose(tx, 0, 1, &tt));
+    OK(tf_contiguous(tt, &c));                           /* a large strided copy */
+    for (int64_t i = 0; i < C; i++)
+        for (int64_t j = 0; j < R; j++) want[i * R + j] = x[j * C + i];
+    got = read_all(c);
+    expect_close("transposed copy", got, want, R * C, 0);
+    free(got);
+    tf_tensor_release(o);
+    tf_tensor_release(c);
+    /* bf16 and f16 matmul: f32 panels through sgemm */
+    int64_t M = 130, K = 200, N = 150, sa[2] = {M, K}, sb[2] = {K, N};
+    float *a = randv(M * K, 23), *b = randv(K * N, 24);
+    for (int half = 0; half < 2; half++) {
+        tf_dtype dt = half ? TF_F16 : TF_BF16;
+        tf_tensor *ta32 = NULL, *tb32 = NULL, *ta = NULL, *tbb = NULL, *tp = NULL, *p32 = NULL;
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa, a, &ta32));
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sb, b, &tb32));
+        OK(tf_cast(ta32, dt, &ta));
+        OK(tf_cast(tb32, dt, &tbb));
+        tf_tensor *a_back = NULL, *b_back = NULL;
+        OK(tf_cast(ta, TF_F32, &a_back));                /* the values the product really sees */
+        OK(tf_cast(tbb, TF_F32, &b_back));
+        float *av = read_all(a_back), *bv = read_all(b_back);
+        OK(tf_matmul(ta, tbb, &tp));
+        assert_int_equal(tf_tensor_dtype(tp), dt);
+        OK(tf_cast(tp, TF_F32, &p32));
+        double *w = malloc(sizeof(double) * (size_t)(M * N));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t kk = 0; kk < K; kk++) acc += (double)av[i * K + kk] * bv[kk * N + j];
+                w[i * N + j] = acc;
+            }
+        got = read_all(p32);
+        expect_close(half ? "f16 matmul" : "bf16 matmul", got, w, M * N, half ? 1e-6 : 1e-4);
+        free(got);
+        free(w);
+        free(av);
+        free(bv);
+        tf_tensor *all[] = {ta32, tb32, ta, tbb, tp, p32, a_back, b_back};
+        for (int q = 0; q < 8; q++) tf_tensor_release(all[q]);
+    }
+    tf_tensor_release(tx);
+    tf_tensor_release(tb);
+    tf_tensor_release(tt);
+    free(x);
+    free(bias);
+    free(want);
+    free(a);
+    free(b);
+}
+
 static void test_large_rows(void **state) {
     (void)state;
     int64_t rows = 300, cols = 1031, n = rows * cols, shape[2] = {rows, cols};
@@ -179,6 +244,35 @@ static void test_blas_paths(void **state) {
     free(w2);
 }
 
+static void test_skinny_products(void **state) {
+    (void)state;
+    static const int64_t shapes[3][3] = {{3, 1000, 300}, {700, 2, 513}, {1, 4096, 128}};
+    for (int c = 0; c < 3; c++) {
+        int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2], sa[2] = {M, K}, sb[2] = {K, N};
+        float *a = randv(M * K, 30 + c), *b = randv(K * N, 40 + c);
+        tf_tensor *ta = NULL, *tb = NULL, *o = NULL;
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa, a, &ta));
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sb, b, &tb));
+        OK(tf_matmul(ta, tb, &o));
+        double *w = malloc(sizeof(double) * (size_t)(M * N));
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < K; k++) acc += (double)a[i * K + k] * b[k * N + j];
+                w[i * N + j] = acc;
+            }
+        float *got = read_all(o);
+        expect_close("skinny matmul", got, w, M * N, 1e-12);
+        free(got);
+        free(w);
+        free(a);
+        free(b);
+        tf_tensor_release(ta);
+        tf_tensor_release(tb);
+        tf_tensor_release(o);
+    }
+}
+
 static void test_blocked_attention(void **state) {
     (void)state;
     int64_t B = 1, Hq = 4, Hkv = 2, Lq = 150, Lk = 300, D = 64, qs[4] = {B, Hq, Lq, D}, ks[4] = {B, Hkv, Lk, D},
@@ -255,8 +349,10 @@ static void test_pool_under_concurrency(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_large_elementwise_and_sum),
+        cmocka_unit_test(test_large_broadcast_copy_and_half_matmul),
         cmocka_unit_test(test_large_rows),
         cmocka_unit_test(test_blas_paths),
+        cmocka_unit_test(test_skinny_products),
         cmocka_unit_test(test_blocked_attention),
         cmocka_unit_test(test_pool_under_concurrency),
     };

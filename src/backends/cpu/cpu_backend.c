@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu_blas.h"
 #include "cpu_kernels.h"
+#include "fast_kernels.h"
 #include "threadpool.h"
 
 typedef struct cpu_buffer {
@@ -87,7 +89,9 @@ static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
     (void)ctx;
     char model[200];
     read_cpu_model(model, sizeof model);
-    snprintf(info->description, sizeof info->description, "%s (%ld threads)", model, sysconf(_SC_NPROCESSORS_ONLN));
+    const tf_fast_kernels *fast = tf_fast();
+    snprintf(info->description, sizeof info->description, "%s (%d threads; kernels %s; BLAS %s)", model,
+             tf_cpu_num_threads(), fast ? fast->name : "reference", tf_cpu_blas_name());
     info->type = TF_DEVICE_TYPE_CPU;
     read_memory(&info->memory_total, &info->memory_free);
     info->caps.dtypes = (1u << TF_DTYPE_COUNT) - 1u;

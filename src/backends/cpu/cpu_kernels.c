@@ -147,6 +147,50 @@ static void for_each_row(int ndim, const int64_t *shape, int nops, const operand
     } while (ndim > 1 && next_index(ndim - 1, shape, idx));
 }
 
+/* The same walk over rows [begin, end) of the outer index space. */
+typedef struct rows_job {
+    int ndim, nops;
+    const int64_t *shape;
+    const operand *ops;
+    row_fn fn;
+    const void *ctx;
+} rows_job;
+
+static void rows_chunk(void *jv, int64_t begin, int64_t end) {
+    const rows_job *j = jv;
+    char *p[TF_OP_MAX_INPUTS + 1];
+    int64_t s[TF_OP_MAX_INPUTS + 1] = {0}, idx[TF_MAX_DIMS] = {0};
+    int64_t inner = j->shape[j->ndim - 1];
+    for (int k = 0; k < j->nops; k++) s[k] = j->ops[k].stride[j->ndim - 1];
+    for (int64_t d = j->ndim - 2, rest = begin; d >= 0; d--) {
+        idx[d] = rest % j->shape[d];
+        rest /= j->shape[d];
+    }
+    for (int64_t r = begin; r < end; r++) {
+        for (int k = 0; k < j->nops; k++) {
+            p[k] = j->ops[k].base;
+            for (int d = 0; d < j->ndim - 1; d++) p[k] += idx[d] * j->ops[k].stride[d];
+        }
+        j->fn(j->ctx, inner, p, s);
+        next_index(j->ndim - 1, j->shape, idx);
+    }
+}
+
+/* for_each_row, with rows spread over the pool when there is enough work. */
+static void for_each_row_parallel(int ndim, const int64_t *shape, int nops, const operand *ops, row_fn fn,
+                                  const void *ctx) {
+    int64_t rows = 1, inner = ndim ? shape[ndim - 1] : 1;
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) return;
+    for (int d = 0; d < ndim - 1; d++) rows *= shape[d];
+    if (ndim < 2 || rows * inner < (1 << 16)) {
+        for_each_row(ndim, shape, nops, ops, fn, ctx);
+        return;
+    }
+    rows_job j = {ndim, nops, shape, ops, fn, ctx};
+    tf_cpu_parallel_for(rows, (1 << 15) / inner + 1, rows_chunk, &j);
+}
+
 /* ---- elementwise binary ---- */
 
 typedef void (*binary_loop)(int64_t n, char **p, const int64_t *s);
@@ -252,10 +296,21 @@ static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
     [TF_OP_LOGICAL_OR] = {[TF_BOOL] = cmp_or_b8},
 };
 
-typedef struct binary_ctx { binary_loop loop; } binary_ctx;
+typedef struct binary_ctx {
+    binary_loop loop;
+    const tf_fast_kernels *fast;        /* f32 rows with unit or zero inner strides */
+    int fast_op;
+} binary_ctx;
 
+/* A broadcast row (bias add, per-row scale) stays vectorized when its
+ * innermost strides are unit or zero. */
 static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
-    ((const binary_ctx *)ctx)->loop(n, p, s);
+    const binary_ctx *c = ctx;
+    if (c->fast && s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+        c->fast->binary(c->fast_op, n, (float *)p[0], (const float *)p[1], s[1] != 0, (const float *)p[2], s[2] != 0);
+        return;
+    }
+    c->loop(n, p, s);
 }
 
 /* ---- fast paths: f32, contiguous (or a broadcast scalar), spread over the pool ---- */
@@ -300,8 +355,11 @@ static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
     if (run_binary_fast(op, address)) return TF_OK;
     operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
                       make_operand(&op->inputs[1], address)};
-    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype]};
-    for_each_row(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
+    static const int codes[] = {[TF_OP_ADD] = TF_FAST_ADD, [TF_OP_SUB] = TF_FAST_SUB, [TF_OP_MUL] = TF_FAST_MUL,
+                                [TF_OP_DIV] = TF_FAST_DIV, [TF_OP_MAXIMUM] = TF_FAST_MAX, [TF_OP_MINIMUM] = TF_FAST_MIN};
+    bool fast = op->kind <= TF_OP_MINIMUM && op->kind != TF_OP_POW && op->output.dtype == TF_F32;
+    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype], fast ? tf_fast() : NULL, fast ? codes[op->kind] : 0};
+    for_each_row_parallel(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
     return TF_OK;
 }
 
@@ -379,7 +437,7 @@ static void unary_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
 static tf_status run_unary(const tf_op *op, tf_cpu_address_fn address) {
     operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
     unary_ctx ctx = {op->output.dtype, unary_fns[op->kind].f, unary_fns[op->kind].d, &op->params};
-    for_each_row(op->output.ndim, op->output.shape, 2, ops, unary_row, &ctx);
+    for_each_row_parallel(op->output.ndim, op->output.shape, 2, ops, unary_row, &ctx);
     return TF_OK;
 }
 
@@ -980,13 +1038,64 @@ static bool blas_layout(const tf_tensor_desc *d, int nb, int64_t rows, int64_t c
     return false;
 }
 
+/* ---- skinny f32 products (m or n <= 8): the library's sgemm is built for
+ * big blocks; these stream the wide operand once, spread over the pool ---- */
+
+#define SKINNY 8
+
+typedef struct skinny_job {
+    const tf_fast_kernels *k;
+    int64_t m, n, kk, lda, ldb;
+    const float *a, *b, *bt;
+    float *c;
+} skinny_job;
+
+static void skinny_m_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    int64_t j0 = begin * 64, j1 = end * 64 < j->n ? end * 64 : j->n;   /* each thread: a range of 64-column blocks */
+    j->k->gemm_small_m(j->m, j0, j1, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
+}
+
+static void skinny_n_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    j->k->gemm_small_n(begin, end, j->n, j->kk, j->a, j->lda, j->bt, j->c, j->n);
+}
+
+static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    if (!k || op->kind != TF_OP_MATMUL || O->dtype != TF_F32 || O->ndim != 2 || !tf_desc_is_contiguous(O)) return false;
+    int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
+    if ((m > SKINNY && n > SKINNY) || kk < 64) return false;
+    skinny_job j = {k, m, n, kk, A->strides[0], B->strides[0],
+                    (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
+                    NULL, (float *)(address(O->buffer) + O->offset)};
+    if (m <= SKINNY && A->strides[1] == 1 && B->strides[1] == 1) {
+        int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
+        int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;      /* enough work to wake a thread */
+        tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_m_chunk, &j);
+        return true;
+    }
+    if (n <= SKINNY && A->strides[1] == 1) {                 /* B^T copied once: n x k */
+        float *bt = malloc(sizeof(float) * (size_t)(n * kk));
+        if (!bt) return false;
+        for (int64_t x = 0; x < n; x++)
+            for (int64_t y = 0; y < kk; y++) bt[x * kk + y] = j.b[y * B->strides[0] + x * B->strides[1]];
+        j.bt = bt;
+        tf_cpu_parallel_for(m, (1 << 18) / (kk * n + 1) + 1, skinny_n_chunk, &j);
+        free(bt);
+        return true;
+    }
+    return false;
+}
+
 static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
     if ((dt != TF_F32 && dt != TF_F64) || !tf_cpu_have_blas() || !tf_desc_is_contiguous(O)) return false;
     int nb = O->ndim - 2;
     int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
-    if (m * n * k < 32 * 32 * 32) return false;       /* library overhead dominates: the loops win */
+    if (m * n * k == 0) return false;
     blas_job j;
     memset(&j, 0, sizeof j);
     if (!blas_layout(A, nb, m, k, &j.ta, &j.lda) || !blas_layout(B, nb, k, n, &j.tb, &j.ldb)) return false;
@@ -1034,8 +1143,78 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     return true;
 }
 
+/* ---- f16/bf16 matmul: f32 panels, sgemm (f32 accumulation), one rounding ---- */
+
+typedef struct widen_job {
+    tf_dtype dt;
+    const char *src;
+    int64_t rs, cs;                      /* source strides in bytes */
+    int64_t cols;
+    float *dst;                          /* rows x cols, row-major */
+} widen_job;
+
+static void widen_rows(void *ctx, int64_t begin, int64_t end) {
+    const widen_job *j = ctx;
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t c = 0; c < j->cols; c++) {
+            const char *p = j->src + r * j->rs + c * j->cs;
+            j->dst[r * j->cols + c] = j->dt == TF_F16 ? LD_f16(p) : LD_bf16(p);
+        }
+}
+
+static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
+    const widen_job *j = ctx;                    /* here src/dst swap roles: f32 -> dt */
+    for (int64_t r = begin; r < end; r++)
+        for (int64_t c = 0; c < j->cols; c++) {
+            char *p = (char *)j->src + r * j->rs + c * j->cs;
+            float v = j->dst[r * j->cols + c];
+            if (j->dt == TF_F16) ST_f16(p, v);
+            else ST_bf16(p, v);
+        }
+}
+
+static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    tf_dtype dt = O->dtype;
+    if ((dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || !tf_cpu_have_blas()) return false;
+    int nb = O->ndim - 2;
+    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
+    if (m * n * k < 64 * 64 * 64) return false;
+    float *a32 = malloc(sizeof(float) * (size_t)(m * k)), *b32 = malloc(sizeof(float) * (size_t)(k * n)),
+          *o32 = malloc(sizeof(float) * (size_t)(m * n));
+    if (!a32 || !b32 || !o32) {
+        free(a32);
+        free(b32);
+        free(o32);
+        return false;                            /* the loops need no scratch */
+    }
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        int64_t ao = 0, bo = 0, oo = 0;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+        }
+        widen_job wa = {dt, a.base + ao, a.stride[nb], a.stride[nb + 1], k, a32};
+        widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
+        tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
+        tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
+        tf_cpu_blas_threads(tf_cpu_num_threads());
+        tf_cpu_blas_gemm(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, o32, n);
+        tf_cpu_blas_threads(1);
+        widen_job wo = {dt, o.base + oo, o.stride[nb], o.stride[nb + 1], n, o32};
+        tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, narrow_rows, &wo);
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    free(a32);
+    free(b32);
+    free(o32);
+    return true;
+}
+
 static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
-    if (run_matmul_blas(op, address)) return TF_OK;
+    if (run_matmul_skinny(op, address) || run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     int nb = O->ndim - 2;
@@ -1218,15 +1397,17 @@ static bool run_reduce_fast(const tf_op *op, tf_cpu_address_fn address) {
         tf_cpu_parallel_for(rows, ELEMENT_GRAIN / row + 1, fast_sum_rows, &j);
         return true;
     }
-    enum { PARTS = 64 };                                   /* partial sums in double, combined in order */
-    double partial[PARTS];
-    int64_t chunk = (n + PARTS - 1) / PARTS, parts = (n + chunk - 1) / chunk;
+    /* One contiguous range per thread (a read stream each), partial sums in
+     * double combined in order; small inputs stay on one thread. */
+    enum { MAX_PARTS = 64 };
+    double partial[MAX_PARTS];
+    int64_t parts = n < ELEMENT_GRAIN ? 1 : tf_cpu_num_threads();
+    if (parts > MAX_PARTS) parts = MAX_PARTS;
+    int64_t chunk = (n / parts + 63) & ~(int64_t)63;
+    if (chunk == 0) chunk = n;
+    parts = n / chunk;
     fast_sum_job j = {k, x, chunk, partial, NULL, false};
-    if (parts * chunk != n) {                               /* uneven tail: sum it separately */
-        parts = n / chunk;
-        j.row = chunk;
-    }
-    tf_cpu_parallel_for(parts, (ELEMENT_GRAIN + chunk - 1) / chunk, fast_sum_rows, &j);
+    tf_cpu_parallel_for(parts, 1, fast_sum_rows, &j);
     double s = 0;
     for (int64_t p = 0; p < parts; p++) s += partial[p];
     if (parts * chunk < n) s += k->sum(n - parts * chunk, x + parts * chunk);
@@ -1319,7 +1500,7 @@ static void copy_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
 static tf_status run_copy(const tf_op *op, tf_cpu_address_fn address) {
     operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
     copy_ctx ctx = {op->inputs[0].dtype, op->output.dtype};
-    for_each_row(op->output.ndim, op->output.shape, 2, ops, copy_row, &ctx);
+    for_each_row_parallel(op->output.ndim, op->output.shape, 2, ops, copy_row, &ctx);
     return TF_OK;
 }
 

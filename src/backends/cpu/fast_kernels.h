@@ -20,6 +20,12 @@ typedef struct tf_fast_kernels {
     void (*norm_row)(int64_t n, float *o, const float *x, const float *w, const float *b, float eps, bool center);
     /* x = exp(x - shift) in place (-inf gives 0); returns the sum */
     float (*exp_shift_sum)(int64_t n, float *x, float shift);
+    /* Skinny GEMM, row-major: columns [j0, j1) of C[m, n] = A @ B for m <= 8
+     * (B's rows read once), and rows [i0, i1) for n <= 8 with bt = B^T [n, k]. */
+    void (*gemm_small_m)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc);
+    void (*gemm_small_n)(int64_t i0, int64_t i1, int64_t n, int64_t k, const float *a, int64_t lda, const float *bt,
+                         float *c, int64_t ldc);
 } tf_fast_kernels;
 
 /* The table for this CPU, or NULL when fast kernels are off. */

@@ -206,6 +206,40 @@ int main(int argc, char **argv) {
             tf_tensor_release(c.a);
             tf_tensor_release(c.b);
         }
+        /* Skinny and tiny shapes (M x K x N): a decode step's vector-matrix
+         * products and a small GEMM, where a library's set-up cost shows. */
+        static const int64_t skinny[][3] = {{1, 4096, 4096}, {4096, 4096, 1}, {8, 8, 8}};
+        for (size_t i = 0; i < sizeof skinny / sizeof *skinny; i++) {
+            int64_t m = skinny[i][0], k = skinny[i][1], n = skinny[i][2], sa[2] = {m, k}, sb[2] = {k, n};
+            mm_ctx c = {NULL, NULL};
+            CHECK(tf_randn(dev, TF_F32, 2, sa, 7, &c.a));
+            CHECK(tf_randn(dev, TF_F32, 2, sb, 8, &c.b));
+            char size[64];
+            snprintf(size, sizeof size, "%lldx%lldx%lld f32", (long long)m, (long long)k, (long long)n);
+            report("matmul", size, time_op(run_matmul, &c, dev, min_time), 2.0 * m * k * n, 0);
+            tf_tensor_release(c.a);
+            tf_tensor_release(c.b);
+        }
+    }
+    if (wanted(ops, "matmul")) {                         /* a decode step with half weights: x @ W^T, W [4096, 4096] */
+        static const tf_dtype dts[3] = {TF_BF16, TF_F16, TF_F32};
+        for (int d = 0; d < 3; d++) {
+            tf_dtype dt = dts[d];
+            int64_t sx[2] = {1, 4096}, sw[2] = {4096, 4096};
+            tf_tensor *x32 = NULL, *w32 = NULL, *w = NULL;
+            mm_ctx c = {NULL, NULL};
+            CHECK(tf_randn(dev, TF_F32, 2, sx, 12, &x32));
+            CHECK(tf_randn(dev, TF_F32, 2, sw, 13, &w32));
+            CHECK(tf_cast(x32, dt, &c.a));
+            CHECK(tf_cast(w32, dt, &w));
+            CHECK(tf_transpose(w, 0, 1, &c.b));
+            char size[64];
+            snprintf(size, sizeof size, "1x4096x4096 %s W^T", tf_dtype_name(dt));
+            report("matmul", size, time_op(run_matmul, &c, dev, min_time), 2.0 * 4096 * 4096,
+                   (double)tf_dtype_size(dt) * 4096 * 4096);
+            tf_tensor *all[] = {x32, w32, w, c.a, c.b};
+            for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+        }
     }
     if (wanted(ops, "attention")) {
         int64_t shape[4] = {1, 32, quick ? 512 : 2048, 128};

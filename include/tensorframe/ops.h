@@ -142,7 +142,8 @@
     X(AVGPOOL2D,    avgpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     16) \
     X(BATCH_NORM,   batch_norm,   5, COMPOSITE, SAME,          FLOAT,   ANY,     64) \
     X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64) \
-    X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16)
+    X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16) \
+    X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,

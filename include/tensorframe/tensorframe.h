@@ -308,6 +308,9 @@ TF_API tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out)
 TF_API tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 TF_API tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 TF_API tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* A fused chain: silu(gate) * up in one pass (the gated MLP of Llama-style
+ * models), broadcasting like tf_mul. Float dtypes. */
+TF_API tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out);
 /* Comparisons with broadcasting: inputs promoted, result TF_BOOL; NaN
  * compares unequal to everything (ne is true). */
 TF_API tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);

@@ -157,6 +157,9 @@ tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { retu
 tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_maximum", TF_OP_MAXIMUM, a, b, out); }
 tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_minimum", TF_OP_MINIMUM, a, b, out); }
 tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_pow", TF_OP_POW, a, b, out); }
+tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out) {
+    return binary("tf_swiglu", TF_OP_SWIGLU, gate, up, out);
+}
 tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_eq", TF_OP_EQ, a, b, out); }
 tf_status tf_ne(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_ne", TF_OP_NE, a, b, out); }
 tf_status tf_lt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_lt", TF_OP_LT, a, b, out); }

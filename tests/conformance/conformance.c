@@ -457,6 +457,7 @@ static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
     case TF_OP_MAXIMUM: return isnan(x) || isnan(y) ? NAN : fmax(x, y);
     case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : fmin(x, y);
     case TF_OP_POW: return pow(x, y);
+    case TF_OP_SWIGLU: return x / (1 + exp(-x)) * y;
     default: return NAN;
     }
 }
@@ -617,6 +618,7 @@ static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor
     case TF_OP_MAXIMUM: return tf_maximum(a, b, out);
     case TF_OP_MINIMUM: return tf_minimum(a, b, out);
     case TF_OP_POW: return tf_pow(a, b, out);
+    case TF_OP_SWIGLU: return tf_swiglu(a, b, out);
     case TF_OP_EQ: return tf_eq(a, b, out);
     case TF_OP_NE: return tf_ne(a, b, out);
     case TF_OP_LT: return tf_lt(a, b, out);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "helpers.h"
+#include "tensorframe/numerics.h"
 
 static float *randv(int64_t n, uint64_t seed) {
     float *v = malloc(sizeof(float) * (size_t)n);
@@ -44,16 +45,16 @@ static void test_large_elementwise_and_sum(void **state) {
     OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &n, b, &tb));
     OK(tf_slice(ta, 0, 1, n + 1, 1, &off));             /* an input 4 bytes off alignment */
     double *want = malloc(sizeof(double) * (size_t)n);
-    for (int op = 0; op < 4; op++) {
+    for (int op = 0; op < 5; op++) {
         tf_status s = op == 0 ? tf_add(off, tb, &o) : op == 1 ? tf_mul(off, tb, &o) : op == 2 ? tf_maximum(off, tb, &o)
-                                                                                                : tf_div(off, tb, &o);
+                      : op == 3 ? tf_div(off, tb, &o) : tf_swiglu(off, tb, &o);
         OK(s);
         float *got = read_all(o);
         for (int64_t i = 0; i < n; i++) {
             double x = a[i + 1], y = b[i];
-            want[i] = op == 0 ? x + y : op == 1 ? x * y : op == 2 ? fmax(x, y) : x / y;
+            want[i] = op == 0 ? x + y : op == 1 ? x * y : op == 2 ? fmax(x, y) : op == 3 ? x / y : x / (1 + exp(-x)) * y;
         }
-        expect_close("large binary", got, want, n, 1e-13);
+        expect_close("large binary", got, want, n, op == 4 ? 1e-12 : 1e-13);
         free(got);
         tf_tensor_release(o);
     }
@@ -246,7 +247,7 @@ static void test_blas_paths(void **state) {
 
 static void test_skinny_products(void **state) {
     (void)state;
-    static const int64_t shapes[3][3] = {{3, 1000, 300}, {700, 2, 513}, {1, 4096, 128}};
+    static const int64_t shapes[3][3] = {{3, 1000, 301}, {700, 2, 513}, {1, 4096, 130}};   /* k tails */
     for (int c = 0; c < 3; c++) {
         int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2], sa[2] = {M, K}, sb[2] = {K, N};
         float *a = randv(M * K, 30 + c), *b = randv(K * N, 40 + c);
@@ -271,6 +272,102 @@ static void test_skinny_products(void **state) {
         tf_tensor_release(tb);
         tf_tensor_release(o);
     }
+}
+
+static uint16_t *half_bits(int64_t n, uint64_t seed) {   /* every bit pattern: NaN, inf, subnormals */
+    uint16_t *v = malloc(sizeof(uint16_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (uint16_t)(seed >> 48);
+    }
+    return v;
+}
+
+static float half_value(tf_dtype dt, uint16_t h) { return dt == TF_BF16 ? tf_bf16_to_f32(h) : tf_f16_to_f32(h); }
+
+/* f16/bf16 elementwise: widened blocks, the f32 kernel, one rounding; bit
+ * for bit what the reference computes (f32 arithmetic, round to nearest
+ * even), NaNs only required to stay NaN. */
+static void test_half_elementwise(void **state) {
+    (void)state;
+    int64_t n = 200003;                                  /* several pool chunks and a ragged tail */
+    for (int d = 0; d < 2; d++) {
+        tf_dtype dt = d ? TF_BF16 : TF_F16;
+        uint16_t *a = half_bits(n, 50 + d), *b = half_bits(n, 60 + d), *got = malloc(sizeof(uint16_t) * (size_t)n);
+        tf_tensor *ta = NULL, *tb = NULL, *ts = NULL, *o = NULL;
+        OK(tf_tensor_from_data(cpu_device(), dt, 1, &n, a, &ta));
+        OK(tf_tensor_from_data(cpu_device(), dt, 1, &n, b, &tb));
+        OK(tf_tensor_from_data(cpu_device(), dt, 0, NULL, b + 7, &ts));
+        for (int op = 0; op < 4; op++) {
+            const tf_tensor *rhs = op == 3 ? ts : tb;
+            OK(op == 0 ? tf_add(ta, rhs, &o) : op == 1 ? tf_mul(ta, rhs, &o) : op == 2 ? tf_maximum(ta, rhs, &o)
+                                                                                 : tf_sub(ta, rhs, &o));
+            OK(tf_tensor_read(o, got, sizeof(uint16_t) * (size_t)n));
+            for (int64_t i = 0; i < n; i++) {
+                float x = half_value(dt, a[i]), y = half_value(dt, op == 3 ? b[7] : b[i]);
+                float r = op == 0 ? x + y : op == 1 ? x * y : op == 2 ? (x != x || y != y ? x + y : x > y ? x : y) : x - y;
+                uint16_t want = dt == TF_BF16 ? tf_f32_to_bf16(r) : tf_f32_to_f16(r);
+                float gv = half_value(dt, got[i]);
+                if (r != r ? gv == gv : got[i] != want)
+                    fail_msg("%s op %d element %lld: %#x op %#x gave %#x, want %#x", tf_dtype_name(dt), op, (long long)i,
+                             a[i], op == 3 ? b[7] : b[i], got[i], want);
+            }
+            tf_tensor_release(o);
+        }
+        tf_tensor_release(ta);
+        tf_tensor_release(tb);
+        tf_tensor_release(ts);
+        free(a);
+        free(b);
+        free(got);
+    }
+}
+
+/* Decode-shaped matmuls: a few rows against a weight stored row-major [k, n]
+ * and as a linear layer's [n, k] (x @ W^T; for bf16 the dot-product path
+ * where the CPU has AVX512-BF16), in f16, bf16 and f32, with tails in k and n. */
+static void test_half_skinny_matmul(void **state) {
+    (void)state;
+    int64_t K = 301, N = 200;                           /* tails: k % 4, k % 32, n % 64 */
+    static const tf_dtype dts[3] = {TF_F16, TF_BF16, TF_F32};   /* f32 for its own A @ W^T kernel */
+    for (int d = 0; d < 3; d++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int64_t M = 1; M <= 8; M += 3) {
+                tf_dtype dt = dts[d];
+                int64_t sa[2] = {M, K}, sw[2] = {layout ? N : K, layout ? K : N};
+                float *a = randv(M * K, 70 + M), *w = randv(K * N, 80 + layout);
+                tf_tensor *a32 = NULL, *w32 = NULL, *ta = NULL, *tw = NULL, *tb = NULL, *o = NULL, *o32 = NULL;
+                OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa, a, &a32));
+                OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sw, w, &w32));
+                OK(tf_cast(a32, dt, &ta));
+                OK(tf_cast(w32, dt, &tw));
+                if (layout) OK(tf_transpose(tw, 0, 1, &tb));
+                else tb = tf_tensor_retain(tw);
+                OK(tf_matmul(ta, tb, &o));
+                assert_int_equal(tf_tensor_dtype(o), dt);
+                OK(tf_cast(o, TF_F32, &o32));
+                tf_tensor *back_a = NULL, *back_w = NULL;
+                OK(tf_cast(ta, TF_F32, &back_a));
+                OK(tf_cast(tw, TF_F32, &back_w));
+                float *av = read_all(back_a), *wv = read_all(back_w), *got = read_all(o32);
+                double *want = malloc(sizeof(double) * (size_t)(M * N));
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        double acc = 0;
+                        for (int64_t k = 0; k < K; k++) acc += (double)av[i * K + k] * (layout ? wv[j * K + k] : wv[k * N + j]);
+                        want[i * N + j] = acc;
+                    }
+                static const double limit[3] = {5e-7, 3e-5, 1e-12};
+                expect_close(tf_dtype_name(dt), got, want, M * N, limit[d]);
+                tf_tensor *all[] = {a32, w32, ta, tw, tb, o, o32, back_a, back_w};
+                for (int q = 0; q < 9; q++) tf_tensor_release(all[q]);
+                free(a);
+                free(w);
+                free(av);
+                free(wv);
+                free(got);
+                free(want);
+            }
 }
 
 static void test_blocked_attention(void **state) {
@@ -353,6 +450,8 @@ int main(void) {
         cmocka_unit_test(test_large_rows),
         cmocka_unit_test(test_blas_paths),
         cmocka_unit_test(test_skinny_products),
+        cmocka_unit_test(test_half_elementwise),
+        cmocka_unit_test(test_half_skinny_matmul),
         cmocka_unit_test(test_blocked_attention),
         cmocka_unit_test(test_pool_under_concurrency),
     };

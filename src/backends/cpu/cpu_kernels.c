@@ -202,6 +202,7 @@ typedef void (*binary_loop)(int64_t n, char **p, const int64_t *s);
 #define FOP_MAX(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) > (y) ? (x) : (y))
 #define FOP_MIN(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) < (y) ? (x) : (y))
 #define FOP_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
+#define FOP_SWIGLU(x, y) ((x) / (1 + _Generic((x), float: expf, default: exp)(-(x))) * (y))
 #define IOP_ADD(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
 #define IOP_SUB(x, y) ((int64_t)((uint64_t)(x) - (uint64_t)(y)))
 #define IOP_MUL(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
@@ -234,7 +235,7 @@ static int64_t int_pow(int64_t base, int64_t e) {
 #define DEF_FLOAT_BINS(DT, CT)                                                   \
     DEF_BIN(add, DT, CT, OP_ADD) DEF_BIN(sub, DT, CT, OP_SUB) DEF_BIN(mul, DT, CT, OP_MUL) \
     DEF_BIN(div, DT, CT, OP_DIV) DEF_BIN(maximum, DT, CT, FOP_MAX) DEF_BIN(minimum, DT, CT, FOP_MIN) \
-    DEF_BIN(pow, DT, CT, FOP_POW)
+    DEF_BIN(pow, DT, CT, FOP_POW) DEF_BIN(swiglu, DT, CT, FOP_SWIGLU)
 #define DEF_INT_BINS(DT)                                                         \
     DEF_BIN(add, DT, int64_t, IOP_ADD) DEF_BIN(sub, DT, int64_t, IOP_SUB) DEF_BIN(mul, DT, int64_t, IOP_MUL) \
     DEF_BIN(maximum, DT, int64_t, IOP_MAX) DEF_BIN(minimum, DT, int64_t, IOP_MIN) DEF_BIN(pow, DT, int64_t, IOP_POW)
@@ -290,6 +291,7 @@ static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
     [TF_OP_MAXIMUM] = {FLOAT_ROW(maximum), INT_ROW(maximum)},
     [TF_OP_MINIMUM] = {FLOAT_ROW(minimum), INT_ROW(minimum)},
     [TF_OP_POW] = {FLOAT_ROW(pow), INT_ROW(pow)},
+    [TF_OP_SWIGLU] = {FLOAT_ROW(swiglu)},
     [TF_OP_EQ] = CMP_ROW(eq), [TF_OP_NE] = CMP_ROW(ne), [TF_OP_LT] = CMP_ROW(lt),
     [TF_OP_LE] = CMP_ROW(le), [TF_OP_GT] = CMP_ROW(gt), [TF_OP_GE] = CMP_ROW(ge),
     [TF_OP_LOGICAL_AND] = {[TF_BOOL] = cmp_and_b8},
@@ -336,15 +338,64 @@ static void fast_binary_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->binary(j->op, end - begin, j->o + begin, j->sa ? j->a + begin : j->a, j->sa, j->sb ? j->b + begin : j->b, j->sb);
 }
 
+/* The fast kernel's code for an op, or -1 if it has none. */
+static int fast_binary_code(tf_op_kind kind) {
+    switch (kind) {
+    case TF_OP_ADD: return TF_FAST_ADD;
+    case TF_OP_SUB: return TF_FAST_SUB;
+    case TF_OP_MUL: return TF_FAST_MUL;
+    case TF_OP_DIV: return TF_FAST_DIV;
+    case TF_OP_MAXIMUM: return TF_FAST_MAX;
+    case TF_OP_MINIMUM: return TF_FAST_MIN;
+    case TF_OP_SWIGLU: return TF_FAST_SWIGLU;
+    default: return -1;
+    }
+}
+
+/* f16/bf16: blocks widened to f32 on the stack, the f32 kernel, one
+ * rounding back, so results equal the reference's (computed in f32). */
+#define HALF_BLOCK 512
+
+typedef struct half_binary_job {
+    const tf_fast_kernels *k;
+    int op;
+    uint16_t *o;
+    const uint16_t *a, *b;
+    int sa, sb;
+    bool bf16;
+} half_binary_job;
+
+static void half_binary_chunk(void *ctx, int64_t begin, int64_t end) {
+    const half_binary_job *j = ctx;
+    float a[HALF_BLOCK], b[HALF_BLOCK], o[HALF_BLOCK];
+    if (!j->sa) j->k->widen(1, j->a, a, j->bf16);
+    if (!j->sb) j->k->widen(1, j->b, b, j->bf16);
+    for (int64_t i = begin; i < end; i += HALF_BLOCK) {
+        int64_t n = end - i < HALF_BLOCK ? end - i : HALF_BLOCK;
+        if (j->sa) j->k->widen(n, j->a + i, a, j->bf16);
+        if (j->sb) j->k->widen(n, j->b + i, b, j->bf16);
+        j->k->binary(j->op, n, o, a, j->sa, b, j->sb);
+        j->k->narrow(n, o, j->o + i, j->bf16);
+    }
+}
+
 static bool run_binary_fast(const tf_op *op, tf_cpu_address_fn address) {
-    static const int codes[] = {[TF_OP_ADD] = TF_FAST_ADD, [TF_OP_SUB] = TF_FAST_SUB, [TF_OP_MUL] = TF_FAST_MUL,
-                                [TF_OP_DIV] = TF_FAST_DIV, [TF_OP_MAXIMUM] = TF_FAST_MAX, [TF_OP_MINIMUM] = TF_FAST_MIN};
     const tf_fast_kernels *k = tf_fast();
     const tf_tensor_desc *O = &op->output, *A = &op->inputs[0], *B = &op->inputs[1];
-    if (!k || op->kind > TF_OP_MINIMUM || op->kind == TF_OP_POW || O->dtype != TF_F32 || A->dtype != TF_F32) return false;
+    int code = fast_binary_code(op->kind);
+    tf_dtype dt = O->dtype;
+    bool half = dt == TF_F16 || dt == TF_BF16;
+    if (!k || code < 0 || (dt != TF_F32 && !half) || A->dtype != dt || B->dtype != dt) return false;
     bool ca = tf_desc_is_contiguous(A), cb = tf_desc_is_contiguous(B), za = all_strides_zero(A), zb = all_strides_zero(B);
     if (!tf_desc_is_contiguous(O) || !(ca || za) || !(cb || zb)) return false;
-    fast_binary_job j = {k, codes[op->kind], (float *)(address(O->buffer) + O->offset),
+    if (half) {
+        half_binary_job h = {k, code, (uint16_t *)(address(O->buffer) + O->offset),
+                             (const uint16_t *)(address(A->buffer) + A->offset),
+                             (const uint16_t *)(address(B->buffer) + B->offset), ca && !za, cb && !zb, dt == TF_BF16};
+        tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, half_binary_chunk, &h);
+        return true;
+    }
+    fast_binary_job j = {k, code, (float *)(address(O->buffer) + O->offset),
                          (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
                          ca && !za, cb && !zb};
     tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, fast_binary_chunk, &j);
@@ -355,10 +406,9 @@ static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
     if (run_binary_fast(op, address)) return TF_OK;
     operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
                       make_operand(&op->inputs[1], address)};
-    static const int codes[] = {[TF_OP_ADD] = TF_FAST_ADD, [TF_OP_SUB] = TF_FAST_SUB, [TF_OP_MUL] = TF_FAST_MUL,
-                                [TF_OP_DIV] = TF_FAST_DIV, [TF_OP_MAXIMUM] = TF_FAST_MAX, [TF_OP_MINIMUM] = TF_FAST_MIN};
-    bool fast = op->kind <= TF_OP_MINIMUM && op->kind != TF_OP_POW && op->output.dtype == TF_F32;
-    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype], fast ? tf_fast() : NULL, fast ? codes[op->kind] : 0};
+    int code = fast_binary_code(op->kind);
+    bool fast = code >= 0 && op->output.dtype == TF_F32;
+    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype], fast ? tf_fast() : NULL, code};
     for_each_row_parallel(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
     return TF_OK;
 }
@@ -1061,6 +1111,11 @@ static void skinny_n_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->gemm_small_n(begin, end, j->n, j->kk, j->a, j->lda, j->bt, j->c, j->n);
 }
 
+static void skinny_rows_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    j->k->gemm_rows(j->m, begin * 64, end * 64 < j->n ? end * 64 : j->n, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
+}
+
 static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     const tf_fast_kernels *k = tf_fast();
@@ -1074,6 +1129,13 @@ static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
         int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
         int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;      /* enough work to wake a thread */
         tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_m_chunk, &j);
+        return true;
+    }
+    if (m <= SKINNY && A->strides[1] == 1 && B->strides[0] == 1 && n > 1) {   /* A @ W^T: dot products */
+        j.ldb = B->strides[1];
+        int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
+        int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;
+        tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_rows_chunk, &j);
         return true;
     }
     if (n <= SKINNY && A->strides[1] == 1) {                 /* B^T copied once: n x k */
@@ -1155,8 +1217,10 @@ typedef struct widen_job {
 
 static void widen_rows(void *ctx, int64_t begin, int64_t end) {
     const widen_job *j = ctx;
+    const tf_fast_kernels *k = tf_fast();
     for (int64_t r = begin; r < end; r++)
-        for (int64_t c = 0; c < j->cols; c++) {
+        if (k && j->cs == 2) k->widen(j->cols, (const uint16_t *)(j->src + r * j->rs), j->dst + r * j->cols, j->dt == TF_BF16);
+        else for (int64_t c = 0; c < j->cols; c++) {
             const char *p = j->src + r * j->rs + c * j->cs;
             j->dst[r * j->cols + c] = j->dt == TF_F16 ? LD_f16(p) : LD_bf16(p);
         }
@@ -1164,8 +1228,10 @@ static void widen_rows(void *ctx, int64_t begin, int64_t end) {
 
 static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
     const widen_job *j = ctx;                    /* here src/dst swap roles: f32 -> dt */
+    const tf_fast_kernels *k = tf_fast();
     for (int64_t r = begin; r < end; r++)
-        for (int64_t c = 0; c < j->cols; c++) {
+        if (k && j->cs == 2) k->narrow(j->cols, j->dst + r * j->cols, (uint16_t *)(j->src + r * j->rs), j->dt == TF_BF16);
+        else for (int64_t c = 0; c < j->cols; c++) {
             char *p = (char *)j->src + r * j->rs + c * j->cs;
             float v = j->dst[r * j->cols + c];
             if (j->dt == TF_F16) ST_f16(p, v);
@@ -1213,8 +1279,67 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     return true;
 }
 
+/* Half-precision skinny products (decode: a few activation rows against a
+ * weight matrix): the weights stream through once, widened in registers, no
+ * f32 copy of them; bf16 x bf16 against a [n, k] weight uses AVX512-BF16 dot
+ * products where the CPU has them. Accumulates in f32, rounds once. */
+typedef struct skinny_half_job {
+    const tf_fast_kernels *k;
+    int64_t m, n, kk, lda, ldb;          /* ldb: B's row stride, or W's when rows */
+    const float *a32;                    /* m x kk, widened */
+    const uint16_t *a16, *b;             /* raw a (dot products), B or W */
+    bool bf16, rows, dp;
+    float *c;                            /* m x n f32 */
+} skinny_half_job;
+
+static void skinny_half_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_half_job *j = ctx;
+    int64_t j0 = begin * 64, j1 = end * 64 < j->n ? end * 64 : j->n;
+    if (j->dp) j->k->gemm_rows_bf16_dp(j->m, j0, j1, j->kk, j->a16, j->lda, j->b, j->ldb, j->c, j->n);
+    else if (j->rows) j->k->gemm_rows_half(j->m, j0, j1, j->kk, j->a32, j->kk, j->b, j->ldb, j->bf16, j->c, j->n);
+    else j->k->gemm_small_m_half(j->m, j0, j1, j->kk, j->a32, j->kk, j->b, j->ldb, j->bf16, j->c, j->n);
+}
+
+static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    tf_dtype dt = O->dtype;
+    if (!k || (dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || O->ndim != 2) return false;
+    int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
+    bool rows = B->strides[0] == 1 && n > 1, row_major = B->strides[1] == 1;
+    if (m > SKINNY || m * n == 0 || kk < 64 || !(rows || row_major)) return false;
+    skinny_half_job j = {k, m, n, kk, A->strides[0], rows ? B->strides[1] : B->strides[0], NULL,
+                         (const uint16_t *)(address(A->buffer) + A->offset),
+                         (const uint16_t *)(address(B->buffer) + B->offset), dt == TF_BF16, rows, false, NULL};
+    j.dp = rows && j.bf16 && k->gemm_rows_bf16_dp && A->strides[1] == 1;
+    float *a32 = j.dp ? NULL : malloc(sizeof(float) * (size_t)(m * kk)), *c = malloc(sizeof(float) * (size_t)(m * n));
+    if ((!j.dp && !a32) || !c) {
+        free(a32);
+        free(c);
+        return false;                            /* the reference loops need no scratch */
+    }
+    if (!j.dp) {
+        operand a = make_operand(A, address);
+        widen_job wa = {dt, a.base, a.stride[0], a.stride[1], kk, a32};
+        widen_rows(&wa, 0, m);
+    }
+    j.a32 = a32;
+    j.c = c;
+    int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
+    int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;  /* enough work to wake a thread */
+    tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_half_chunk, &j);
+    operand o = make_operand(O, address);
+    widen_job wo = {dt, o.base, o.stride[0], o.stride[1], n, c};
+    narrow_rows(&wo, 0, m);
+    free(a32);
+    free(c);
+    return true;
+}
+
 static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
-    if (run_matmul_skinny(op, address) || run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
+    if (run_matmul_skinny(op, address) || run_matmul_skinny_half(op, address) || run_matmul_blas(op, address) ||
+        run_matmul_half(op, address))
+        return TF_OK;
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     int nb = O->ndim - 2;
@@ -1542,7 +1667,7 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     if ((unsigned)out >= TF_DTYPE_COUNT || (unsigned)in >= TF_DTYPE_COUNT) return false;
     switch (op->kind) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
-    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
+    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW: case TF_OP_SWIGLU:
         return binary_loops[op->kind][out] && same_dtype_inputs(op);
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR:
@@ -1576,7 +1701,7 @@ tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address) {
     case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
     case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW:
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
-    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR:
+    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_SWIGLU:
         return run_binary(op, address);
     case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(op, address);
     case TF_OP_WHERE: return run_where(op, address);

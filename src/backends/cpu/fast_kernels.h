@@ -1,14 +1,14 @@
 /* Fast f32 kernels for contiguous data, chosen at run time by CPUID
  * (AVX-512, AVX2+FMA, or a generic vector build), overriding the reference
  * kernels entry by entry. TF_CPU_KERNELS=reference turns them off;
- * TF_CPU_ISA=avx2|generic caps the ISA (for testing). */
+ * TF_CPU_ISA=avx512|avx2|generic caps the ISA (for testing). */
 #ifndef TF_FAST_KERNELS_H
 #define TF_FAST_KERNELS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { TF_FAST_ADD, TF_FAST_SUB, TF_FAST_MUL, TF_FAST_DIV, TF_FAST_MAX, TF_FAST_MIN };
+enum { TF_FAST_ADD, TF_FAST_SUB, TF_FAST_MUL, TF_FAST_DIV, TF_FAST_MAX, TF_FAST_MIN, TF_FAST_SWIGLU };
 
 typedef struct tf_fast_kernels {
     const char *name;
@@ -26,6 +26,25 @@ typedef struct tf_fast_kernels {
                          int64_t ldb, float *c, int64_t ldc);
     void (*gemm_small_n)(int64_t i0, int64_t i1, int64_t n, int64_t k, const float *a, int64_t lda, const float *bt,
                          float *c, int64_t ldc);
+    /* Columns [j0, j1) of C = A @ W^T for m <= 8, W row-major [n, k] (a linear
+     * layer's weight): dot products along k. */
+    void (*gemm_rows)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const float *w,
+                      int64_t ldw, float *c, int64_t ldc);
+    /* f16 (bf16 false) or bf16 <-> f32 over n contiguous elements; rounding
+     * to nearest even as tf_f32_to_f16 / tf_f32_to_bf16. */
+    void (*widen)(int64_t n, const uint16_t *src, float *dst, bool bf16);
+    void (*narrow)(int64_t n, const float *src, uint16_t *dst, bool bf16);
+    /* Half-precision skinny GEMM into f32 c, f32 accumulation, a already f32:
+     * columns [j0, j1) of A @ B with B row-major (ldb), and of A @ W^T with W
+     * row-major [n, k] (a linear layer's weight). */
+    void (*gemm_small_m_half)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda,
+                              const uint16_t *b, int64_t ldb, bool bf16, float *c, int64_t ldc);
+    void (*gemm_rows_half)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda,
+                           const uint16_t *w, int64_t ldw, bool bf16, float *c, int64_t ldc);
+    /* A @ W^T for bf16 A and W with AVX512-BF16 dot products (vdpbf16ps: pairs
+     * multiplied exactly, summed in f32); NULL where the CPU lacks them. */
+    void (*gemm_rows_bf16_dp)(int64_t m, int64_t j0, int64_t j1, int64_t k, const uint16_t *a, int64_t lda,
+                              const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
 } tf_fast_kernels;
 
 /* The table for this CPU, or NULL when fast kernels are off. */

@@ -8,24 +8,44 @@
 extern const tf_fast_kernels tf_fast_table_generic;
 #if defined(__x86_64__)
 extern const tf_fast_kernels tf_fast_table_avx512, tf_fast_table_avx2;
+#if defined(TF_HAVE_AVX512BF16)
+void tf_fast_gemm_rows_bf16_dp(int64_t m, int64_t j0, int64_t j1, int64_t k, const uint16_t *a, int64_t lda,
+                               const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
 #endif
+#endif
+
+static tf_fast_kernels table;               /* the ISA's table, plus extensions this CPU has */
 
 static const tf_fast_kernels *chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* TF_CPU_ISA caps the choice: avx512bf16 (the default: everything the CPU
+ * has), avx512, avx2, generic. */
 static void choose(void) {
     const char *off = getenv("TF_CPU_KERNELS"), *cap = getenv("TF_CPU_ISA");
     if (off && !strcmp(off, "reference")) return;
-    chosen = &tf_fast_table_generic;
+    table = tf_fast_table_generic;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    bool allow512 = !cap || !strcmp(cap, "avx512"), allow2 = allow512 || !strcmp(cap, "avx2");
-    if (allow512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl"))
-        chosen = &tf_fast_table_avx512;
-    else if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        chosen = &tf_fast_table_avx2;
+    bool allow_bf16 = !cap || !strcmp(cap, "avx512bf16"), allow512 = allow_bf16 || !strcmp(cap, "avx512"),
+         allow2 = allow512 || !strcmp(cap, "avx2");
+    bool have512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl");
+    if (allow512 && have512) {
+        table = tf_fast_table_avx512;
+#if defined(TF_HAVE_AVX512BF16)
+        if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
+            table.gemm_rows_bf16_dp = tf_fast_gemm_rows_bf16_dp;
+            table.name = "avx512+bf16";
+        }
+#else
+        (void)allow_bf16;
 #endif
+    } else if (allow2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        table = tf_fast_table_avx2;
+    }
+#endif
+    chosen = &table;
 }
 
 const tf_fast_kernels *tf_fast(void) {

@@ -107,6 +107,7 @@ inline long offset_of(const geom *g, int k, long i) {
 #define OP_MAX 4
 #define OP_MIN 5
 #define OP_POW 6
+#define OP_SWIGLU 7
 
 #if TF_DT != DT_BOOL
 inline C apply(int op, C x, C y) {
@@ -118,6 +119,7 @@ inline C apply(int op, C x, C y) {
     case OP_DIV: return x / y;
     case OP_MAX: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y);
     case OP_MIN: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
+    case OP_SWIGLU: return x / ((C)1 + exp(-x)) * y;
     default: return pow(x, y);
     }
 #else

@@ -482,6 +482,7 @@ static int binary_code(tf_op_kind k) {
     case TF_OP_DIV: return 3;
     case TF_OP_MAXIMUM: return 4;
     case TF_OP_MINIMUM: return 5;
+    case TF_OP_SWIGLU: return 7;
     default: return 6;
     }
 }
@@ -883,6 +884,7 @@ static bool cl_supports(void *ctx, const tf_op *op) {
         return true;
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
+    case TF_OP_SWIGLU: return dt_is_float(op->output.dtype);
     case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
     case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM: case TF_OP_TRIL: case TF_OP_TRIU:
         return true;
@@ -932,7 +934,7 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
         case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
         case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;
         case TF_OP_WHERE: s = run_where(d, op); break;
-        default:
+        default:                                 /* binary ops, SWIGLU included */
             s = is_unary(op->kind) ? run_unary(d, op) : is_compare(op->kind) ? run_compare(d, op) : run_binary(d, op);
             break;
         }

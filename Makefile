@@ -4,7 +4,7 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 
-.PHONY: run test deps build build-asan clean
+.PHONY: run test bench deps build build-asan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -30,6 +30,12 @@ test: build build-asan
 	@cd $(ASAN_BUILD) && ctest --output-on-failure
 	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
+
+# tf-bench beside OpenBLAS, STREAM-style loops and PyTorch; writes
+# docs/perf.json and docs/perf.png (see docs/PERFORMANCE.md).
+bench: build
+	@bash scripts/install-deps.sh --bench
+	@/usr/bin/python3 bench/compare.py $(BUILD) --rounds $(or $(ROUNDS),5)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(BUILD).log $(ASAN_BUILD).log

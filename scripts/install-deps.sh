@@ -14,6 +14,11 @@ packages=(
   clinfo            # to see what OpenCL offers
 )
 
+# `--bench`: also what bench/compare.py runs with (Debian's python3 packages)
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch python3-numpy python3-matplotlib)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

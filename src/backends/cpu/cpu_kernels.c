@@ -1111,6 +1111,15 @@ static void skinny_n_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->gemm_small_n(begin, end, j->n, j->kk, j->a, j->lda, j->bt, j->c, j->n);
 }
 
+/* A skinny product's n columns in blocks of 64, one contiguous range of
+ * blocks per thread (each streams its part of the wide operand once), and
+ * only as many threads as there is work to wake them for. */
+static void for_column_blocks(int64_t m, int64_t n, int64_t kk, tf_pool_task chunk, void *ctx) {
+    int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
+    int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;
+    tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, chunk, ctx);
+}
+
 static void skinny_rows_chunk(void *ctx, int64_t begin, int64_t end) {
     const skinny_job *j = ctx;
     j->k->gemm_rows(j->m, begin * 64, end * 64 < j->n ? end * 64 : j->n, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
@@ -1126,16 +1135,12 @@ static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
                     (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
                     NULL, (float *)(address(O->buffer) + O->offset)};
     if (m <= SKINNY && A->strides[1] == 1 && B->strides[1] == 1) {
-        int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
-        int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;      /* enough work to wake a thread */
-        tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_m_chunk, &j);
+        for_column_blocks(m, n, kk, skinny_m_chunk, &j);
         return true;
     }
     if (m <= SKINNY && A->strides[1] == 1 && B->strides[0] == 1 && n > 1) {   /* A @ W^T: dot products */
         j.ldb = B->strides[1];
-        int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
-        int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;
-        tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_rows_chunk, &j);
+        for_column_blocks(m, n, kk, skinny_rows_chunk, &j);
         return true;
     }
     if (n <= SKINNY && A->strides[1] == 1) {                 /* B^T copied once: n x k */
@@ -1325,9 +1330,7 @@ static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
     }
     j.a32 = a32;
     j.c = c;
-    int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
-    int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;  /* enough work to wake a thread */
-    tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, skinny_half_chunk, &j);
+    for_column_blocks(m, n, kk, skinny_half_chunk, &j);
     operand o = make_operand(O, address);
     widen_job wo = {dt, o.base, o.stride[0], o.stride[1], n, c};
     narrow_rows(&wo, 0, m);

@@ -2025,9 +2025,15 @@ int main(int argc, char **argv) {
     }
     tf_device *devices[64];
     int ndev = 0;
+    const char *no_fallback[8];                      /* backends whose devices must run every op themselves */
+    int n_no_fallback = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--device") || tf_device_get(argv[i + 1], &devices[ndev]) != TF_OK) {
-            printf("usage: conformance [--device NAME]...  (%s)\n", tf_last_error());
+        if (!strcmp(argv[i], "--no-fallback") && n_no_fallback < 8) {
+            no_fallback[n_no_fallback++] = argv[i + 1];
+            continue;
+        }
+        if (strcmp(argv[i], "--device") || ndev == 64 || tf_device_get(argv[i + 1], &devices[ndev]) != TF_OK) {
+            printf("usage: conformance [--device NAME]... [--no-fallback BACKEND]...  (%s)\n", tf_last_error());
             return 2;
         }
         ndev++;
@@ -2044,6 +2050,16 @@ int main(int argc, char **argv) {
         printf("  (%llu ops dispatched, %llu ran on the CPU as fallback)\n",
                (unsigned long long)tf_device_op_count(devices[i]),
                (unsigned long long)tf_device_fallback_count(devices[i], TF_OP_COUNT));
+        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT);
+        for (int b = 0; b < n_no_fallback; b++) {
+            size_t len = strlen(no_fallback[b]);
+            const char *name = tf_device_name(devices[i]);
+            if (fallbacks && !strncmp(name, no_fallback[b], len) && name[len] == ':') {
+                printf("FAIL %s ran %llu ops on the CPU (TF_LOG_LEVEL=info names them)\n", name,
+                       (unsigned long long)fallbacks);
+                c.failed++;
+            }
+        }
         if (c.passed + c.failed == 0) {
             printf("FAIL %s ran zero cases\n", tf_device_name(devices[i]));
             any_empty = true;

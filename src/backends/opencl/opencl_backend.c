@@ -884,13 +884,13 @@ static bool cl_supports(void *ctx, const tf_op *op) {
         return true;
     case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
     case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
-    case TF_OP_SWIGLU: return dt_is_float(op->output.dtype);
     case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
     case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM: case TF_OP_TRIL: case TF_OP_TRIU:
         return true;
     case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
         return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
     case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_ROPE:
+    case TF_OP_SWIGLU:
         return dt_is_float(op->output.dtype);
     case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
     case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM: return dt_is_float(op->output.dtype);

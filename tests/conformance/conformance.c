@@ -573,6 +573,7 @@ typedef struct shape_case {
 
 static const shape_case broadcast_cases[] = {
     {2, {7, 5}, 2, {7, 5}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    {2, {6, 10}, 2, {6, 10}, LAYOUT_CONTIG, LAYOUT_CONTIG},      /* a multiple of 4: vector kernels */
     {2, {7, 5}, 2, {7, 5}, LAYOUT_STRIDED, LAYOUT_TRANSPOSED},
     {3, {3, 1, 5}, 2, {4, 5}, LAYOUT_CONTIG, LAYOUT_STRIDED},
     {0, {0}, 2, {6, 3}, LAYOUT_CONTIG, LAYOUT_TRANSPOSED},

@@ -24,44 +24,10 @@
 #include <tensorframe/numerics.h>
 
 #include "kernels_cl.h"        /* generated: kernels_cl[], kernels_cl_len */
+#include "plan.h"              /* the portable kernels' host side */
 #include <tensorframe/opencl.h>
 
 #define MAX_CL_DEVICES 32
-
-enum {
-    K_BINARY, K_MATMUL, K_REDUCE_PARTIAL, K_REDUCE_FINAL, K_COPY_FROM, K_ARANGE, K_RAND, K_UNARY, K_COMPARE,
-    K_BOOL_UNARY, K_WHERE, K_REDUCE_FULL, K_CUMSUM, K_INDEX_PICK, K_TRIANGLE, K_ROW_OP, K_ROPE, K_SDPA, K_CONV2D,
-    K_POOL2D, K_ADAM, K_COUNT
-};
-static const char *const kernel_names[K_COUNT] = {"binary", "matmul", "reduce_partial", "reduce_final", "copy_from",
-                                                  "arange", "rand", "unary", "compare", "bool_unary", "where_select",
-                                                  "reduce_full", "cumsum", "index_pick", "triangle", "row_op",
-                                                  "rope", "sdpa", "conv2d", "pool2d", "adam"};
-
-/* Mirrors `conv_geom` in kernels.cl. */
-typedef struct cl_conv_geom {
-    cl_long N, C, H, W, O, Ho, Wo, cg, kh, kw, groups;
-    cl_long stride[2], pad[2], dil[2];
-    cl_long xs[4], ws[4], os[4], bs;
-    cl_long x_off, w_off, o_off, b_off;
-} cl_conv_geom;
-
-/* Mirrors `attn_geom` in kernels.cl. */
-typedef struct cl_attn_geom {
-    cl_long B, Hq, Lq, D, Hkv, Lk, Dv, q_off;
-    cl_long st[5][4];
-    cl_long off[5];
-} cl_attn_geom;
-#define MAX_DV 256
-
-/* Mirrors `geom` in kernels.cl. */
-typedef struct cl_geom {
-    cl_long shape[8];
-    cl_long stride[4][8];
-    cl_long offset[4];
-    cl_int ndim;
-    cl_int contiguous;
-} cl_geom;
 
 typedef struct cl_buf {
     cl_mem mem;
@@ -86,7 +52,7 @@ typedef struct cl_dev {
     program_state state[TF_DTYPE_COUNT];
     char build_error[TF_DTYPE_COUNT][2048];
     cl_program program[TF_DTYPE_COUNT];
-    cl_kernel kernel[TF_DTYPE_COUNT][K_COUNT];
+    cl_kernel kernel[TF_DTYPE_COUNT][TF_PK_KERNEL_COUNT];
     tf_opencl_stats stats;
 } cl_dev;
 
@@ -99,15 +65,6 @@ static char extra_build_options[512];
 
 /* ---- dtype facts, from the header-only list (plugins never link the core) ---- */
 
-static size_t elsize(tf_dtype dt) {
-    static const size_t sizes[TF_DTYPE_COUNT] = {
-#define TF__SZ(E, n, sz, fl, in) sz,
-        TF_DTYPE_LIST(TF__SZ)
-#undef TF__SZ
-    };
-    return (unsigned)dt < TF_DTYPE_COUNT ? sizes[dt] : 0;
-}
-
 static const char *dt_name(tf_dtype dt) {
     static const char *const names[TF_DTYPE_COUNT] = {
 #define TF__NAME(E, n, sz, fl, in) #n,
@@ -117,7 +74,6 @@ static const char *dt_name(tf_dtype dt) {
     return (unsigned)dt < TF_DTYPE_COUNT ? names[dt] : "?";
 }
 
-static bool dt_is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
 
 /* ---- errors ---- */
 
@@ -425,520 +381,64 @@ static tf_status ensure_program(cl_dev *d, tf_dtype dt) {
         write_cache(d, p, path);
     }
     d->program[dt] = p;
-    for (int k = 0; k < K_COUNT; k++) {
+    for (int k = 0; k < TF_PK_KERNEL_COUNT; k++) {
         cl_int e;
-        d->kernel[dt][k] = clCreateKernel(p, kernel_names[k], &e);   /* some dtypes lack some kernels */
+        d->kernel[dt][k] = clCreateKernel(p, tf_pk_kernel_names[k], &e);   /* some dtypes lack some kernels */
         if (e != CL_SUCCESS) d->kernel[dt][k] = NULL;
     }
     d->state[dt] = PROGRAM_READY;
     return TF_OK;
 }
 
-/* ---- ops ---- */
+/* ---- ops: the portable kernels, launched through OpenCL ---- */
 
+static void *mem_of(const tf_tensor_desc *t) { return ((cl_buf *)t->buffer)->mem; }
 
-static cl_mem mem_of(const tf_tensor_desc *t) { return ((cl_buf *)t->buffer)->mem; }
-static cl_long elem_offset(const tf_tensor_desc *t) { return (cl_long)(t->offset / elsize(t->dtype)); }
-
-/* Geometry over `shape` for up to four descriptors (NULL entries skipped). */
-static cl_geom make_geom(int ndim, const int64_t *shape, const tf_tensor_desc *const *ops, int nops) {
-    cl_geom g;
-    memset(&g, 0, sizeof g);
-    g.ndim = ndim;
-    g.contiguous = 1;
-    for (int i = 0; i < ndim; i++) g.shape[i] = shape[i];
-    for (int k = 0; k < nops; k++) {
-        if (!ops[k]) continue;
-        g.offset[k] = elem_offset(ops[k]);
-        for (int i = 0; i < ndim; i++) g.stride[k][i] = ops[k]->strides[i];
-        if (!tf_desc_is_contiguous(ops[k])) g.contiguous = 0;
-    }
-    return g;
-}
-
-typedef struct arg { size_t size; const void *value; } arg;
-#define ARG(v) ((arg){sizeof(v), &(v)})
-
-/* Set arguments and enqueue under the device lock (kernel objects are not
- * safe to configure from two threads at once). */
-static tf_status launch(cl_dev *d, cl_kernel k, const char *name, int nargs, const arg *args, cl_uint dims,
-                        const size_t *global, const size_t *local) {
-    if (!k) return host->set_error(TF_ERR_BACKEND, "opencl:%d: kernel '%s' is missing from this dtype's program", d->index, name);
+/* Set arguments and enqueue; the caller holds the device lock (kernel
+ * objects are not safe to configure from two threads at once). */
+static tf_status cl_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int nargs, const tf_pk_arg *args, int dims,
+                           const size_t *global, const size_t *local) {
+    cl_dev *d = ctx;
+    cl_kernel k = d->kernel[program][kernel];
+    const char *name = tf_pk_kernel_names[kernel];
+    if (!k) return host->set_error(TF_ERR_BACKEND, "opencl:%d: kernel '%s' is missing from the %s program", d->index, name,
+                                   dt_name(program));
     for (int i = 0; i < nargs; i++) {
         cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (e != CL_SUCCESS) return cl_fail(d, e, name);
     }
-    cl_int e = clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int e = clEnqueueNDRangeKernel(d->queue, k, (cl_uint)dims, NULL, global, local, 0, NULL, NULL);
     if (e != CL_SUCCESS) return cl_fail(d, e, name);
     d->stats.kernels_launched++;
     return TF_OK;
 }
 
-static int binary_code(tf_op_kind k) {
-    switch (k) {
-    case TF_OP_ADD: return 0;
-    case TF_OP_SUB: return 1;
-    case TF_OP_MUL: return 2;
-    case TF_OP_DIV: return 3;
-    case TF_OP_MAXIMUM: return 4;
-    case TF_OP_MINIMUM: return 5;
-    case TF_OP_SWIGLU: return 7;
-    default: return 6;
-    }
-}
-
-static tf_status run_binary(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[3] = {o, &op->inputs[0], &op->inputs[1]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 3);
-    cl_int code = binary_code(op->kind);
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), ma = mem_of(ops[1]), mb = mem_of(ops[2]);
-    arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(ma), ARG(mb)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[o->dtype][K_BINARY], "binary", 6, args, 1, &global, NULL);
-}
-
-/* kernels.cl's apply_unary codes, in op table order from NEG */
-_Static_assert(TF_OP_CLAMP - TF_OP_NEG == 22, "kernels.cl apply_unary codes follow the op table from NEG to CLAMP");
-static int unary_code(tf_op_kind k) { return (int)k - (int)TF_OP_NEG; }
-
-static bool is_unary(tf_op_kind k) { return k >= TF_OP_NEG && k <= TF_OP_CLAMP; }
-
-static tf_status run_unary(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    cl_int code = unary_code(op->kind);
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
-    size_t global = (size_t)n;
-    cl_kernel k = d->kernel[o->dtype][K_UNARY];
-    if (o->dtype == TF_F64) {
-        cl_double alpha = op->params.alpha, lo = op->params.min_value, hi = op->params.max_value;
-        arg args[] = {ARG(code), ARG(alpha), ARG(lo), ARG(hi), ARG(n), ARG(g), ARG(mo), ARG(mx)};
-        return launch(d, k, "unary", 8, args, 1, &global, NULL);
-    }
-    cl_float alpha = (cl_float)op->params.alpha, lo = (cl_float)op->params.min_value, hi = (cl_float)op->params.max_value;
-    arg args[] = {ARG(code), ARG(alpha), ARG(lo), ARG(hi), ARG(n), ARG(g), ARG(mo), ARG(mx)};
-    return launch(d, k, "unary", 8, args, 1, &global, NULL);
-}
-
-static bool is_compare(tf_op_kind k) { return k >= TF_OP_EQ && k <= TF_OP_LOGICAL_OR; }
-_Static_assert(TF_OP_LOGICAL_OR - TF_OP_EQ == 7, "kernels.cl compare codes follow the op table from EQ to LOGICAL_OR");
-
-static tf_status run_compare(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[3] = {o, &op->inputs[0], &op->inputs[1]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 3);
-    cl_int code = (cl_int)(op->kind - TF_OP_EQ);
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), ma = mem_of(ops[1]), mb = mem_of(ops[2]);
-    arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(ma), ARG(mb)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[ops[1]->dtype][K_COMPARE], "compare", 6, args, 1, &global, NULL);
-}
-
-static tf_status run_bool_unary(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    cl_int code = op->kind == TF_OP_LOGICAL_NOT ? 0 : op->kind == TF_OP_ISNAN ? 1 : 2;
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
-    arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(mx)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[ops[1]->dtype][K_BOOL_UNARY], "bool_unary", 5, args, 1, &global, NULL);
-}
-
-static tf_status run_where(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[4] = {o, &op->inputs[0], &op->inputs[1], &op->inputs[2]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 4);
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mc = mem_of(ops[1]), ma = mem_of(ops[2]), mb = mem_of(ops[3]);
-    arg args[] = {ARG(n), ARG(g), ARG(mo), ARG(mc), ARG(ma), ARG(mb)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[o->dtype][K_WHERE], "where_select", 6, args, 1, &global, NULL);
-}
-
-static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
-
-static tf_status run_matmul(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *a = &op->inputs[0], *b = &op->inputs[1], *o = &op->output;
-    const tf_tensor_desc *c = op->n_inputs > 2 ? &op->inputs[2] : o;   /* o stands in when there is no c */
-    int nb = o->ndim - 2;
-    const tf_tensor_desc *ops[4] = {a, b, o, c};
-    cl_geom g = make_geom(nb, o->shape, ops, 4);
-    cl_long M = o->shape[nb], N = o->shape[nb + 1], K = a->shape[nb + 1];
-    cl_long4 ms = {{a->strides[nb], a->strides[nb + 1], b->strides[nb], b->strides[nb + 1]}};
-    cl_long2 cs = {{c->strides[nb], c->strides[nb + 1]}};
-    cl_int epilogue = op->kind == TF_OP_GEMM;
-    double alpha = epilogue ? op->params.alpha : 1, beta = epilogue && op->n_inputs > 2 ? op->params.beta : 0;
-    cl_double alpha_d = alpha, beta_d = beta;
-    cl_float alpha_f = (cl_float)alpha, beta_f = (cl_float)beta;
-    cl_mem mo = mem_of(o), ma = mem_of(a), mb = mem_of(b), mc = mem_of(c);
-    size_t batch = 1;
-    for (int i = 0; i < nb; i++) batch *= (size_t)o->shape[i];
-    arg args[] = {ARG(M), ARG(N), ARG(K), ARG(ms), ARG(g), ARG(mo), ARG(ma), ARG(mb), ARG(epilogue),
-                  d->fp64 ? ARG(alpha_d) : ARG(alpha_f), d->fp64 ? ARG(beta_d) : ARG(beta_f), ARG(mc), ARG(cs)};
-    size_t ts = (size_t)d->ts, global[3] = {round_up((size_t)N, ts), round_up((size_t)M, ts), batch},
-           local[3] = {ts, ts, 1};
-    return launch(d, d->kernel[o->dtype][K_MATMUL], "matmul", 13, args, 3, global, local);
-}
-
-static tf_status run_reduce(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
-    int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS];
-    tf_tensor_desc kept = *in, red = *in;
-    int nk = 0, nr = 0;
-    for (int i = 0; i < in->ndim; i++) {
-        bool reduced = op->params.axis == TF_ALL_AXES || i == op->params.axis;
-        tf_tensor_desc *t = reduced ? &red : &kept;
-        int *n = reduced ? &nr : &nk;
-        t->strides[*n] = in->strides[i];
-        (reduced ? rshape : kshape)[(*n)++] = in->shape[i];
-    }
-    kept.ndim = nk;
-    red.ndim = nr;
-    const tf_tensor_desc *kops[1] = {&kept}, *rops[1] = {&red};
-    cl_geom go = make_geom(nk, kshape, kops, 1), gr = make_geom(nr, rshape, rops, 1);
-    cl_long M = tf_desc_numel(o), R = 1;
-    if (M == 0) return TF_OK;
-    for (int i = 0; i < nr; i++) R *= rshape[i];
-    if (op->kind != TF_OP_SUM && op->kind != TF_OP_MEAN) {
-        static const int codes[] = {[TF_OP_MAX] = 2, [TF_OP_MIN] = 3, [TF_OP_ARGMAX] = 4, [TF_OP_ARGMIN] = 5,
-                                    [TF_OP_PROD] = 6, [TF_OP_VAR] = 7, [TF_OP_STD] = 8, [TF_OP_LOGSUMEXP] = 9};
-        cl_int code = codes[op->kind];
-        cl_long correction = op->params.correction, off = elem_offset(o);
-        cl_int out_long = o->dtype == TF_I64;
-        cl_mem mi = mem_of(in), mo = mem_of(o);
-        arg args[] = {ARG(code), ARG(R), ARG(correction), ARG(go), ARG(gr), ARG(mi), ARG(mo), ARG(off), ARG(out_long)};
-        size_t global = (size_t)M * (size_t)d->rwg, local = (size_t)d->rwg;
-        return launch(d, d->kernel[in->dtype][K_REDUCE_FULL], "reduce_full", 9, args, 1, &global, &local);
-    }
-    /* Enough groups per output to fill the device when there are few outputs. */
-    cl_long G = M >= 64 || R <= (cl_long)d->rwg * 4 ? 1 : (R / ((cl_long)d->rwg * 4) < 64 ? R / ((cl_long)d->rwg * 4) : 64);
-    if (G < 1) G = 1;
-    size_t acc_size = dt_is_float(in->dtype) ? (in->dtype == TF_F64 ? 8 : 4) : 8;
+static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle) {
+    cl_dev *d = ctx;
     cl_int e;
-    cl_mem partial = clCreateBuffer(d->context, CL_MEM_READ_WRITE, (size_t)(M * G) * acc_size, NULL, &e);
-    if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateBuffer(partial sums)");
-    cl_mem mi = mem_of(in), mo = mem_of(o);
-    arg pargs[] = {ARG(R), ARG(G), ARG(go), ARG(gr), ARG(mi), ARG(partial)};
-    size_t global[2] = {(size_t)G * (size_t)d->rwg, (size_t)M}, local[2] = {(size_t)d->rwg, 1};
-    tf_status s = launch(d, d->kernel[in->dtype][K_REDUCE_PARTIAL], "reduce_partial", 6, pargs, 2, global, local);
-    if (s == TF_OK) {
-        cl_int mean = op->kind == TF_OP_MEAN;
-        cl_long off = elem_offset(o);
-        arg fargs[] = {ARG(M), ARG(G), ARG(R), ARG(mean), ARG(partial), ARG(mo), ARG(off)};
-        size_t gm = (size_t)M;
-        s = launch(d, d->kernel[in->dtype][K_REDUCE_FINAL], "reduce_final", 7, fargs, 1, &gm, NULL);
-    }
-    clReleaseMemObject(partial);
-    return s;
+    cl_mem m = clCreateBuffer(d->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 4, NULL, &e);
+    if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateBuffer(scratch)");
+    *handle = m;
+    return TF_OK;
 }
 
-static tf_status run_cumsum(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
-    int ax = op->params.axis == TF_ALL_AXES ? -1 : op->params.axis;
-    int64_t lshape[TF_MAX_DIMS] = {0};
-    for (int i = 0; i < in->ndim; i++) lshape[i] = i == ax ? 1 : in->shape[i];
-    const tf_tensor_desc *ops[2] = {in, o};
-    cl_geom g = make_geom(in->ndim, lshape, ops, 2);
-    cl_long len = ax >= 0 ? in->shape[ax] : 1, is = ax >= 0 ? in->strides[ax] : 0, os = ax >= 0 ? o->strides[ax] : 0;
-    cl_long lines = tf_desc_numel(o) / (len ? len : 1);
-    if (len == 0 || lines == 0) return TF_OK;
-    cl_int out_long = o->dtype == TF_I64;
-    cl_mem mi = mem_of(in), mo = mem_of(o);
-    arg args[] = {ARG(lines), ARG(len), ARG(g), ARG(is), ARG(os), ARG(mi), ARG(mo), ARG(out_long)};
-    size_t global = (size_t)lines;
-    return launch(d, d->kernel[in->dtype][K_CUMSUM], "cumsum", 8, args, 1, &global, NULL);
+static void cl_scratch_free(void *ctx, void *handle) {
+    (void)ctx;
+    clReleaseMemObject((cl_mem)handle);          /* the runtime keeps it until queued work is done */
 }
-
-static tf_status run_index_pick(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *x = &op->inputs[0], *ix = &op->inputs[1], *o = &op->output;
-    cl_geom g = make_geom(o->ndim, o->shape, (const tf_tensor_desc *const[]){x, ix, o}, 3);
-    cl_int gather = op->kind == TF_OP_GATHER, axis = op->params.axis, index64 = ix->dtype == TF_I64;
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mx = mem_of(x), mi = mem_of(ix);
-    arg args[] = {ARG(gather), ARG(axis), ARG(n), ARG(g), ARG(mo), ARG(mx), ARG(mi), ARG(index64)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[o->dtype][K_INDEX_PICK], "index_pick", 8, args, 1, &global, NULL);
-}
-
-static tf_status run_triangle(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    cl_int upper = op->kind == TF_OP_TRIU;
-    cl_long k = op->params.diagonal, n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mx = mem_of(ops[1]);
-    arg args[] = {ARG(upper), ARG(k), ARG(n), ARG(g), ARG(mo), ARG(mx)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[o->dtype][K_TRIANGLE], "triangle", 6, args, 1, &global, NULL);
-}
-
-/* wide_t arguments are double where the device has fp64, else float. */
-typedef struct wide_arg { cl_double d; cl_float f; } wide_arg;
-static wide_arg wide(double v) { return (wide_arg){v, (cl_float)v}; }
-#define WIDE_ARG(dev, w) ((dev)->fp64 ? ARG((w).d) : ARG((w).f))
-
-static tf_status run_row_op(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
-    int ax = op->params.axis, next = 1;
-    bool has_w = op->params.flags & TF_ROW_WEIGHT, has_b = op->params.flags & TF_ROW_BIAS;
-    const tf_tensor_desc *w = has_w ? &op->inputs[next++] : x, *b = has_b ? &op->inputs[next++] : x;
-    int64_t lines_shape[TF_MAX_DIMS] = {0};
-    for (int i = 0; i < x->ndim; i++) lines_shape[i] = i == ax ? 1 : x->shape[i];
-    cl_geom g = make_geom(x->ndim, lines_shape, (const tf_tensor_desc *const[]){x, o}, 2);
-    cl_long len = x->shape[ax], xs = x->strides[ax], os = o->strides[ax], lines = tf_desc_numel(o) / (len ? len : 1);
-    if (len == 0) return TF_OK;
-    cl_int code = op->kind == TF_OP_SOFTMAX ? 0 : op->kind == TF_OP_LOG_SOFTMAX ? 1 : op->kind == TF_OP_RMSNORM ? 2 : 3;
-    cl_int hw = has_w, hb = has_b;
-    cl_long ws = has_w ? w->strides[0] : 0, bs = has_b ? b->strides[0] : 0, w_off = elem_offset(w), b_off = elem_offset(b);
-    wide_arg eps = wide(op->params.eps);
-    cl_mem mx = mem_of(x), mo = mem_of(o), mw = mem_of(w), mb = mem_of(b);
-    arg args[] = {ARG(code), ARG(len), ARG(xs), ARG(os), WIDE_ARG(d, eps), ARG(hw), ARG(hb), ARG(g), ARG(mx), ARG(mo),
-                  ARG(mw), ARG(w_off), ARG(ws), ARG(mb), ARG(b_off), ARG(bs)};
-    size_t global = (size_t)lines * (size_t)d->rwg, local = (size_t)d->rwg;
-    return launch(d, d->kernel[x->dtype][K_ROW_OP], "row_op", 16, args, 1, &global, &local);
-}
-
-static tf_status run_rope(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *x = &op->inputs[0], *p = &op->inputs[1], *o = &op->output;
-    cl_geom g = make_geom(x->ndim, x->shape, (const tf_tensor_desc *const[]){x, o}, 2);
-    cl_long n = tf_desc_numel(o), rot = op->params.rotary_dims, ps = p->strides[0], p_off = elem_offset(p);
-    cl_int neox = (op->params.flags & TF_ROPE_NEOX) != 0, ax = op->params.axis, pos64 = p->dtype == TF_I64;
-    wide_arg theta = wide(op->params.theta);
-    cl_mem mx = mem_of(x), mo = mem_of(o), mp = mem_of(p);
-    arg args[] = {ARG(n), ARG(neox), ARG(rot), WIDE_ARG(d, theta), ARG(ax), ARG(g), ARG(mx), ARG(mo), ARG(mp), ARG(p_off),
-                  ARG(ps), ARG(pos64)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[x->dtype][K_ROPE], "rope", 12, args, 1, &global, NULL);
-}
-
-static tf_status run_sdpa(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *t[5] = {&op->inputs[0], &op->inputs[1], &op->inputs[2],
-                                  (op->params.flags & TF_SDPA_MASK) ? &op->inputs[3] : &op->inputs[0], &op->output};
-    cl_attn_geom a;
-    memset(&a, 0, sizeof a);
-    a.B = t[0]->shape[0];
-    a.Hq = t[0]->shape[1];
-    a.Lq = t[0]->shape[2];
-    a.D = t[0]->shape[3];
-    a.Hkv = t[1]->shape[1];
-    a.Lk = t[1]->shape[2];
-    a.Dv = t[2]->shape[3];
-    a.q_off = op->params.q_offset;
-    for (int k = 0; k < 5; k++) {
-        a.off[k] = elem_offset(t[k]);
-        for (int i = 0; i < 4; i++) a.st[k][i] = t[k]->strides[i];
-    }
-    cl_int causal = (op->params.flags & TF_SDPA_CAUSAL) != 0, has_mask = (op->params.flags & TF_SDPA_MASK) != 0;
-    wide_arg scale = wide(op->params.scale);
-    cl_mem mq = mem_of(t[0]), mk = mem_of(t[1]), mv = mem_of(t[2]), mm = mem_of(t[3]), mo = mem_of(t[4]);
-    arg args[] = {WIDE_ARG(d, scale), ARG(causal), ARG(has_mask), ARG(a), ARG(mq), ARG(mk), ARG(mv), ARG(mm), ARG(mo)};
-    size_t global = (size_t)(a.B * a.Hq * a.Lq);
-    return launch(d, d->kernel[t[0]->dtype][K_SDPA], "sdpa", 9, args, 1, &global, NULL);
-}
-
-static cl_conv_geom conv_geom_of(const tf_op *op, const tf_tensor_desc *w, const tf_tensor_desc *b) {
-    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
-    cl_conv_geom g;
-    memset(&g, 0, sizeof g);
-    g.N = x->shape[0];
-    g.C = x->shape[1];
-    g.H = x->shape[2];
-    g.W = x->shape[3];
-    g.O = o->shape[1];
-    g.Ho = o->shape[2];
-    g.Wo = o->shape[3];
-    g.groups = op->params.groups ? op->params.groups : 1;
-    g.cg = w ? w->shape[1] : 1;
-    g.kh = w ? w->shape[2] : op->params.kernel[0];
-    g.kw = w ? w->shape[3] : op->params.kernel[1];
-    for (int i = 0; i < 2; i++) {
-        g.stride[i] = op->params.stride[i];
-        g.pad[i] = op->params.padding[i];
-        g.dil[i] = op->params.dilation[i] ? op->params.dilation[i] : 1;
-    }
-    for (int i = 0; i < 4; i++) {
-        g.xs[i] = x->strides[i];
-        g.os[i] = o->strides[i];
-        g.ws[i] = w ? w->strides[i] : 0;
-    }
-    g.bs = b ? b->strides[0] : 0;
-    g.x_off = elem_offset(x);
-    g.o_off = elem_offset(o);
-    g.w_off = w ? elem_offset(w) : 0;
-    g.b_off = b ? elem_offset(b) : 0;
-    return g;
-}
-
-static tf_status run_conv2d(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
-    cl_int has_bias = (op->params.flags & TF_CONV_BIAS) != 0;
-    const tf_tensor_desc *b = has_bias ? &op->inputs[2] : x;
-    cl_conv_geom g = conv_geom_of(op, w, has_bias ? b : NULL);
-    cl_mem mx = mem_of(x), mw = mem_of(w), mb = mem_of(b), mo = mem_of(o);
-    arg args[] = {ARG(has_bias), ARG(g), ARG(mx), ARG(mw), ARG(mb), ARG(mo)};
-    size_t global = (size_t)tf_desc_numel(o);
-    return launch(d, d->kernel[o->dtype][K_CONV2D], "conv2d", 6, args, 1, &global, NULL);
-}
-
-static tf_status run_pool(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
-    cl_conv_geom g = conv_geom_of(op, NULL, NULL);
-    cl_int is_max = op->kind == TF_OP_MAXPOOL2D, count_pad = (op->params.flags & TF_POOL_COUNT_PAD) != 0;
-    cl_mem mx = mem_of(x), mo = mem_of(o);
-    arg args[] = {ARG(is_max), ARG(count_pad), ARG(g), ARG(mx), ARG(mo)};
-    size_t global = (size_t)tf_desc_numel(o);
-    return launch(d, d->kernel[o->dtype][K_POOL2D], "pool2d", 5, args, 1, &global, NULL);
-}
-
-static tf_status run_adam(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *ops[4] = {&op->inputs[0], &op->inputs[1], &op->inputs[2], &op->inputs[3]};
-    cl_geom g = make_geom(ops[0]->ndim, ops[0]->shape, ops, 4);
-    const tf_op_params *q = &op->params;
-    cl_long n = tf_desc_numel(ops[0]);
-    wide_arg lr = wide(q->lr), b1 = wide(q->beta1), b2 = wide(q->beta2), eps = wide(q->eps), wd = wide(q->weight_decay),
-             c1 = wide(1 - pow(q->beta1, (double)q->adam_step)), c2 = wide(1 - pow(q->beta2, (double)q->adam_step));
-    cl_int decoupled = (q->flags & TF_ADAM_DECOUPLED) != 0;
-    cl_mem mp = mem_of(ops[0]), mg = mem_of(ops[1]), mm = mem_of(ops[2]), mv = mem_of(ops[3]);
-    arg args[] = {ARG(n), ARG(g), WIDE_ARG(d, lr), WIDE_ARG(d, b1), WIDE_ARG(d, b2), WIDE_ARG(d, eps), WIDE_ARG(d, wd),
-                  WIDE_ARG(d, c1), WIDE_ARG(d, c2), ARG(decoupled), ARG(mp), ARG(mg), ARG(mm), ARG(mv)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[ops[0]->dtype][K_ADAM], "adam", 14, args, 1, &global, NULL);
-}
-
-static tf_status run_copy(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output, *ops[2] = {o, in};
-    cl_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    cl_int src_dt = in->dtype;
-    cl_long n = tf_desc_numel(o);
-    cl_mem mo = mem_of(o), mi = mem_of(in);
-    arg args[] = {ARG(src_dt), ARG(n), ARG(g), ARG(mo), ARG(mi)};
-    size_t global = (size_t)n;
-    return launch(d, d->kernel[o->dtype][K_COPY_FROM], "copy_from", 5, args, 1, &global, NULL);
-}
-
-/* The element `value` becomes in dtype dt, by the CPU reference's rules. */
-static void encode_scalar(tf_dtype dt, double v, unsigned char *out) {
-    double lo = 0, hi = 0;
-    switch (dt) {
-    case TF_F32: { float f = (float)v; memcpy(out, &f, 4); return; }
-    case TF_F64: memcpy(out, &v, 8); return;
-    case TF_F16: { uint16_t h = tf_f32_to_f16((float)v); memcpy(out, &h, 2); return; }
-    case TF_BF16: { uint16_t h = tf_f32_to_bf16((float)v); memcpy(out, &h, 2); return; }
-    case TF_BOOL: out[0] = v != 0; return;
-    case TF_I8: lo = -128; hi = 127; break;
-    case TF_U8: lo = 0; hi = 255; break;
-    case TF_I32: lo = -2147483648.0; hi = 2147483647.0; break;
-    default: lo = -0x1p63; hi = 0x1p63; break;
-    }
-    int64_t x = isnan(v) ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (dt == TF_I64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
-    switch (dt) {
-    case TF_I8: case TF_U8: out[0] = (unsigned char)x; break;
-    case TF_I32: { int32_t y = (int32_t)x; memcpy(out, &y, 4); break; }
-    default: memcpy(out, &x, 8); break;
-    }
-}
-
-static tf_status run_fill(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output;
-    unsigned char pattern[8];
-    encode_scalar(o->dtype, op->params.value, pattern);
-    size_t es = elsize(o->dtype);
-    cl_int e = clEnqueueFillBuffer(d->queue, mem_of(o), pattern, es, o->offset, (size_t)tf_desc_numel(o) * es, 0,
-                                   NULL, NULL);
-    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueFillBuffer");
-}
-
-static tf_status run_creation(cl_dev *d, const tf_op *op) {
-    const tf_tensor_desc *o = &op->output;
-    cl_long n = tf_desc_numel(o), off = elem_offset(o);
-    cl_mem mo = mem_of(o);
-    size_t global = (size_t)n;
-    if (op->kind == TF_OP_ARANGE) {
-        if (d->fp64) {
-            cl_double start = op->params.value, step = op->params.step;
-            arg args[] = {ARG(n), ARG(start), ARG(step), ARG(mo), ARG(off)};
-            return launch(d, d->kernel[o->dtype][K_ARANGE], "arange", 5, args, 1, &global, NULL);
-        }
-        cl_float start = (cl_float)op->params.value, step = (cl_float)op->params.step;
-        arg args[] = {ARG(n), ARG(start), ARG(step), ARG(mo), ARG(off)};
-        return launch(d, d->kernel[o->dtype][K_ARANGE], "arange", 5, args, 1, &global, NULL);
-    }
-    cl_int normal = op->kind == TF_OP_RAND_NORMAL;
-    cl_ulong seed = op->params.seed;
-    arg args[] = {ARG(normal), ARG(n), ARG(seed), ARG(mo), ARG(off)};
-    return launch(d, d->kernel[o->dtype][K_RAND], "rand", 5, args, 1, &global, NULL);
-}
-
-static bool dtype_ok(const cl_dev *d, tf_dtype dt) { return dt != TF_F64 || d->fp64; }
 
 static bool cl_supports(void *ctx, const tf_op *op) {
     cl_dev *d = ctx;
-    if (!dtype_ok(d, op->output.dtype)) return false;
-    for (int i = 0; i < op->n_inputs; i++)
-        if (!dtype_ok(d, op->inputs[i].dtype)) return false;
-    switch (op->kind) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_POW: case TF_OP_MATMUL: case TF_OP_GEMM: case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_COPY: case TF_OP_FILL:
-    case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
-        return true;
-    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
-    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
-    case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
-    case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM: case TF_OP_TRIL: case TF_OP_TRIU:
-        return true;
-    case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
-        return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_ROPE:
-    case TF_OP_SWIGLU:
-        return dt_is_float(op->output.dtype);
-    case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
-    case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM: return dt_is_float(op->output.dtype);
-    default:
-        return is_unary(op->kind) && dt_is_float(op->output.dtype);
-    }
-}
-
-/* The dtype whose program holds the op's kernel. */
-static tf_dtype program_dtype(const tf_op *op) {
-    bool by_input = op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN || is_compare(op->kind) ||
-                    op->kind == TF_OP_LOGICAL_NOT || op->kind == TF_OP_ISNAN || op->kind == TF_OP_ISINF ||
-                    (op->kind >= TF_OP_MAX && op->kind <= TF_OP_CUMSUM);
-    return by_input ? op->inputs[0].dtype : op->output.dtype;
+    return tf_pk_supports(op, d->fp64);
 }
 
 static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)stream;
     cl_dev *d = ctx;
-    if (op->kind == TF_OP_FILL) return run_fill(d, op);
-    tf_dtype dt = program_dtype(op);
+    tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free};
     pthread_mutex_lock(&d->lock);
-    tf_status s = ensure_program(d, dt);
-    if (s == TF_OK) {
-        switch (op->kind) {
-        case TF_OP_MATMUL: case TF_OP_GEMM: s = run_matmul(d, op); break;
-        case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
-        case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
-            s = run_reduce(d, op);
-            break;
-        case TF_OP_CUMSUM: s = run_cumsum(d, op); break;
-        case TF_OP_INDEX_SELECT: case TF_OP_GATHER: s = run_index_pick(d, op); break;
-        case TF_OP_TRIL: case TF_OP_TRIU: s = run_triangle(d, op); break;
-        case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: s = run_row_op(d, op); break;
-        case TF_OP_ROPE: s = run_rope(d, op); break;
-        case TF_OP_SDPA: s = run_sdpa(d, op); break;
-        case TF_OP_CONV2D: s = run_conv2d(d, op); break;
-        case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: s = run_pool(d, op); break;
-        case TF_OP_ADAM: s = run_adam(d, op); break;
-        case TF_OP_COPY: s = run_copy(d, op); break;
-        case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: s = run_creation(d, op); break;
-        case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: s = run_bool_unary(d, op); break;
-        case TF_OP_WHERE: s = run_where(d, op); break;
-        default:                                 /* binary ops, SWIGLU included */
-            s = is_unary(op->kind) ? run_unary(d, op) : is_compare(op->kind) ? run_compare(d, op) : run_binary(d, op);
-            break;
-        }
-    }
+    tf_status s = ensure_program(d, tf_pk_program_dtype(op));
+    if (s == TF_OK) s = tf_pk_run(&tg, op);
     pthread_mutex_unlock(&d->lock);
     return s;
 }
@@ -1066,7 +566,7 @@ static void cl_shutdown(void *ctx) {
         cl_dev *d = &devs[i];
         clFinish(d->queue);
         for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
-            for (int k = 0; k < K_COUNT; k++)
+            for (int k = 0; k < TF_PK_KERNEL_COUNT; k++)
                 if (d->kernel[dt][k]) clReleaseKernel(d->kernel[dt][k]);
             if (d->program[dt]) clReleaseProgram(d->program[dt]);
         }

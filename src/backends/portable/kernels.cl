@@ -1,4 +1,6 @@
-/* tensorframe OpenCL kernels (OpenCL C 1.2).
+/* tensorframe's portable kernels: OpenCL C 1.2, also compiled by nvcc for
+ * the CUDA plugin through cuda_compat.h (TF_CUDA defined), so one source is
+ * tested on PoCL here and runs on NVIDIA GPUs. Host side: plan.c.
  *
  * Built once per (device, dtype) with -DTF_DT=<dtype code> -DRWG=<reduce
  * work-group size> -DTS=<matmul tile> [-DTF_HAS_FP64]. TF_DT selects the
@@ -22,8 +24,18 @@
 #error "build error forced by tf_opencl_set_build_options (testing)"
 #endif
 
+/* Constructs OpenCL C and CUDA spell differently; cuda_compat.h defines
+ * them for nvcc (TF_CUDA). */
+#ifndef TF_CUDA
+#define LOCAL_PTR local
+#define MAKE_UINT4(a, b, c, d) ((uint4)((a), (b), (c), (d)))
+#define MAKE_FLOAT4(a, b, c, d) ((float4)((a), (b), (c), (d)))
+#endif
+
 #ifdef TF_HAS_FP64
+#ifndef TF_CUDA
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
 typedef double wide_t;
 #else
 typedef float wide_t;
@@ -152,6 +164,18 @@ kernel void binary(int op, long n, geom g, global T *out, global const T *a, glo
     ST(out, g.offset[0] + i, apply(op, LD(a, ia), LD(b, ib)));
 }
 
+#if TF_DT == DT_F32
+/* Contiguous f32 operands, four elements per work-item: 128-bit loads and
+ * stores (offsets in elements, multiples of 4). */
+kernel void binary4(int op, long n4, long oo, long ao, long bo, global float *out, global const float *a,
+                    global const float *b) {
+    long i = get_global_id(0);
+    if (i >= n4) return;
+    float4 x = vload4(i, a + ao), y = vload4(i, b + bo);
+    vstore4(MAKE_FLOAT4(apply(op, x.x, y.x), apply(op, x.y, y.y), apply(op, x.z, y.z), apply(op, x.w, y.w)), i, out + oo);
+}
+#endif
+
 /* ---- elementwise unary (floats; f16/bf16 in f32) ---- */
 #if IS_FLOAT
 inline C apply_unary(int op, C x, C alpha, C lo, C hi) {
@@ -204,7 +228,10 @@ kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, glob
     local C As[TS][TS];
     local C Bs[TS][TS];
     int tx = get_local_id(0), ty = get_local_id(1);
-    long j = get_global_id(0), i = get_global_id(1), bi = get_global_id(2);
+    /* Two dimensions: the batch is folded into the second (rows rounded up
+     * to the tile, then batches), which every backend can launch. */
+    long rows = (M + TS - 1) / TS * TS;
+    long j = get_global_id(0), i = get_global_id(1) % rows, bi = get_global_id(1) / rows;
     long ao = offset_of(&g, 0, bi), bo = offset_of(&g, 1, bi), oo = g.offset[2] + bi * M * N;
     C acc = 0;
     for (long t = 0; t < K; t += TS) {
@@ -289,9 +316,10 @@ typedef C ACC;
 typedef long ACC;
 #endif
 
-kernel void reduce_partial(long R, long G, geom go, geom gr, global const T *in, global ACC *partial) {
+kernel void reduce_partial(long M, long R, long G, geom go, geom gr, global const T *in, global ACC *partial) {
     local ACC scratch[RWG];
     long m = get_group_id(1), grp = get_group_id(0);
+    if (m >= M) return;                           /* a whole group: a backend may round the groups up */
     int lid = get_local_id(0);
     long base = offset_of(&go, 0, m);
     gr.offset[0] = 0;
@@ -408,7 +436,7 @@ inline ACC identity_of(int p) {
 }
 
 /* Tree over the work-group's partial results; the answer lands in v[0], ix[0]. */
-inline void tree(int p, local ACC *v, local long *ix, int lid) {
+inline void tree(int p, LOCAL_PTR ACC *v, LOCAL_PTR long *ix, int lid) {
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = RWG / 2; s > 0; s >>= 1) {
         if (lid < s && (p < P_ARGMAX || ix[lid + s] >= 0)) {
@@ -774,6 +802,19 @@ kernel void triangle(int upper, long k, long n, geom g, global RAW_T *out, globa
 
 /* ---- creation ---- */
 
+/* Every element of out[off, off + n) gets the bits of one element (low bytes of `bits`). */
+kernel void fill(long n, ulong bits, global RAW_T *out, long off) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+#if TF_DT == DT_F32
+    out[off + i] = as_float((uint)bits);
+#elif TF_DT == DT_F64
+    out[off + i] = as_double(bits);
+#else
+    out[off + i] = (RAW_T)bits;
+#endif
+}
+
 #if TF_DT != DT_BOOL
 kernel void arange(long n, wide_t start, wide_t step, global T *out, long off) {
     long i = get_global_id(0);
@@ -793,7 +834,7 @@ inline uint4 philox(ulong counter, ulong key) {
         c1 = l1; c3 = l0; c0 = n0; c2 = n2;
         k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
     }
-    return (uint4)(c0, c1, c2, c3);
+    return MAKE_UINT4(c0, c1, c2, c3);
 }
 
 kernel void rand(int normal, long n, ulong seed, global T *out, long off) {

@@ -20,9 +20,9 @@ static void print_caps(const tf_device_caps *c) {
     printf("      dtypes:");
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
         if (c->dtypes & (1u << dt)) printf(" %s", tf_dtype_name((tf_dtype)dt));
-    printf("\n      async: %s, pinned host memory: %s, unified memory: %s%s\n", c->async ? "yes" : "no",
+    printf("\n      async: %s, pinned host memory: %s, unified memory: %s%s%s\n", c->async ? "yes" : "no",
            c->pinned_host_memory ? "yes" : "no", c->unified_memory ? "yes" : "no",
-           c->emulated ? ", emulated on the CPU" : "");
+           c->tensor_cores ? ", tensor cores" : "", c->emulated ? ", emulated on the CPU" : "");
 }
 
 static void print_backends(void) {

@@ -75,7 +75,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 1
-#define TF_BACKEND_ABI_MINOR 1
+#define TF_BACKEND_ABI_MINOR 2
 
 #define TF_OP_MAX_INPUTS 4
 /* The symbol every plugin exports. */
@@ -191,6 +191,12 @@ typedef struct tf_device_iface {
     tf_status (*memory_stats)(void *dev_ctx, tf_memory_stats *out);
     /* (optional) Return cached, unused memory to the OS or driver. */
     void (*empty_cache)(void *dev_ctx);
+    /* ---- minor 2 ---- */
+    /* (optional) Copy from a buffer of another device of the same backend
+     * (peer copy): ordered after the work queued on both devices and before
+     * later work on this one. NULL makes the core stage through the host. */
+    tf_status (*buffer_copy_from_peer)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, void *src_dev_ctx,
+                                       tf_backend_buffer *src, size_t src_offset, size_t nbytes);
 } tf_device_iface;
 
 typedef struct tf_backend_device {

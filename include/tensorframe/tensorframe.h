@@ -133,6 +133,7 @@ typedef struct tf_device_caps {
     bool pinned_host_memory;  /* page-locked host staging buffers */
     bool unified_memory;      /* device memory is host-addressable */
     bool emulated;            /* a GPU API running on the CPU (PoCL, lavapipe) */
+    bool tensor_cores;        /* matrix units for f16/bf16 (and TF32) GEMM */
 } tf_device_caps;
 
 typedef struct tf_device_props {

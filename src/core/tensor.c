@@ -257,11 +257,17 @@ tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     s = tf__tensor_alloc(fn, dev, t->dtype, t->ndim, t->shape, &dst);
     size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
     if (s == TF_OK && n > 0) {
-        /* Stage through the host unless one side is host memory already. */
-        const tf_device_iface *si = src->storage->dev->bdev.iface, *di = dev->bdev.iface;
-        void *sp = si->buffer_host_ptr ? si->buffer_host_ptr(src->storage->dev->bdev.ctx, src->storage->buf) : NULL;
+        /* A peer copy between two devices of one backend that offers it;
+         * otherwise stage through the host unless one side is host memory. */
+        tf_device *sdev = src->storage->dev;
+        const tf_device_iface *si = sdev->bdev.iface, *di = dev->bdev.iface;
+        void *sp = si->buffer_host_ptr ? si->buffer_host_ptr(sdev->bdev.ctx, src->storage->buf) : NULL;
         void *dp = di->buffer_host_ptr ? di->buffer_host_ptr(dev->bdev.ctx, dst->storage->buf) : NULL;
-        if (sp) {
+        bool peer = sdev->backend == dev->backend && di->abi_minor >= 2 && di->buffer_copy_from_peer;
+        if (peer) {
+            s = di->buffer_copy_from_peer(dev->bdev.ctx, dst->storage->buf, 0, sdev->bdev.ctx, src->storage->buf,
+                                          (size_t)src->offset, n);
+        } else if (sp) {
             s = tf__upload(dst->storage, 0, (char *)sp + src->offset, n);
         } else if (dp) {
             s = tf__download(src->storage, (size_t)src->offset, dp, n);

@@ -159,7 +159,7 @@ static void test_registration_errors(void **state) {
                           "no hardware on this machine"};
     FAILS_WITH(TF_ERR_NULL_ARGUMENT, "reg is NULL", tf_backend_register(NULL));
     reg.abi_major = TF_BACKEND_ABI_MAJOR + 1;
-    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 2.1, this library speaks 1.", tf_backend_register(&reg));
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 2.2, this library speaks 1.", tf_backend_register(&reg));
     reg.abi_major = TF_BACKEND_ABI_MAJOR;
     reg.name = "Bad-Name";
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not [a-z0-9_]", tf_backend_register(&reg));
@@ -314,6 +314,96 @@ static void test_allocator_stats_and_threads(void **state) {
     OK(tf_set_num_threads(before));
 }
 
+/* "twin": two host-memory devices of one backend with a peer-copy slot, to
+ * check that tf_tensor_to between them takes it (and nothing else does). */
+typedef struct twin_buf { char *p; size_t n; } twin_buf;
+static int twin_peer_calls;
+
+static tf_status twin_info(void *ctx, tf_backend_device_info *info) {
+    (void)ctx;
+    snprintf(info->description, sizeof info->description, "twin test device");
+    info->type = TF_DEVICE_TYPE_CPU;
+    info->memory_total = info->memory_free = 1u << 30;
+    info->caps.dtypes = 1u << TF_F32;
+    info->caps.emulated = true;
+    return TF_OK;
+}
+static tf_status twin_alloc(void *ctx, size_t n, tf_backend_buffer **out) {
+    (void)ctx;
+    twin_buf *b = malloc(sizeof *b);
+    b->p = calloc(1, n ? n : 1);
+    b->n = n;
+    *out = (tf_backend_buffer *)b;
+    return TF_OK;
+}
+static void twin_free(void *ctx, tf_backend_buffer *buf) {
+    (void)ctx;
+    free(((twin_buf *)buf)->p);
+    free(buf);
+}
+static tf_status twin_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+    (void)ctx;
+    memcpy(((twin_buf *)dst)->p + off, src, n);
+    return TF_OK;
+}
+static tf_status twin_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+    (void)ctx;
+    memcpy(dst, ((twin_buf *)src)->p + off, n);
+    return TF_OK;
+}
+static tf_status twin_peer(void *ctx, tf_backend_buffer *dst, size_t doff, void *src_ctx, tf_backend_buffer *src,
+                           size_t soff, size_t n) {
+    assert_ptr_not_equal(ctx, src_ctx);                 /* two devices, as the slot promises */
+    twin_peer_calls++;
+    memcpy(((twin_buf *)dst)->p + doff, ((twin_buf *)src)->p + soff, n);
+    return TF_OK;
+}
+static bool twin_supports(void *ctx, const tf_op *op) {
+    (void)ctx;
+    (void)op;
+    return false;
+}
+static tf_status twin_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
+    (void)ctx;
+    (void)stream;
+    (void)op;
+    return TF_ERR_UNSUPPORTED;
+}
+
+static void test_peer_copy_between_devices_of_one_backend(void **state) {
+    (void)state;
+    static const tf_device_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
+                                          .get_info = twin_info, .buffer_alloc = twin_alloc, .buffer_free = twin_free,
+                                          .buffer_upload = twin_upload, .buffer_download = twin_download,
+                                          .supports = twin_supports, .run = twin_run,
+                                          .buffer_copy_from_peer = twin_peer};
+    static const tf_backend_iface biface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR};
+    static int ctx[2];
+    static const tf_backend_device devices[2] = {{&iface, &ctx[0]}, {&iface, &ctx[1]}};
+    tf_backend_reg reg = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "twin", &biface, NULL, 2, devices, NULL};
+    OK(tf_backend_register(&reg));
+    tf_device *t0, *t1;
+    OK(tf_device_get("twin:0", &t0));
+    OK(tf_device_get("twin:1", &t1));
+    int64_t n = 6;
+    float v[6] = {1, 2, 3, 4, 5, 6}, got[6];
+    tf_tensor *a = tensor_f32(t0, 1, &n, v), *tail = NULL, *b = NULL, *c = NULL;
+    OK(tf_slice(a, 0, 2, 6, 1, &tail));                 /* a view 8 bytes into its buffer */
+    twin_peer_calls = 0;
+    OK(tf_tensor_to(tail, t1, &b));
+    assert_int_equal(twin_peer_calls, 1);
+    assert_ptr_equal(tf_tensor_device(b), t1);
+    OK(tf_tensor_read(b, got, 4 * sizeof(float)));
+    for (int i = 0; i < 4; i++) assert_true(got[i] == v[i + 2]);
+    OK(tf_tensor_to(b, cpu_device(), &c));              /* another backend: staged, not a peer copy */
+    assert_int_equal(twin_peer_calls, 1);
+    OK(tf_tensor_read(c, got, 4 * sizeof(float)));
+    assert_true(got[0] == 3 && got[3] == 6);
+    tf_tensor *all[] = {a, tail, b, c};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+    tf_shutdown();                                      /* forget the twin backend */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discovery),
@@ -326,6 +416,7 @@ int main(void) {
         cmocka_unit_test(test_errors_are_thread_local),
         cmocka_unit_test(test_concurrent_ops),
         cmocka_unit_test(test_allocator_stats_and_threads),
+        cmocka_unit_test(test_peer_copy_between_devices_of_one_backend),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -413,12 +413,12 @@ static tf_status cl_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
     return TF_OK;
 }
 
-static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle) {
+static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     cl_dev *d = ctx;
     cl_int e;
     cl_mem m = clCreateBuffer(d->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 4, NULL, &e);
     if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateBuffer(scratch)");
-    *handle = m;
+    *handle = *token = m;
     return TF_OK;
 }
 

@@ -215,8 +215,8 @@ static tf_status run_reduce(const tf_pk_target *tg, const tf_op *op) {
     int64_t G = M >= 64 || R <= (int64_t)tg->rwg * 4 ? 1 : (R / ((int64_t)tg->rwg * 4) < 64 ? R / ((int64_t)tg->rwg * 4) : 64);
     if (G < 1) G = 1;
     size_t acc_size = dt_is_float(in->dtype) ? (in->dtype == TF_F64 ? 8 : 4) : 8;
-    void *partial = NULL;
-    tf_status s = tg->scratch_alloc(tg->ctx, (size_t)(M * G) * acc_size, &partial);
+    void *partial = NULL, *token = NULL;
+    tf_status s = tg->scratch_alloc(tg->ctx, (size_t)(M * G) * acc_size, &partial, &token);
     if (s != TF_OK) return s;
     pk_mem mi = MEM(tg, in), mo = MEM(tg, o);
     arg pargs[] = {ARG(M), ARG(R), ARG(G), ARG(go), ARG(gr), ARG(mi), ARG(partial)};
@@ -229,7 +229,7 @@ static tf_status run_reduce(const tf_pk_target *tg, const tf_op *op) {
         size_t gm = (size_t)M;
         s = launch(tg, in->dtype, TF_PK_REDUCE_FINAL, 7, fargs, 1, &gm, NULL);
     }
-    tg->scratch_free(tg->ctx, partial);
+    tg->scratch_free(tg->ctx, token);
     return s;
 }
 

@@ -78,9 +78,11 @@ typedef struct tf_pk_target {
     void *(*mem)(const tf_tensor_desc *t);
     tf_status (*launch)(void *ctx, tf_dtype program, tf_pk_kernel kernel, int nargs, const tf_pk_arg *args, int dims,
                         const size_t *global, const size_t *local);
-    /* Device scratch for the duration of queued work (partial sums). */
-    tf_status (*scratch_alloc)(void *ctx, size_t nbytes, void **handle);
-    void (*scratch_free)(void *ctx, void *handle);
+    /* Device scratch for queued work (partial sums): `handle` is what the
+     * kernel takes, `token` what scratch_free gets back; freeing right after
+     * the launches that use it must be safe (queued work keeps it alive). */
+    tf_status (*scratch_alloc)(void *ctx, size_t nbytes, void **handle, void **token);
+    void (*scratch_free)(void *ctx, void *token);
 } tf_pk_target;
 
 /* Can the portable kernels run op? (fp64: the device has doubles) */

@@ -2,6 +2,7 @@
  * text and as JSON lines for bench/compare.py.
  *
  * usage: tf-bench [--device SPEC] [--ops a,b,...] [--json FILE] [--threads N] [--quick]
+ *        tf-bench --gpu [--scale S] [--device SPEC] [--json FILE]   (the CUDA targets' sizes)
  * ops: overhead add mul sum softmax rmsnorm layernorm matmul attention
  */
 #define _POSIX_C_SOURCE 200809L
@@ -115,6 +116,70 @@ static tf_status run_attention(void *v) {
     return s;
 }
 
+static tf_status run_copy(void *v) {
+    tf_tensor *o = NULL;
+    tf_status s = tf_copy(((binary_ctx *)v)->a, &o);
+    tf_tensor_release(o);
+    return s;
+}
+
+/* The GPU suite: the CUDA targets' shapes, each extent divided by `scale`
+ * (1 on a GPU; larger to try the suite on a small device). */
+static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
+    char size[96];
+    {
+        int64_t n = ((int64_t)256 << 20) / (scale * scale);
+        binary_ctx c = {NULL, NULL, 0};
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 1, &c.a));
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 2, &c.b));
+        snprintf(size, sizeof size, "%lldM f32", (long long)(n >> 20));
+        report("copy", size, time_op(run_copy, &c, dev, min_time), 0, 8.0 * n);
+        report("add", size, time_op(run_binary, &c, dev, min_time), (double)n, 12.0 * n);
+        tf_tensor_release(c.a);
+        tf_tensor_release(c.b);
+    }
+    {
+        int64_t m = 8192 / scale, shape[2] = {m, m};
+        mm_ctx c = {NULL, NULL};
+        tf_tensor *a32 = NULL, *b32 = NULL;
+        CHECK(tf_randn(dev, TF_F32, 2, shape, 7, &a32));
+        CHECK(tf_randn(dev, TF_F32, 2, shape, 8, &b32));
+        CHECK(tf_cast(a32, TF_BF16, &c.a));
+        CHECK(tf_cast(b32, TF_BF16, &c.b));
+        snprintf(size, sizeof size, "%lldx%lldx%lld bf16", (long long)m, (long long)m, (long long)m);
+        report("matmul", size, time_op(run_matmul, &c, dev, min_time), 2.0 * m * m * m, 0);
+        tf_tensor *all[] = {a32, b32, c.a, c.b};
+        for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+    }
+    for (int op = 1; op <= 2; op++) {
+        int64_t shape[2] = {32768 / scale, 4096}, d = 4096;
+        unary_ctx c = {NULL, NULL, NULL, op};
+        CHECK(tf_randn(dev, TF_F32, 2, shape, 4, &c.x));
+        CHECK(tf_randn(dev, TF_F32, 1, &d, 5, &c.w));
+        snprintf(size, sizeof size, "[%lld,4096] f32", (long long)shape[0]);
+        report(op == 1 ? "softmax" : "rmsnorm", size, time_op(run_row, &c, dev, min_time), 0, 8.0 * shape[0] * shape[1]);
+        tf_tensor_release(c.x);
+        tf_tensor_release(c.w);
+    }
+    {
+        int64_t shape[4] = {8, 32, 4096 / scale, 128};
+        attn_ctx c = {NULL, NULL, NULL};
+        tf_tensor *t32 = NULL;
+        tf_tensor **dst[3] = {&c.q, &c.k, &c.v};
+        for (int i = 0; i < 3; i++) {
+            CHECK(tf_randn(dev, TF_F32, 4, shape, 9 + i, &t32));
+            CHECK(tf_cast(t32, TF_BF16, dst[i]));
+            tf_tensor_release(t32);
+        }
+        double L = (double)shape[2], flops = 2.0 * 2.0 * 8 * 32 * L * L * 128 / 2;
+        snprintf(size, sizeof size, "8x32x%lldx128 bf16 causal", (long long)shape[2]);
+        report("attention", size, time_op(run_attention, &c, dev, min_time), flops, 0);
+        tf_tensor_release(c.q);
+        tf_tensor_release(c.k);
+        tf_tensor_release(c.v);
+    }
+}
+
 static bool wanted(const char *ops, const char *op) {
     if (!ops) return true;
     size_t n = strlen(op);
@@ -125,15 +190,19 @@ static bool wanted(const char *ops, const char *op) {
 
 int main(int argc, char **argv) {
     const char *spec = "cpu", *ops = NULL, *json_path = NULL;
-    bool quick = false;
+    bool quick = false, gpu = false;
+    int64_t scale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) spec = argv[++i];
         else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) CHECK(tf_set_num_threads(atoi(argv[++i])));
         else if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--gpu")) gpu = true;
+        else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoll(argv[++i]) > 0 ? atoll(argv[i]) : 1;
         else {
-            fprintf(stderr, "usage: tf-bench [--device SPEC] [--ops a,b] [--json FILE] [--threads N] [--quick]\n");
+            fprintf(stderr, "usage: tf-bench [--device SPEC] [--ops a,b] [--json FILE] [--threads N] [--quick]\n"
+                            "                [--gpu [--scale S]]  (the GPU suite; extents divided by S)\n");
             return 2;
         }
     }
@@ -146,6 +215,12 @@ int main(int argc, char **argv) {
     }
     double min_time = quick ? 0.05 : 0.5;
     printf("tf-bench on %s, %d threads\n", dev_name, tf_get_num_threads());
+    if (gpu) {
+        gpu_suite(dev, min_time, scale);
+        if (json) fclose(json);
+        tf_shutdown();
+        return 0;
+    }
 
     if (wanted(ops, "overhead")) {                       /* per-op cost of a 4-element add */
         int64_t n = 4;

@@ -230,8 +230,10 @@ kernel void matmul(long M, long N, long K, long4 ms, geom g, global T *out, glob
     int tx = get_local_id(0), ty = get_local_id(1);
     /* Two dimensions: the batch is folded into the second (rows rounded up
      * to the tile, then batches), which every backend can launch. */
-    long rows = (M + TS - 1) / TS * TS;
+    long rows = (M + TS - 1) / TS * TS, batches = 1;
     long j = get_global_id(0), i = get_global_id(1) % rows, bi = get_global_id(1) / rows;
+    for (int d = 0; d < g.ndim; d++) batches *= g.shape[d];
+    if (bi >= batches) return;                    /* a whole work-group past the end (rows are whole tiles) */
     long ao = offset_of(&g, 0, bi), bo = offset_of(&g, 1, bi), oo = g.offset[2] + bi * M * N;
     C acc = 0;
     for (long t = 0; t < K; t += TS) {

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""tensorframe's GPU suite (tf-bench --gpu) beside PyTorch on the same
+device, with the CUDA targets as ratios (> 1: tensorframe ahead).
+
+usage: gpu_compare.py BUILD_DIR [--device cuda:0] [--scale S] [--out DIR]
+
+--scale divides the extents (1 on a GPU; e.g. 16 to try it on the CPU with
+--device cpu). PyTorch runs on the matching torch device.
+"""
+import argparse
+import json
+import os
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+ap = argparse.ArgumentParser()
+ap.add_argument("build")
+ap.add_argument("--device", default="cuda:0")
+ap.add_argument("--scale", type=int, default=1)
+ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"))
+args = ap.parse_args()
+dev = torch.device(args.device)
+S = args.scale
+
+
+def sync():
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def median_time(fn, min_time=0.5):
+    fn()
+    sync()
+    ts, start = [], time.perf_counter()
+    while len(ts) < 64 and (len(ts) < 5 or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return sorted(ts)[len(ts) // 2]
+
+
+def torch_rows():
+    rows = []
+
+    def row(op, size, seconds, flops=0.0, nbytes=0.0):
+        rows.append({"lib": "pytorch", "op": op, "size": size, "seconds": seconds,
+                     "gflops": flops / seconds * 1e-9 if flops else 0, "gbs": nbytes / seconds * 1e-9 if nbytes else 0})
+
+    with torch.no_grad():
+        n = (256 << 20) // (S * S)
+        a, b = torch.rand(n, device=dev), torch.rand(n, device=dev)
+        row("copy", f"{n >> 20}M f32", median_time(lambda: a.clone()), 0, 8.0 * n)
+        row("add", f"{n >> 20}M f32", median_time(lambda: a + b), n, 12.0 * n)
+        del a, b
+        m = 8192 // S
+        p, q = (torch.randn(m, m, device=dev).to(torch.bfloat16) for _ in range(2))
+        row("matmul", f"{m}x{m}x{m} bf16", median_time(lambda: p @ q), 2.0 * m ** 3)
+        del p, q
+        x, w = torch.randn(32768 // S, 4096, device=dev), torch.randn(4096, device=dev)
+        nb = 8.0 * x.numel()
+        row("softmax", f"[{x.shape[0]},4096] f32", median_time(lambda: torch.softmax(x, -1)), 0, nb)
+        rms = (lambda: F.rms_norm(x, (4096,), w, 1e-6)) if hasattr(F, "rms_norm") else \
+              (lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+        row("rmsnorm", f"[{x.shape[0]},4096] f32", median_time(rms), 0, nb)
+        del x
+        L = 4096 // S
+        qkv = [torch.randn(8, 32, L, 128, device=dev).to(torch.bfloat16) for _ in range(3)]
+        if hasattr(F, "scaled_dot_product_attention"):       # PyTorch 2.0 and later (the GPU machine)
+            sdpa = lambda: F.scaled_dot_product_attention(*qkv, is_causal=True)
+        else:                                                  # 1.13 (Debian here): matmul - softmax - matmul
+            mask = torch.full((L, L), float("-inf"), device=dev).triu(1).to(torch.bfloat16)
+            sdpa = lambda: torch.softmax(qkv[0] @ qkv[1].transpose(-1, -2) / 128 ** 0.5 + mask, -1) @ qkv[2]
+        row("attention", f"8x32x{L}x128 bf16 causal", median_time(sdpa), 2.0 * 2.0 * 8 * 32 * L * L * 128 / 2)
+    return rows
+
+
+def find(rows, lib, op):
+    return next((r for r in rows if r["lib"] == lib and r["op"] == op), None)
+
+
+subprocess.run([os.path.join(args.build, "bin", "tf-bench"), "--gpu", "--device", args.device, "--scale", str(S),
+                "--json", "/tmp/tf-bench-gpu.jsonl"], check=True)
+with open("/tmp/tf-bench-gpu.jsonl") as f:
+    ours = [json.loads(line) for line in f if line.strip()]
+rows = ours + torch_rows()
+name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+os.makedirs(args.out, exist_ok=True)
+with open(os.path.join(args.out, "perf_gpu.json"), "w") as f:
+    json.dump({"device": name, "torch": torch.__version__, "scale": S, "rows": rows}, f, indent=1)
+
+# (label, ours, theirs, metric, target): ratio = ours/theirs for rates, theirs/ours for seconds
+targets = [
+    ("add 256M f32 vs PyTorch's copy rate", ("tensorframe", "add"), ("pytorch", "copy"), "gbs", 0.85),
+    ("bf16 GEMM 8192^3 vs torch.matmul", ("tensorframe", "matmul"), ("pytorch", "matmul"), "seconds", 0.9),
+    ("softmax [32768,4096] vs PyTorch", ("tensorframe", "softmax"), ("pytorch", "softmax"), "seconds", 1.0),
+    ("rmsnorm [32768,4096] vs PyTorch", ("tensorframe", "rmsnorm"), ("pytorch", "rmsnorm"), "seconds", 1.0),
+    ("causal attention bf16 vs torch SDPA", ("tensorframe", "attention"), ("pytorch", "attention"), "seconds", 0.8),
+]
+print(f"\n{name}, scale 1/{S}\n{'target':40s} {'ratio':>7s} {'goal':>6s}")
+for label, o, t, metric, goal in targets:
+    a, b = find(rows, *o), find(rows, *t)
+    if not a or not b:
+        print(f"{label:40s}  (missing)")
+        continue
+    r = a[metric] / b[metric] if metric != "seconds" else b["seconds"] / a["seconds"]
+    print(f"{label:40s} {r:7.2f} {goal:6.2f}  {'met' if r >= goal else 'NOT MET'}")

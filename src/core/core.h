@@ -89,6 +89,11 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op);
  * move inputs there; moved[i] is a new reference (or a retained input). */
 tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf_device **dev,
                            tf_tensor **moved);
+/* tf__place_inputs, then convert every input to dtype dt except those
+ * marked in keep_dtype (may be NULL: convert all). On failure every ready[i]
+ * is released and NULL. */
+tf_status tf__prepare_inputs(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
+                             tf_device **dev, tf_tensor **ready);
 /* Allocate the output on dev (poisoned when debugging) for an op. */
 tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
                         tf_tensor **out);

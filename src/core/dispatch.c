@@ -48,6 +48,26 @@ tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, c
 
 /* ---- placement ---- */
 
+tf_status tf__prepare_inputs(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
+                             tf_device **dev, tf_tensor **ready) {
+    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
+    for (int i = 0; i < n && s == TF_OK; i++) {
+        if ((keep_dtype && keep_dtype[i]) || ready[i]->dtype == dt) continue;
+        tf_tensor *c;
+        s = tf__copy_cast(fn, ready[i], dt, &c);
+        if (s == TF_OK) {
+            tf_tensor_release(ready[i]);
+            ready[i] = c;
+        }
+    }
+    if (s != TF_OK)
+        for (int i = 0; i < n; i++) {
+            tf_tensor_release(ready[i]);
+            ready[i] = NULL;
+        }
+    return s;
+}
+
 tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf_device **dev_out,
                            tf_tensor **moved) {
     tf_device *dev = in[0]->storage->dev;

@@ -12,28 +12,6 @@ static tf_status float_only(const char *fn, tf_op_kind kind, const tf_tensor *x)
     return TF_OK;
 }
 
-/* Place n inputs on one device and give the float ones x's dtype
- * (indices, marked in keep_dtype, stay as they are). */
-static tf_status place_as(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
-                          tf_device **dev, tf_tensor **ready) {
-    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
-    for (int i = 0; i < n && s == TF_OK; i++) {
-        if ((keep_dtype && keep_dtype[i]) || ready[i]->dtype == dt) continue;
-        tf_tensor *c;
-        s = tf__copy_cast(fn, ready[i], dt, &c);
-        if (s == TF_OK) {
-            tf_tensor_release(ready[i]);
-            ready[i] = c;
-        }
-    }
-    if (s != TF_OK)
-        for (int i = 0; i < n; i++) {
-            tf_tensor_release(ready[i]);
-            ready[i] = NULL;
-        }
-    return s;
-}
-
 /* Allocate the output (out_shape) and dispatch op over `ready` inputs. */
 static tf_status dispatch_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt,
                               int ndim, const int64_t *shape, tf_tensor **out) {
@@ -94,7 +72,7 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
     }
     tf_tensor *ready[3] = {NULL, NULL, NULL};
     tf_device *dev;
-    s = place_as(fn, n, in, NULL, x->dtype, &dev, ready);
+    s = tf__prepare_inputs(fn, n, in, NULL, x->dtype, &dev, ready);
     if (s != TF_OK) return s;
     for (int i = 0; i < n; i++) op.inputs[i] = tf__desc(ready[i]);
     return dispatch_new(fn, dev, &op, n, ready, x->dtype, x->ndim, x->shape, out);
@@ -146,7 +124,7 @@ tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, 
     bool keep[2] = {false, true};
     tf_tensor *ready[2] = {NULL, NULL};
     tf_device *dev;
-    s = place_as(fn, 2, in, keep, x->dtype, &dev, ready);
+    s = tf__prepare_inputs(fn, 2, in, keep, x->dtype, &dev, ready);
     if (s != TF_OK) return s;
     tf_op op;
     memset(&op, 0, sizeof op);
@@ -199,7 +177,7 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
     int n = mask ? 4 : 3;
     tf_tensor *ready[4] = {NULL, NULL, NULL, NULL};
     tf_device *dev;
-    s = place_as(fn, n, in, NULL, q->dtype, &dev, ready);
+    s = tf__prepare_inputs(fn, n, in, NULL, q->dtype, &dev, ready);
     if (s != TF_OK) return s;
     tf_op op;
     memset(&op, 0, sizeof op);

@@ -82,27 +82,6 @@ static tf_tensor_desc broadcast_desc(const tf_tensor *t, int ndim, const int64_t
     return d;
 }
 
-/* Move inputs to one device and convert them to dtype dt. */
-static tf_status prepare_inputs(const char *fn, int n, const tf_tensor *const *in, tf_dtype dt, tf_device **dev,
-                                tf_tensor **ready) {
-    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
-    for (int i = 0; i < n && s == TF_OK; i++) {
-        if (ready[i]->dtype == dt) continue;
-        tf_tensor *c;
-        s = tf__copy_cast(fn, ready[i], dt, &c);
-        if (s == TF_OK) {
-            tf_tensor_release(ready[i]);
-            ready[i] = c;
-        }
-    }
-    if (s != TF_OK)
-        for (int i = 0; i < n; i++) {
-            tf_tensor_release(ready[i]);
-            ready[i] = NULL;
-        }
-    return s;
-}
-
 static void release_all(int n, tf_tensor **t) {
     for (int i = 0; i < n; i++) tf_tensor_release(t[i]);
 }
@@ -134,7 +113,7 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     const tf_tensor *in[2] = {a, b};
     tf_tensor *ready[2] = {NULL, NULL}, *o;
     tf_device *dev;
-    s = prepare_inputs(fn, 2, in, dt, &dev, ready);
+    s = tf__prepare_inputs(fn, 2, in, NULL, dt, &dev, ready);
     if (s != TF_OK) return s;
     s = tf__op_output(fn, dev, out_dt, ndim, shape, &o);
     if (s == TF_OK) {
@@ -277,7 +256,7 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
     int n_in = c ? 3 : 2;
     tf_tensor *ready[3] = {NULL, NULL, NULL}, *o = NULL, *full;
     tf_device *dev;
-    s = prepare_inputs(fn, n_in, in, dt, &dev, ready);
+    s = tf__prepare_inputs(fn, n_in, in, NULL, dt, &dev, ready);
     if (s != TF_OK) return s;
     s = tf__op_output(fn, dev, dt, full_ndim, full_shape, &o);
     if (s == TF_OK) {

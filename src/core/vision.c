@@ -18,27 +18,6 @@ static int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, in
     return span < 0 ? 0 : span / stride + 1;   /* floor division: C's truncation would give 1 for span -1 */
 }
 
-/* Place inputs on one device, converting the float ones to dt. */
-static tf_status place_float(const char *fn, int n, const tf_tensor *const *in, tf_dtype dt, tf_device **dev,
-                             tf_tensor **ready) {
-    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
-    for (int i = 0; i < n && s == TF_OK; i++) {
-        if (ready[i]->dtype == dt) continue;
-        tf_tensor *c;
-        s = tf__copy_cast(fn, ready[i], dt, &c);
-        if (s == TF_OK) {
-            tf_tensor_release(ready[i]);
-            ready[i] = c;
-        }
-    }
-    if (s != TF_OK)
-        for (int i = 0; i < n; i++) {
-            tf_tensor_release(ready[i]);
-            ready[i] = NULL;
-        }
-    return s;
-}
-
 static tf_status run_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt, int ndim,
                          const int64_t *shape, tf_tensor **out) {
     tf_tensor *o = NULL;
@@ -98,7 +77,7 @@ tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor
     int n = bias ? 3 : 2;
     tf_tensor *ready[3] = {NULL, NULL, NULL};
     tf_device *dev;
-    s = place_float(fn, n, in, x->dtype, &dev, ready);
+    s = tf__prepare_inputs(fn, n, in, NULL, x->dtype, &dev, ready);
     if (s != TF_OK) return s;
     tf_op op;
     memset(&op, 0, sizeof op);

@@ -27,7 +27,7 @@ run: build
 # then the whole suite (conformance on every device included) as built.
 test: build build-asan
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
-	@cd $(ASAN_BUILD) && ctest --output-on-failure
+	@cd $(ASAN_BUILD) && bash ../scripts/ctest-lsan-retry.sh
 	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
 

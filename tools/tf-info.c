@@ -1,5 +1,6 @@
 /* tf-info: what tensorframe sees on this machine — backends (loaded, or
  * why not), devices with memory and capabilities, and the one "auto" picks. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,23 +40,20 @@ static void print_backends(void) {
     }
 }
 
-/* The GPU backends tensorframe knows; say so when one was not found at all. */
-static void print_absent_known_backends(void) {
-#ifdef __APPLE__
-    static const char *const known[] = {"cuda", "rocm", "metal", "vulkan", "opencl"};
-#else
-    static const char *const known[] = {"cuda", "rocm", "vulkan", "opencl"};
-#endif
-    char path[2048];
+/* The backends of the priority list in force that were not found at all. */
+static void print_absent_listed_backends(void) {
+    char list[1024], path[2048];
+    if (tf_backend_priority_get(list, sizeof list) != TF_OK) return;
     if (tf_plugin_search_path(path, sizeof path) != TF_OK) path[0] = 0;
-    for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
+    char *save = NULL;
+    for (char *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         bool seen = false;
         for (int i = 0; i < tf_backend_count() && !seen; i++) {
             tf_backend_props b;
-            seen = tf_backend_get_props(i, &b) == TF_OK && !strcmp(b.name, known[k]);
+            seen = tf_backend_get_props(i, &b) == TF_OK && !strcmp(b.name, name);
         }
         if (!seen)
-            printf("  %-10s not found  no libtensorframe-%s.so in %s\n", known[k], known[k], path[0] ? path : "(no plugin directories)");
+            printf("  %-10s not found  no libtensorframe-%s.so in %s\n", name, name, path[0] ? path : "(no plugin directories)");
     }
 }
 
@@ -88,7 +86,7 @@ int main(int argc, char **argv) {
     }
     printf("tensorframe %d.%d.%d\n", TF_VERSION_MAJOR, TF_VERSION_MINOR, TF_VERSION_PATCH);
     print_backends();
-    print_absent_known_backends();
+    print_absent_listed_backends();
     print_devices();
     char prio[512];
     if (tf_backend_priority_get(prio, sizeof prio) == TF_OK) printf("Priority: %s\n", prio);

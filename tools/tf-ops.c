@@ -8,7 +8,7 @@
 int main(void) {
     printf("| op | inputs | shape rule | dtype rule | accepts | conformance NMSE bound |\n");
     printf("|---|---|---|---|---|---|\n");
-#define ROW(E, n, ar, sh, dt, acc, dom, k)                                                              \
+#define ROW(E, n, ar, sh, dt, acc, dom, k, kern)                                                            \
     printf("| `%s` | %d | %s | %s | %s | %s |\n", #n, ar, #sh, #dt, #acc,                   \
            (k) == 0 ? "exact" : (!strcmp(#sh, "REDUCE") || !strcmp(#sh, "MATMUL")) ? #k " eps^2 x length" : #k " eps^2");
     TF_OP_LIST(ROW)

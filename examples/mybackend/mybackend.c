@@ -27,7 +27,16 @@ typedef struct my_buffer {
 } my_buffer;
 
 static const tf_host_api *host;
-static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run;
+static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run, injected;
+static _Atomic int64_t fail_countdown;     /* > 0: the allocation that brings it to 0 fails */
+
+/* Tests fail this backend's nth allocation (mybackend_fail_after). */
+static bool injected_failure(void) {
+    int64_t c = atomic_load(&fail_countdown);
+    if (c <= 0 || atomic_fetch_sub(&fail_countdown, 1) != 1) return false;
+    atomic_fetch_add(&injected, 1);
+    return true;
+}
 
 /* ---- memory ---- */
 
@@ -46,8 +55,8 @@ static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
     if (nbytes > BUDGET_BYTES - atomic_load(&live_bytes))
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": %zu bytes exceed the free budget", nbytes);
-    my_buffer *b = malloc(sizeof *b);
-    char *data = b ? malloc(nbytes ? nbytes : 1) : NULL;
+    my_buffer *b = injected_failure() ? NULL : malloc(sizeof *b);
+    char *data = b && !injected_failure() ? malloc(nbytes ? nbytes : 1) : NULL;
     if (!data) {
         free(b);
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": malloc(%zu) failed", nbytes);
@@ -133,11 +142,11 @@ static void run_elementwise(const tf_op *op) {
 
 /* Sum: walk every input element and add it into its output slot (the
  * output index is the input index with reduced axes pinned to 0). */
-static void run_sum(const tf_op *op) {
+static tf_status run_sum(const tf_op *op) {
     const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
     int64_t n_out = tf_desc_numel(o), idx[TF_MAX_DIMS] = {0}, oidx[TF_MAX_DIMS] = {0};
-    double *acc = calloc((size_t)(n_out ? n_out : 1), sizeof *acc);
-    if (!acc) return;
+    double *acc = injected_failure() ? NULL : calloc((size_t)(n_out ? n_out : 1), sizeof *acc);
+    if (!acc) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for the sum's accumulators");
     if (tf_desc_numel(in) > 0) {
         do {
             int64_t flat = 0;
@@ -151,6 +160,7 @@ static void run_sum(const tf_op *op) {
     memset(oidx, 0, sizeof oidx);
     for (int64_t k = 0; k < n_out; k++, next_index(o->ndim, o->shape, oidx)) *at(o, oidx) = (float)acc[k];
     free(acc);
+    return TF_OK;
 }
 
 static bool my_supports(void *ctx, const tf_op *op) {
@@ -168,10 +178,11 @@ static tf_status my_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)ctx;
     (void)stream;
     if (!my_supports(ctx, op)) return host->set_error(TF_ERR_UNSUPPORTED, MYBACKEND_NAME ": unsupported op");
-    if (op->kind == TF_OP_SUM) run_sum(op);
+    tf_status s = TF_OK;
+    if (op->kind == TF_OP_SUM) s = run_sum(op);
     else run_elementwise(op);
-    atomic_fetch_add(&ops_run, 1);
-    return TF_OK;
+    if (s == TF_OK) atomic_fetch_add(&ops_run, 1);
+    return s;
 }
 
 static const tf_device_iface my_device_iface = {
@@ -198,11 +209,17 @@ static void my_stats(mybackend_stats *out) {
     out->live_buffers = atomic_load(&live_buffers);
     out->total_allocs = atomic_load(&total_allocs);
     out->ops_run = atomic_load(&ops_run);
+    out->injected_failures = atomic_load(&injected);
+    int64_t c = atomic_load(&fail_countdown);
+    out->failure_countdown = c > 0 ? (uint64_t)c : 0;
 }
+
+static void my_fail_after(int64_t n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }
 
 static void *my_get_proc_address(void *ctx, const char *name) {
     (void)ctx;
     if (!strcmp(name, "mybackend_stats")) return (void *)(mybackend_stats_fn)my_stats;
+    if (!strcmp(name, "mybackend_fail_after")) return (void *)(mybackend_fail_after_fn)my_fail_after;
     return NULL;
 }
 

@@ -10,7 +10,13 @@ tf_status mybackend_register(void);
 /* Allocator statistics, also reachable through get_proc_address("mybackend_stats"). */
 typedef struct mybackend_stats {
     uint64_t live_bytes, live_buffers, total_allocs, ops_run;
+    uint64_t injected_failures;          /* allocations failed by mybackend_fail_after */
+    uint64_t failure_countdown;          /* allocations until the armed failure (0: none armed) */
 } mybackend_stats;
 typedef void (*mybackend_stats_fn)(mybackend_stats *out);
+/* For tests of failure paths: the nth allocation this backend makes from now
+ * on (buffers and kernel scratch) fails; 0 turns that off. Reachable through
+ * get_proc_address("mybackend_fail_after"). */
+typedef void (*mybackend_fail_after_fn)(int64_t n);
 
 #endif

@@ -75,7 +75,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 1
-#define TF_BACKEND_ABI_MINOR 2
+#define TF_BACKEND_ABI_MINOR 3
 
 #define TF_OP_MAX_INPUTS 4
 /* The symbol every plugin exports. */
@@ -238,6 +238,12 @@ typedef struct tf_host_api {
     void (*log)(tf_log_level level, const char *fmt, ...);
     /* Set the calling thread's tf_last_error() detail; returns `s`. */
     tf_status (*set_error)(tf_status s, const char *fmt, ...);
+    /* ---- minor 3 ---- */
+    /* Host memory from the library's allocator: counted, and failed on
+     * request by tf_debug_fail_allocation, so a backend that uses it has its
+     * failure paths tested with the library's. alloc(0) returns a pointer. */
+    void *(*alloc)(size_t nbytes);
+    void (*free)(void *p);
 } tf_host_api;
 
 typedef tf_status (*tf_backend_plugin_init_fn)(const tf_host_api *host, tf_backend_reg *out);

@@ -51,105 +51,134 @@
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
  *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
+ *   kernel  the kernel family that runs the op, for backends that share one
+ *           kernel among several ops (tf_op_kernel_of): ARITH (binary
+ *           arithmetic), MATH (unary float math), COMPARE (comparisons and
+ *           logical and/or, bool out), PREDICATE (logical_not, isnan, isinf),
+ *           SELECT, MATMUL, REDUCE, SCAN, PICK (index_select, gather),
+ *           TRIANGLE, COPY, FILL, ARANGE, RANDOM, ROW, ROPE, ATTENTION, CONV,
+ *           POOL, OPTIMIZER; NONE for composites. Kernels tell the ops of a
+ *           family apart by the op's own value (TF_OP_ADD, ...), never by its
+ *           distance from another op.
+ *
+ * Rows are append-only: an op's value is ABI that plugins receive (a test
+ * pins every value). A new op goes at the end of the list.
  */
 #ifndef TENSORFRAME_OPS_H
 #define TENSORFRAME_OPS_H
 
-/* X(ENUM, name, arity, shape, dtype, accepts, domain, nmse_k) */
+/* X(ENUM, name, arity, shape, dtype, accepts, domain, nmse_k, kernel) */
 #define TF_OP_LIST(X)                                                            \
-    X(ADD,          add,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
-    X(SUB,          sub,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
-    X(MUL,          mul,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1) \
-    X(DIV,          div,          2, BROADCAST, PROMOTE_FLOAT, NUMERIC, NONZERO, 1) \
-    X(MAXIMUM,      maximum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0) \
-    X(MINIMUM,      minimum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0) \
-    X(POW,          pow,          2, BROADCAST, PROMOTE,       NUMERIC, POW,     4) \
-    X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       NUMERIC, ANY,     4) \
-    X(SUM,          sum,          1, REDUCE,    SUM,           ALL,     ANY,     4) \
-    X(MEAN,         mean,         1, REDUCE,    SAME,          FLOAT,   ANY,     4) \
-    X(COPY,         copy,         1, SAME,      CAST,          ALL,     WIDE,    1) \
-    X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0) \
-    X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1) \
-    X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1) \
-    X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4) \
-    X(NEG,          neg,          1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(ABS,          abs,          1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(SIGN,         sign,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(EXP,          exp,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(LOG,          log,          1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
-    X(LOG1P,        log1p,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
-    X(EXPM1,        expm1,        1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(SQRT,         sqrt,         1, UNARY,     SAME,          FLOAT,   POSITIVE, 4) \
-    X(RSQRT,        rsqrt,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16) \
-    X(SIN,          sin,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(COS,          cos,          1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(TANH,         tanh,         1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(SIGMOID,      sigmoid,      1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(RELU,         relu,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(LEAKY_RELU,   leaky_relu,   1, UNARY,     SAME,          FLOAT,   ANY,     1) \
-    X(GELU,         gelu,         1, UNARY,     SAME,          FLOAT,   ANY,     1024) \
-    X(GELU_TANH,    gelu_tanh,    1, UNARY,     SAME,          FLOAT,   ANY,     1024) \
-    X(SILU,         silu,         1, UNARY,     SAME,          FLOAT,   ANY,     16) \
-    X(SOFTPLUS,     softplus,     1, UNARY,     SAME,          FLOAT,   WIDE,    16) \
-    X(FLOOR,        floor,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(CEIL,         ceil,         1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(ROUND,        round,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0) \
-    X(EQ,           eq,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(NE,           ne,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(LT,           lt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(LE,           le,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(GT,           gt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(GE,           ge,           2, BROADCAST, COMPARE,       ALL,     TIES,    0) \
-    X(LOGICAL_AND,  logical_and,  2, BROADCAST, LOGICAL,       ALL,     TIES,    0) \
-    X(LOGICAL_OR,   logical_or,   2, BROADCAST, LOGICAL,       ALL,     TIES,    0) \
-    X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       ALL,     TIES,    0) \
-    X(ISNAN,        isnan,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
-    X(ISINF,        isinf,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0) \
-    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0) \
-    X(MAX,          max,          1, REDUCE,    SAME,          ALL,     ANY,     0) \
-    X(MIN,          min,          1, REDUCE,    SAME,          ALL,     ANY,     0) \
-    X(ARGMAX,       argmax,       1, REDUCE,    INDEX,         ALL,     TIES,    0) \
-    X(ARGMIN,       argmin,       1, REDUCE,    INDEX,         ALL,     TIES,    0) \
-    X(PROD,         prod,         1, REDUCE,    SUM,           ALL,     NEAR_ONE, 4) \
-    X(VAR,          var,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
-    X(STD,          std,          1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
-    X(LOGSUMEXP,    logsumexp,    1, REDUCE,    SAME,          FLOAT,   ANY,     16) \
-    X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4) \
-    X(INDEX_SELECT, index_select, 2, INDEXED,   FIRST,         ALL,     ANY,     0) \
-    X(GATHER,       gather,       2, INDEXED,   FIRST,         ALL,     ANY,     0) \
-    X(TRIL,         tril,         1, TRIANGLE,  SAME,          ALL,     ANY,     0) \
-    X(TRIU,         triu,         1, TRIANGLE,  SAME,          ALL,     ANY,     0) \
-    X(CONCAT,       concat,       2, COMPOSITE, PROMOTE,       ALL,     ANY,     0) \
-    X(STACK,        stack,        2, COMPOSITE, PROMOTE,       ALL,     ANY,     0) \
-    X(SPLIT,        split,        1, COMPOSITE, SAME,          ALL,     ANY,     0) \
-    X(PAD,          pad,          1, COMPOSITE, SAME,          ALL,     ANY,     0) \
-    X(TILE,         tile,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
-    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0) \
-    X(GEMM,         gemm,         3, GEMM,      PROMOTE,       FLOAT,   ANY,     4) \
-    X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     4) \
-    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1) \
-    X(SOFTMAX,      softmax,      1, ROW,       SAME,          FLOAT,   WIDE,    16) \
-    X(LOG_SOFTMAX,  log_softmax,  1, ROW,       SAME,          FLOAT,   WIDE,    16) \
-    X(RMSNORM,      rmsnorm,      2, ROW,       SAME,          FLOAT,   ANY,     16) \
-    X(LAYERNORM,    layernorm,    3, ROW,       SAME,          FLOAT,   ANY,     16) \
-    X(ROPE,         rope,         2, ROPE,      SAME,          FLOAT,   ANY,     64) \
-    X(SDPA,         sdpa,         4, ATTENTION, SAME,          FLOAT,   ANY,     16) \
-    X(ATTENTION_SCORES, attention_scores, 2, COMPOSITE, PROMOTE, FLOAT, ANY,     4) \
-    X(WEIGHTED_SUM_ROWS, weighted_sum_rows, 2, COMPOSITE, PROMOTE, FLOAT, ANY,   4) \
-    X(CONV2D,       conv2d,       3, CONV,      SAME,          FLOAT,   ANY,     16) \
-    X(MAXPOOL2D,    maxpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     0) \
-    X(AVGPOOL2D,    avgpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     16) \
-    X(BATCH_NORM,   batch_norm,   5, COMPOSITE, SAME,          FLOAT,   ANY,     64) \
-    X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64) \
-    X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16) \
-    X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16)
+    X(ADD,          add,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
+    X(SUB,          sub,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
+    X(MUL,          mul,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
+    X(DIV,          div,          2, BROADCAST, PROMOTE_FLOAT, NUMERIC, NONZERO, 1, ARITH) \
+    X(MAXIMUM,      maximum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0, ARITH) \
+    X(MINIMUM,      minimum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0, ARITH) \
+    X(POW,          pow,          2, BROADCAST, PROMOTE,       NUMERIC, POW,     4, ARITH) \
+    X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       NUMERIC, ANY,     4, MATMUL) \
+    X(SUM,          sum,          1, REDUCE,    SUM,           ALL,     ANY,     4, REDUCE) \
+    X(MEAN,         mean,         1, REDUCE,    SAME,          FLOAT,   ANY,     4, REDUCE) \
+    X(COPY,         copy,         1, SAME,      CAST,          ALL,     WIDE,    1, COPY) \
+    X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0, FILL) \
+    X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1, ARANGE) \
+    X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1, RANDOM) \
+    X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4, RANDOM) \
+    X(NEG,          neg,          1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(ABS,          abs,          1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(SIGN,         sign,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(EXP,          exp,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(LOG,          log,          1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
+    X(LOG1P,        log1p,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
+    X(EXPM1,        expm1,        1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(SQRT,         sqrt,         1, UNARY,     SAME,          FLOAT,   POSITIVE, 4, MATH) \
+    X(RSQRT,        rsqrt,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
+    X(SIN,          sin,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(COS,          cos,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(TANH,         tanh,         1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(SIGMOID,      sigmoid,      1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(RELU,         relu,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(LEAKY_RELU,   leaky_relu,   1, UNARY,     SAME,          FLOAT,   ANY,     1, MATH) \
+    X(GELU,         gelu,         1, UNARY,     SAME,          FLOAT,   ANY,     1024, MATH) \
+    X(GELU_TANH,    gelu_tanh,    1, UNARY,     SAME,          FLOAT,   ANY,     1024, MATH) \
+    X(SILU,         silu,         1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(SOFTPLUS,     softplus,     1, UNARY,     SAME,          FLOAT,   WIDE,    16, MATH) \
+    X(FLOOR,        floor,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(CEIL,         ceil,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(ROUND,        round,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(EQ,           eq,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(NE,           ne,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(LT,           lt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(LE,           le,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(GT,           gt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(GE,           ge,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(LOGICAL_AND,  logical_and,  2, BROADCAST, LOGICAL,       ALL,     TIES,    0, COMPARE) \
+    X(LOGICAL_OR,   logical_or,   2, BROADCAST, LOGICAL,       ALL,     TIES,    0, COMPARE) \
+    X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       ALL,     TIES,    0, PREDICATE) \
+    X(ISNAN,        isnan,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0, PREDICATE) \
+    X(ISINF,        isinf,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0, PREDICATE) \
+    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0, SELECT) \
+    X(MAX,          max,          1, REDUCE,    SAME,          ALL,     ANY,     0, REDUCE) \
+    X(MIN,          min,          1, REDUCE,    SAME,          ALL,     ANY,     0, REDUCE) \
+    X(ARGMAX,       argmax,       1, REDUCE,    INDEX,         ALL,     TIES,    0, REDUCE) \
+    X(ARGMIN,       argmin,       1, REDUCE,    INDEX,         ALL,     TIES,    0, REDUCE) \
+    X(PROD,         prod,         1, REDUCE,    SUM,           ALL,     NEAR_ONE, 4, REDUCE) \
+    X(VAR,          var,          1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
+    X(STD,          std,          1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
+    X(LOGSUMEXP,    logsumexp,    1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
+    X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4, SCAN) \
+    X(INDEX_SELECT, index_select, 2, INDEXED,   FIRST,         ALL,     ANY,     0, PICK) \
+    X(GATHER,       gather,       2, INDEXED,   FIRST,         ALL,     ANY,     0, PICK) \
+    X(TRIL,         tril,         1, TRIANGLE,  SAME,          ALL,     ANY,     0, TRIANGLE) \
+    X(TRIU,         triu,         1, TRIANGLE,  SAME,          ALL,     ANY,     0, TRIANGLE) \
+    X(CONCAT,       concat,       2, COMPOSITE, PROMOTE,       ALL,     ANY,     0, NONE) \
+    X(STACK,        stack,        2, COMPOSITE, PROMOTE,       ALL,     ANY,     0, NONE) \
+    X(SPLIT,        split,        1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
+    X(PAD,          pad,          1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
+    X(TILE,         tile,         1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
+    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
+    X(GEMM,         gemm,         3, GEMM,      PROMOTE,       FLOAT,   ANY,     4, MATMUL) \
+    X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     4, NONE) \
+    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1, NONE) \
+    X(SOFTMAX,      softmax,      1, ROW,       SAME,          FLOAT,   WIDE,    16, ROW) \
+    X(LOG_SOFTMAX,  log_softmax,  1, ROW,       SAME,          FLOAT,   WIDE,    16, ROW) \
+    X(RMSNORM,      rmsnorm,      2, ROW,       SAME,          FLOAT,   ANY,     16, ROW) \
+    X(LAYERNORM,    layernorm,    3, ROW,       SAME,          FLOAT,   ANY,     16, ROW) \
+    X(ROPE,         rope,         2, ROPE,      SAME,          FLOAT,   ANY,     64, ROPE) \
+    X(SDPA,         sdpa,         4, ATTENTION, SAME,          FLOAT,   ANY,     16, ATTENTION) \
+    X(ATTENTION_SCORES, attention_scores, 2, COMPOSITE, PROMOTE, FLOAT, ANY,     4, NONE) \
+    X(WEIGHTED_SUM_ROWS, weighted_sum_rows, 2, COMPOSITE, PROMOTE, FLOAT, ANY,   4, NONE) \
+    X(CONV2D,       conv2d,       3, CONV,      SAME,          FLOAT,   ANY,     16, CONV) \
+    X(MAXPOOL2D,    maxpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     0, POOL) \
+    X(AVGPOOL2D,    avgpool2d,    1, POOL,      SAME,          FLOAT,   ANY,     16, POOL) \
+    X(BATCH_NORM,   batch_norm,   5, COMPOSITE, SAME,          FLOAT,   ANY,     64, NONE) \
+    X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64, NONE) \
+    X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16, OPTIMIZER) \
+    X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH)
 
 typedef enum tf_op_kind {
-#define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k) TF_OP_##E,
+#define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,
     TF_OP_LIST(TF__OP_ENUM)
 #undef TF__OP_ENUM
     TF_OP_COUNT
 } tf_op_kind;
+
+typedef enum tf_op_kernel {
+    TF_KERNEL_NONE, TF_KERNEL_ARITH, TF_KERNEL_MATH, TF_KERNEL_COMPARE, TF_KERNEL_PREDICATE, TF_KERNEL_SELECT,
+    TF_KERNEL_MATMUL, TF_KERNEL_REDUCE, TF_KERNEL_SCAN, TF_KERNEL_PICK, TF_KERNEL_TRIANGLE, TF_KERNEL_COPY,
+    TF_KERNEL_FILL, TF_KERNEL_ARANGE, TF_KERNEL_RANDOM, TF_KERNEL_ROW, TF_KERNEL_ROPE, TF_KERNEL_ATTENTION,
+    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER
+} tf_op_kernel;
+
+/* The kernel family of an op (header-only: plugins do not link the core). */
+static inline tf_op_kernel tf_op_kernel_of(tf_op_kind op) {
+    switch (op) {
+#define TF__OP_KERNEL(E, n, ar, sh, dt, acc, dom, k, kern) case TF_OP_##E: return TF_KERNEL_##kern;
+        TF_OP_LIST(TF__OP_KERNEL)
+#undef TF__OP_KERNEL
+    default: return TF_KERNEL_NONE;
+    }
+}
 
 #endif /* TENSORFRAME_OPS_H */

@@ -184,15 +184,19 @@ TF_API tf_status tf_device_empty_cache(tf_device *d);
 TF_API tf_status tf_set_num_threads(int n);
 TF_API int tf_get_num_threads(void);
 
-/* Backend priority for "auto": a comma-separated list of backend names,
- * highest first ("cuda,opencl,cpu"). Backends not named are never picked by
- * "auto". NULL restores the default (TF_BACKEND from the environment if set,
- * else cuda,rocm,metal,vulkan,opencl,<user backends>,cpu). In the default
- * list a device of a GPU API that runs on the CPU (PoCL, lavapipe) is never
- * picked over the CPU backend; a list given here or in TF_BACKEND picks it
- * if its backend is named before cpu. */
+/* Backend priority: a comma-separated list of backend names, highest first
+ * ("cuda,opencl,cpu"). Set here or in TF_BACKEND, the list is taken
+ * literally: "auto" picks among the named backends' devices in that order,
+ * never an unnamed one. NULL restores the default (TF_BACKEND from the
+ * environment if set, else the list the library was built with, by default
+ * "cuda,rocm,webgpu,vulkan,opencl"), under which devices rank first by what
+ * they are — discrete GPU, integrated GPU, emulated on the CPU (PoCL,
+ * lavapipe, a CPU-type user backend), the host CPU — and then by the list,
+ * so a backend no list names still ranks by its devices; "auto" then never
+ * picks an emulated device over the host CPU. The same ranking decides
+ * where an op with inputs on several devices runs. */
 TF_API tf_status tf_backend_priority_set(const char *csv);
-/* Writes the list in force ("cuda,rocm,...,cpu") into buf. */
+/* Writes the list in force ("cuda,rocm,...") into buf. */
 TF_API tf_status tf_backend_priority_get(char *buf, size_t buf_bytes);
 
 /* Where an op whose inputs live on different devices runs. */
@@ -533,6 +537,14 @@ TF_API const char *tf_op_name(tf_op_kind op);       /* "add"; "?" if invalid */
 /* Fill every op output with 0xFF bytes before its kernel runs, so a kernel
  * that skips elements shows NaN/-1 (the conformance suite turns this on). */
 TF_API void tf_debug_poison_outputs(bool on);
+/* Fault injection (SQLite's faultsim): from now on, the nth allocation the
+ * library makes — host memory in the core and in backends that use the
+ * host's allocator, and every device buffer — fails as if memory were
+ * exhausted, once. 0 turns it off. For tests of failure paths. */
+TF_API void tf_debug_fail_allocation(int64_t nth);
+/* Allocations counted since the last tf_debug_fail_allocation call (the
+ * injected failure happened if this reached nth). */
+TF_API int64_t tf_debug_allocation_count(void);
 
 /* Free every tensor storage still cached, unload plugins, forget devices.
  * Tensors must all be released first. The next call re-initializes. Not

@@ -15,9 +15,22 @@ tf_status tf__error(tf_status s, const char *fmt, ...) __attribute__((format(pri
 tf_status tf__verror(tf_status s, const char *fmt, va_list ap);
 /* Forget the thread's last message (cheap: used on hot paths). */
 void tf__clear_error(void);
+/* Put "context: " before the thread's detail message (keeping it) and return s. */
+tf_status tf__error_context(tf_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A public function's return: a failure whose message does not start with
+ * "fn:" (it came from a function fn called) gets "fn: " put before it. */
+tf_status tf__in(const char *fn, tf_status s);
 void tf__log(tf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "[2,3,4]" into buf. */
 const char *tf__shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+
+/* ---- host allocations (alloc.c): counted, and failed on request in tests ---- */
+bool tf__alloc_should_fail(void);
+void *tf__malloc(size_t n);
+void *tf__calloc(size_t count, size_t size);
+void *tf__realloc(void *p, size_t n);
+char *tf__strdup(const char *s);
+void tf__free(void *p);
 
 /* ---- dtypes (dtype.c) ---- */
 bool tf__dtype_valid(tf_dtype dt);
@@ -69,7 +82,13 @@ struct tf_tensor {
 /* Validate dtype/ndim/shape and return the element count (checking that
  * numel * dtype size fits in int64). `fn` names the caller for messages. */
 tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *shape, int64_t *numel);
-/* New contiguous tensor with uninitialized storage on dev. */
+/* A buffer from dev's backend (counted for fault injection). */
+tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out);
+/* A contiguous copy of t on dev, or t retained if it is there; failures
+ * name no function (the caller adds its context). */
+tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out);
+/* New contiguous tensor with uninitialized storage on dev (fn NULL: the
+ * message of a failure names no function). */
 tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
                            tf_tensor **out);
 /* New view sharing t's storage with the given geometry. */
@@ -86,14 +105,29 @@ tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n);
  * backend does not support it. Descriptors must point at dev's buffers. */
 tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op);
 /* Choose the device for an op over n inputs per the mixed-device policy and
- * move inputs there; moved[i] is a new reference (or a retained input). */
+ * move inputs there; moved[i] is a new reference (or a retained input). On
+ * failure nothing is held and every moved[i] is NULL. */
 tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf_device **dev,
                            tf_tensor **moved);
-/* tf__place_inputs, then convert every input to dtype dt except those
- * marked in keep_dtype (may be NULL: convert all). On failure every ready[i]
- * is released and NULL. */
-tf_status tf__prepare_inputs(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
-                             tf_device **dev, tf_tensor **ready);
+
+/* One op from placement to result, with one cleanup for every path:
+ * tf__op_begin places the inputs on one device (mixed-device policy) and
+ * converts input i to want[i] (TF_KEEP_DTYPE: as it is); the caller fills
+ * c->op's input descriptors and parameters from c->in; tf__op_end allocates
+ * the output, dispatches (unless `s` is already an error or the output is
+ * empty) and releases what the call holds. The caller's tensors are never
+ * released or written. With n == 0 (creation ops) the op runs on `dev`. */
+#define TF_KEEP_DTYPE TF_DTYPE_COUNT
+typedef struct tf_op_call {
+    const char *fn;
+    int n;
+    tf_tensor *in[TF_OP_MAX_INPUTS];     /* placed and converted; owned by the call */
+    tf_device *dev;
+    tf_op op;
+} tf_op_call;
+tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,
+                       const tf_dtype *want, tf_device *dev);
+tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out);
 /* Allocate the output on dev (poisoned when debugging) for an op. */
 tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
                         tf_tensor **out);

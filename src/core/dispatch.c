@@ -7,7 +7,7 @@
 #include "core.h"
 
 const tf_op_info tf__op_table[TF_OP_COUNT] = {
-#define TF__OP_INFO(E, n, ar, sh, dt, acc, dom, k) \
+#define TF__OP_INFO(E, n, ar, sh, dt, acc, dom, k, kern) \
     [TF_OP_##E] = {#n, ar, TF_SHAPE_##sh, TF_DTRULE_##dt, TF_DTYPES_##acc},
     TF_OP_LIST(TF__OP_INFO)
 #undef TF__OP_INFO
@@ -24,13 +24,13 @@ void tf_debug_poison_outputs(bool on) { atomic_store(&poison_outputs, on); }
 static tf_status poison(tf_tensor *t) {
     size_t n = t->storage->nbytes, chunk = n < (1u << 20) ? n : (1u << 20);
     if (n == 0) return TF_OK;
-    unsigned char *ff = malloc(chunk);
+    unsigned char *ff = tf__malloc(chunk);
     if (!ff) return tf__error(TF_ERR_OUT_OF_MEMORY, "poison: no host memory");
     memset(ff, 0xFF, chunk);
     tf_status s = TF_OK;
     for (size_t off = 0; off < n && s == TF_OK; off += chunk)
         s = tf__upload(t->storage, off, ff, n - off < chunk ? n - off : chunk);
-    free(ff);
+    tf__free(ff);
     return s;
 }
 
@@ -48,28 +48,9 @@ tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, c
 
 /* ---- placement ---- */
 
-tf_status tf__prepare_inputs(const char *fn, int n, const tf_tensor *const *in, const bool *keep_dtype, tf_dtype dt,
-                             tf_device **dev, tf_tensor **ready) {
-    tf_status s = tf__place_inputs(fn, n, in, dev, ready);
-    for (int i = 0; i < n && s == TF_OK; i++) {
-        if ((keep_dtype && keep_dtype[i]) || ready[i]->dtype == dt) continue;
-        tf_tensor *c;
-        s = tf__copy_cast(fn, ready[i], dt, &c);
-        if (s == TF_OK) {
-            tf_tensor_release(ready[i]);
-            ready[i] = c;
-        }
-    }
-    if (s != TF_OK)
-        for (int i = 0; i < n; i++) {
-            tf_tensor_release(ready[i]);
-            ready[i] = NULL;
-        }
-    return s;
-}
-
 tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf_device **dev_out,
                            tf_tensor **moved) {
+    for (int i = 0; i < n; i++) moved[i] = NULL;
     tf_device *dev = in[0]->storage->dev;
     bool mixed = false;
     for (int i = 1; i < n; i++) mixed |= in[i]->storage->dev != dev;
@@ -83,13 +64,67 @@ tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf
                 if (tf__device_rank(in[i]->storage->dev) < tf__device_rank(dev)) dev = in[i]->storage->dev;
     }
     for (int i = 0; i < n; i++) {
-        tf_status s = tf_tensor_to(in[i], dev, &moved[i]);
+        tf_status s = tf__tensor_move(in[i], dev, &moved[i]);
         if (s != TF_OK) {
-            for (int j = 0; j < i; j++) tf_tensor_release(moved[j]);
+            tf__error_context(s, "%s: moving input %d from %s to %s", fn, i, in[i]->storage->dev->name, dev->name);
+            for (int j = 0; j < i; j++) {
+                tf_tensor_release(moved[j]);
+                moved[j] = NULL;
+            }
             return s;
         }
     }
     *dev_out = dev;
+    return TF_OK;
+}
+
+tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,
+                       const tf_dtype *want, tf_device *dev) {
+    c->fn = fn;
+    c->n = n;
+    c->dev = dev;
+    c->op.kind = kind;                   /* the hot path: set what a backend reads, not all 1 KB */
+    c->op.n_inputs = n;
+    memset(&c->op.params, 0, sizeof c->op.params);
+    tf_status s = n ? tf__place_inputs(fn, n, in, &c->dev, c->in) : TF_OK;
+    for (int i = 0; i < n && s == TF_OK; i++) {
+        if (!want || want[i] == TF_KEEP_DTYPE || c->in[i]->dtype == want[i]) continue;
+        tf_tensor *converted;
+        s = tf__copy_cast(fn, c->in[i], want[i], &converted);
+        if (s != TF_OK) {
+            tf__error_context(s, "%s: converting input %d from %s to %s", fn, i, tf_dtype_name(c->in[i]->dtype),
+                              tf_dtype_name(want[i]));
+            break;
+        }
+        tf_tensor_release(c->in[i]);
+        c->in[i] = converted;
+    }
+    if (s != TF_OK) {
+        for (int i = 0; i < n; i++) {
+            tf_tensor_release(c->in[i]);
+            c->in[i] = NULL;
+        }
+        c->n = 0;
+    }
+    return s;
+}
+
+tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
+    tf_tensor *o = NULL;
+    if (s == TF_OK) s = tf__op_output(c->fn, c->dev, dt, ndim, shape, &o);
+    if (s == TF_OK && tf_tensor_numel(o)) {
+        c->op.output = tf__desc(o);
+        s = tf__dispatch(c->fn, c->dev, &c->op);
+    }
+    for (int i = 0; i < c->n; i++) {
+        tf_tensor_release(c->in[i]);
+        c->in[i] = NULL;
+    }
+    if (s != TF_OK) {
+        tf_tensor_release(o);
+        return s;
+    }
+    *out = o;
     return TF_OK;
 }
 
@@ -120,11 +155,14 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
     if (host) {
         s = ci->buffer_from_host_ptr(cpu->bdev.ctx, (char *)host + lo, n, staged);
     } else {
-        s = ci->buffer_alloc(cpu->bdev.ctx, n, staged);
+        s = tf__buffer_alloc(cpu, n, staged);
         if (s == TF_OK && fetch && n) {
             void *dst = ci->buffer_host_ptr(cpu->bdev.ctx, *staged);
             s = di->buffer_download(dev->bdev.ctx, d->buffer, lo, dst, n);
-            if (s != TF_OK) ci->buffer_free(cpu->bdev.ctx, *staged);
+            if (s != TF_OK) {
+                ci->buffer_free(cpu->bdev.ctx, *staged);
+                *staged = NULL;
+            }
         }
     }
     if (s != TF_OK) return s;
@@ -149,7 +187,7 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     bool partial = !tf_desc_is_contiguous(&op->output);
     if (s == TF_OK) s = stage_to_cpu(dev, cpu, &cop.output, partial, &staged[TF_OP_MAX_INPUTS]);
     if (s == TF_OK && !ci->supports(cpu->bdev.ctx, &cop))
-        s = tf__error(TF_ERR_UNSUPPORTED, "%s: neither %s nor the CPU backend runs %s", fn, dev->name,
+        s = tf__error(TF_ERR_UNSUPPORTED, "neither %s nor the CPU backend runs %s", dev->name,
                       tf_op_name(op->kind));
     if (s == TF_OK) s = ci->run(cpu->bdev.ctx, NULL, &cop);
     /* Write the output back unless it is the device's own host memory. */
@@ -177,8 +215,7 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
         tf__clear_error();
         tf_status s = dev->bdev.iface->run(dev->bdev.ctx, NULL, op);
-        if (s != TF_OK && !*tf_last_error())
-            tf__error(s, "%s: %s failed on %s", fn, tf_op_name(op->kind), dev->name);
+        if (s != TF_OK) tf__error_context(s, "%s: %s on %s", fn, tf_op_name(op->kind), dev->name);
         return s;
     }
     if (dev == tf__cpu_device())
@@ -188,7 +225,10 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     if (!atomic_exchange(&dev->fallback_warned[op->kind], true))
         tf__log(TF_LOG_INFO, "%s does not run %s (%s); running it on the CPU", dev->name, tf_op_name(op->kind),
                 tf_dtype_name(op->output.dtype));
-    return run_on_cpu(fn, dev, op);
+    tf__clear_error();
+    tf_status s = run_on_cpu(fn, dev, op);
+    if (s != TF_OK) tf__error_context(s, "%s: %s from %s on the CPU", fn, tf_op_name(op->kind), dev->name);
+    return s;
 }
 
 /* ---- the copy op ---- */

@@ -42,6 +42,25 @@ tf_status tf__error(tf_status s, const char *fmt, ...) {
     return s;
 }
 
+tf_status tf__error_context(tf_status s, const char *fmt, ...) {
+    char prefix[1024], detail[sizeof tl_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(detail, tl_error, sizeof detail);
+    const char *rest = *detail ? detail : tf_status_string(s);
+    size_t used = (size_t)snprintf(tl_error, sizeof tl_error, "%s: ", prefix);
+    if (used < sizeof tl_error) snprintf(tl_error + used, sizeof tl_error - used, "%.*s", (int)(sizeof tl_error - used - 1), rest);
+    return s;
+}
+
+tf_status tf__in(const char *fn, tf_status s) {
+    size_t n = strlen(fn);
+    if (s == TF_OK || (!strncmp(tl_error, fn, n) && tl_error[n] == ':')) return s;
+    return tf__error_context(s, "%s", fn);
+}
+
 static tf_log_level log_threshold(void) {
     const char *env = getenv("TF_LOG_LEVEL");
     if (!env) return TF_LOG_WARN;

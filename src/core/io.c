@@ -73,11 +73,11 @@ static tf_status save_file(const char *fn, const char *path, const void *header,
     tf_status s = write_all(fn, path, fd, header, header_len);
     for (int i = 0; i < n && s == TF_OK; i++) {
         size_t bytes = (size_t)tf_tensor_numel(ts[i]) * tf_dtype_size(ts[i]->dtype);
-        void *buf = malloc(bytes ? bytes : 1);
+        void *buf = tf__malloc(bytes ? bytes : 1);
         if (!buf) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory for %zu bytes", fn, bytes);
         if (s == TF_OK) s = tf_tensor_read(ts[i], buf, bytes);
         if (s == TF_OK) s = write_all(fn, path, fd, buf, bytes);
-        free(buf);
+        tf__free(buf);
     }
     if (close(fd) != 0 && s == TF_OK) s = tf__error(TF_ERR_IO, "%s: closing %s failed: %s", fn, tmp, strerror(errno));
     if (s == TF_OK && rename(tmp, path) != 0) s = tf__error(TF_ERR_IO, "%s: cannot write %s: %s", fn, path, strerror(errno));
@@ -118,7 +118,7 @@ tf_status tf_npy_save(const char *path, const tf_tensor *t) {
     int dl = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", npy_descr(t->dtype), shape);
     /* magic (6) + version (2) + length (2) + dict + padding + '\n', a multiple of 64 */
     size_t total = ((size_t)10 + (size_t)dl + 1 + 63) / 64 * 64, hlen = total - 10;
-    unsigned char *header = malloc(total);
+    unsigned char *header = tf__malloc(total);
     if (!header) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     memcpy(header, "\x93NUMPY\x01\x00", 8);
     header[8] = (unsigned char)(hlen & 0xff);
@@ -128,7 +128,7 @@ tf_status tf_npy_save(const char *path, const tf_tensor *t) {
     header[total - 1] = '\n';
     const tf_tensor *ts[1] = {t};
     tf_status s = save_file(fn, path, header, total, 1, ts);
-    free(header);
+    tf__free(header);
     return s;
 }
 
@@ -235,7 +235,7 @@ tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out) {
         const unsigned char *src = d + start + hlen;
         unsigned char *copy = NULL;
         if (swap && need) {
-            copy = malloc(need);
+            copy = tf__malloc(need);
             if (!copy) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
             else {
                 memcpy(copy, src, need);
@@ -244,10 +244,10 @@ tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out) {
             }
         }
         if (s == TF_OK) s = tf_tensor_from_data(dev, dt, ndim, shape, src, out);
-        free(copy);
+        tf__free(copy);
     }
     unmap_file(&m);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- a strict, bounded JSON reader for safetensors headers ---- */
@@ -458,7 +458,7 @@ static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, 
                     return tf__error(TF_ERR_FORMAT, "%s: %s: tensor '%s' appears twice", fn, f->path, name);
             if (f->n == cap) {
                 cap = cap ? cap * 2 : 16;
-                st_entry *grown = realloc(f->entries, sizeof *grown * (size_t)cap);
+                st_entry *grown = tf__realloc(f->entries, sizeof *grown * (size_t)cap);
                 if (!grown) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
                 f->entries = grown;
             }
@@ -474,7 +474,7 @@ static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, 
     ws(&j);
     if (j.p != j.end) return fail_format(fn, f->path, "trailing bytes after the header object");
     /* The byte buffer must be covered exactly: no gaps, no overlaps. */
-    st_entry *sorted = malloc(sizeof *sorted * (size_t)(f->n ? f->n : 1));
+    st_entry *sorted = tf__malloc(sizeof *sorted * (size_t)(f->n ? f->n : 1));
     if (!sorted) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     if (f->n) memcpy(sorted, f->entries, sizeof *sorted * (size_t)f->n);
     qsort(sorted, (size_t)f->n, sizeof *sorted, by_begin);
@@ -489,7 +489,7 @@ static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, 
     if (s == TF_OK && (uint64_t)at != f->data_size)
         s = tf__error(TF_ERR_FORMAT, "%s: %s: tensors cover %lld bytes, the file holds %zu after the header", fn, f->path,
                       (long long)at, f->data_size);
-    free(sorted);
+    tf__free(sorted);
     return s;
 }
 
@@ -498,7 +498,7 @@ tf_status tf_safetensors_open(const char *path, tf_safetensors **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!path) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: path is NULL", fn);
-    tf_safetensors *f = calloc(1, sizeof *f);
+    tf_safetensors *f = tf__calloc(1, sizeof *f);
     if (!f) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     snprintf(f->path, sizeof f->path, "%s", path);
     tf_status s = map_file(fn, path, &f->map);
@@ -537,7 +537,7 @@ tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_devi
     for (int i = 0; i < f->n; i++) {
         const st_entry *e = &f->entries[i];
         if (strcmp(e->name, name)) continue;
-        return tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out);
+        return tf__in("tf_safetensors_load", tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out));
     }
     return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'", fn, f->path, name);
 }
@@ -545,8 +545,8 @@ tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_devi
 void tf_safetensors_close(tf_safetensors *f) {
     if (!f) return;
     unmap_file(&f->map);
-    free(f->entries);
-    free(f);
+    tf__free(f->entries);
+    tf__free(f);
 }
 
 /* Append printf output to a growing buffer. */
@@ -561,7 +561,7 @@ static void sb_printf(strbuf *b, const char *fmt, ...) {
     va_end(ap);
     if (b->len + (size_t)n + 1 > b->cap) {
         size_t cap = (b->len + (size_t)n + 1) * 2;
-        char *p = realloc(b->p, cap);
+        char *p = tf__realloc(b->p, cap);
         if (!p) {
             b->failed = true;
             return;
@@ -608,17 +608,17 @@ tf_status tf_safetensors_save(const char *path, int n, const char *const *names,
     sb_printf(&b, "}");
     while (!b.failed && b.len % 8) sb_printf(&b, " ");   /* keep the data 8-byte aligned */
     if (b.failed) {
-        free(b.p);
+        tf__free(b.p);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
-    unsigned char *header = malloc(8 + b.len);
+    unsigned char *header = tf__malloc(8 + b.len);
     tf_status s = header ? TF_OK : tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     if (s == TF_OK) {
         for (int i = 0; i < 8; i++) header[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
         memcpy(header + 8, b.p, b.len);
         s = save_file(fn, path, header, 8 + b.len, n, tensors);
     }
-    free(header);
-    free(b.p);
+    tf__free(header);
+    tf__free(b.p);
     return s;
 }

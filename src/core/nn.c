@@ -12,22 +12,6 @@ static tf_status float_only(const char *fn, tf_op_kind kind, const tf_tensor *x)
     return TF_OK;
 }
 
-/* Allocate the output (out_shape) and dispatch op over `ready` inputs. */
-static tf_status dispatch_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt,
-                              int ndim, const int64_t *shape, tf_tensor **out) {
-    tf_tensor *o = NULL;
-    tf_status s = tf__op_output(fn, dev, dt, ndim, shape, &o);
-    if (s == TF_OK) {
-        op->n_inputs = n;
-        op->output = tf__desc(o);
-        s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
-    }
-    if (s == TF_OK) *out = o;
-    else tf_tensor_release(o);
-    for (int i = 0; i < n; i++) tf_tensor_release(ready[i]);
-    return s;
-}
-
 /* ---- row ops ---- */
 
 static tf_status check_vector(const char *fn, const char *what, const tf_tensor *v, int64_t d) {
@@ -57,25 +41,24 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
     if (s != TF_OK) return s;
     const tf_tensor *in[3] = {x, NULL, NULL};
     int n = 1;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.params.axis = ax;
-    op.params.eps = eps;
+    uint32_t flags = 0;
     if (weight) {
         in[n++] = weight;
-        op.params.flags |= TF_ROW_WEIGHT;
+        flags |= TF_ROW_WEIGHT;
     }
     if (bias) {
         in[n++] = bias;
-        op.params.flags |= TF_ROW_BIAS;
+        flags |= TF_ROW_BIAS;
     }
-    tf_tensor *ready[3] = {NULL, NULL, NULL};
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, n, in, NULL, x->dtype, &dev, ready);
+    tf_dtype want[3] = {x->dtype, x->dtype, x->dtype};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, kind, n, in, want, NULL);
     if (s != TF_OK) return s;
-    for (int i = 0; i < n; i++) op.inputs[i] = tf__desc(ready[i]);
-    return dispatch_new(fn, dev, &op, n, ready, x->dtype, x->ndim, x->shape, out);
+    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
+    c.op.params.axis = ax;
+    c.op.params.eps = eps;
+    c.op.params.flags = flags;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
 }
 
 tf_status tf_softmax(const tf_tensor *x, int axis, tf_tensor **out) {
@@ -121,21 +104,17 @@ tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, 
         return tf__error(TF_ERR_SHAPE, "%s: positions must be [%lld], one per index of axis %d", fn,
                          (long long)x->shape[ax], ax);
     const tf_tensor *in[2] = {x, positions};
-    bool keep[2] = {false, true};
-    tf_tensor *ready[2] = {NULL, NULL};
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, 2, in, keep, x->dtype, &dev, ready);
+    tf_dtype want[2] = {x->dtype, TF_KEEP_DTYPE};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, TF_OP_ROPE, 2, in, want, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = TF_OP_ROPE;
-    op.inputs[0] = tf__desc(ready[0]);
-    op.inputs[1] = tf__desc(ready[1]);
-    op.params.axis = ax;
-    op.params.rotary_dims = rot;
-    op.params.theta = theta;
-    op.params.flags = mode == TF_ROPE_HALF_SPLIT ? TF_ROPE_NEOX : 0;
-    return dispatch_new(fn, dev, &op, 2, ready, x->dtype, x->ndim, x->shape, out);
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.inputs[1] = tf__desc(c.in[1]);
+    c.op.params.axis = ax;
+    c.op.params.rotary_dims = rot;
+    c.op.params.theta = theta;
+    c.op.params.flags = mode == TF_ROPE_HALF_SPLIT ? TF_ROPE_NEOX : 0;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
 }
 
 /* ---- scaled dot-product attention ---- */
@@ -174,31 +153,28 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
                              tf__shape_str(mask->ndim, mask->shape, a, sizeof a), tf__shape_str(4, sshape, b, sizeof b));
     }
     const tf_tensor *in[4] = {q, k, v, mask};
-    int n = mask ? 4 : 3;
-    tf_tensor *ready[4] = {NULL, NULL, NULL, NULL};
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, n, in, NULL, q->dtype, &dev, ready);
+    tf_dtype want[4] = {q->dtype, q->dtype, q->dtype, q->dtype};
+    tf_op_call call;
+    s = tf__op_begin(&call, fn, TF_OP_SDPA, mask ? 4 : 3, in, want, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = TF_OP_SDPA;
-    for (int i = 0; i < 3; i++) op.inputs[i] = tf__desc(ready[i]);
+    for (int i = 0; i < 3; i++) call.op.inputs[i] = tf__desc(call.in[i]);
     if (mask) {
-        tf_tensor_desc m = tf__desc(ready[3]);
+        const tf_tensor *mt = call.in[3];
+        tf_tensor_desc m = tf__desc(mt);
         for (int i = 3; i >= 0; i--) {           /* right-align, stride 0 on broadcast axes */
-            int src = i - (4 - ready[3]->ndim);
-            bool real = src >= 0 && ready[3]->shape[src] != 1;
+            int src = i - (4 - mt->ndim);
+            bool real = src >= 0 && mt->shape[src] != 1;
             m.shape[i] = sshape[i];
-            m.strides[i] = real ? ready[3]->strides[src] : 0;
+            m.strides[i] = real ? mt->strides[src] : 0;
         }
         m.ndim = 4;
-        op.inputs[3] = m;
-        op.params.flags |= TF_SDPA_MASK;
+        call.op.inputs[3] = m;
+        call.op.params.flags |= TF_SDPA_MASK;
     }
-    op.params.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
-    if (causal) op.params.flags |= TF_SDPA_CAUSAL;
-    op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset;
-    return dispatch_new(fn, dev, &op, n, ready, q->dtype, 4, oshape, out);
+    call.op.params.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
+    if (causal) call.op.params.flags |= TF_SDPA_CAUSAL;
+    call.op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset;
+    return tf__op_end(&call, TF_OK, q->dtype, 4, oshape, out);
 }
 
 /* ---- decode-time primitives: composites over matmul ---- */
@@ -223,7 +199,7 @@ tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, dou
     tf_tensor_release(prod);
     tf_tensor_release(flat);
     tf_tensor_release(sc);
-    return s;
+    return tf__in(fn, s);
 }
 
 tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values, tf_tensor **out) {
@@ -242,5 +218,5 @@ tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values
     if (s == TF_OK) s = tf_squeeze(prod, -2, out);
     tf_tensor_release(row);
     tf_tensor_release(prod);
-    return s;
+    return tf__in(fn, s);
 }

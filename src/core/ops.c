@@ -82,22 +82,6 @@ static tf_tensor_desc broadcast_desc(const tf_tensor *t, int ndim, const int64_t
     return d;
 }
 
-static void release_all(int n, tf_tensor **t) {
-    for (int i = 0; i < n; i++) tf_tensor_release(t[i]);
-}
-
-/* Dispatch op into a fresh output; on failure the output is released. */
-static tf_status run_into(const char *fn, tf_device *dev, tf_op *op, tf_tensor *o, tf_tensor **out) {
-    op->output = tf__desc(o);
-    tf_status s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
-    if (s != TF_OK) {
-        tf_tensor_release(o);
-        return s;
-    }
-    *out = o;
-    return TF_OK;
-}
-
 /* ---- elementwise binary ---- */
 
 static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
@@ -111,22 +95,13 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     if (s == TF_OK) s = broadcast_shapes(fn, a, b, &ndim, shape);
     if (s != TF_OK) return s;
     const tf_tensor *in[2] = {a, b};
-    tf_tensor *ready[2] = {NULL, NULL}, *o;
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, 2, in, NULL, dt, &dev, ready);
+    tf_dtype want[2] = {dt, dt};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, kind, 2, in, want, NULL);
     if (s != TF_OK) return s;
-    s = tf__op_output(fn, dev, out_dt, ndim, shape, &o);
-    if (s == TF_OK) {
-        tf_op op;                            /* the hot path: set what a backend reads, not all 1 KB */
-        op.kind = kind;
-        op.n_inputs = 2;
-        memset(&op.params, 0, sizeof op.params);
-        op.inputs[0] = broadcast_desc(ready[0], ndim, shape);
-        op.inputs[1] = broadcast_desc(ready[1], ndim, shape);
-        s = run_into(fn, dev, &op, o, out);
-    }
-    release_all(2, ready);
-    return s;
+    c.op.inputs[0] = broadcast_desc(c.in[0], ndim, shape);
+    c.op.inputs[1] = broadcast_desc(c.in[1], ndim, shape);
+    return tf__op_end(&c, TF_OK, out_dt, ndim, shape, out);
 }
 
 tf_status tf_add(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_add", TF_OP_ADD, a, b, out); }
@@ -253,32 +228,23 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
         }
     }
     const tf_tensor *in[3] = {a, b, c};
-    int n_in = c ? 3 : 2;
-    tf_tensor *ready[3] = {NULL, NULL, NULL}, *o = NULL, *full;
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, n_in, in, NULL, dt, &dev, ready);
+    tf_dtype want[3] = {dt, dt, dt};
+    tf_op_call call;
+    tf_tensor *full = NULL;
+    s = tf__op_begin(&call, fn, kind, c ? 3 : 2, in, want, NULL);
     if (s != TF_OK) return s;
-    s = tf__op_output(fn, dev, dt, full_ndim, full_shape, &o);
-    if (s == TF_OK) {
-        tf_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = kind;
-        op.n_inputs = n_in;
-        op.inputs[0] = matmul_desc(ready[0], &p, true);
-        op.inputs[1] = matmul_desc(ready[1], &p, false);
-        if (c) op.inputs[2] = broadcast_desc(ready[2], full_ndim, full_shape);
-        op.params.alpha = alpha;
-        op.params.beta = beta;
-        s = run_into(fn, dev, &op, o, &full);
-        if (s == TF_OK) {
-            int64_t strides[TF_MAX_DIMS];
-            tf__contiguous_strides(p.out_ndim, p.out_shape, strides);
-            s = tf__tensor_view(full, p.out_ndim, p.out_shape, strides, 0, out);
-            tf_tensor_release(full);
-        }
-    }
-    release_all(3, ready);
-    return s;
+    call.op.inputs[0] = matmul_desc(call.in[0], &p, true);
+    call.op.inputs[1] = matmul_desc(call.in[1], &p, false);
+    if (c) call.op.inputs[2] = broadcast_desc(call.in[2], full_ndim, full_shape);
+    call.op.params.alpha = alpha;
+    call.op.params.beta = beta;
+    s = tf__op_end(&call, TF_OK, dt, full_ndim, full_shape, &full);
+    if (s != TF_OK) return s;
+    int64_t strides[TF_MAX_DIMS];
+    tf__contiguous_strides(p.out_ndim, p.out_shape, strides);
+    s = tf__tensor_view(full, p.out_ndim, p.out_shape, strides, 0, out);
+    tf_tensor_release(full);
+    return tf__in(fn, s);
 }
 
 tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
@@ -295,7 +261,7 @@ tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, do
     if (s == TF_OK) s = matmul_op(fn, TF_OP_GEMM, at ? at : a, bt ? bt : b, c, alpha, beta, out);
     tf_tensor_release(at);
     tf_tensor_release(bt);
-    return s;
+    return tf__in(fn, s);
 }
 
 tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
@@ -318,7 +284,7 @@ tf_status tf_outer(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
     tf_status s = tf_unsqueeze(a, 1, &col);
     if (s == TF_OK) s = binary(fn, TF_OP_MUL, col, b, out);
     tf_tensor_release(col);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- reductions ---- */
@@ -362,31 +328,25 @@ static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, i
         return tf__error(TF_ERR_SHAPE, "%s: cannot reduce an empty %s of %s (%s has no identity)", fn,
                          all ? "tensor" : "axis", tf__shape_str(t->ndim, t->shape, x, sizeof x), tf_op_name(kind));
     }
-    tf_device *dev = t->storage->dev;
-    tf_tensor *o, *k;
-    tf_status s = tf__op_output(fn, dev, dt, t->ndim, kshape, &o);
+    tf_op_call c;
+    tf_tensor *o = NULL, *k;
+    tf_status s = tf__op_begin(&c, fn, kind, 1, &t, NULL, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.n_inputs = 1;
-    op.inputs[0] = tf__desc(t);
-    if (params) op.params = *params;
-    op.params.axis = all ? TF_ALL_AXES : ax;
-    op.params.keepdim = keepdim;
-    op.output = tf__desc(o);
-    s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, &op) : TF_OK;
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    if (params) c.op.params = *params;
+    c.op.params.axis = all ? TF_ALL_AXES : ax;
+    c.op.params.keepdim = keepdim;
+    s = tf__op_end(&c, TF_OK, dt, t->ndim, kshape, &o);
     if (s != TF_OK || keepdim) {
-        if (s != TF_OK) tf_tensor_release(o);
-        else *out = o;
-        return s;
+        if (s == TF_OK) *out = o;
+        return tf__in(fn, s);
     }
     int64_t strides[TF_MAX_DIMS];
     tf__contiguous_strides(rndim, rshape, strides);
     s = tf__tensor_view(o, rndim, rshape, strides, 0, &k);
     tf_tensor_release(o);
     if (s == TF_OK) *out = k;
-    return s;
+    return tf__in(fn, s);
 }
 
 tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
@@ -441,17 +401,12 @@ tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     else if (ax < 0 || ax >= t->ndim)
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
     tf_dtype dt = tf_dtype_is_float(t->dtype) ? t->dtype : TF_I64;
-    tf_device *dev = t->storage->dev;
-    tf_tensor *o;
-    tf_status s = tf__op_output(fn, dev, dt, t->ndim, t->shape, &o);
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, TF_OP_CUMSUM, 1, &t, NULL, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = TF_OP_CUMSUM;
-    op.n_inputs = 1;
-    op.inputs[0] = tf__desc(t);
-    op.params.axis = t->ndim ? ax : TF_ALL_AXES;
-    return run_into(fn, dev, &op, o, out);
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.params.axis = t->ndim ? ax : TF_ALL_AXES;
+    return tf__op_end(&c, TF_OK, dt, t->ndim, t->shape, out);
 }
 
 /* ---- creation ops ---- */
@@ -465,14 +420,10 @@ static tf_status create(const char *fn, tf_op_kind kind, tf_device *dev, tf_dtyp
     if (s == TF_OK) s = tf__check_shape(fn, dt, ndim, shape, NULL);
     if (s != TF_OK) return s;
     if (!accepts(kind, dt)) return dtype_not_accepted(fn, kind, dt);
-    tf_tensor *o;
-    s = tf__op_output(fn, dev, dt, ndim, shape, &o);
-    if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.params = *params;
-    return run_into(fn, dev, &op, o, out);
+    tf_op_call c;
+    tf__op_begin(&c, fn, kind, 0, NULL, NULL, dev);
+    c.op.params = *params;
+    return tf__op_end(&c, TF_OK, dt, ndim, shape, out);
 }
 
 tf_status tf_full(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, double value, tf_tensor **out) {
@@ -521,17 +472,12 @@ static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, cons
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (!accepts(kind, x->dtype)) return dtype_not_accepted(fn, kind, x->dtype);
-    tf_device *dev = x->storage->dev;
-    tf_tensor *o;
-    tf_status s = tf__op_output(fn, dev, x->dtype, x->ndim, x->shape, &o);
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.n_inputs = 1;
-    op.inputs[0] = tf__desc(x);
-    if (params) op.params = *params;
-    return run_into(fn, dev, &op, o, out);
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    if (params) c.op.params = *params;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
 }
 
 #define TF__UNARY_FN(name, KIND) \
@@ -580,23 +526,12 @@ static tf_status unary_to_bool(const char *fn, tf_op_kind kind, const tf_tensor 
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
-    tf_tensor *in = NULL, *o;
-    tf_status s = TF_OK;
-    if (tf__op_table[kind].dtype_rule == TF_DTRULE_LOGICAL && x->dtype != TF_BOOL) s = tf__copy_cast(fn, x, TF_BOOL, &in);
-    else in = tf_tensor_retain((tf_tensor *)x);
+    tf_dtype want = tf__op_table[kind].dtype_rule == TF_DTRULE_LOGICAL ? TF_BOOL : TF_KEEP_DTYPE;
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 1, &x, &want, NULL);
     if (s != TF_OK) return s;
-    tf_device *dev = in->storage->dev;
-    s = tf__op_output(fn, dev, TF_BOOL, in->ndim, in->shape, &o);
-    if (s == TF_OK) {
-        tf_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = kind;
-        op.n_inputs = 1;
-        op.inputs[0] = tf__desc(in);
-        s = run_into(fn, dev, &op, o, out);
-    }
-    tf_tensor_release(in);
-    return s;
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    return tf__op_end(&c, TF_OK, TF_BOOL, x->ndim, x->shape, out);
 }
 
 tf_status tf_logical_not(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("tf_logical_not", TF_OP_LOGICAL_NOT, x, out); }
@@ -617,28 +552,10 @@ tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b
     tf_status s = binary_dtype(fn, TF_OP_WHERE, a->dtype, b->dtype, &dt);
     if (s == TF_OK) s = broadcast_n(fn, 3, in, &ndim, shape);
     if (s != TF_OK) return s;
-    tf_tensor *ready[3] = {NULL, NULL, NULL}, *o;
-    tf_device *dev;
-    s = tf__place_inputs(fn, 3, in, &dev, ready);
-    for (int i = 0; i < 3 && s == TF_OK; i++) {
-        tf_dtype want = i == 0 ? TF_BOOL : dt;
-        if (ready[i]->dtype == want) continue;
-        tf_tensor *c;
-        s = tf__copy_cast(fn, ready[i], want, &c);
-        if (s == TF_OK) {
-            tf_tensor_release(ready[i]);
-            ready[i] = c;
-        }
-    }
-    if (s == TF_OK) s = tf__op_output(fn, dev, dt, ndim, shape, &o);
-    if (s == TF_OK) {
-        tf_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = TF_OP_WHERE;
-        op.n_inputs = 3;
-        for (int i = 0; i < 3; i++) op.inputs[i] = broadcast_desc(ready[i], ndim, shape);
-        s = run_into(fn, dev, &op, o, out);
-    }
-    release_all(3, ready);
-    return s;
+    tf_dtype want[3] = {TF_BOOL, dt, dt};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, TF_OP_WHERE, 3, in, want, NULL);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < 3; i++) c.op.inputs[i] = broadcast_desc(c.in[i], ndim, shape);
+    return tf__op_end(&c, TF_OK, dt, ndim, shape, out);
 }

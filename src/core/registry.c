@@ -28,6 +28,7 @@ struct tf_backend_entry {
     char name[32];
     char source[512];
     char note[512];
+    bool host;                           /* the built-in backend: the host CPU itself */
     void *dl_handle;                     /* NULL unless a plugin */
     tf_device *devices;
     int device_count;
@@ -41,8 +42,12 @@ typedef struct skipped_plugin {
     char reason[512];
 } skipped_plugin;
 
-static const char *const default_priority[] = {"cuda", "rocm", "metal", "vulkan", "opencl"};
-#define N_DEFAULT_PRIORITY (int)(sizeof default_priority / sizeof default_priority[0])
+/* The default priority list is data, set when the library is built
+ * (-DTF_DEFAULT_PRIORITY=...): the core ranks devices by what they are and
+ * by a list, never by a backend's name written into its code. */
+#ifndef TF_DEFAULT_PRIORITY
+#define TF_DEFAULT_PRIORITY "cuda,hip,rocm,metal,webgpu,vulkan,opencl"
+#endif
 
 static struct {
     pthread_mutex_t lock;
@@ -54,9 +59,9 @@ static struct {
     tf_device *devices[MAX_DEVICES];
     int n_devices;
     char search_dirs[2048];              /* where plugins were looked for */
-    char priority[MAX_PRIORITY][32];     /* explicit list, when set */
+    char priority[MAX_PRIORITY][32];     /* the list in force: explicit, or the default */
     int n_priority;
-    bool priority_explicit;
+    bool priority_explicit;              /* set in code or by TF_BACKEND */
     atomic_int policy;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -79,7 +84,8 @@ static tf_status host_set_error(tf_status s, const char *fmt, ...) {
     return s;
 }
 
-static const tf_host_api host_api = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log, host_set_error};
+static const tf_host_api host_api = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log, host_set_error,
+                                     tf__malloc, tf__free};
 
 const tf_host_api *tf_host(void) { return &host_api; }
 
@@ -145,7 +151,7 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
     d->backend = b;
     d->index = index;
     d->bdev = b->reg.devices[index];
-    if (!strcmp(b->name, "cpu") && b->reg.device_count == 1) snprintf(d->name, sizeof d->name, "cpu");
+    if (b->host && b->reg.device_count == 1) snprintf(d->name, sizeof d->name, "%s", b->name);
     else snprintf(d->name, sizeof d->name, "%s:%d", b->name, index);
     tf_backend_device_info info;
     memset(&info, 0, sizeof info);
@@ -156,15 +162,15 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
 }
 
 /* Add a validated backend; takes ownership of dl_handle. Caller holds the lock. */
-static tf_status add_backend(const tf_backend_reg *reg, const char *source, void *dl_handle) {
+static tf_status add_backend(const tf_backend_reg *reg, const char *source, void *dl_handle, bool host) {
     char why[512];
     tf_status s = validate_reg(reg, why, sizeof why);
     if (s != TF_OK) return tf__error(s, "tf_backend_register: %s", why);
-    tf_backend_entry *b = calloc(1, sizeof *b);
-    tf_device *devs = reg->device_count ? calloc((size_t)reg->device_count, sizeof *devs) : NULL;
+    tf_backend_entry *b = tf__calloc(1, sizeof *b);
+    tf_device *devs = reg->device_count ? tf__calloc((size_t)reg->device_count, sizeof *devs) : NULL;
     if (!b || (reg->device_count && !devs)) {
-        free(b);
-        free(devs);
+        tf__free(b);
+        tf__free(devs);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backend_register: out of memory");
     }
     b->reg = *reg;
@@ -172,6 +178,7 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
     snprintf(b->source, sizeof b->source, "%s", source);
     snprintf(b->note, sizeof b->note, "%s", reg->note ? reg->note : "");
     b->dl_handle = dl_handle;
+    b->host = host;
     b->devices = devs;
     b->device_count = reg->device_count;
     for (int i = 0; i < reg->device_count; i++) {
@@ -242,7 +249,7 @@ static void load_plugin(const char *path) {
         dlclose(h);
         return;
     }
-    s = add_backend(&reg, path, h);
+    s = add_backend(&reg, path, h, false);
     if (s != TF_OK) {
         record_skip(name, path, s, tf_last_error());
         if (reg.iface && reg.iface->abi_major == TF_BACKEND_ABI_MAJOR && reg.iface->shutdown)
@@ -347,16 +354,15 @@ static tf_status parse_priority(const char *csv, char list[][32], int *n) {
 static tf_status set_priority_locked(const char *csv) {
     if (!csv) {
         g.priority_explicit = false;
-        g.n_priority = 0;
         const char *env = getenv("TF_BACKEND");
         if (env && *env) {
-            tf_status s = parse_priority(env, g.priority, &g.n_priority);
-            if (s != TF_OK) {
-                tf__log(TF_LOG_WARN, "ignoring TF_BACKEND='%s': %s", env, tf_last_error());
+            if (parse_priority(env, g.priority, &g.n_priority) == TF_OK) {
+                g.priority_explicit = true;
                 return TF_OK;
             }
-            g.priority_explicit = true;
+            tf__log(TF_LOG_WARN, "ignoring TF_BACKEND='%s': %s", env, tf_last_error());
         }
+        if (parse_priority(TF_DEFAULT_PRIORITY, g.priority, &g.n_priority) != TF_OK) g.n_priority = 0;
         return TF_OK;
     }
     char list[MAX_PRIORITY][32];
@@ -369,25 +375,34 @@ static tf_status set_priority_locked(const char *csv) {
     return TF_OK;
 }
 
-static bool is_known_gpu_backend(const char *name) {
-    for (int i = 0; i < N_DEFAULT_PRIORITY; i++)
-        if (!strcmp(default_priority[i], name)) return true;
-    return false;
+/* Position of a backend in the list in force; MAX_PRIORITY if absent. */
+static int list_position(const char *name) {
+    for (int i = 0; i < g.n_priority; i++)
+        if (!strcmp(g.priority[i], name)) return i;
+    return MAX_PRIORITY;
 }
 
-static int backend_rank(const char *name) {
-    if (g.priority_explicit) {
-        for (int i = 0; i < g.n_priority; i++)
-            if (!strcmp(g.priority[i], name)) return i;
-        return INT32_MAX;
-    }
-    for (int i = 0; i < N_DEFAULT_PRIORITY; i++)
-        if (!strcmp(default_priority[i], name)) return i;
-    /* user backends rank after the known GPU APIs, before cpu */
-    return strcmp(name, "cpu") ? N_DEFAULT_PRIORITY : N_DEFAULT_PRIORITY + 1;
+/* What a device is, best first: a discrete GPU (or accelerator), an
+ * integrated GPU, a device emulated on the CPU (a GPU API's CPU driver such
+ * as PoCL or lavapipe, or any other backend's CPU-type device), the host
+ * CPU itself (the built-in backend). */
+enum { CLASS_DISCRETE, CLASS_INTEGRATED, CLASS_EMULATED, CLASS_HOST, N_CLASSES };
+
+static int device_class(const tf_device *d) {
+    if (d->backend->host) return CLASS_HOST;
+    if (d->emulated || d->type == TF_DEVICE_TYPE_CPU) return CLASS_EMULATED;
+    return d->type == TF_DEVICE_TYPE_INTEGRATED_GPU ? CLASS_INTEGRATED : CLASS_DISCRETE;
 }
 
-int tf__device_rank(const tf_device *d) { return backend_rank(d->backend->name); }
+/* Lower ranks first. The default list orders devices by what they are, then
+ * by the list (so a backend the list does not name, a user's own or one
+ * written after this library, still ranks by its device's kind); a list set
+ * in code or by TF_BACKEND is taken literally, the kind breaking ties. */
+int tf__device_rank(const tf_device *d) {
+    int pos = list_position(d->backend->name), cls = device_class(d);
+    return g.priority_explicit ? pos * N_CLASSES + cls : cls * (MAX_PRIORITY + 1) + pos;
+}
+
 const char *tf__backend_name(const tf_device *d) { return d->backend->name; }
 
 tf_status tf_backend_priority_set(const char *csv) {
@@ -405,24 +420,9 @@ tf_status tf_backend_priority_get(char *buf, size_t n) {
     if (s != TF_OK) return s;
     char tmp[MAX_PRIORITY * 33 + 64] = "";
     pthread_mutex_lock(&g.lock);
-    if (g.priority_explicit) {
-        for (int i = 0; i < g.n_priority; i++) {
-            if (i) strcat(tmp, ",");
-            strcat(tmp, g.priority[i]);
-        }
-    } else {
-        for (int i = 0; i < N_DEFAULT_PRIORITY; i++) {
-            strcat(tmp, default_priority[i]);
-            strcat(tmp, ",");
-        }
-        for (int i = 0; i < g.n_backends; i++) {
-            const char *name = g.backends[i]->name;
-            if (strcmp(name, "cpu") && !is_known_gpu_backend(name) && strlen(tmp) + strlen(name) + 2 < sizeof tmp) {
-                strcat(tmp, name);
-                strcat(tmp, ",");
-            }
-        }
-        strcat(tmp, "cpu");
+    for (int i = 0; i < g.n_priority; i++) {
+        if (i) strcat(tmp, ",");
+        strcat(tmp, g.priority[i]);
     }
     pthread_mutex_unlock(&g.lock);
     if (strlen(tmp) + 1 > n)
@@ -441,7 +441,7 @@ tf_status tf__init(void) {
         tf_backend_reg cpu;
         memset(&cpu, 0, sizeof cpu);
         s = tf__cpu_backend_init(&host_api, &cpu);
-        if (s == TF_OK) s = add_backend(&cpu, "built-in", NULL);
+        if (s == TF_OK) s = add_backend(&cpu, "built-in", NULL, true);
         if (s == TF_OK) {
             load_all_plugins();
             set_priority_locked(NULL);
@@ -458,8 +458,8 @@ void tf_shutdown(void) {
         tf_backend_entry *b = g.backends[i];
         if (b->reg.iface->shutdown) b->reg.iface->shutdown(b->reg.ctx);
         if (b->dl_handle) dlclose(b->dl_handle);
-        free(b->devices);
-        free(b);
+        tf__free(b->devices);
+        tf__free(b);
     }
     g.n_backends = g.n_devices = g.n_skipped = g.n_priority = 0;
     g.search_dirs[0] = 0;
@@ -474,7 +474,7 @@ tf_status tf_backend_register(const tf_backend_reg *reg) {
     tf_status s = tf__init();
     if (s != TF_OK) return s;
     pthread_mutex_lock(&g.lock);
-    s = add_backend(reg, "in-process", NULL);
+    s = add_backend(reg, "in-process", NULL, false);
     pthread_mutex_unlock(&g.lock);
     return s;
 }
@@ -572,14 +572,12 @@ int tf_get_num_threads(void) {
 
 /* ---- selection ---- */
 
-/* May "auto" pick d? In the default list a non-CPU backend's CPU-type or
- * emulated device never beats the CPU backend. */
+/* May "auto" pick d? From the default list, a discrete or integrated GPU of
+ * any backend, else the host CPU: never an emulated device. From a list set
+ * in code or by TF_BACKEND, any device of a backend it names. */
 static bool auto_candidate(const tf_device *d) {
-    if (backend_rank(d->backend->name) == INT32_MAX) return false;
-    if (!g.priority_explicit && strcmp(d->backend->name, "cpu") &&
-        (d->type == TF_DEVICE_TYPE_CPU || d->emulated))
-        return false;
-    return true;
+    if (g.priority_explicit) return list_position(d->backend->name) < MAX_PRIORITY;
+    return device_class(d) != CLASS_EMULATED;
 }
 
 /* Candidates for auto, best first (stable by registration order). */
@@ -600,8 +598,10 @@ static tf_device *pick_auto(void) {
     tf_device *cands[MAX_DEVICES];
     int n = ranked_candidates(cands);
     if (n > 0) return cands[0];
-    tf__log(TF_LOG_WARN, "no device of the backends in the priority list; 'auto' falls back to cpu");
-    return g.devices[0];
+    if (g.priority_explicit)
+        tf__log(TF_LOG_WARN, "no device of the backends in the priority list; 'auto' falls back to %s",
+                g.devices[0]->name);
+    return g.devices[0];                                 /* the host CPU */
 }
 
 static void list_devices(char *buf, size_t n) {

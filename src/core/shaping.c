@@ -55,33 +55,19 @@ static tf_status check_index_range(const char *fn, const tf_tensor *index, int64
 static tf_status run_indexed(const char *fn, tf_op_kind kind, const tf_tensor *x, int axis, const tf_tensor *index,
                              int ndim, const int64_t *shape, tf_tensor **out) {
     const tf_tensor *in[2] = {x, index};
-    tf_tensor *ready[2] = {NULL, NULL}, *o = NULL;
-    tf_device *dev;
-    tf_status s = tf__place_inputs(fn, 2, in, &dev, ready);
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 2, in, NULL, NULL);
     if (s != TF_OK) return s;
-    s = check_index_range(fn, ready[1], x->shape[axis], axis);
-    if (s == TF_OK) s = tf__op_output(fn, dev, x->dtype, ndim, shape, &o);
-    if (s == TF_OK) {
-        tf_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = kind;
-        op.n_inputs = 2;
-        op.inputs[0] = tf__desc(ready[0]);
-        op.inputs[1] = tf__desc(ready[1]);
-        if (ready[1]->ndim == 0) {                   /* a 0-d index is one index */
-            op.inputs[1].ndim = 1;
-            op.inputs[1].shape[0] = 1;
-            op.inputs[1].strides[0] = 1;
-        }
-        op.params.axis = axis;
-        op.output = tf__desc(o);
-        s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, &op) : TF_OK;
-        if (s == TF_OK) *out = o;
-        else tf_tensor_release(o);
+    s = check_index_range(fn, c.in[1], x->shape[axis], axis);
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.inputs[1] = tf__desc(c.in[1]);
+    if (c.in[1]->ndim == 0) {                        /* a 0-d index is one index */
+        c.op.inputs[1].ndim = 1;
+        c.op.inputs[1].shape[0] = 1;
+        c.op.inputs[1].strides[0] = 1;
     }
-    tf_tensor_release(ready[0]);
-    tf_tensor_release(ready[1]);
-    return s;
+    c.op.params.axis = axis;
+    return tf__op_end(&c, s, x->dtype, ndim, shape, out);
 }
 
 tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out) {
@@ -98,7 +84,7 @@ tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, 
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[ax] = tf_tensor_numel(index);
-    return run_indexed(fn, TF_OP_INDEX_SELECT, x, ax, index, x->ndim, shape, out);
+    return tf__in(fn, run_indexed(fn, TF_OP_INDEX_SELECT, x, ax, index, x->ndim, shape, out));
 }
 
 tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor **out) {
@@ -119,7 +105,7 @@ tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor 
     if (s == TF_OK) s = tf_reshape(rows, ids->ndim + 1, shape, out);
     tf_tensor_release(flat);
     tf_tensor_release(rows);
-    return s;
+    return tf__in(fn, s);
 }
 
 tf_status tf_gather(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out) {
@@ -140,7 +126,7 @@ tf_status tf_gather(const tf_tensor *x, int axis, const tf_tensor *index, tf_ten
             return tf__error(TF_ERR_SHAPE, "%s: index %s exceeds input %s along axis %d", fn,
                              tf__shape_str(index->ndim, index->shape, a, sizeof a),
                              tf__shape_str(x->ndim, x->shape, b, sizeof b), d);
-    return run_indexed(fn, TF_OP_GATHER, x, ax, index, index->ndim, index->shape, out);
+    return tf__in(fn, run_indexed(fn, TF_OP_GATHER, x, ax, index, index->ndim, index->shape, out));
 }
 
 /* ---- triangles ---- */
@@ -150,21 +136,12 @@ static tf_status triangle(const char *fn, tf_op_kind kind, const tf_tensor *x, i
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (x->ndim < 2) return tf__error(TF_ERR_SHAPE, "%s: needs at least 2 dimensions, got %d", fn, x->ndim);
-    tf_device *dev = x->storage->dev;
-    tf_tensor *o;
-    tf_status s = tf__op_output(fn, dev, x->dtype, x->ndim, x->shape, &o);
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.n_inputs = 1;
-    op.inputs[0] = tf__desc(x);
-    op.params.diagonal = diagonal;
-    op.output = tf__desc(o);
-    s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, &op) : TF_OK;
-    if (s == TF_OK) *out = o;
-    else tf_tensor_release(o);
-    return s;
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.params.diagonal = diagonal;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
 }
 
 tf_status tf_tril(const tf_tensor *x, int64_t diagonal, tf_tensor **out) { return triangle("tf_tril", TF_OP_TRIL, x, diagonal, out); }
@@ -193,7 +170,7 @@ static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *x
         if (s != TF_OK) return s;
         shape[ax] += xs[i]->shape[ax];
     }
-    tf_tensor **ready = calloc((size_t)(n > 0 ? n : 1), sizeof *ready), *o = NULL;
+    tf_tensor **ready = tf__calloc((size_t)n, sizeof *ready), *o = NULL;
     if (!ready) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     tf_device *dev;
     tf_status s = tf__place_inputs(fn, n, xs, &dev, ready);
@@ -209,7 +186,7 @@ static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *x
     if (s == TF_OK) *out = o;
     else tf_tensor_release(o);
     for (int i = 0; i < n; i++) tf_tensor_release(ready[i]);
-    free(ready);
+    tf__free(ready);
     return s;
 }
 
@@ -225,7 +202,7 @@ static tf_status check_list(const char *fn, int n, const tf_tensor *const *xs, t
 
 tf_status tf_concat(int n, const tf_tensor *const *xs, int axis, tf_tensor **out) {
     tf_status s = check_list("tf_concat", n, xs, out);
-    return s != TF_OK ? s : concat_checked("tf_concat", n, xs, axis, out);
+    return s != TF_OK ? s : tf__in("tf_concat", concat_checked("tf_concat", n, xs, axis, out));
 }
 
 tf_status tf_stack(int n, const tf_tensor *const *xs, int axis, tf_tensor **out) {
@@ -243,13 +220,13 @@ tf_status tf_stack(int n, const tf_tensor *const *xs, int axis, tf_tensor **out)
                              tf__shape_str(ndim, xs[0]->shape, b, sizeof b));
         }
     }
-    tf_tensor **views = calloc((size_t)(n > 0 ? n : 1), sizeof *views);
+    tf_tensor **views = tf__calloc((size_t)n, sizeof *views);
     if (!views) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     for (int i = 0; i < n && s == TF_OK; i++) s = tf_unsqueeze(xs[i], ax, &views[i]);
     if (s == TF_OK) s = concat_checked(fn, n, (const tf_tensor *const *)views, ax, out);
     for (int i = 0; i < n; i++) tf_tensor_release(views[i]);
-    free(views);
-    return s;
+    tf__free(views);
+    return tf__in(fn, s);
 }
 
 /* ---- split ---- */
@@ -280,7 +257,7 @@ tf_status tf_split(const tf_tensor *x, int axis, int n, const int64_t *sizes, tf
             tf_tensor_release(outs[i]);
             outs[i] = NULL;
         }
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- pad ---- */
@@ -323,7 +300,7 @@ tf_status tf_pad(const tf_tensor *x, int npairs, const int64_t *pads, double val
     tf_tensor_release(dst);
     if (s == TF_OK) *out = o;
     else tf_tensor_release(o);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- tile ---- */
@@ -384,7 +361,7 @@ tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor 
     }
     if (s == TF_OK) s = tf_contiguous(cur, out);
     tf_tensor_release(cur);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- flip ---- */
@@ -409,5 +386,5 @@ tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **ou
     tf_status s = tf__tensor_view(x, x->ndim, x->shape, strides, offset, &view);
     if (s == TF_OK) s = tf__copy_cast(fn, view, x->dtype, out);
     tf_tensor_release(view);
-    return s;
+    return tf__in(fn, s);
 }

@@ -7,18 +7,25 @@
 
 /* ---- storage ---- */
 
+tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out) {
+    if (tf__alloc_should_fail())
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes refused (injected allocation failure)", dev->name, nbytes);
+    tf__clear_error();
+    tf_status s = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, out);
+    if (s != TF_OK && !*tf_last_error()) tf__error(s, "%s: the backend refused %zu bytes", dev->name, nbytes);
+    return s;
+}
+
 /* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
  * small records are made and freed on every op. */
 static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
-    tf_storage *s = malloc(sizeof *s);
-    if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a storage record", fn);
-    tf__clear_error();
-    tf_status st = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, &s->buf);
+    tf_storage *s = tf__malloc(sizeof *s);
+    if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s%sout of host memory for a storage record", fn ? fn : "", fn ? ": " : "");
+    tf_status st = tf__buffer_alloc(dev, nbytes, &s->buf);
     if (st != TF_OK) {
-        free(s);
-        char why[512];
-        snprintf(why, sizeof why, "%s", tf_last_error());
-        return tf__error(st, "%s: cannot allocate %zu bytes on %s%s%s", fn, nbytes, dev->name, *why ? ": " : "", why);
+        tf__free(s);
+        if (!fn) return tf__error_context(st, "cannot allocate %zu bytes on %s", nbytes, dev->name);
+        return tf__error_context(st, "%s: cannot allocate %zu bytes on %s", fn, nbytes, dev->name);
     }
     atomic_init(&s->refs, 1);
     s->dev = dev;
@@ -30,7 +37,7 @@ static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_s
 static void storage_release(tf_storage *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
     s->dev->bdev.iface->buffer_free(s->dev->bdev.ctx, s->buf);
-    free(s);
+    tf__free(s);
 }
 
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
@@ -76,7 +83,7 @@ void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
 
 static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
                              int64_t offset) {
-    tf_tensor *t = malloc(sizeof *t);
+    tf_tensor *t = tf__malloc(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     atomic_init(&t->refs, 1);
@@ -94,7 +101,7 @@ static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t
 tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
                            tf_tensor **out) {
     int64_t numel;
-    tf_status st = tf__check_shape(fn, dt, ndim, shape, &numel);
+    tf_status st = tf__check_shape(fn ? fn : "tf_tensor_to", dt, ndim, shape, &numel);
     if (st != TF_OK) return st;
     tf_storage *s = NULL;
     st = storage_new(fn, dev, (size_t)numel * tf_dtype_size(dt), &s);
@@ -104,7 +111,7 @@ tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim
     *out = tensor_new(s, dt, ndim, shape, strides, 0);
     if (!*out) {
         storage_release(s);
-        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a tensor record", fn);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s%sout of host memory for a tensor record", fn ? fn : "", fn ? ": " : "");
     }
     return TF_OK;
 }
@@ -142,7 +149,7 @@ tf_tensor *tf_tensor_retain(tf_tensor *t) {
 void tf_tensor_release(tf_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
     storage_release(t->storage);
-    free(t);
+    tf__free(t);
 }
 
 tf_device *tf_tensor_device(const tf_tensor *t) { return t ? t->storage->dev : NULL; }
@@ -207,7 +214,7 @@ tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **
     tf_status s = check_device("tf_eye", dev);
     int64_t shape[2] = {n, m};
     if (s == TF_OK) s = tf_zeros(dev, dt, 2, shape, out);
-    if (s != TF_OK) return s;
+    if (s != TF_OK) return tf__in("tf_eye", s);
     /* Write the ones element by element: n*m host bytes are never needed. */
     unsigned char one[8];
     tf_tensor *src = NULL;
@@ -221,7 +228,7 @@ tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **
         tf_tensor_release(*out);
         *out = NULL;
     }
-    return s;
+    return tf__in("tf_eye", s);
 }
 
 /* ---- reading and moving ---- */
@@ -236,17 +243,16 @@ tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes) {
     if (tf_tensor_is_contiguous(t)) return tf__download(t->storage, (size_t)t->offset, dst, need);
     tf_tensor *c;
     tf_status s = tf_contiguous(t, &c);
-    if (s != TF_OK) return s;
+    if (s != TF_OK) return tf__in("tf_tensor_read", s);
     s = tf__download(c->storage, (size_t)c->offset, dst, need);
     tf_tensor_release(c);
-    return s;
+    return tf__in("tf_tensor_read", s);
 }
 
-tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
-    static const char fn[] = "tf_tensor_to";
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+/* A contiguous copy of t on dev (t itself, retained, if it is there). The
+ * message of a failure names no function: callers put their context first. */
+tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     *out = NULL;
-    if (!t || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or device is NULL", fn);
     if (t->storage->dev == dev) {
         *out = tf_tensor_retain((tf_tensor *)t);
         return TF_OK;
@@ -254,7 +260,7 @@ tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     tf_tensor *src, *dst = NULL;
     tf_status s = tf_contiguous(t, &src);
     if (s != TF_OK) return s;
-    s = tf__tensor_alloc(fn, dev, t->dtype, t->ndim, t->shape, &dst);
+    s = tf__tensor_alloc(NULL, dev, t->dtype, t->ndim, t->shape, &dst);
     size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
     if (s == TF_OK && n > 0) {
         /* A peer copy between two devices of one backend that offers it;
@@ -272,11 +278,11 @@ tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
         } else if (dp) {
             s = tf__download(src->storage, (size_t)src->offset, dp, n);
         } else {
-            void *tmp = malloc(n);
-            if (!tmp) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to stage %zu bytes", fn, n);
+            void *tmp = tf__malloc(n);
+            if (!tmp) s = tf__error(TF_ERR_OUT_OF_MEMORY, "no host memory to stage %zu bytes", n);
             if (s == TF_OK) s = tf__download(src->storage, (size_t)src->offset, tmp, n);
             if (s == TF_OK) s = tf__upload(dst->storage, 0, tmp, n);
-            free(tmp);
+            tf__free(tmp);
         }
     }
     tf_tensor_release(src);
@@ -286,6 +292,16 @@ tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     }
     *out = dst;
     return TF_OK;
+}
+
+tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
+    static const char fn[] = "tf_tensor_to";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or device is NULL", fn);
+    tf_status s = tf__tensor_move(t, dev, out);
+    if (s != TF_OK) tf__error_context(s, "%s: from %s to %s", fn, t->storage->dev->name, dev->name);
+    return s;
 }
 
 /* ---- views ---- */
@@ -355,14 +371,14 @@ tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_t
                          tf__shape_str(t->ndim, t->shape, a, sizeof a), (long long)numel,
                          tf__shape_str(ndim, shape, b, sizeof b));
     int64_t strides[TF_MAX_DIMS];
-    if (view_strides(t, ndim, shape, strides)) return tf__tensor_view(t, ndim, shape, strides, t->offset, out);
+    if (view_strides(t, ndim, shape, strides)) return tf__in(fn, tf__tensor_view(t, ndim, shape, strides, t->offset, out));
     tf_tensor *c;
     tf_status s = tf_copy(t, &c);
-    if (s != TF_OK) return s;
+    if (s != TF_OK) return tf__in(fn, s);
     tf__contiguous_strides(ndim, shape, strides);
     s = tf__tensor_view(c, ndim, shape, strides, c->offset, out);
     tf_tensor_release(c);
-    return s;
+    return tf__in(fn, s);
 }
 
 tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out) {
@@ -380,7 +396,7 @@ tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out) {
         shape[i] = t->shape[p];
         strides[i] = t->strides[p];
     }
-    return tf__tensor_view(t, t->ndim, shape, strides, t->offset, out);
+    return tf__in(fn, tf__tensor_view(t, t->ndim, shape, strides, t->offset, out));
 }
 
 tf_status tf_transpose(const tf_tensor *t, int d0, int d1, tf_tensor **out) {
@@ -394,7 +410,7 @@ tf_status tf_transpose(const tf_tensor *t, int d0, int d1, tf_tensor **out) {
     for (int i = 0; i < t->ndim; i++) perm[i] = i;
     perm[a] = b;
     perm[b] = a;
-    return tf_permute(t, perm, out);
+    return tf__in("tf_transpose", tf_permute(t, perm, out));
 }
 
 tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, int64_t step, tf_tensor **out) {
@@ -417,7 +433,7 @@ tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, in
     shape[ax] = len;
     strides[ax] = t->strides[ax] * step;
     int64_t offset = t->offset + (len > 0 ? start * t->strides[ax] * (int64_t)tf_dtype_size(t->dtype) : 0);
-    return tf__tensor_view(t, t->ndim, shape, strides, offset, out);
+    return tf__in(fn, tf__tensor_view(t, t->ndim, shape, strides, offset, out));
 }
 
 tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_tensor **out) {
@@ -443,7 +459,7 @@ tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_te
         shape[i] = want;
         strides[i] = (i >= lead && src == want) ? t->strides[i - lead] : 0;
     }
-    return tf__tensor_view(t, ndim, shape, strides, t->offset, out);
+    return tf__in(fn, tf__tensor_view(t, ndim, shape, strides, t->offset, out));
 }
 
 tf_status tf_squeeze(const tf_tensor *t, int axis, tf_tensor **out) {
@@ -463,7 +479,7 @@ tf_status tf_squeeze(const tf_tensor *t, int axis, tf_tensor **out) {
         shape[n] = t->shape[i];
         strides[n++] = t->strides[i];
     }
-    return tf__tensor_view(t, n, shape, strides, t->offset, out);
+    return tf__in(fn, tf__tensor_view(t, n, shape, strides, t->offset, out));
 }
 
 tf_status tf_unsqueeze(const tf_tensor *t, int axis, tf_tensor **out) {
@@ -485,7 +501,7 @@ tf_status tf_unsqueeze(const tf_tensor *t, int axis, tf_tensor **out) {
             strides[i] = t->strides[j++];
         }
     }
-    return tf__tensor_view(t, t->ndim + 1, shape, strides, t->offset, out);
+    return tf__in(fn, tf__tensor_view(t, t->ndim + 1, shape, strides, t->offset, out));
 }
 
 tf_status tf_contiguous(const tf_tensor *t, tf_tensor **out) {

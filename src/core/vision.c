@@ -18,22 +18,6 @@ static int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, in
     return span < 0 ? 0 : span / stride + 1;   /* floor division: C's truncation would give 1 for span -1 */
 }
 
-static tf_status run_new(const char *fn, tf_device *dev, tf_op *op, int n, tf_tensor **ready, tf_dtype dt, int ndim,
-                         const int64_t *shape, tf_tensor **out) {
-    tf_tensor *o = NULL;
-    tf_status s = tf__op_output(fn, dev, dt, ndim, shape, &o);
-    if (s == TF_OK) {
-        op->n_inputs = n;
-        for (int i = 0; i < n; i++) op->inputs[i] = tf__desc(ready[i]);
-        op->output = tf__desc(o);
-        s = tf_tensor_numel(o) ? tf__dispatch(fn, dev, op) : TF_OK;
-    }
-    if (s == TF_OK) *out = o;
-    else tf_tensor_release(o);
-    for (int i = 0; i < n; i++) tf_tensor_release(ready[i]);
-    return s;
-}
-
 /* ---- conv2d ---- */
 
 static tf_status check_pair(const char *fn, const char *what, const int64_t *v, int64_t min) {
@@ -75,22 +59,20 @@ tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor
                          tf__shape_str(4, x->shape, a, sizeof a), tf__shape_str(4, weight->shape, b, sizeof b));
     const tf_tensor *in[3] = {x, weight, bias};
     int n = bias ? 3 : 2;
-    tf_tensor *ready[3] = {NULL, NULL, NULL};
-    tf_device *dev;
-    s = tf__prepare_inputs(fn, n, in, NULL, x->dtype, &dev, ready);
+    tf_dtype want[3] = {x->dtype, x->dtype, x->dtype};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, TF_OP_CONV2D, n, in, want, NULL);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = TF_OP_CONV2D;
+    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
     for (int i = 0; i < 2; i++) {
-        op.params.stride[i] = stride[i];
-        op.params.padding[i] = padding[i];
-        op.params.dilation[i] = dilation[i];
+        c.op.params.stride[i] = stride[i];
+        c.op.params.padding[i] = padding[i];
+        c.op.params.dilation[i] = dilation[i];
     }
-    op.params.groups = groups;
-    op.params.flags = bias ? TF_CONV_BIAS : 0;
+    c.op.params.groups = groups;
+    c.op.params.flags = bias ? TF_CONV_BIAS : 0;
     int64_t oshape[4] = {N, O, Ho, Wo};
-    return run_new(fn, dev, &op, n, ready, x->dtype, 4, oshape, out);
+    return tf__op_end(&c, TF_OK, x->dtype, 4, oshape, out);
 }
 
 /* ---- pooling ---- */
@@ -121,19 +103,19 @@ static tf_status pool(const char *fn, tf_op_kind kind, const tf_tensor *x, const
         return tf__error(TF_ERR_SHAPE, "%s: input %s is too small for kernel {%lld, %lld}", fn,
                          tf__shape_str(4, x->shape, a, sizeof a), (long long)kernel[0], (long long)kernel[1]);
     }
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
+    if (s != TF_OK) return s;
+    c.op.inputs[0] = tf__desc(c.in[0]);
     for (int i = 0; i < 2; i++) {
-        op.params.kernel[i] = kernel[i];
-        op.params.stride[i] = stride[i];
-        op.params.padding[i] = padding[i];
-        op.params.dilation[i] = dilation[i];
+        c.op.params.kernel[i] = kernel[i];
+        c.op.params.stride[i] = stride[i];
+        c.op.params.padding[i] = padding[i];
+        c.op.params.dilation[i] = dilation[i];
     }
-    op.params.flags = count_pad ? TF_POOL_COUNT_PAD : 0;
-    tf_tensor *ready[1] = {tf_tensor_retain((tf_tensor *)x)};
+    c.op.params.flags = count_pad ? TF_POOL_COUNT_PAD : 0;
     int64_t oshape[4] = {x->shape[0], x->shape[1], Ho, Wo};
-    return run_new(fn, x->storage->dev, &op, 1, ready, x->dtype, 4, oshape, out);
+    return tf__op_end(&c, TF_OK, x->dtype, 4, oshape, out);
 }
 
 tf_status tf_maxpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2], const int64_t padding[2],
@@ -170,17 +152,17 @@ static tf_status channel_stats(const tf_tensor *x, int64_t correction, tf_tensor
     return s;
 }
 
-/* r = (1 - momentum) * r + momentum * batch, written into r's storage. */
-static tf_status update_running(const char *fn, tf_tensor *r, const tf_tensor *batch, double momentum) {
-    tf_tensor *a = NULL, *b = NULL, *ka = NULL, *kb = NULL, *sum = NULL;
+/* (1 - momentum) * r + momentum * batch, as a new tensor: the running
+ * statistics are written only once everything that can fail has run. */
+static tf_status running_update(const tf_tensor *r, const tf_tensor *batch, double momentum, tf_tensor **out) {
+    tf_tensor *a = NULL, *b = NULL, *ka = NULL, *kb = NULL;
     tf_status s = tf_scalar(tf_tensor_device(r), r->dtype, 1 - momentum, &ka);
     if (s == TF_OK) s = tf_scalar(tf_tensor_device(r), r->dtype, momentum, &kb);
     if (s == TF_OK) s = tf_mul(r, ka, &a);
     if (s == TF_OK) s = tf_mul(batch, kb, &b);
-    if (s == TF_OK) s = tf_add(a, b, &sum);
-    if (s == TF_OK) s = tf__copy_into(fn, sum, r);
-    tf_tensor *all[] = {a, b, ka, kb, sum};
-    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    if (s == TF_OK) s = tf_add(a, b, out);
+    tf_tensor *all[] = {a, b, ka, kb};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
     return s;
 }
 
@@ -214,12 +196,13 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
     if (s == TF_OK) s = check_channel_vector(fn, "bias", bias, C, NULL);
     if (s != TF_OK) return s;
     tf_tensor *mean = NULL, *var = NULL, *var_u = NULL, *mv = NULL, *vv = NULL, *centered = NULL, *veps = NULL,
-              *epsk = NULL, *inv = NULL, *y = NULL, *wv = NULL, *bv = NULL, *yw = NULL;
+              *epsk = NULL, *inv = NULL, *y = NULL, *wv = NULL, *bv = NULL, *yw = NULL, *new_mean = NULL,
+              *new_var = NULL, *result = NULL;
     if (training) {
         s = channel_stats(x, 0, &mean, &var);
-        if (s == TF_OK && running_mean) s = update_running(fn, running_mean, mean, momentum);
+        if (s == TF_OK && running_mean) s = running_update(running_mean, mean, momentum, &new_mean);
         if (s == TF_OK && running_var) s = channel_stats(x, 1, NULL, &var_u);
-        if (s == TF_OK && running_var) s = update_running(fn, running_var, var_u, momentum);
+        if (s == TF_OK && running_var) s = running_update(running_var, var_u, momentum, &new_var);
     } else {
         mean = tf_tensor_retain(running_mean);
         var = tf_tensor_retain(running_var);
@@ -235,11 +218,15 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
     if (s == TF_OK && weight) s = tf_mul(y, wv, &yw);
     else if (s == TF_OK) yw = tf_tensor_retain(y);
     if (s == TF_OK && bias) s = channel_view(bias, x->ndim, &bv);
-    if (s == TF_OK && bias) s = tf_add(yw, bv, out);
-    else if (s == TF_OK) *out = tf_tensor_retain(yw);
-    tf_tensor *all[] = {mean, var, var_u, mv, vv, centered, veps, epsk, inv, y, wv, bv, yw};
+    if (s == TF_OK && bias) s = tf_add(yw, bv, &result);
+    else if (s == TF_OK) result = tf_tensor_retain(yw);
+    /* Last, the in-place part: same-device copies into the running statistics. */
+    if (s == TF_OK && new_mean) s = tf__copy_into(fn, new_mean, running_mean);
+    if (s == TF_OK && new_var) s = tf__copy_into(fn, new_var, running_var);
+    if (s == TF_OK) *out = tf_tensor_retain(result);
+    tf_tensor *all[] = {mean, var, var_u, mv, vv, centered, veps, epsk, inv, y, wv, bv, yw, new_mean, new_var, result};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- cross_entropy (composite) ---- */
@@ -301,7 +288,7 @@ tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *target, int
     tf_tensor *all[] = {moved, rows, t, tflat, ign, valid, zero, safe, col, lsm, picked, flat, neg, zf, loss, total,
                         count, countf};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
-    return s;
+    return tf__in(fn, s);
 }
 
 /* ---- Adam / AdamW, in place ---- */
@@ -334,8 +321,10 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
                              names[i], param->storage->dev->name);
     }
     tf_tensor *g = NULL;
-    s = tf_tensor_to(grad, param->storage->dev, &g);
-    if (s != TF_OK) return s;
+    s = tf__tensor_move(grad, param->storage->dev, &g);
+    if (s != TF_OK)
+        return tf__error_context(s, "%s: moving grad from %s to %s", fn, grad->storage->dev->name,
+                                 param->storage->dev->name);
     tf_op op;
     memset(&op, 0, sizeof op);
     op.kind = TF_OP_ADAM;

@@ -48,7 +48,7 @@ typedef struct op_row {
 } op_row;
 
 static const op_row op_table[] = {
-#define ROW(E, n, ar, sh, dt, acc, dom, k) {TF_OP_##E, #n, ar, SH_##sh, DR_##dt, ACC_##acc, DOM_##dom, k},
+#define ROW(E, n, ar, sh, dt, acc, dom, k, kern) {TF_OP_##E, #n, ar, SH_##sh, DR_##dt, ACC_##acc, DOM_##dom, k},
     TF_OP_LIST(ROW)
 #undef ROW
 };

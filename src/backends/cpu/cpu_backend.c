@@ -120,19 +120,19 @@ static void release_cached_locked(void) {
             alloc.free_list[c] = b->next;
             alloc.stats.reserved -= b->capacity;
             free(b->ptr);
-            free(b);
+            host->free(b);
         }
     alloc.cached = 0;
 }
 
 static cpu_buffer *fresh_block(size_t capacity, int cls) {
-    cpu_buffer *b = malloc(sizeof *b);
+    cpu_buffer *b = host->alloc(sizeof *b);
     /* Large blocks start on a 2 MiB boundary: madvise needs a page-aligned
      * start, and huge pages need 2 MiB-aligned ranges to fill. */
     bool huge = capacity >= HUGE_PAGE_HINT;
     void *p = NULL;
     if (!b || posix_memalign(&p, huge ? HUGE_PAGE_HINT : 64, capacity) != 0) {
-        free(b);
+        host->free(b);
         return NULL;
     }
     if (huge) madvise(p, capacity, MADV_HUGEPAGE);         /* fewer TLB misses; a hint only */
@@ -185,8 +185,8 @@ static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **
 
 static tf_status cpu_buffer_from_host_ptr(void *ctx, void *ptr, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
-    cpu_buffer *b = malloc(sizeof *b);
-    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of memory");
+    cpu_buffer *b = host->alloc(sizeof *b);
+    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of host memory for a buffer record");
     b->ptr = ptr;
     b->nbytes = b->capacity = nbytes;
     b->owned = false;
@@ -200,7 +200,7 @@ static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     cpu_buffer *b = (cpu_buffer *)buf;
     if (!b) return;
     if (!b->owned) {
-        free(b);
+        host->free(b);
         return;
     }
     pthread_mutex_lock(&alloc.lock);
@@ -217,7 +217,7 @@ static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     pthread_mutex_unlock(&alloc.lock);
     if (!keep) {
         free(b->ptr);
-        free(b);
+        host->free(b);
     }
 }
 

@@ -338,16 +338,13 @@ static void fast_binary_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->binary(j->op, end - begin, j->o + begin, j->sa ? j->a + begin : j->a, j->sa, j->sb ? j->b + begin : j->b, j->sb);
 }
 
-/* The fast kernel's code for an op, or -1 if it has none. */
+/* The op itself when the fast binary kernel has it (they switch on the op's
+ * value), else -1. */
 static int fast_binary_code(tf_op_kind kind) {
     switch (kind) {
-    case TF_OP_ADD: return TF_FAST_ADD;
-    case TF_OP_SUB: return TF_FAST_SUB;
-    case TF_OP_MUL: return TF_FAST_MUL;
-    case TF_OP_DIV: return TF_FAST_DIV;
-    case TF_OP_MAXIMUM: return TF_FAST_MAX;
-    case TF_OP_MINIMUM: return TF_FAST_MIN;
-    case TF_OP_SWIGLU: return TF_FAST_SWIGLU;
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
+    case TF_OP_SWIGLU:
+        return (int)kind;
     default: return -1;
     }
 }

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { TF_FAST_ADD, TF_FAST_SUB, TF_FAST_MUL, TF_FAST_DIV, TF_FAST_MAX, TF_FAST_MIN, TF_FAST_SWIGLU };
+#include "tensorframe/ops.h"   /* binary kernels take the op's own value: TF_OP_ADD, ... */
 
 typedef struct tf_fast_kernels {
     const char *name;

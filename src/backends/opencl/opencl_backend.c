@@ -62,6 +62,20 @@ static tf_backend_device bdevs[MAX_CL_DEVICES];
 static int n_devs;
 static char note[512];
 static char extra_build_options[512];
+/* kernels.cl with the op codes it switches on put before it (tf_pk_op_codes). */
+static char *kernel_source;
+static size_t kernel_source_len;
+
+static bool make_kernel_source(void) {
+    size_t codes = tf_pk_op_codes(NULL, 0);
+    kernel_source = malloc(codes + kernels_cl_len + 1);
+    if (!kernel_source) return false;
+    tf_pk_op_codes(kernel_source, codes + 1);
+    memcpy(kernel_source + codes, kernels_cl, kernels_cl_len);
+    kernel_source_len = codes + kernels_cl_len;
+    kernel_source[kernel_source_len] = 0;
+    return true;
+}
 
 /* ---- dtype facts, from the header-only list (plugins never link the core) ---- */
 
@@ -272,7 +286,7 @@ static void mkdir_p(const char *path) {
 /* The cache key covers everything that changes the binary. */
 static void cache_path(const cl_dev *d, const char *options, char *out, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv1a(h, kernels_cl, kernels_cl_len);
+    h = fnv1a(h, kernel_source, kernel_source_len);
     h = fnv1a(h, options, strlen(options));
     h = fnv1a(h, d->name, strlen(d->name));
     h = fnv1a(h, d->driver, strlen(d->driver));
@@ -340,8 +354,8 @@ static cl_program program_from_cache(cl_dev *d, const char *path, const char *op
 }
 
 static tf_status program_from_source(cl_dev *d, tf_dtype dt, const char *options, cl_program *out) {
-    const char *src = kernels_cl;
-    size_t len = kernels_cl_len;
+    const char *src = kernel_source;
+    size_t len = kernel_source_len;
     cl_int e;
     cl_program p = clCreateProgramWithSource(d->context, 1, &src, &len, &e);
     if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateProgramWithSource");
@@ -576,6 +590,8 @@ static void cl_shutdown(void *ctx) {
     }
     n_devs = 0;
     extra_build_options[0] = 0;
+    free(kernel_source);
+    kernel_source = NULL;
 }
 
 static const tf_backend_iface cl_backend_iface = {
@@ -589,6 +605,7 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
     host = h;
     n_devs = 0;
     note[0] = 0;
+    if (!make_kernel_source()) return h->set_error(TF_ERR_OUT_OF_MEMORY, "opencl: no memory for the kernel source");
     discover();
     memset(out, 0, sizeof *out);
     out->abi_major = TF_BACKEND_ABI_MAJOR;

@@ -112,35 +112,28 @@ inline long offset_of(const geom *g, int k, long i) {
 
 /* ---- elementwise binary ---- */
 
-#define OP_ADD 0
-#define OP_SUB 1
-#define OP_MUL 2
-#define OP_DIV 3
-#define OP_MAX 4
-#define OP_MIN 5
-#define OP_POW 6
-#define OP_SWIGLU 7
+/* op is the op table's value (TF_OP_ADD, ...): the host prepends them. */
 
 #if TF_DT != DT_BOOL
 inline C apply(int op, C x, C y) {
 #if IS_FLOAT
     switch (op) {
-    case OP_ADD: return x + y;
-    case OP_SUB: return x - y;
-    case OP_MUL: return x * y;
-    case OP_DIV: return x / y;
-    case OP_MAX: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y);
-    case OP_MIN: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
-    case OP_SWIGLU: return x / ((C)1 + exp(-x)) * y;
+    case TF_OP_ADD: return x + y;
+    case TF_OP_SUB: return x - y;
+    case TF_OP_MUL: return x * y;
+    case TF_OP_DIV: return x / y;
+    case TF_OP_MAXIMUM: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y);
+    case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
+    case TF_OP_SWIGLU: return x / ((C)1 + exp(-x)) * y;
     default: return pow(x, y);
     }
 #else
     switch (op) {
-    case OP_ADD: return (long)((ulong)x + (ulong)y);
-    case OP_SUB: return (long)((ulong)x - (ulong)y);
-    case OP_MUL: return (long)((ulong)x * (ulong)y);
-    case OP_MAX: return x > y ? x : y;
-    case OP_MIN: return x < y ? x : y;
+    case TF_OP_ADD: return (long)((ulong)x + (ulong)y);
+    case TF_OP_SUB: return (long)((ulong)x - (ulong)y);
+    case TF_OP_MUL: return (long)((ulong)x * (ulong)y);
+    case TF_OP_MAXIMUM: return x > y ? x : y;
+    case TF_OP_MINIMUM: return x < y ? x : y;
     default: {
         if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
         ulong r = 1, b = (ulong)x;
@@ -180,29 +173,29 @@ kernel void binary4(int op, long n4, long oo, long ao, long bo, global float *ou
 #if IS_FLOAT
 inline C apply_unary(int op, C x, C alpha, C lo, C hi) {
     switch (op) {
-    case 0: return -x;
-    case 1: return x < 0 ? -x : x == 0 ? (C)0 : x;
-    case 2: return (C)((x > 0) - (x < 0));        /* PyTorch's rule: NaN gives 0 */
-    case 3: return exp(x);
-    case 4: return log(x);
-    case 5: return log1p(x);
-    case 6: return expm1(x);
-    case 7: return sqrt(x);
-    case 8: return (C)1 / sqrt(x);
-    case 9: return sin(x);
-    case 10: return cos(x);
-    case 11: return tanh(x);
-    case 12: return (C)1 / ((C)1 + exp(-x));
-    case 13: return x < 0 ? (C)0 : x;
-    case 14: return x < 0 ? alpha * x : x;
-    case 15: return (C)0.5 * x * ((C)1 + erf(x * (C)0.70710678118654752440));
-    case 16: return (C)0.5 * x * ((C)1 + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
-    case 17: return x / ((C)1 + exp(-x));
-    case 18: return x > 20 ? x : log1p(exp(x));
-    case 19: return floor(x);
-    case 20: return ceil(x);
-    case 21: return rint(x);
-    default:
+    case TF_OP_NEG: return -x;
+    case TF_OP_ABS: return x < 0 ? -x : x == 0 ? (C)0 : x;
+    case TF_OP_SIGN: return (C)((x > 0) - (x < 0));        /* PyTorch's rule: NaN gives 0 */
+    case TF_OP_EXP: return exp(x);
+    case TF_OP_LOG: return log(x);
+    case TF_OP_LOG1P: return log1p(x);
+    case TF_OP_EXPM1: return expm1(x);
+    case TF_OP_SQRT: return sqrt(x);
+    case TF_OP_RSQRT: return (C)1 / sqrt(x);
+    case TF_OP_SIN: return sin(x);
+    case TF_OP_COS: return cos(x);
+    case TF_OP_TANH: return tanh(x);
+    case TF_OP_SIGMOID: return (C)1 / ((C)1 + exp(-x));
+    case TF_OP_RELU: return x < 0 ? (C)0 : x;
+    case TF_OP_LEAKY_RELU: return x < 0 ? alpha * x : x;
+    case TF_OP_GELU: return (C)0.5 * x * ((C)1 + erf(x * (C)0.70710678118654752440));
+    case TF_OP_GELU_TANH: return (C)0.5 * x * ((C)1 + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
+    case TF_OP_SILU: return x / ((C)1 + exp(-x));
+    case TF_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
+    case TF_OP_FLOOR: return floor(x);
+    case TF_OP_CEIL: return ceil(x);
+    case TF_OP_ROUND: return rint(x);
+    default:                                      /* TF_OP_CLAMP */
         if (isnan(x)) return x;
         if (!isnan(lo) && x < lo) x = lo;
         if (!isnan(hi) && x > hi) x = hi;
@@ -271,14 +264,14 @@ kernel void compare(int op, long n, geom g, global uchar *out, global const T *a
     C x = LD(a, ia), y = LD(b, ib);
     uchar r;
     switch (op) {
-    case 0: r = x == y; break;
-    case 1: r = x != y; break;
-    case 2: r = x < y; break;
-    case 3: r = x <= y; break;
-    case 4: r = x > y; break;
-    case 5: r = x >= y; break;
-    case 6: r = x != 0 && y != 0; break;
-    default: r = x != 0 || y != 0; break;
+    case TF_OP_EQ: r = x == y; break;
+    case TF_OP_NE: r = x != y; break;
+    case TF_OP_LT: r = x < y; break;
+    case TF_OP_LE: r = x <= y; break;
+    case TF_OP_GT: r = x > y; break;
+    case TF_OP_GE: r = x >= y; break;
+    case TF_OP_LOGICAL_AND: r = x != 0 && y != 0; break;
+    default: r = x != 0 || y != 0; break;        /* TF_OP_LOGICAL_OR */
     }
     out[g.offset[0] + i] = r;
 }
@@ -290,9 +283,9 @@ kernel void bool_unary(int op, long n, geom g, global uchar *out, global const T
     C v = LD(x, g.contiguous ? g.offset[1] + i : offset_of(&g, 1, i));
     uchar r;
 #if IS_FLOAT
-    r = op == 0 ? v == 0 : op == 1 ? isnan(v) != 0 : isinf(v) != 0;
+    r = op == TF_OP_LOGICAL_NOT ? v == 0 : op == TF_OP_ISNAN ? isnan(v) != 0 : isinf(v) != 0;
 #else
-    r = op == 0 ? v == 0 : 0;
+    r = op == TF_OP_LOGICAL_NOT ? v == 0 : 0;
 #endif
     out[g.offset[0] + i] = r;
 }
@@ -460,7 +453,8 @@ kernel void reduce_full(int op, long R, long correction, geom go, geom gr, globa
     int lid = get_local_id(0);
     long base = offset_of(&go, 0, m);
     gr.offset[0] = 0;
-    int p = op == 6 ? P_PROD : op == 2 || op == 9 ? P_MAX : op == 3 ? P_MIN : op == 4 ? P_ARGMAX : op == 5 ? P_ARGMIN : P_SUM;
+    int p = op == TF_OP_PROD ? P_PROD : op == TF_OP_MAX || op == TF_OP_LOGSUMEXP ? P_MAX : op == TF_OP_MIN ? P_MIN
+          : op == TF_OP_ARGMAX ? P_ARGMAX : op == TF_OP_ARGMIN ? P_ARGMIN : P_SUM;
     ACC acc = identity_of(p);
     long ai = -1;
     for (long r = lid; r < R; r += RWG) fold(p, &acc, &ai, LD(in, base + offset_of(&gr, 0, r)), r);
@@ -470,25 +464,26 @@ kernel void reduce_full(int op, long R, long correction, geom go, geom gr, globa
     ACC result = v[0];
     long result_ix = ix[0];
 #if IS_FLOAT
-    if (op == 1) result = R ? result / (ACC)R : (ACC)NAN;
-    if (op >= 7) {                            /* a second pass around the mean or the max */
-        ACC center = op == 9 ? result : (R ? result / (ACC)R : (ACC)NAN);
-        if (!(op == 9 && (isnan(center) || isinf(center)))) {
+    if (op == TF_OP_MEAN) result = R ? result / (ACC)R : (ACC)NAN;
+    bool lse = op == TF_OP_LOGSUMEXP;
+    if (op == TF_OP_VAR || op == TF_OP_STD || lse) {   /* a second pass around the mean or the max */
+        ACC center = lse ? result : (R ? result / (ACC)R : (ACC)NAN);
+        if (!(lse && (isnan(center) || isinf(center)))) {
             barrier(CLK_LOCAL_MEM_FENCE);
             ACC acc2 = 0;
             for (long r = lid; r < R; r += RWG) {
                 ACC d = LD(in, base + offset_of(&gr, 0, r)) - center;
-                acc2 += op == 9 ? exp(d) : d * d;
+                acc2 += lse ? exp(d) : d * d;
             }
             v[lid] = acc2;
             ix[lid] = -1;
             tree(P_SUM, v, ix, lid);
-            if (op == 9) {
+            if (lse) {
                 result = center + log(v[0]);
             } else {
                 ACC ss = v[0], div = (ACC)(R - correction);
                 ACC var = div > 0 ? ss / div : (ss == 0 || isnan(ss)) ? (ACC)NAN : (ACC)INFINITY;
-                result = op == 8 ? sqrt(var) : var;
+                result = op == TF_OP_STD ? sqrt(var) : var;
             }
         } else {
             result = center;
@@ -496,7 +491,7 @@ kernel void reduce_full(int op, long R, long correction, geom go, geom gr, globa
     }
 #endif
     if (lid == 0) {
-        if (op == 4 || op == 5) ((global long *)out)[out_off + m] = result_ix;
+        if (op == TF_OP_ARGMAX || op == TF_OP_ARGMIN) ((global long *)out)[out_off + m] = result_ix;
         else if (out_long) ((global long *)out)[out_off + m] = (long)result;
         else ST((global T *)out, out_off + m, result);
     }
@@ -504,7 +499,7 @@ kernel void reduce_full(int op, long R, long correction, geom go, geom gr, globa
 
 #if IS_FLOAT
 /* ---- row ops: one work-group per line ----
- * op: 0 softmax, 1 log_softmax, 2 rmsnorm, 3 layernorm; g covers the lines
+ * op: TF_OP_SOFTMAX, _LOG_SOFTMAX, _RMSNORM or _LAYERNORM; g covers the lines
  * (operand 0 = x, 1 = out); xs/os step along the line. */
 kernel void row_op(int op, long len, long xs, long os, wide_t eps, int has_w, int has_b, geom g, global const T *x,
                    global T *out, global const T *w, long w_off, long ws, global const T *b, long b_off, long bs) {
@@ -513,7 +508,7 @@ kernel void row_op(int op, long len, long xs, long os, wide_t eps, int has_w, in
     long line = get_group_id(0);
     int lid = get_local_id(0);
     long xb = offset_of(&g, 0, line), ob = offset_of(&g, 1, line);
-    if (op <= 1) {
+    if (op == TF_OP_SOFTMAX || op == TF_OP_LOG_SOFTMAX) {
         ACC acc = ACC_LOWEST;
         long ai = -1;
         for (long j = lid; j < len; j += RWG) fold(P_MAX, &acc, &ai, LD(x, xb + j * xs), j);
@@ -529,12 +524,12 @@ kernel void row_op(int op, long len, long xs, long os, wide_t eps, int has_w, in
         ACC sum = v[0];
         for (long j = lid; j < len; j += RWG) {
             ACC d = LD(x, xb + j * xs) - m;
-            ST(out, ob + j * os, op == 0 ? exp(d) / sum : d - log(sum));
+            ST(out, ob + j * os, op == TF_OP_SOFTMAX ? exp(d) / sum : d - log(sum));
         }
         return;
     }
     ACC mean = 0, acc = 0;
-    if (op == 3) {
+    if (op == TF_OP_LAYERNORM) {
         for (long j = lid; j < len; j += RWG) acc += LD(x, xb + j * xs);
         v[lid] = acc;
         ix[lid] = -1;

@@ -4,6 +4,7 @@
 #include "plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <tensorframe/numerics.h>
@@ -59,19 +60,6 @@ static tf_pk_geom make_geom(int ndim, const int64_t *shape, const tf_tensor_desc
 }
 
 
-static int binary_code(tf_op_kind k) {
-    switch (k) {
-    case TF_OP_ADD: return 0;
-    case TF_OP_SUB: return 1;
-    case TF_OP_MUL: return 2;
-    case TF_OP_DIV: return 3;
-    case TF_OP_MAXIMUM: return 4;
-    case TF_OP_MINIMUM: return 5;
-    case TF_OP_SWIGLU: return 7;
-    default: return 6;
-    }
-}
-
 /* f32, every operand contiguous with the same shape, element offsets and
  * count multiples of 4: the binary4 kernel's 128-bit accesses. */
 static bool binary4_fits(const tf_tensor_desc *const *ops, int64_t n) {
@@ -84,7 +72,7 @@ static bool binary4_fits(const tf_tensor_desc *const *ops, int64_t n) {
 static tf_status run_binary(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *o = &op->output, *ops[3] = {o, &op->inputs[0], &op->inputs[1]};
     tf_pk_geom g = make_geom(o->ndim, o->shape, ops, 3);
-    int32_t code = binary_code(op->kind);
+    int32_t code = op->kind;
     int64_t n = tf_desc_numel(o);
     if (binary4_fits(ops, n)) {
         int64_t n4 = n / 4, oo = elem_offset(o), ao = elem_offset(ops[1]), bo = elem_offset(ops[2]);
@@ -99,16 +87,10 @@ static tf_status run_binary(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, o->dtype, TF_PK_BINARY, 6, args, 1, &global, NULL);
 }
 
-/* kernels.cl's apply_unary codes, in op table order from NEG */
-_Static_assert(TF_OP_CLAMP - TF_OP_NEG == 22, "kernels.cl apply_unary codes follow the op table from NEG to CLAMP");
-static int unary_code(tf_op_kind k) { return (int)k - (int)TF_OP_NEG; }
-
-static bool is_unary(tf_op_kind k) { return k >= TF_OP_NEG && k <= TF_OP_CLAMP; }
-
 static tf_status run_unary(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
     tf_pk_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    int32_t code = unary_code(op->kind);
+    int32_t code = op->kind;
     int64_t n = tf_desc_numel(o);
     pk_mem mo = MEM(tg, o), mx = MEM(tg, ops[1]);
     size_t global = (size_t)n;
@@ -122,13 +104,11 @@ static tf_status run_unary(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, o->dtype, TF_PK_UNARY, 8, args, 1, &global, NULL);
 }
 
-static bool is_compare(tf_op_kind k) { return k >= TF_OP_EQ && k <= TF_OP_LOGICAL_OR; }
-_Static_assert(TF_OP_LOGICAL_OR - TF_OP_EQ == 7, "kernels.cl compare codes follow the op table from EQ to LOGICAL_OR");
 
 static tf_status run_compare(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *o = &op->output, *ops[3] = {o, &op->inputs[0], &op->inputs[1]};
     tf_pk_geom g = make_geom(o->ndim, o->shape, ops, 3);
-    int32_t code = (int32_t)(op->kind - TF_OP_EQ);
+    int32_t code = op->kind;
     int64_t n = tf_desc_numel(o);
     pk_mem mo = MEM(tg, o), ma = MEM(tg, ops[1]), mb = MEM(tg, ops[2]);
     arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(ma), ARG(mb)};
@@ -139,7 +119,7 @@ static tf_status run_compare(const tf_pk_target *tg, const tf_op *op) {
 static tf_status run_bool_unary(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *o = &op->output, *ops[2] = {o, &op->inputs[0]};
     tf_pk_geom g = make_geom(o->ndim, o->shape, ops, 2);
-    int32_t code = op->kind == TF_OP_LOGICAL_NOT ? 0 : op->kind == TF_OP_ISNAN ? 1 : 2;
+    int32_t code = op->kind;
     int64_t n = tf_desc_numel(o);
     pk_mem mo = MEM(tg, o), mx = MEM(tg, ops[1]);
     arg args[] = {ARG(code), ARG(n), ARG(g), ARG(mo), ARG(mx)};
@@ -201,9 +181,7 @@ static tf_status run_reduce(const tf_pk_target *tg, const tf_op *op) {
     if (M == 0) return TF_OK;
     for (int i = 0; i < nr; i++) R *= rshape[i];
     if (op->kind != TF_OP_SUM && op->kind != TF_OP_MEAN) {
-        static const int codes[] = {[TF_OP_MAX] = 2, [TF_OP_MIN] = 3, [TF_OP_ARGMAX] = 4, [TF_OP_ARGMIN] = 5,
-                                    [TF_OP_PROD] = 6, [TF_OP_VAR] = 7, [TF_OP_STD] = 8, [TF_OP_LOGSUMEXP] = 9};
-        int32_t code = codes[op->kind];
+        int32_t code = op->kind;
         int64_t correction = op->params.correction, off = elem_offset(o);
         int32_t out_long = o->dtype == TF_I64;
         pk_mem mi = MEM(tg, in), mo = MEM(tg, o);
@@ -287,7 +265,7 @@ static tf_status run_row_op(const tf_pk_target *tg, const tf_op *op) {
     tf_pk_geom g = make_geom(x->ndim, lines_shape, (const tf_tensor_desc *const[]){x, o}, 2);
     int64_t len = x->shape[ax], xs = x->strides[ax], os = o->strides[ax], lines = tf_desc_numel(o) / (len ? len : 1);
     if (len == 0) return TF_OK;
-    int32_t code = op->kind == TF_OP_SOFTMAX ? 0 : op->kind == TF_OP_LOG_SOFTMAX ? 1 : op->kind == TF_OP_RMSNORM ? 2 : 3;
+    int32_t code = op->kind;
     int32_t hw = has_w, hb = has_b;
     int64_t ws = has_w ? w->strides[0] : 0, bs = has_b ? b->strides[0] : 0, w_off = elem_offset(w), b_off = elem_offset(b);
     wide_arg eps = wide(op->params.eps);
@@ -495,15 +473,17 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
     case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
     case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM: return dt_is_float(op->output.dtype);
     default:
-        return is_unary(op->kind) && dt_is_float(op->output.dtype);
+        return tf_op_kernel_of(op->kind) == TF_KERNEL_MATH && dt_is_float(op->output.dtype);
     }
 }
 
 tf_dtype tf_pk_program_dtype(const tf_op *op) {
-    bool by_input = op->kind == TF_OP_SUM || op->kind == TF_OP_MEAN || is_compare(op->kind) ||
-                    op->kind == TF_OP_LOGICAL_NOT || op->kind == TF_OP_ISNAN || op->kind == TF_OP_ISINF ||
-                    (op->kind >= TF_OP_MAX && op->kind <= TF_OP_CUMSUM);
-    return by_input ? op->inputs[0].dtype : op->output.dtype;
+    switch (tf_op_kernel_of(op->kind)) {           /* kernels whose program is the input's dtype */
+    case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: case TF_KERNEL_COMPARE: case TF_KERNEL_PREDICATE:
+        return op->inputs[0].dtype;
+    default:
+        return op->output.dtype;
+    }
 }
 
 tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op) {
@@ -526,7 +506,22 @@ tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op) {
     case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return run_creation(tg, op);
     case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(tg, op);
     case TF_OP_WHERE: return run_where(tg, op);
-    default:                                     /* binary ops, SWIGLU included */
-        return is_unary(op->kind) ? run_unary(tg, op) : is_compare(op->kind) ? run_compare(tg, op) : run_binary(tg, op);
+    default:
+        switch (tf_op_kernel_of(op->kind)) {
+        case TF_KERNEL_MATH: return run_unary(tg, op);
+        case TF_KERNEL_COMPARE: return run_compare(tg, op);
+        case TF_KERNEL_ARITH: return run_binary(tg, op);
+        default: return tg->host->set_error(TF_ERR_UNSUPPORTED, "portable kernels: no kernel for %d", (int)op->kind);
+        }
     }
+}
+
+size_t tf_pk_op_codes(char *buf, size_t n) {
+    size_t used = 0;
+#define TF__CODE(E, ...)                                                                                \
+    used += (size_t)snprintf(buf && used < n ? buf + used : NULL, buf && used < n ? n - used : 0,         \
+                             "#define TF_OP_%s %d\n", #E, (int)TF_OP_##E);
+    TF_OP_LIST(TF__CODE)
+#undef TF__CODE
+    return used;
 }

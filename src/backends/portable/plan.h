@@ -92,6 +92,11 @@ tf_dtype tf_pk_program_dtype(const tf_op *op);
 /* Launch op's kernels on tg. FILL is included (the fill kernel); a backend
  * with a native fill may handle FILL itself first. */
 tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op);
+/* The op codes kernels.cl switches on, generated from the op table as
+ * "#define TF_OP_ADD 0\n..." (OpenCL C has no enums from our headers): a
+ * backend that compiles kernels.cl from source prepends them. Writes at most
+ * n bytes into buf (NULL: measure) and returns the full length, as snprintf. */
+size_t tf_pk_op_codes(char *buf, size_t n);
 /* The bytes of one element of dtype dt holding v, by the CPU reference's
  * conversion rules (round to nearest, integers truncate and saturate). */
 void tf_pk_encode_scalar(tf_dtype dt, double v, unsigned char *out);

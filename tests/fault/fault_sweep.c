@@ -1,0 +1,525 @@
+/* Fault injection, SQLite's way: run one program that exercises every op
+ * family, views, file round trips and mixed-device ops, failing its 1st,
+ * 2nd, ... Nth allocation, for every N until the program completes. Three
+ * sweeps: the library's own counter (host memory in the core and the CPU
+ * backend, and every device buffer the core asks any backend for, plugins
+ * included), then the example backend's own allocator, in-process
+ * (mybackend) and as a plugin (testplug).
+ *
+ * Each run must hold up: the failing call returns TF_ERR_OUT_OF_MEMORY with
+ * a message that starts with the public function's name, leaves its output
+ * NULL, and every tensor the program holds reads back the values a clean run
+ * had at that point; every call that succeeds gives the clean run's result
+ * (an absorbed failure must not change a value); after the program releases
+ * everything no device buffer is left (LeakSanitizer checks host memory at
+ * exit). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tensorframe/tensorframe.h>
+
+#include "mybackend.h"
+
+#define MAX_HELD 512
+#define MAX_STEPS 512
+
+typedef struct world {
+    tf_device *cpu, *my, *plug, *ocl;         /* ocl may be NULL */
+    const char *dir;                          /* scratch directory for files */
+    bool recording;                           /* the clean run */
+    int step;                                 /* current step */
+    bool failed;                              /* a step failed in this run */
+    int failed_step;
+    tf_tensor *held[MAX_HELD];
+    int n_held;
+    int errors;                               /* problems found in this run */
+    const char *sweep;
+    int64_t nth;
+} world;
+
+/* The clean run's hash of each held tensor after each step. */
+static uint64_t clean_hash[MAX_STEPS][MAX_HELD];
+static int clean_held[MAX_STEPS];
+static int clean_steps;
+
+/* ---- injection control: pause it while the harness itself reads ---- */
+
+typedef enum { INJECT_LIBRARY, INJECT_MYBACKEND, INJECT_TESTPLUG } inject_kind;
+static inject_kind injecting;
+static int64_t lib_target;
+
+static mybackend_fail_after_fn fail_after_of(const char *backend) {
+    return (mybackend_fail_after_fn)tf_backend_proc_address(backend, "mybackend_fail_after");
+}
+
+static mybackend_stats stats_of(const char *backend) {
+    mybackend_stats st;
+    memset(&st, 0, sizeof st);
+    mybackend_stats_fn f = (mybackend_stats_fn)tf_backend_proc_address(backend, "mybackend_stats");
+    if (f) f(&st);
+    return st;
+}
+
+/* Neither counter can be paused, so pausing records how far it got and
+ * resuming arms it again for the rest: the harness's own reads (which may
+ * copy a strided tensor on its device) must not consume the failure. */
+static int64_t lib_counted_before_pause;
+static uint64_t backend_countdown;
+static const char *injected_backend(void) { return injecting == INJECT_MYBACKEND ? "mybackend" : "testplug"; }
+static void pause_injection(void) {
+    if (injecting == INJECT_LIBRARY) {
+        if (!lib_target) return;
+        lib_counted_before_pause = tf_debug_allocation_count();
+        tf_debug_fail_allocation(0);
+    } else {
+        backend_countdown = stats_of(injected_backend()).failure_countdown;
+        fail_after_of(injected_backend())(0);
+    }
+}
+static void resume_injection(void) {
+    if (injecting == INJECT_LIBRARY) {
+        if (!lib_target) return;
+        int64_t left = lib_target - lib_counted_before_pause;
+        lib_target = left > 0 ? left : 0;
+        tf_debug_fail_allocation(lib_target);
+    } else {
+        fail_after_of(injected_backend())((int64_t)backend_countdown);
+    }
+}
+
+/* ---- hashing what a tensor holds ---- */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t tensor_hash(world *w, const tf_tensor *t) {
+    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(tf_tensor_dtype(t));
+    unsigned char *buf = malloc(n ? n : 1);
+    uint64_t h = fnv(0xcbf29ce484222325ull, tf_tensor_shape(t), sizeof(int64_t) * (size_t)tf_tensor_ndim(t));
+    tf_status s = tf_tensor_read(t, buf, n);
+    if (s != TF_OK) {
+        fprintf(stderr, "[%s N=%lld] step %d: reading a held tensor failed: %s: %s\n", w->sweep, (long long)w->nth,
+                w->step, tf_status_name(s), tf_last_error());
+        w->errors++;
+    }
+    h = fnv(h, buf, n);
+    free(buf);
+    return h;
+}
+
+/* Compare held tensors [from, n_held) with the clean run after step `at`. */
+static void check_held(world *w, int from, int at) {
+    if (at < 0) return;
+    for (int i = from; i < w->n_held && i < clean_held[at]; i++) {
+        uint64_t h = tensor_hash(w, w->held[i]);
+        if (h != clean_hash[at][i]) {
+            fprintf(stderr, "[%s N=%lld] step %d: held tensor %d (%s on %s) differs from the clean run\n", w->sweep,
+                    (long long)w->nth, w->step, i, tf_dtype_name(tf_tensor_dtype(w->held[i])),
+                    tf_device_name(tf_tensor_device(w->held[i])));
+            w->errors++;
+        }
+    }
+}
+
+static void record_held(world *w) {
+    clean_held[w->step] = w->n_held;
+    for (int i = 0; i < w->n_held; i++) clean_hash[w->step][i] = tensor_hash(w, w->held[i]);
+}
+
+/* ---- one step ---- */
+
+/* After a call: on success register its outputs and compare them (or, for
+ * a call that writes its inputs, everything) with the clean run; on failure
+ * check the error and every held tensor. Returns false to stop the program. */
+static bool finish_step(world *w, const char *fn, tf_status s, tf_tensor **outs, int n_out, bool writes_inputs) {
+    pause_injection();
+    int first_new = w->n_held;
+    bool go_on = true;
+    if (s == TF_OK) {
+        for (int i = 0; i < n_out; i++)
+            if (outs[i] && w->n_held < MAX_HELD) w->held[w->n_held++] = outs[i];
+        if (w->recording) record_held(w);
+        else check_held(w, writes_inputs ? 0 : first_new, w->step);
+    } else {
+        const char *msg = tf_last_error();
+        size_t fl = strlen(fn);
+        if (w->recording) {
+            fprintf(stderr, "clean run: step %d (%s) failed: %s: %s\n", w->step, fn, tf_status_name(s), msg);
+            w->errors++;
+        } else {
+            if (s != TF_ERR_OUT_OF_MEMORY || strncmp(msg, fn, fl) || msg[fl] != ':') {
+                fprintf(stderr, "[%s N=%lld] step %d: %s returned %s with message '%s' (want TF_ERR_OUT_OF_MEMORY, "
+                        "a message starting '%s:')\n", w->sweep, (long long)w->nth, w->step, fn, tf_status_name(s), msg, fn);
+                w->errors++;
+            }
+            for (int i = 0; i < n_out; i++)
+                if (outs[i] == (tf_tensor *)(uintptr_t)1) {
+                    fprintf(stderr, "[%s N=%lld] step %d: %s failed without setting its output to NULL\n", w->sweep,
+                            (long long)w->nth, w->step, fn);
+                    w->errors++;
+                } else if (outs[i]) {
+                    fprintf(stderr, "[%s N=%lld] step %d: %s failed but left output %d set\n", w->sweep,
+                            (long long)w->nth, w->step, fn, i);
+                    w->errors++;
+                    tf_tensor_release(outs[i]);
+                }
+            check_held(w, 0, w->step - 1);
+        }
+        w->failed = true;
+        w->failed_step = w->step;
+        go_on = false;
+    }
+    w->step++;
+    resume_injection();
+    return go_on;
+}
+
+/* A call whose last argument is its output tensor. */
+#define OP(var, fn, ...)                                                              \
+    tf_tensor *var = (tf_tensor *)(uintptr_t)1;                                       \
+    do {                                                                              \
+        tf_status s_ = fn(__VA_ARGS__, &var);                                         \
+        if (!finish_step(w, #fn, s_, &var, 1, false)) return;                         \
+    } while (0)
+/* A call with no output tensor; `writes` says it updates held tensors. */
+#define CALL(writes, fn, ...)                                                         \
+    do {                                                                              \
+        tf_status s_ = fn(__VA_ARGS__);                                               \
+        if (!finish_step(w, #fn, s_, NULL, 0, writes)) return;                        \
+    } while (0)
+
+/* ---- the program ---- */
+
+static void program_creation_and_views(world *w) {
+    static const float v12[12] = {1, -2, 3, -4, 5, -6, 7.5f, -8, 9, 10, -11, 12};
+    int64_t s34[2] = {3, 4}, s12 = 12, s43[2] = {4, 3}, s2x6[2] = {2, 6}, s134[3] = {1, 3, 4};
+    OP(a, tf_tensor_from_data, w->cpu, TF_F32, 2, s34, v12);
+    OP(b, tf_zeros, w->cpu, TF_F32, 2, s34);
+    OP(c, tf_ones, w->my, TF_F32, 2, s34);
+    OP(d, tf_full, w->plug, TF_F32, 2, s34, 0.25);
+    OP(e, tf_arange, w->cpu, TF_I64, 0.0, 12.0, 1.0);
+    OP(f, tf_rand, w->cpu, TF_F32, 2, s34, 7);
+    OP(g, tf_randn, w->my, TF_F32, 2, s34, 8);
+    OP(h, tf_eye, w->plug, TF_F32, 3, 4);
+    OP(k, tf_scalar, w->cpu, TF_F32, 0.5);
+    OP(r1, tf_reshape, a, 1, &s12);
+    OP(t1, tf_transpose, a, 0, 1);
+    OP(r2, tf_reshape, t1, 2, s2x6);                       /* a copy: t1 is not contiguous */
+    OP(p1, tf_permute, a, (const int[]){1, 0});
+    OP(sl, tf_slice, a, 1, 1, 4, 2);
+    OP(ex, tf_expand, k, 2, s43);
+    OP(us, tf_unsqueeze, a, 0);
+    OP(sq, tf_squeeze, us, 0);
+    OP(ct, tf_contiguous, p1);
+    OP(cp, tf_copy, sl);
+    OP(cs, tf_cast, a, TF_F16);
+    OP(cb, tf_cast, e, TF_BF16);
+    OP(m1, tf_tensor_to, a, w->my);
+    OP(m2, tf_tensor_to, m1, w->plug);
+    OP(m3, tf_tensor_to, t1, w->plug);                     /* a strided source */
+    OP(m4, tf_tensor_to, m2, w->cpu);
+    OP(x3, tf_reshape, m2, 3, s134);
+    (void)b; (void)c; (void)d; (void)f; (void)g; (void)h; (void)r1; (void)r2; (void)ex; (void)sq; (void)ct;
+    (void)cp; (void)cs; (void)cb; (void)m3; (void)m4; (void)x3;
+    if (w->ocl) {
+        OP(o1, tf_tensor_to, a, w->ocl);
+        OP(o2, tf_add, o1, a);                             /* mixed: opencl and cpu */
+        OP(o3, tf_sum, o2, 1, false);
+        (void)o3;
+    }
+}
+
+static void program_elementwise(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    OP(k, tf_scalar, w->cpu, TF_F32, 2.0);
+    OP(add, tf_add, a, k);
+    OP(mixed, tf_add, a, am);                              /* cpu + mybackend */
+    OP(mixed2, tf_mul, ap, a);                             /* testplug + cpu */
+    OP(mixed3, tf_sub, am, ap);                            /* mybackend + testplug */
+    OP(dv, tf_div, a, k);
+    OP(mx, tf_maximum, a, am);
+    OP(pw, tf_pow, ap, k);
+    OP(sw, tf_swiglu, a, am);
+    OP(eq, tf_eq, a, am);
+    OP(lt, tf_lt, ap, k);
+    OP(la, tf_logical_and, eq, lt);
+    OP(ln, tf_logical_not, la);
+    OP(wh, tf_where, lt, a, am);
+    OP(ng, tf_neg, am);
+    OP(ex, tf_exp, ap);
+    OP(gl, tf_gelu, a);
+    OP(sg, tf_sigmoid, am);
+    OP(lr, tf_leaky_relu, a, 0.1);
+    OP(cl, tf_clamp, ap, -1.0, 1.0);
+    OP(nan, tf_isnan, a);
+    OP(cmp, tf_ge, mixed, mixed2);
+    (void)add; (void)mixed3; (void)dv; (void)mx; (void)pw; (void)sw; (void)ln; (void)wh; (void)ng; (void)ex;
+    (void)gl; (void)sg; (void)lr; (void)cl; (void)nan; (void)cmp;
+}
+
+static void program_reductions_and_linalg(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    OP(s0, tf_sum, a, 0, false);
+    OP(s1, tf_sum, am, TF_ALL_AXES, true);
+    OP(mn, tf_mean, ap, 1, false);
+    OP(mx, tf_max, am, 1, true);
+    OP(ax, tf_argmax, ap, TF_ALL_AXES, false);
+    OP(pr, tf_prod, a, 0, false);
+    OP(vr, tf_var, am, 1, 1, false);
+    OP(ls, tf_logsumexp, ap, 0, false);
+    OP(cs, tf_cumsum, am, 1);
+    OP(t, tf_transpose, am, 0, 1);
+    OP(mm, tf_matmul, a, t);                               /* cpu @ mybackend, a strided operand */
+    OP(mm2, tf_matmul, ap, t);
+    OP(gm, tf_gemm, a, ap, mm, 0.5, 2.0, false, true);
+    OP(v, tf_sum, a, 0, false);
+    OP(gv, tf_gemv, am, v);
+    OP(ou, tf_outer, v, s0);
+    (void)s1; (void)mn; (void)mx; (void)ax; (void)pr; (void)vr; (void)ls; (void)cs; (void)mm2; (void)gm; (void)gv;
+    (void)ou;
+}
+
+static void program_indexing_and_composites(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    static const int64_t idx[3] = {2, 0, 1};
+    static const int64_t gidx[12] = {0, 1, 2, 3, 3, 2, 1, 0, 1, 1, 2, 2};
+    int64_t three = 3, s34[2] = {3, 4}, sizes[2] = {1, 3}, pads[2] = {1, 2}, reps[2] = {2, 1};
+    OP(ix, tf_tensor_from_data, w->cpu, TF_I64, 1, &three, idx);
+    OP(gi, tf_tensor_from_data, w->my, TF_I64, 2, s34, gidx);
+    OP(is, tf_index_select, am, 0, ix);
+    OP(em, tf_embedding, ap, ix);
+    OP(ga, tf_gather, a, 1, gi);
+    OP(tl, tf_tril, am, 0);
+    const tf_tensor *pair[2] = {a, am}, *three_of[3] = {a, am, ap};
+    OP(cc, tf_concat, 2, pair, 1);
+    OP(st, tf_stack, 3, three_of, 0);
+    tf_tensor *parts[2] = {(tf_tensor *)(uintptr_t)1, (tf_tensor *)(uintptr_t)1};
+    tf_status s = tf_split(ap, 1, 2, sizes, parts);
+    if (s != TF_OK) parts[0] = parts[1] = NULL;            /* tf_split leaves outs NULL on error */
+    if (!finish_step(w, "tf_split", s, parts, 2, false)) return;
+    OP(pd, tf_pad, am, 1, pads, -1.0);
+    OP(ti, tf_tile, ap, 2, reps);
+    OP(fl, tf_flip, a, 1, (const int[]){0});
+    (void)is; (void)em; (void)ga; (void)tl; (void)cc; (void)st; (void)pd; (void)ti; (void)fl;
+}
+
+static void program_nn_and_vision(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    int64_t s4 = 4, q_shape[4] = {1, 2, 3, 4}, kv_shape[4] = {1, 1, 5, 4}, mask_shape[2] = {3, 5};
+    int64_t x_shape[4] = {2, 2, 5, 5}, w_shape[4] = {3, 2, 3, 3}, c3 = 3, pos_n = 3, two = 2;
+    static const int64_t pos[3] = {0, 1, 2};
+    static const int64_t tgt[3] = {1, 3, 0};
+    OP(wt, tf_ones, w->plug, TF_F32, 1, &s4);
+    OP(bs, tf_zeros, w->cpu, TF_F32, 1, &s4);
+    OP(sm, tf_softmax, am, 1);
+    OP(lsm, tf_log_softmax, a, 0);
+    OP(rn, tf_rmsnorm, a, wt, 1e-6);
+    OP(lnm, tf_layernorm, am, wt, bs, 1e-5);
+    OP(ps, tf_tensor_from_data, w->cpu, TF_I64, 1, &pos_n, pos);
+    OP(ro, tf_rope, ap, ps, 0, 0, 10000.0, TF_ROPE_HALF_SPLIT);
+    OP(q, tf_randn, w->cpu, TF_F32, 4, q_shape, 11);
+    OP(kk, tf_randn, w->my, TF_F32, 4, kv_shape, 12);
+    OP(vv, tf_randn, w->plug, TF_F32, 4, kv_shape, 13);
+    OP(mk, tf_zeros, w->cpu, TF_F32, 2, mask_shape);
+    OP(at, tf_sdpa, q, kk, vv, mk, 0.0, true, -1);
+    OP(q1, tf_sum, q, 2, false);                           /* [1, 2, 4] */
+    OP(sc, tf_attention_scores, q1, kk, 0.5);              /* keys [1, 1, 5, 4] broadcast: [1, 2, 5] */
+    OP(ws, tf_weighted_sum_rows, sc, vv);                  /* [1, 2, 4] */
+    (void)sm; (void)lsm; (void)rn; (void)lnm; (void)ro; (void)at; (void)ws;
+    OP(x, tf_randn, w->my, TF_F32, 4, x_shape, 14);
+    OP(cw, tf_randn, w->cpu, TF_F32, 4, w_shape, 15);
+    OP(cb, tf_ones, w->plug, TF_F32, 1, &c3);
+    OP(cv, tf_conv2d, x, cw, cb, NULL, (const int64_t[]){1, 1}, NULL, 1);
+    OP(mp, tf_maxpool2d, x, (const int64_t[]){2, 2}, NULL, NULL, NULL);
+    OP(ap2, tf_avgpool2d, cv, (const int64_t[]){2, 2}, NULL, NULL, true);
+    OP(rm, tf_zeros, w->my, TF_F32, 1, &two);
+    OP(rv, tf_ones, w->my, TF_F32, 1, &two);
+    tf_tensor *bn = (tf_tensor *)(uintptr_t)1;
+    tf_status s = tf_batch_norm(x, rm, rv, NULL, NULL, true, 0.1, 1e-5, &bn);
+    if (!finish_step(w, "tf_batch_norm", s, &bn, 1, true)) return;
+    OP(tg, tf_tensor_from_data, w->my, TF_I64, 1, &pos_n, tgt);
+    OP(ce, tf_cross_entropy, ap, tg, -100, TF_REDUCTION_MEAN);
+    OP(gr, tf_rand, w->cpu, TF_F32, 2, (const int64_t[]){3, 4}, 16);
+    OP(pm, tf_copy, am);
+    OP(m, tf_zeros, w->my, TF_F32, 2, (const int64_t[]){3, 4});
+    OP(v, tf_zeros, w->my, TF_F32, 2, (const int64_t[]){3, 4});
+    CALL(true, tf_adam_step, pm, gr, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, true);
+    (void)mp; (void)ap2; (void)ce;
+}
+
+static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    char npy[512], st[512];
+    snprintf(npy, sizeof npy, "%s/a.npy", w->dir);
+    snprintf(st, sizeof st, "%s/w.safetensors", w->dir);
+    CALL(false, tf_npy_save, npy, am);
+    OP(ld, tf_npy_load, npy, w->plug);
+    const char *names[2] = {"a", "b"};
+    const tf_tensor *ts[2] = {a, ap};
+    CALL(false, tf_safetensors_save, st, 2, names, ts);
+    tf_safetensors *f = NULL;
+    tf_status s = tf_safetensors_open(st, &f);
+    if (!finish_step(w, "tf_safetensors_open", s, NULL, 0, false)) return;
+    tf_tensor *sb = (tf_tensor *)(uintptr_t)1;
+    s = tf_safetensors_load(f, "b", w->my, &sb);
+    tf_safetensors_close(f);
+    if (!finish_step(w, "tf_safetensors_load", s, &sb, 1, false)) return;
+    (void)ld;
+}
+
+static void program(world *w) {
+    program_creation_and_views(w);
+    if (w->failed) return;
+    static const float v12[12] = {0.5f, -1, 2, -3, 4, 0.25f, -0.75f, 1.5f, 3, -2, 1, 0.125f};
+    int64_t s34[2] = {3, 4};
+    OP(a, tf_tensor_from_data, w->cpu, TF_F32, 2, s34, v12);
+    OP(am, tf_tensor_to, a, w->my);
+    OP(ap, tf_tensor_to, a, w->plug);
+    program_elementwise(w, a, am, ap);
+    if (!w->failed) program_reductions_and_linalg(w, a, am, ap);
+    if (!w->failed) program_indexing_and_composites(w, a, am, ap);
+    if (!w->failed) program_nn_and_vision(w, a, am, ap);
+    if (!w->failed) program_files(w, a, am, ap);
+}
+
+/* ---- one run of the program and its checks ---- */
+
+static void release_all(world *w) {
+    for (int i = 0; i < w->n_held; i++) tf_tensor_release(w->held[i]);
+    w->n_held = 0;
+}
+
+static void empty_caches(world *w) {
+    tf_device *devs[4] = {w->cpu, w->my, w->plug, w->ocl};
+    for (int i = 0; i < 4; i++)
+        if (devs[i]) tf_device_empty_cache(devs[i]);
+}
+
+static void check_nothing_left(world *w) {
+    tf_memory_stats ms;
+    if (tf_device_memory_stats(w->cpu, &ms) == TF_OK && ms.allocated) {
+        fprintf(stderr, "[%s N=%lld] %llu bytes still allocated on cpu after releasing everything\n", w->sweep,
+                (long long)w->nth, (unsigned long long)ms.allocated);
+        w->errors++;
+    }
+    const char *backends[2] = {"mybackend", "testplug"};
+    for (int i = 0; i < 2; i++) {
+        mybackend_stats st = stats_of(backends[i]);
+        if (st.live_buffers) {
+            fprintf(stderr, "[%s N=%lld] %llu %s buffers still live after releasing everything\n", w->sweep,
+                    (long long)w->nth, (unsigned long long)st.live_buffers, backends[i]);
+            w->errors++;
+        }
+    }
+}
+
+/* Run the program once; true if the injected failure happened. */
+static bool run_once(world *w, inject_kind kind, int64_t nth) {
+    w->step = 0;
+    w->failed = false;
+    w->failed_step = -1;
+    w->sweep = kind == INJECT_LIBRARY ? "library" : kind == INJECT_MYBACKEND ? "mybackend" : "testplug";
+    w->nth = nth;
+    empty_caches(w);
+    injecting = kind;
+    uint64_t injected_before = 0;
+    if (kind == INJECT_LIBRARY) {
+        lib_target = nth;
+        tf_debug_fail_allocation(nth);
+    } else {
+        const char *b = kind == INJECT_MYBACKEND ? "mybackend" : "testplug";
+        injected_before = stats_of(b).injected_failures;
+        fail_after_of(b)(nth);
+    }
+    program(w);
+    bool fired;
+    if (kind == INJECT_LIBRARY) {
+        fired = lib_target == 0 || tf_debug_allocation_count() >= lib_target;
+        tf_debug_fail_allocation(0);
+        lib_target = 0;
+    } else {
+        const char *b = kind == INJECT_MYBACKEND ? "mybackend" : "testplug";
+        fail_after_of(b)(0);
+        fired = stats_of(b).injected_failures > injected_before;
+    }
+    if (!w->failed) check_held(w, 0, w->step - 1);          /* a completed run ends as the clean one did */
+    release_all(w);
+    check_nothing_left(w);
+    return fired;
+}
+
+/* Returns the number of runs that found a problem. */
+static int sweep(world *w, inject_kind kind, int *runs, int *failed_steps, int *absorbed) {
+    int errors = 0;
+    for (int64_t nth = 1; nth < 100000; nth++) {
+        w->errors = 0;
+        bool fired = run_once(w, kind, nth);
+        errors += w->errors > 0;
+        (*runs)++;
+        if (w->failed) (*failed_steps)++;
+        else if (fired) (*absorbed)++;
+        if (!fired) return errors;                           /* the program completed without a failure */
+        if (errors > 2000) return errors;
+    }
+    fprintf(stderr, "%s sweep did not end\n", w->sweep);
+    return errors + 1;
+}
+
+static tf_device *device(const char *spec) {
+    tf_device *d = NULL;
+    if (tf_device_get(spec, &d) != TF_OK) return NULL;
+    return d;
+}
+
+int main(void) {
+    if (mybackend_register() != TF_OK) {
+        fprintf(stderr, "cannot register mybackend: %s\n", tf_last_error());
+        return 1;
+    }
+    tf_set_num_threads(1);                                   /* one allocation order */
+    world w;
+    memset(&w, 0, sizeof w);
+    w.cpu = device("cpu");
+    w.my = device("mybackend:0");
+    w.plug = device("testplug:0");
+    w.ocl = getenv("TF_FAULT_NO_OPENCL") ? NULL : device("opencl:0");
+    if (!w.cpu || !w.my || !w.plug || !fail_after_of("mybackend") || !fail_after_of("testplug")) {
+        fprintf(stderr, "fault_sweep needs cpu, mybackend:0 and testplug:0 (TF_PLUGIN_PATH) with their extras\n");
+        return 1;
+    }
+    char dir[] = "/tmp/tf-fault-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    w.dir = dir;
+
+    w.recording = true;
+    w.sweep = "clean";
+    program(&w);
+    clean_steps = w.step;
+    int errors = w.errors;
+    release_all(&w);
+    check_nothing_left(&w);
+    errors += w.errors;
+    w.recording = false;
+    printf("clean run: %d steps%s\n", clean_steps, w.ocl ? " (opencl:0 included)" : "");
+    if (errors) return 1;
+
+    static const char *const names[3] = {"library allocations (host and device)", "mybackend's allocator",
+                                         "testplug's allocator (plugin)"};
+    int total_runs = 0;
+    for (int k = 0; k < 3; k++) {
+        int runs = 0, failed_steps = 0, absorbed = 0;
+        int e = sweep(&w, (inject_kind)k, &runs, &failed_steps, &absorbed);
+        printf("%-40s %5d runs: %d failed a call, %d absorbed the failure, %d runs with problems\n", names[k],
+               runs, failed_steps, absorbed, e);
+        errors += e;
+        total_runs += runs;
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    tf_shutdown();
+    printf("%d passed, %d failed\n", total_runs - errors, errors);
+    return errors ? 1 : 0;
+}

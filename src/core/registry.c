@@ -52,6 +52,7 @@ typedef struct skipped_plugin {
 static struct {
     pthread_mutex_t lock;
     atomic_bool initialized;
+    atomic_bool plugins_loaded;          /* plugins load when a non-CPU device is first wanted */
     tf_backend_entry *backends[MAX_BACKENDS];
     int n_backends;
     skipped_plugin skipped[MAX_BACKENDS];
@@ -223,9 +224,9 @@ static void load_plugin(const char *path) {
         record_skip(name, path, TF_ERR_ALREADY_EXISTS, why);
         return;
     }
-    /* NODELETE: driver stacks (ICD loaders, the CUDA runtime) are not built to be
-     * unloaded; the backend's shutdown releases what it owns. */
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    /* Unloaded again at tf_shutdown, after the backend's shutdown released
+     * what it owns (a vendor library it loaded may stay mapped: see README). */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         record_skip(name, path, TF_ERR_PLUGIN, e ? e : "dlopen failed");
@@ -314,14 +315,23 @@ static void load_all_plugins(void) {
             load_plugin_path_entry(tok);
         free(copy);
     }
-    char dirs[2][PATH_MAX];
+    /* The installed plugin directory, then relative to the library itself:
+     * <dir of libtensorframe.so>/tensorframe (an install moved to another
+     * prefix) and that directory itself (a build tree). */
+    enum { N_DIRS = 3 };
+    char dirs[N_DIRS][PATH_MAX], seen[N_DIRS][PATH_MAX] = {{0}};
     snprintf(dirs[0], sizeof dirs[0], "%s", TF_PLUGIN_INSTALL_DIR);
-    library_dir(dirs[1], sizeof dirs[1]);
-    char seen[2][PATH_MAX] = {{0}};
-    for (int i = 0; i < 2; i++) {
-        if (!dirs[i][0] || !realpath(dirs[i], seen[i])) continue;
-        if (i == 1 && !strcmp(seen[0], seen[1])) continue;
-        load_plugins_in_dir(seen[i]);
+    library_dir(dirs[2], sizeof dirs[2]);
+    snprintf(dirs[1], sizeof dirs[1], "%.*s/tensorframe", PATH_MAX - 16, dirs[2]);
+    if (!dirs[2][0]) dirs[1][0] = 0;
+    for (int i = 0; i < N_DIRS; i++) {
+        if (!dirs[i][0] || !realpath(dirs[i], seen[i])) {
+            seen[i][0] = 0;
+            continue;
+        }
+        bool repeat = false;
+        for (int j = 0; j < i; j++) repeat |= !strcmp(seen[j], seen[i]);
+        if (!repeat) load_plugins_in_dir(seen[i]);
     }
 }
 
@@ -443,13 +453,27 @@ tf_status tf__init(void) {
         s = tf__cpu_backend_init(&host_api, &cpu);
         if (s == TF_OK) s = add_backend(&cpu, "built-in", NULL, true);
         if (s == TF_OK) {
-            load_all_plugins();
             set_priority_locked(NULL);
             atomic_store_explicit(&g.initialized, true, memory_order_release);
         }
     }
     pthread_mutex_unlock(&g.lock);
     return s;
+}
+
+/* Initialize and load the plugins: the first question about devices other
+ * than the CPU pays for finding them (dlopen, driver start-up), a program
+ * that only ever asks for "cpu" never does. */
+static tf_status init_with_plugins(void) {
+    tf_status s = tf__init();
+    if (s != TF_OK || atomic_load_explicit(&g.plugins_loaded, memory_order_acquire)) return s;
+    pthread_mutex_lock(&g.lock);
+    if (!atomic_load(&g.plugins_loaded)) {
+        load_all_plugins();
+        atomic_store_explicit(&g.plugins_loaded, true, memory_order_release);
+    }
+    pthread_mutex_unlock(&g.lock);
+    return TF_OK;
 }
 
 void tf_shutdown(void) {
@@ -466,6 +490,7 @@ void tf_shutdown(void) {
     g.priority_explicit = false;
     atomic_store(&g.policy, TF_MIXED_HIGHEST_PRIORITY);
     atomic_store(&g.initialized, false);
+    atomic_store(&g.plugins_loaded, false);
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -480,7 +505,7 @@ tf_status tf_backend_register(const tf_backend_reg *reg) {
 }
 
 void *tf_backend_proc_address(const char *backend_name, const char *name) {
-    if (!backend_name || !name || tf__init() != TF_OK) return NULL;
+    if (!backend_name || !name || init_with_plugins() != TF_OK) return NULL;
     pthread_mutex_lock(&g.lock);
     tf_backend_entry *b = find_backend(backend_name);
     void *fn = b && b->reg.iface->get_proc_address ? b->reg.iface->get_proc_address(b->reg.ctx, name) : NULL;
@@ -492,10 +517,10 @@ void *tf_backend_proc_address(const char *backend_name, const char *name) {
 
 tf_device *tf__cpu_device(void) { return tf__init() == TF_OK ? g.devices[0] : NULL; }
 
-int tf_device_count(void) { return tf__init() == TF_OK ? g.n_devices : 0; }
+int tf_device_count(void) { return init_with_plugins() == TF_OK ? g.n_devices : 0; }
 
 tf_device *tf_device_at(int i) {
-    if (tf__init() != TF_OK || i < 0 || i >= g.n_devices) return NULL;
+    if (init_with_plugins() != TF_OK || i < 0 || i >= g.n_devices) return NULL;
     return g.devices[i];
 }
 
@@ -611,11 +636,24 @@ static void list_devices(char *buf, size_t n) {
         used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", g.devices[i]->name);
 }
 
+/* Does spec name a device of a backend already registered ("cpu")? Then
+ * the plugins need not be loaded to answer. */
+static bool names_loaded_device(const char *spec) {
+    pthread_mutex_lock(&g.lock);
+    size_t len = strcspn(spec, ":");
+    bool found = false;
+    for (int i = 0; i < g.n_backends && !found; i++)
+        found = strlen(g.backends[i]->name) == len && !strncmp(g.backends[i]->name, spec, len);
+    pthread_mutex_unlock(&g.lock);
+    return found;
+}
+
 tf_status tf_device_get(const char *spec, tf_device **out) {
     if (out) *out = NULL;
     if (!spec || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get: spec or out is NULL");
     tf_status s = tf__init();
     if (s != TF_OK) return s;
+    if (!strcmp(spec, "auto") || !names_loaded_device(spec)) init_with_plugins();
     pthread_mutex_lock(&g.lock);
     if (!strcmp(spec, "auto")) {
         *out = pick_auto();
@@ -648,7 +686,7 @@ tf_status tf_device_get(const char *spec, tf_device **out) {
 tf_status tf_device_get_with_memory(uint64_t min_free, tf_device **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_with_memory: out is NULL");
     *out = NULL;
-    tf_status s = tf__init();
+    tf_status s = init_with_plugins();
     if (s != TF_OK) return s;
     pthread_mutex_lock(&g.lock);
     tf_device *cands[MAX_DEVICES];
@@ -686,7 +724,7 @@ tf_mixed_policy tf_mixed_policy_get(void) { return (tf_mixed_policy)atomic_load(
 
 tf_status tf_plugin_search_path(char *buf, size_t n) {
     if (!buf) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_plugin_search_path: buf is NULL");
-    tf_status s = tf__init();
+    tf_status s = init_with_plugins();
     if (s != TF_OK) return s;
     pthread_mutex_lock(&g.lock);
     size_t len = strlen(g.search_dirs);
@@ -697,7 +735,7 @@ tf_status tf_plugin_search_path(char *buf, size_t n) {
 }
 
 int tf_backend_count(void) {
-    if (tf__init() != TF_OK) return 0;
+    if (init_with_plugins() != TF_OK) return 0;
     pthread_mutex_lock(&g.lock);
     int n = g.n_backends + g.n_skipped;
     pthread_mutex_unlock(&g.lock);
@@ -706,7 +744,7 @@ int tf_backend_count(void) {
 
 tf_status tf_backend_get_props(int i, tf_backend_props *out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_backend_get_props: out is NULL");
-    tf_status s = tf__init();
+    tf_status s = init_with_plugins();
     if (s != TF_OK) return s;
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&g.lock);

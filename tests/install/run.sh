@@ -21,4 +21,14 @@ cc -std=c11 $(pkg-config --cflags tensorframe) "$src/consumer/consumer.c" -o "$w
 cc -std=c11 $(pkg-config --cflags tensorframe) "$src/consumer/consumer.c" -o "$work/consumer_pc_static" \
    "$prefix/lib/libtensorframe.a" $(pkg-config --static --libs-only-l tensorframe | sed 's/-ltensorframe//')
 "$work/consumer_pc_static"
-echo "install: find_package (shared, static) and pkg-config (shared, static) consumers ran"
+# The installed tf-info runs from its prefix with no library path set, and
+# finds the installed plugins relative to the library.
+out=$(env -u LD_LIBRARY_PATH -u TF_PLUGIN_PATH "$prefix/bin/tf-info")
+echo "$out" | grep -q "auto -> " || { echo "$out"; echo "installed tf-info did not run"; exit 1; }
+for plugin in "$prefix"/lib/tensorframe/libtensorframe-*.so; do
+  [ -e "$plugin" ] || continue
+  name=$(basename "$plugin" .so); name=${name#libtensorframe-}
+  echo "$out" | grep -Eq "^  $name +loaded .*\[$plugin\]" || { echo "$out"; echo "installed tf-info did not load $plugin"; exit 1; }
+done
+test -f "$prefix/share/tensorframe/lsan.supp"
+echo "install: find_package (shared, static) and pkg-config (shared, static) consumers and the installed tf-info ran"

@@ -32,9 +32,12 @@ static void print_backends(void) {
     for (int i = 0; i < n; i++) {
         tf_backend_props b;
         if (tf_backend_get_props(i, &b) != TF_OK) continue;
+        char devices[64];
+        int used = snprintf(devices, sizeof devices, "%d device%s", b.device_count, b.device_count == 1 ? "" : "s");
+        if (b.threads)
+            snprintf(devices + used, sizeof devices - (size_t)used, ", %d thread%s", b.threads, b.threads == 1 ? "" : "s");
         if (b.loaded)
-            printf("  %-10s loaded   %d device%s  [%s]%s%s\n", b.name, b.device_count, b.device_count == 1 ? " " : "s",
-                   b.source, b.reason[0] ? "  — " : "", b.reason);
+            printf("  %-10s loaded   %-9s  [%s]%s%s\n", b.name, devices, b.source, b.reason[0] ? "  — " : "", b.reason);
         else
             printf("  %-10s skipped  %s: %s  [%s]\n", b.name, tf_status_name(b.status), b.reason, b.source);
     }

@@ -2,12 +2,15 @@
  * write one. It owns its memory (a budgeted host allocator with canaries),
  * implements a subset of the ops in f32 — add, mul, sum, fill, copy — and
  * answers "unsupported" for the rest, which the core then runs on the CPU.
+ * It fills every slot of the SDK (streams and events as tokens: it is
+ * synchronous), and counts the calls to each. 
  *
  * Build it in-process (call mybackend_register) or as a plugin
  * (-DMYBACKEND_PLUGIN, exports tf_backend_plugin_init). With
  * -DMYBACKEND_OPAQUE it hides its host pointers, so the core must stage
  * data through upload/download as it would for a GPU. */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,37 @@ typedef struct my_buffer {
     uint32_t canary;
     size_t nbytes;
     char *data;
+    bool owned;                        /* false: caller memory (buffer_from_host_ptr) */
 } my_buffer;
+
+/* Every slot of the SDK this backend fills, counted when the core calls it:
+ * the test suite checks that the core calls every slot backend.h documents
+ * (MYBACKEND_SLOT_LOG=file writes the counts at shutdown). */
+#define MY_SLOTS(X)                                                                                            \
+    X(get_info) X(buffer_alloc) X(buffer_free) X(buffer_upload) X(buffer_download) X(supports) X(run)          \
+    X(buffer_host_ptr) X(buffer_from_host_ptr) X(buffer_copy) X(buffer_copy_from_peer) X(synchronize)          \
+    X(stream_create) X(stream_destroy) X(event_create) X(event_record) X(event_wait) X(event_destroy)          \
+    X(memory_stats) X(empty_cache) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
+enum {
+#define MY_SLOT_ENUM(n) SLOT_##n,
+    MY_SLOTS(MY_SLOT_ENUM)
+#undef MY_SLOT_ENUM
+    N_SLOTS
+};
+static const char *const slot_names[N_SLOTS] = {
+#define MY_SLOT_NAME(n) #n,
+    MY_SLOTS(MY_SLOT_NAME)
+#undef MY_SLOT_NAME
+};
+static _Atomic uint64_t slot_calls[N_SLOTS];
+#define CALLED(n) atomic_fetch_add(&slot_calls[SLOT_##n], 1)
+
+/* Devices: MYBACKEND_DEVICES of them (1 to 4, default 1), sharing one
+ * budget; a device's context is its index. Streams and events are tokens:
+ * the device is synchronous, so work is in order when a call returns. */
+#define MAX_MY_DEVICES 4
+typedef struct my_token { uint32_t canary; int device; } my_token;
+#define TOKEN_CANARY 0x746f6b6eu           /* "tokn" */
 
 static const tf_host_api *host;
 static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run, injected;
@@ -42,6 +75,7 @@ static bool injected_failure(void) {
 
 static tf_status my_get_info(void *ctx, tf_backend_device_info *info) {
     (void)ctx;
+    CALLED(get_info);
     snprintf(info->description, sizeof info->description, "example backend (%s), host memory, %llu MiB budget",
              MYBACKEND_NAME, (unsigned long long)(BUDGET_BYTES >> 20));
     info->type = TF_DEVICE_TYPE_CPU;
@@ -53,6 +87,7 @@ static tf_status my_get_info(void *ctx, tf_backend_device_info *info) {
 
 static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
+    CALLED(buffer_alloc);
     if (nbytes > BUDGET_BYTES - atomic_load(&live_bytes))
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": %zu bytes exceed the free budget", nbytes);
     my_buffer *b = injected_failure() ? NULL : malloc(sizeof *b);
@@ -61,7 +96,7 @@ static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
         free(b);
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": malloc(%zu) failed", nbytes);
     }
-    *b = (my_buffer){CANARY, nbytes, data};
+    *b = (my_buffer){CANARY, nbytes, data, true};
     atomic_fetch_add(&live_bytes, nbytes);
     atomic_fetch_add(&live_buffers, 1);
     atomic_fetch_add(&total_allocs, 1);
@@ -71,22 +106,37 @@ static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
 
 static void my_free(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
+    CALLED(buffer_free);
     my_buffer *b = (my_buffer *)buf;
     if (!b || b->canary != CANARY) {
         if (b) host->log(TF_LOG_ERROR, MYBACKEND_NAME ": freeing a buffer that is not ours");
         return;
     }
-    atomic_fetch_sub(&live_bytes, b->nbytes);
-    atomic_fetch_sub(&live_buffers, 1);
     b->canary = 0;
-    free(b->data);
+    if (b->owned) {
+        atomic_fetch_sub(&live_bytes, b->nbytes);
+        atomic_fetch_sub(&live_buffers, 1);
+        free(b->data);
+    }
     free(b);
 }
 
 #ifndef MYBACKEND_OPAQUE
 static void *my_host_ptr(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
+    CALLED(buffer_host_ptr);
     return ((my_buffer *)buf)->data;
+}
+
+/* Caller memory as a buffer, not copied and not freed with it. */
+static tf_status my_from_host_ptr(void *ctx, void *ptr, size_t nbytes, tf_backend_buffer **out) {
+    (void)ctx;
+    CALLED(buffer_from_host_ptr);
+    my_buffer *b = malloc(sizeof *b);
+    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for a buffer record");
+    *b = (my_buffer){CANARY, nbytes, ptr, false};
+    *out = (tf_backend_buffer *)b;
+    return TF_OK;
 }
 #endif
 
@@ -96,20 +146,131 @@ static tf_status check_range(const my_buffer *b, size_t off, size_t n) {
     return TF_OK;
 }
 
-static tf_status my_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+static tf_status check_stream(const tf_backend_stream *stream) {
+    const my_token *t = (const my_token *)stream;
+    if (t && t->canary != TOKEN_CANARY) return host->set_error(TF_ERR_INVALID_ARGUMENT, MYBACKEND_NAME ": not our stream");
+    return TF_OK;
+}
+
+static tf_status my_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
+                           size_t n) {
     (void)ctx;
+    CALLED(buffer_upload);
+    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
     my_buffer *b = (my_buffer *)dst;
     tf_status s = check_range(b, off, n);
     if (s == TF_OK && n) memcpy(b->data + off, src, n);
     return s;
 }
 
-static tf_status my_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+static tf_status my_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                             size_t n) {
     (void)ctx;
+    CALLED(buffer_download);
+    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
     my_buffer *b = (my_buffer *)src;
     tf_status s = check_range(b, off, n);
     if (s == TF_OK && n) memcpy(dst, b->data + off, n);
     return s;
+}
+
+/* Copies within a device or between two of its devices: one memory. */
+static tf_status copy_bytes(tf_backend_buffer *dst, size_t doff, tf_backend_buffer *src, size_t soff, size_t n) {
+    my_buffer *d = (my_buffer *)dst, *s = (my_buffer *)src;
+    tf_status st = check_range(d, doff, n);
+    if (st == TF_OK) st = check_range(s, soff, n);
+    if (st == TF_OK && n) memmove(d->data + doff, s->data + soff, n);
+    return st;
+}
+
+static tf_status my_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                         tf_backend_buffer *src, size_t soff, size_t n) {
+    (void)ctx;
+    CALLED(buffer_copy);
+    return check_stream(stream) != TF_OK ? TF_ERR_INVALID_ARGUMENT : copy_bytes(dst, doff, src, soff, n);
+}
+
+static tf_status my_copy_from_peer(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                                   void *src_ctx, tf_backend_buffer *src, size_t soff, size_t n) {
+    (void)ctx;
+    (void)src_ctx;
+    CALLED(buffer_copy_from_peer);
+    return check_stream(stream) != TF_OK ? TF_ERR_INVALID_ARGUMENT : copy_bytes(dst, doff, src, soff, n);
+}
+
+/* ---- streams and events: tokens on a synchronous device ---- */
+
+static tf_status new_token(void *ctx, my_token **out) {
+    my_token *t = injected_failure() ? NULL : malloc(sizeof *t);
+    if (!t) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for a stream or event");
+    *t = (my_token){TOKEN_CANARY, (int)(intptr_t)ctx};
+    *out = t;
+    return TF_OK;
+}
+
+static void free_token(my_token *t) {
+    if (t && t->canary == TOKEN_CANARY) {
+        t->canary = 0;
+        free(t);
+    } else if (t) {
+        host->log(TF_LOG_ERROR, MYBACKEND_NAME ": freeing a stream or event that is not ours");
+    }
+}
+
+static tf_status my_stream_create(void *ctx, tf_backend_stream **out) {
+    CALLED(stream_create);
+    return new_token(ctx, (my_token **)out);
+}
+
+static void my_stream_destroy(void *ctx, tf_backend_stream *stream) {
+    (void)ctx;
+    CALLED(stream_destroy);
+    free_token((my_token *)stream);
+}
+
+static tf_status my_synchronize(void *ctx, tf_backend_stream *stream) {
+    (void)ctx;
+    CALLED(synchronize);
+    return check_stream(stream);                  /* synchronous: nothing is ever pending */
+}
+
+static tf_status my_event_create(void *ctx, tf_backend_event **out) {
+    CALLED(event_create);
+    return new_token(ctx, (my_token **)out);
+}
+
+static tf_status my_event_record(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    (void)ctx;
+    (void)event;
+    CALLED(event_record);
+    return check_stream(stream);
+}
+
+static tf_status my_event_wait(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    (void)ctx;
+    (void)event;
+    CALLED(event_wait);
+    return check_stream(stream);
+}
+
+static void my_event_destroy(void *ctx, tf_backend_event *event) {
+    (void)ctx;
+    CALLED(event_destroy);
+    free_token((my_token *)event);
+}
+
+static tf_status my_memory_stats(void *ctx, tf_memory_stats *out) {
+    (void)ctx;
+    CALLED(memory_stats);
+    memset(out, 0, sizeof *out);
+    out->allocated = out->reserved = atomic_load(&live_bytes);
+    out->cache_misses = atomic_load(&total_allocs);
+    return TF_OK;
+}
+
+static void my_empty_cache(void *ctx) {
+    (void)ctx;
+    CALLED(empty_cache);                          /* no cache: nothing to return */
 }
 
 /* ---- kernels (f32 only) ---- */
@@ -163,8 +324,7 @@ static tf_status run_sum(const tf_op *op) {
     return TF_OK;
 }
 
-static bool my_supports(void *ctx, const tf_op *op) {
-    (void)ctx;
+static bool op_supported(const tf_op *op) {
     for (int i = 0; i < op->n_inputs; i++)
         if (op->inputs[i].dtype != TF_F32) return false;
     if (op->output.dtype != TF_F32) return false;
@@ -174,10 +334,17 @@ static bool my_supports(void *ctx, const tf_op *op) {
     }
 }
 
+static bool my_supports(void *ctx, const tf_op *op) {
+    (void)ctx;
+    CALLED(supports);
+    return op_supported(op);
+}
+
 static tf_status my_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)ctx;
-    (void)stream;
-    if (!my_supports(ctx, op)) return host->set_error(TF_ERR_UNSUPPORTED, MYBACKEND_NAME ": unsupported op");
+    CALLED(run);
+    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
+    if (!op_supported(op)) return host->set_error(TF_ERR_UNSUPPORTED, MYBACKEND_NAME ": unsupported op");
     tf_status s = TF_OK;
     if (op->kind == TF_OP_SUM) s = run_sum(op);
     else run_elementwise(op);
@@ -186,21 +353,35 @@ static tf_status my_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
 }
 
 static const tf_device_iface my_device_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_device_iface),
     .get_info = my_get_info,
     .buffer_alloc = my_alloc,
     .buffer_free = my_free,
-#ifndef MYBACKEND_OPAQUE
-    .buffer_host_ptr = my_host_ptr,
-#endif
     .buffer_upload = my_upload,
     .buffer_download = my_download,
     .supports = my_supports,
     .run = my_run,
+#ifndef MYBACKEND_OPAQUE
+    .buffer_host_ptr = my_host_ptr,
+    .buffer_from_host_ptr = my_from_host_ptr,
+#endif
+    .buffer_copy = my_copy,
+    .buffer_copy_from_peer = my_copy_from_peer,
+    .synchronize = my_synchronize,
+    .stream_create = my_stream_create,
+    .stream_destroy = my_stream_destroy,
+    .event_create = my_event_create,
+    .event_record = my_event_record,
+    .event_wait = my_event_wait,
+    .event_destroy = my_event_destroy,
+    .memory_stats = my_memory_stats,
+    .empty_cache = my_empty_cache,
 };
 
-static const tf_backend_device my_devices[1] = {{&my_device_iface, NULL}};
+static const tf_backend_device my_devices[MAX_MY_DEVICES] = {
+    {&my_device_iface, (void *)0}, {&my_device_iface, (void *)1}, {&my_device_iface, (void *)2},
+    {&my_device_iface, (void *)3}};
+static _Atomic int my_threads = 1;
 
 /* ---- registration ---- */
 
@@ -216,34 +397,77 @@ static void my_stats(mybackend_stats *out) {
 
 static void my_fail_after(int64_t n) { atomic_store(&fail_countdown, n > 0 ? n : 0); }
 
+static void my_slot_calls(const char *const **names, const uint64_t **counts, int *n) {
+    static uint64_t snapshot[N_SLOTS];
+    for (int i = 0; i < N_SLOTS; i++) snapshot[i] = atomic_load(&slot_calls[i]);
+    *names = slot_names;
+    *counts = snapshot;
+    *n = N_SLOTS;
+}
+
 static void *my_get_proc_address(void *ctx, const char *name) {
     (void)ctx;
+    CALLED(get_proc_address);
+    if (!strcmp(name, "mybackend_slot_calls")) return (void *)(mybackend_slot_calls_fn)my_slot_calls;
     if (!strcmp(name, "mybackend_stats")) return (void *)(mybackend_stats_fn)my_stats;
     if (!strcmp(name, "mybackend_fail_after")) return (void *)(mybackend_fail_after_fn)my_fail_after;
     return NULL;
 }
 
+/* Append "<backend> <slot> <calls>" lines to MYBACKEND_SLOT_LOG, if set. */
+static void write_slot_log(void) {
+    const char *path = getenv("MYBACKEND_SLOT_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    for (int i = 0; i < N_SLOTS; i++)
+        fprintf(f, "%s %s %llu\n", MYBACKEND_NAME, slot_names[i], (unsigned long long)atomic_load(&slot_calls[i]));
+    fclose(f);
+}
+
 static void my_shutdown(void *ctx) {
     (void)ctx;
+    CALLED(shutdown);
     if (atomic_load(&live_buffers))
         host->log(TF_LOG_WARN, MYBACKEND_NAME ": %llu buffers still live at shutdown",
                   (unsigned long long)atomic_load(&live_buffers));
+    write_slot_log();
+}
+
+static tf_status my_set_threads(void *ctx, int n) {
+    (void)ctx;
+    CALLED(set_num_threads);
+    atomic_store(&my_threads, n);               /* it computes on the caller's thread; kept to report */
+    return TF_OK;
+}
+
+static int my_get_threads(void *ctx) {
+    (void)ctx;
+    CALLED(get_num_threads);
+    return atomic_load(&my_threads);
 }
 
 static const tf_backend_iface my_backend_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_backend_iface),
     .shutdown = my_shutdown,
     .get_proc_address = my_get_proc_address,
+    .set_num_threads = my_set_threads,
+    .get_num_threads = my_get_threads,
 };
+
+static int device_count(void) {
+    const char *env = getenv("MYBACKEND_DEVICES");
+    int n = env ? atoi(env) : 1;
+    return n < 1 ? 1 : n > MAX_MY_DEVICES ? MAX_MY_DEVICES : n;
+}
 
 static void fill_reg(tf_backend_reg *reg) {
     memset(reg, 0, sizeof *reg);
+    reg->struct_size = sizeof *reg;
     reg->abi_major = TF_BACKEND_ABI_MAJOR;
     reg->abi_minor = TF_BACKEND_ABI_MINOR;
     reg->name = MYBACKEND_NAME;
     reg->iface = &my_backend_iface;
-    reg->device_count = 1;
+    reg->device_count = device_count();
     reg->devices = my_devices;
     reg->note = "example backend: add, mul, sum, fill, copy in f32";
 }

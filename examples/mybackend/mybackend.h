@@ -19,4 +19,9 @@ typedef void (*mybackend_stats_fn)(mybackend_stats *out);
  * get_proc_address("mybackend_fail_after"). */
 typedef void (*mybackend_fail_after_fn)(int64_t n);
 
+/* How often the core called each SDK slot of this backend, through
+ * get_proc_address("mybackend_slot_calls"): names[i] was called counts[i]
+ * times (a snapshot, valid until the next call). */
+typedef void (*mybackend_slot_calls_fn)(const char *const **names, const uint64_t **counts, int *n);
+
 #endif

@@ -5,11 +5,28 @@
  * in-process with tf_backend_register(). Plugins never link against the
  * core: every service they need comes through tf_host_api.
  *
- * Versioning: every vtable starts with abi_major and abi_minor. The major
- * must equal TF_BACKEND_ABI_MAJOR exactly; methods are only ever appended,
- * and the core calls a method added in minor N only where the backend's
- * abi_minor >= N and the slot is non-NULL. Slots marked (optional) may be
- * NULL in any version.
+ * Versioning (SDK 2): the registration carries abi_major, which must equal
+ * TF_BACKEND_ABI_MAJOR exactly, and abi_minor. Every struct that crosses
+ * between the core and a backend starts with struct_size, set by whoever
+ * fills it to the size it was compiled with (TF_STRUCT_INIT); fields and
+ * slots are only ever appended, and a reader uses a field only where
+ * TF_HAS_FIELD says the writer's struct holds it. So a plugin built against
+ * an older header is read correctly by a newer core, and the other way
+ * round. Slots marked (optional) may be NULL.
+ *
+ * Every slot is called by the core and exercised by the test suite
+ * (tests/sdk: the example backend, loaded as a plugin, records the slots it
+ * is called through, and a slot of this header that is never called fails).
+ *
+ * Streams: the core creates one stream per device (its current stream) with
+ * stream_create when the device has the slot, and passes it to every call
+ * that queues work: run, buffer_upload, buffer_download, buffer_copy,
+ * buffer_copy_from_peer, synchronize. A device without stream_create gets
+ * NULL and is synchronous or orders work itself. Events order work between
+ * streams of one backend: tf_tensor_to between two devices of one backend
+ * records an event on the source's stream and makes the destination's
+ * stream wait for it before the peer copy, then the other way round, so
+ * neither side reuses memory the copy still reads or writes.
  *
  * Op contract (what the core guarantees before calling run()):
  *  - The op was validated: dtypes accepted, shapes compatible, axis in range.
@@ -67,6 +84,7 @@
 #define TENSORFRAME_BACKEND_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #include "tensorframe/tensorframe.h"
 
@@ -74,8 +92,14 @@
 extern "C" {
 #endif
 
-#define TF_BACKEND_ABI_MAJOR 1
-#define TF_BACKEND_ABI_MINOR 3
+#define TF_BACKEND_ABI_MAJOR 2
+#define TF_BACKEND_ABI_MINOR 0
+
+/* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
+ * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
+ * the other side) is large enough to hold field f. */
+#define TF_STRUCT_INIT(T) .struct_size = (uint32_t)sizeof(T)
+#define TF_HAS_FIELD(p, T, f) ((p)->struct_size >= offsetof(T, f) + sizeof(((T *)0)->f))
 
 #define TF_OP_MAX_INPUTS 4
 /* The symbol every plugin exports. */
@@ -134,6 +158,7 @@ typedef struct tf_op_params {
 #define TF_ADAM_DECOUPLED 1u          /* ADAM: AdamW's decoupled weight decay */
 
 typedef struct tf_op {
+    uint32_t struct_size;             /* sizeof(tf_op) as the core was built */
     tf_op_kind kind;
     int32_t n_inputs;
     tf_tensor_desc inputs[TF_OP_MAX_INPUTS];
@@ -143,6 +168,7 @@ typedef struct tf_op {
 
 /* Device-level description a backend reports. */
 typedef struct tf_backend_device_info {
+    uint32_t struct_size;             /* set by the core: write only the fields it holds */
     char description[256];            /* the driver's name for the device */
     tf_device_type type;
     uint64_t memory_total;            /* bytes, from the OS or driver */
@@ -151,52 +177,62 @@ typedef struct tf_backend_device_info {
 } tf_backend_device_info;
 
 typedef struct tf_device_iface {
-    uint32_t abi_major, abi_minor;
+    uint32_t struct_size;
     /* Fill info; memory_free is read fresh on each call. */
     tf_status (*get_info)(void *dev_ctx, tf_backend_device_info *info);
     /* Buffers. alloc of 0 bytes must succeed. */
     tf_status (*buffer_alloc)(void *dev_ctx, size_t nbytes, tf_backend_buffer **out);
     void (*buffer_free)(void *dev_ctx, tf_backend_buffer *buf);
-    /* (optional) Host address of the buffer's first byte if host memory. */
-    void *(*buffer_host_ptr)(void *dev_ctx, tf_backend_buffer *buf);
-    /* Blocking copies between host memory and a buffer (waits for queued
-     * work that writes the buffer). */
-    tf_status (*buffer_upload)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, const void *src,
-                               size_t nbytes);
-    tf_status (*buffer_download)(void *dev_ctx, tf_backend_buffer *src, size_t src_offset, void *dst,
-                                 size_t nbytes);
-    /* (optional) Copy within the device; NULL makes the core stage through
-     * the host. */
-    tf_status (*buffer_copy)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, tf_backend_buffer *src,
-                             size_t src_offset, size_t nbytes);
-    /* (optional) Wrap caller-owned host memory as a buffer without copying;
-     * buffer_free on it must not free the memory. */
-    tf_status (*buffer_from_host_ptr)(void *dev_ctx, void *ptr, size_t nbytes, tf_backend_buffer **out);
+    /* Host -> buffer, queued on `stream` after the work before it; returns
+     * once `src` may be reused. */
+    tf_status (*buffer_upload)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t dst_offset,
+                               const void *src, size_t nbytes);
+    /* Buffer -> host after the work queued on `stream`; returns once `dst`
+     * holds the bytes. */
+    tf_status (*buffer_download)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t src_offset,
+                                 void *dst, size_t nbytes);
     /* Ops: can this device run this op (kind, dtypes, shapes, strides)? A
      * false answer sends the op to the CPU through the core. */
     bool (*supports)(void *dev_ctx, const tf_op *op);
     tf_status (*run)(void *dev_ctx, tf_backend_stream *stream, const tf_op *op);
-    /* (optional) Wait for all queued work; NULL means synchronous. */
-    tf_status (*synchronize)(void *dev_ctx);
-    /* (optional) Streams and events for asynchronous devices. */
+    /* (optional) Host address of the buffer's first byte if it is host
+     * memory (the core then reads and writes it in place). */
+    void *(*buffer_host_ptr)(void *dev_ctx, tf_backend_buffer *buf);
+    /* (optional) Host-memory backends: wrap caller-owned host memory as a
+     * buffer without copying; buffer_free on it must not free the memory.
+     * The core calls it on the host backend to run another device's op on
+     * the CPU in that device's own memory. */
+    tf_status (*buffer_from_host_ptr)(void *dev_ctx, void *ptr, size_t nbytes, tf_backend_buffer **out);
+    /* (optional) Copy within the device, queued on `stream`: the core's
+     * same-device copies (tf_copy, tf_contiguous of a contiguous range).
+     * NULL makes the core run the copy op instead. */
+    tf_status (*buffer_copy)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t dst_offset,
+                             tf_backend_buffer *src, size_t src_offset, size_t nbytes);
+    /* (optional) Copy from a buffer of another device of the same backend
+     * (peer copy), queued on `stream` (this device's); the core orders the
+     * source device's work around it with events. NULL makes the core stage
+     * through the host. */
+    tf_status (*buffer_copy_from_peer)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *dst,
+                                       size_t dst_offset, void *src_dev_ctx, tf_backend_buffer *src,
+                                       size_t src_offset, size_t nbytes);
+    /* (optional) Wait for all work queued on `stream`; NULL means the device
+     * is synchronous. */
+    tf_status (*synchronize)(void *dev_ctx, tf_backend_stream *stream);
+    /* (optional) Streams: the core makes one per device at registration and
+     * destroys it before the backend's shutdown. */
     tf_status (*stream_create)(void *dev_ctx, tf_backend_stream **out);
-    void (*stream_destroy)(void *dev_ctx, tf_backend_stream *s);
+    void (*stream_destroy)(void *dev_ctx, tf_backend_stream *stream);
+    /* (optional, with streams) Events: record marks the work queued on a
+     * stream so far; wait makes later work on a stream (of this device or
+     * another device of the same backend) wait for it. */
     tf_status (*event_create)(void *dev_ctx, tf_backend_event **out);
-    tf_status (*event_record)(void *dev_ctx, tf_backend_event *e, tf_backend_stream *s);
-    tf_status (*event_wait)(void *dev_ctx, tf_backend_event *e, tf_backend_stream *s);
-    tf_status (*event_synchronize)(void *dev_ctx, tf_backend_event *e);
-    void (*event_destroy)(void *dev_ctx, tf_backend_event *e);
-    /* ---- minor 1 ---- */
+    tf_status (*event_record)(void *dev_ctx, tf_backend_event *event, tf_backend_stream *stream);
+    tf_status (*event_wait)(void *dev_ctx, tf_backend_event *event, tf_backend_stream *stream);
+    void (*event_destroy)(void *dev_ctx, tf_backend_event *event);
     /* (optional) The device allocator's statistics. */
     tf_status (*memory_stats)(void *dev_ctx, tf_memory_stats *out);
     /* (optional) Return cached, unused memory to the OS or driver. */
     void (*empty_cache)(void *dev_ctx);
-    /* ---- minor 2 ---- */
-    /* (optional) Copy from a buffer of another device of the same backend
-     * (peer copy): ordered after the work queued on both devices and before
-     * later work on this one. NULL makes the core stage through the host. */
-    tf_status (*buffer_copy_from_peer)(void *dev_ctx, tf_backend_buffer *dst, size_t dst_offset, void *src_dev_ctx,
-                                       tf_backend_buffer *src, size_t src_offset, size_t nbytes);
 } tf_device_iface;
 
 typedef struct tf_backend_device {
@@ -205,12 +241,11 @@ typedef struct tf_backend_device {
 } tf_backend_device;
 
 typedef struct tf_backend_iface {
-    uint32_t abi_major, abi_minor;
+    uint32_t struct_size;
     /* Called once at tf_shutdown (or when the core rejects the backend). */
     void (*shutdown)(void *backend_ctx);
     /* (optional) Backend-specific extras by name; NULL if unknown. */
     void *(*get_proc_address)(void *backend_ctx, const char *name);
-    /* ---- minor 1 ---- */
     /* (optional) Host threads the backend computes with. */
     tf_status (*set_num_threads)(void *backend_ctx, int n);
     int (*get_num_threads)(void *backend_ctx);
@@ -219,6 +254,7 @@ typedef struct tf_backend_iface {
 /* What a backend hands the core. The core copies the struct; the device
  * array and strings must stay valid until shutdown() is called. */
 typedef struct tf_backend_reg {
+    uint32_t struct_size;
     uint32_t abi_major, abi_minor;
     const char *name;                 /* [a-z0-9_]+, unique: "opencl" */
     const tf_backend_iface *iface;
@@ -233,12 +269,12 @@ typedef struct tf_backend_reg {
 typedef enum tf_log_level { TF_LOG_DEBUG = 0, TF_LOG_INFO, TF_LOG_WARN, TF_LOG_ERROR } tf_log_level;
 
 typedef struct tf_host_api {
+    uint32_t struct_size;
     uint32_t abi_major, abi_minor;
     /* Messages go to stderr when at or above TF_LOG_LEVEL (default warn). */
     void (*log)(tf_log_level level, const char *fmt, ...);
     /* Set the calling thread's tf_last_error() detail; returns `s`. */
     tf_status (*set_error)(tf_status s, const char *fmt, ...);
-    /* ---- minor 3 ---- */
     /* Host memory from the library's allocator: counted, and failed on
      * request by tf_debug_fail_allocation, so a backend that uses it has its
      * failure paths tested with the library's. alloc(0) returns a pointer. */

@@ -216,6 +216,7 @@ typedef struct tf_backend_props {
     int device_count;
     tf_status status;         /* TF_OK or why it was skipped */
     char reason[512];         /* why it was skipped or has no devices */
+    int threads;              /* host threads it computes with; 0 if it does not say */
 } tf_backend_props;
 TF_API int tf_backend_count(void);
 /* The directories and files searched for plugins, colon-separated, in the

@@ -45,6 +45,7 @@ struct tf_device {
     tf_backend_device bdev;
     tf_device_type type;
     bool emulated;
+    tf_backend_stream *stream;           /* the device's current stream (NULL: none) */
     _Atomic uint64_t ops;
     _Atomic uint64_t fallbacks[TF_OP_COUNT];
     atomic_bool fallback_warned[TF_OP_COUNT];
@@ -57,6 +58,15 @@ tf_device *tf__cpu_device(void);
  * INT32_MAX if the backend is not in the list. */
 int tf__device_rank(const tf_device *d);
 const char *tf__backend_name(const tf_device *d);
+
+/* An optional slot of a device's or backend's table, or NULL when the
+ * table (as its backend was built) does not hold it. */
+#define TF_DEVICE_SLOT(d, f) (TF_HAS_FIELD((d)->bdev.iface, tf_device_iface, f) ? (d)->bdev.iface->f : NULL)
+
+/* Order the destination's stream after the source's queued work (before a
+ * peer copy), or the source's after the destination's (after it), with an
+ * event: both devices of one backend. */
+tf_status tf__stream_wait(tf_device *waiter, tf_device *signaler);
 
 /* The built-in CPU backend, registered like a plugin. */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);

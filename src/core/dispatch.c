@@ -83,6 +83,7 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
     c->fn = fn;
     c->n = n;
     c->dev = dev;
+    c->op.struct_size = (uint32_t)sizeof c->op;
     c->op.kind = kind;                   /* the hot path: set what a backend reads, not all 1 KB */
     c->op.n_inputs = n;
     memset(&c->op.params, 0, sizeof c->op.params);
@@ -150,7 +151,8 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
     desc_extent(d, &lo, &hi);
     size_t n = (size_t)(hi - lo);
     const tf_device_iface *di = dev->bdev.iface, *ci = cpu->bdev.iface;
-    void *host = di->buffer_host_ptr ? di->buffer_host_ptr(dev->bdev.ctx, d->buffer) : NULL;
+    void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
+    void *host = host_ptr ? host_ptr(dev->bdev.ctx, d->buffer) : NULL;
     tf_status s;
     if (host) {
         s = ci->buffer_from_host_ptr(cpu->bdev.ctx, (char *)host + lo, n, staged);
@@ -158,7 +160,7 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
         s = tf__buffer_alloc(cpu, n, staged);
         if (s == TF_OK && fetch && n) {
             void *dst = ci->buffer_host_ptr(cpu->bdev.ctx, *staged);
-            s = di->buffer_download(dev->bdev.ctx, d->buffer, lo, dst, n);
+            s = di->buffer_download(dev->bdev.ctx, dev->stream, d->buffer, lo, dst, n);
             if (s != TF_OK) {
                 ci->buffer_free(cpu->bdev.ctx, *staged);
                 *staged = NULL;
@@ -189,20 +191,22 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     if (s == TF_OK && !ci->supports(cpu->bdev.ctx, &cop))
         s = tf__error(TF_ERR_UNSUPPORTED, "neither %s nor the CPU backend runs %s", dev->name,
                       tf_op_name(op->kind));
-    if (s == TF_OK) s = ci->run(cpu->bdev.ctx, NULL, &cop);
+    if (s == TF_OK) s = ci->run(cpu->bdev.ctx, cpu->stream, &cop);
     /* Write the output back unless it is the device's own host memory. */
     const tf_device_iface *di = dev->bdev.iface;
-    bool host_out = di->buffer_host_ptr && di->buffer_host_ptr(dev->bdev.ctx, op->output.buffer);
+    void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
+    bool host_out = host_ptr && host_ptr(dev->bdev.ctx, op->output.buffer);
     if (s == TF_OK && !host_out) {
         uint64_t lo, hi;
         desc_extent(&op->output, &lo, &hi);
         void *src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[TF_OP_MAX_INPUTS]);
-        if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, op->output.buffer, lo, src, (size_t)(hi - lo));
+        if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, dev->stream, op->output.buffer, lo, src, (size_t)(hi - lo));
         for (int i = 0; i < op->n_inputs && s == TF_OK; i++) {
             if (!writes_input(op, i)) continue;
             desc_extent(&op->inputs[i], &lo, &hi);
             src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[i]);
-            if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, op->inputs[i].buffer, lo, src, (size_t)(hi - lo));
+            if (hi > lo)
+                s = di->buffer_upload(dev->bdev.ctx, dev->stream, op->inputs[i].buffer, lo, src, (size_t)(hi - lo));
         }
     }
     for (int i = 0; i <= TF_OP_MAX_INPUTS; i++)
@@ -214,7 +218,7 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
         tf__clear_error();
-        tf_status s = dev->bdev.iface->run(dev->bdev.ctx, NULL, op);
+        tf_status s = dev->bdev.iface->run(dev->bdev.ctx, dev->stream, op);
         if (s != TF_OK) tf__error_context(s, "%s: %s on %s", fn, tf_op_name(op->kind), dev->name);
         return s;
     }
@@ -231,11 +235,30 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     return s;
 }
 
+/* ---- ordering between streams ---- */
+
+tf_status tf__stream_wait(tf_device *waiter, tf_device *signaler) {
+    tf_status (*create)(void *, tf_backend_event **) = TF_DEVICE_SLOT(signaler, event_create);
+    tf_status (*record)(void *, tf_backend_event *, tf_backend_stream *) = TF_DEVICE_SLOT(signaler, event_record);
+    tf_status (*wait)(void *, tf_backend_event *, tf_backend_stream *) = TF_DEVICE_SLOT(waiter, event_wait);
+    void (*destroy)(void *, tf_backend_event *) = TF_DEVICE_SLOT(signaler, event_destroy);
+    if (!create || !record || !wait || !destroy) return TF_OK;   /* synchronous devices: already in order */
+    tf_backend_event *e = NULL;
+    tf__clear_error();
+    tf_status s = create(signaler->bdev.ctx, &e);
+    if (s == TF_OK) s = record(signaler->bdev.ctx, e, signaler->stream);
+    if (s == TF_OK) s = wait(waiter->bdev.ctx, e, waiter->stream);
+    if (e) destroy(signaler->bdev.ctx, e);
+    if (s != TF_OK) tf__error_context(s, "ordering %s after %s", waiter->name, signaler->name);
+    return s;
+}
+
 /* ---- the copy op ---- */
 
 tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst) {
     tf_op op;
     memset(&op, 0, sizeof op);
+    op.struct_size = (uint32_t)sizeof op;
     op.kind = TF_OP_COPY;
     op.n_inputs = 1;
     op.inputs[0] = tf__desc(src);
@@ -248,13 +271,25 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
     tf_tensor *o;
     tf_status s = tf__op_output(fn, dev, dt, t->ndim, t->shape, &o);
     if (s != TF_OK) return s;
-    tf_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = TF_OP_COPY;
-    op.n_inputs = 1;
-    op.inputs[0] = tf__desc(t);
-    op.output = tf__desc(o);
-    s = tf_tensor_numel(t) ? tf__dispatch(fn, dev, &op) : TF_OK;
+    tf_status (*copy)(void *, tf_backend_stream *, tf_backend_buffer *, size_t, tf_backend_buffer *, size_t, size_t) =
+        TF_DEVICE_SLOT(dev, buffer_copy);
+    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(dt);
+    if (!n) {
+        s = TF_OK;
+    } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t)) {    /* a byte range: the device copies it */
+        tf__clear_error();
+        s = copy(dev->bdev.ctx, dev->stream, o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
+        if (s != TF_OK) tf__error_context(s, "%s: copying %zu bytes on %s", fn, n, dev->name);
+    } else {
+        tf_op op;
+        memset(&op, 0, sizeof op);
+        op.struct_size = (uint32_t)sizeof op;
+        op.kind = TF_OP_COPY;
+        op.n_inputs = 1;
+        op.inputs[0] = tf__desc(t);
+        op.output = tf__desc(o);
+        s = tf__dispatch(fn, dev, &op);
+    }
     if (s != TF_OK) {
         tf_tensor_release(o);
         return s;

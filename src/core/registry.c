@@ -20,6 +20,8 @@
 #define MAX_BACKENDS 32
 #define MAX_DEVICES 256
 #define MAX_PRIORITY 32
+/* An optional slot of a backend's own table, or NULL. */
+#define BACKEND_SLOT(b, f) (TF_HAS_FIELD((b)->reg.iface, tf_backend_iface, f) ? (b)->reg.iface->f : NULL)
 #define PLUGIN_PREFIX "libtensorframe-"
 #define PLUGIN_SUFFIX ".so"
 
@@ -85,8 +87,8 @@ static tf_status host_set_error(tf_status s, const char *fmt, ...) {
     return s;
 }
 
-static const tf_host_api host_api = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log, host_set_error,
-                                     tf__malloc, tf__free};
+static const tf_host_api host_api = {sizeof(tf_host_api), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log,
+                                     host_set_error, tf__malloc, tf__free};
 
 const tf_host_api *tf_host(void) { return &host_api; }
 
@@ -105,13 +107,20 @@ static tf_backend_entry *find_backend(const char *name) {
     return NULL;
 }
 
+/* The required slots, get_info to run, are present (and the table, as its
+ * backend was built, is large enough to hold them). */
 static bool device_iface_complete(const tf_device_iface *f) {
-    return f && f->abi_major == TF_BACKEND_ABI_MAJOR && f->get_info && f->buffer_alloc && f->buffer_free &&
+    return f && TF_HAS_FIELD(f, tf_device_iface, run) && f->get_info && f->buffer_alloc && f->buffer_free &&
            f->buffer_upload && f->buffer_download && f->supports && f->run;
 }
 
 /* Check a registration; on failure the message says what is wrong. */
 static tf_status validate_reg(const tf_backend_reg *reg, char *why, size_t n) {
+    if (reg->struct_size < offsetof(tf_backend_reg, abi_minor)) {    /* SDK 1 had no struct_size: its major reads here */
+        snprintf(why, n, "backend built for an SDK without struct_size (ABI major %u?), this library speaks %d.%d",
+                 reg->struct_size, TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR);
+        return TF_ERR_ABI_MISMATCH;
+    }
     if (reg->abi_major != TF_BACKEND_ABI_MAJOR) {
         snprintf(why, n, "backend ABI %u.%u, this library speaks %d.%d", reg->abi_major, reg->abi_minor,
                  TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR);
@@ -125,8 +134,10 @@ static tf_status validate_reg(const tf_backend_reg *reg, char *why, size_t n) {
         snprintf(why, n, "a backend named '%s' is already registered", reg->name);
         return TF_ERR_ALREADY_EXISTS;
     }
-    if (!reg->iface || reg->iface->abi_major != TF_BACKEND_ABI_MAJOR) {
-        snprintf(why, n, "backend '%s' has no iface or an iface of another ABI major", reg->name);
+    if (!TF_HAS_FIELD(reg, tf_backend_reg, devices) || !reg->iface ||
+        !TF_HAS_FIELD(reg->iface, tf_backend_iface, shutdown)) {
+        snprintf(why, n, "backend '%s' has no iface, or a registration or iface too small for SDK %d", reg->name,
+                 TF_BACKEND_ABI_MAJOR);
         return reg->iface ? TF_ERR_ABI_MISMATCH : TF_ERR_INVALID_ARGUMENT;
     }
     if (reg->device_count < 0 || (reg->device_count > 0 && !reg->devices)) {
@@ -139,8 +150,7 @@ static tf_status validate_reg(const tf_backend_reg *reg, char *why, size_t n) {
     }
     for (int i = 0; i < reg->device_count; i++) {
         if (!device_iface_complete(reg->devices[i].iface)) {
-            snprintf(why, n, "backend '%s' device %d lacks a required method or has another ABI major",
-                     reg->name, i);
+            snprintf(why, n, "backend '%s' device %d lacks a required method (get_info to run)", reg->name, i);
             return TF_ERR_ABI_MISMATCH;
         }
     }
@@ -156,10 +166,25 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
     else snprintf(d->name, sizeof d->name, "%s:%d", b->name, index);
     tf_backend_device_info info;
     memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
     if (d->bdev.iface->get_info(d->bdev.ctx, &info) == TF_OK) {
         d->type = info.type;
         d->emulated = info.caps.emulated;
     }
+    /* The device's current stream, for every call that queues work. A
+     * device that cannot make one runs with NULL (its own ordering). */
+    tf_status (*create)(void *, tf_backend_stream **) = TF_DEVICE_SLOT(d, stream_create);
+    if (create && create(d->bdev.ctx, &d->stream) != TF_OK) {
+        tf__log(TF_LOG_WARN, "%s: no stream (%s); its work goes to the device's default queue", d->name,
+                tf_last_error());
+        d->stream = NULL;
+    }
+}
+
+static void release_device(tf_device *d) {
+    void (*destroy)(void *, tf_backend_stream *) = TF_DEVICE_SLOT(d, stream_destroy);
+    if (d->stream && destroy) destroy(d->bdev.ctx, d->stream);
+    d->stream = NULL;
 }
 
 /* Add a validated backend; takes ownership of dl_handle. Caller holds the lock. */
@@ -174,7 +199,7 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
         tf__free(devs);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backend_register: out of memory");
     }
-    b->reg = *reg;
+    memcpy(&b->reg, reg, reg->struct_size < sizeof b->reg ? reg->struct_size : sizeof b->reg);   /* older: the rest 0 */
     snprintf(b->name, sizeof b->name, "%s", reg->name);
     snprintf(b->source, sizeof b->source, "%s", source);
     snprintf(b->note, sizeof b->note, "%s", reg->note ? reg->note : "");
@@ -253,7 +278,8 @@ static void load_plugin(const char *path) {
     s = add_backend(&reg, path, h, false);
     if (s != TF_OK) {
         record_skip(name, path, s, tf_last_error());
-        if (reg.iface && reg.iface->abi_major == TF_BACKEND_ABI_MAJOR && reg.iface->shutdown)
+        if (reg.struct_size >= sizeof reg && reg.abi_major == TF_BACKEND_ABI_MAJOR && reg.iface &&
+            TF_HAS_FIELD(reg.iface, tf_backend_iface, shutdown) && reg.iface->shutdown)
             reg.iface->shutdown(reg.ctx);
         dlclose(h);
     }
@@ -480,6 +506,7 @@ void tf_shutdown(void) {
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {
         tf_backend_entry *b = g.backends[i];
+        for (int k = 0; k < b->device_count; k++) release_device(&b->devices[k]);
         if (b->reg.iface->shutdown) b->reg.iface->shutdown(b->reg.ctx);
         if (b->dl_handle) dlclose(b->dl_handle);
         tf__free(b->devices);
@@ -508,7 +535,8 @@ void *tf_backend_proc_address(const char *backend_name, const char *name) {
     if (!backend_name || !name || init_with_plugins() != TF_OK) return NULL;
     pthread_mutex_lock(&g.lock);
     tf_backend_entry *b = find_backend(backend_name);
-    void *fn = b && b->reg.iface->get_proc_address ? b->reg.iface->get_proc_address(b->reg.ctx, name) : NULL;
+    void *(*gpa)(void *, const char *) = b ? BACKEND_SLOT(b, get_proc_address) : NULL;
+    void *fn = gpa ? gpa(b->reg.ctx, name) : NULL;
     pthread_mutex_unlock(&g.lock);
     return fn;
 }
@@ -530,6 +558,7 @@ tf_status tf_device_get_props(const tf_device *d, tf_device_props *out) {
     if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_props: NULL argument");
     tf_backend_device_info info;
     memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
     tf_status s = d->bdev.iface->get_info(d->bdev.ctx, &info);
     if (s != TF_OK) return s;
     memset(out, 0, sizeof *out);
@@ -545,7 +574,8 @@ tf_status tf_device_get_props(const tf_device *d, tf_device_props *out) {
 
 tf_status tf_device_synchronize(tf_device *d) {
     if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_synchronize: device is NULL");
-    return d->bdev.iface->synchronize ? d->bdev.iface->synchronize(d->bdev.ctx) : TF_OK;
+    tf_status (*sync)(void *, tf_backend_stream *) = TF_DEVICE_SLOT(d, synchronize);
+    return sync ? sync(d->bdev.ctx, d->stream) : TF_OK;
 }
 
 uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {
@@ -558,21 +588,18 @@ uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {
 
 uint64_t tf_device_op_count(const tf_device *d) { return d ? atomic_load(&((tf_device *)d)->ops) : 0; }
 
-/* A device method added in ABI minor 1, or NULL for older backends. */
-#define DEVICE_MINOR1(d, slot) ((d)->bdev.iface->abi_minor >= 1 ? (d)->bdev.iface->slot : NULL)
-#define BACKEND_MINOR1(b, slot) ((b)->reg.iface->abi_minor >= 1 ? (b)->reg.iface->slot : NULL)
 
 tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out) {
     if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_memory_stats: NULL argument");
     memset(out, 0, sizeof *out);
-    tf_status (*fn)(void *, tf_memory_stats *) = DEVICE_MINOR1(d, memory_stats);
+    tf_status (*fn)(void *, tf_memory_stats *) = TF_DEVICE_SLOT(d, memory_stats);
     if (!fn) return tf__error(TF_ERR_UNSUPPORTED, "tf_device_memory_stats: %s keeps no allocator statistics", d->name);
     return fn(d->bdev.ctx, out);
 }
 
 tf_status tf_device_empty_cache(tf_device *d) {
     if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_empty_cache: device is NULL");
-    void (*fn)(void *) = DEVICE_MINOR1(d, empty_cache);
+    void (*fn)(void *) = TF_DEVICE_SLOT(d, empty_cache);
     if (fn) fn(d->bdev.ctx);
     return TF_OK;
 }
@@ -582,7 +609,7 @@ tf_status tf_set_num_threads(int n) {
     tf_status s = tf__init();
     pthread_mutex_lock(&g.lock);
     for (int i = 0; i < g.n_backends && s == TF_OK; i++) {
-        tf_status (*fn)(void *, int) = BACKEND_MINOR1(g.backends[i], set_num_threads);
+        tf_status (*fn)(void *, int) = BACKEND_SLOT(g.backends[i], set_num_threads);
         if (fn) s = fn(g.backends[i]->reg.ctx, n);
     }
     pthread_mutex_unlock(&g.lock);
@@ -591,7 +618,7 @@ tf_status tf_set_num_threads(int n) {
 
 int tf_get_num_threads(void) {
     if (tf__init() != TF_OK) return 1;
-    int (*fn)(void *) = BACKEND_MINOR1(g.backends[0], get_num_threads);   /* backend 0 is the CPU's */
+    int (*fn)(void *) = BACKEND_SLOT(g.backends[0], get_num_threads);   /* backend 0 is the CPU's */
     return fn ? fn(g.backends[0]->reg.ctx) : 1;
 }
 
@@ -755,6 +782,8 @@ tf_status tf_backend_get_props(int i, tf_backend_props *out) {
         snprintf(out->reason, sizeof out->reason, "%s", b->note);
         out->loaded = true;
         out->device_count = b->device_count;
+        int (*threads)(void *) = BACKEND_SLOT(b, get_num_threads);
+        out->threads = threads ? threads(b->reg.ctx) : 0;
         out->status = TF_OK;
     } else if (i >= g.n_backends && i < g.n_backends + g.n_skipped) {
         skipped_plugin *p = &g.skipped[i - g.n_backends];

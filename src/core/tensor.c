@@ -42,12 +42,12 @@ static void storage_release(tf_storage *s) {
 
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
     if (n == 0) return TF_OK;
-    return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, s->buf, offset, src, n);
+    return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, s->dev->stream, s->buf, offset, src, n);
 }
 
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n) {
     if (n == 0) return TF_OK;
-    return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, s->buf, offset, dst, n);
+    return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, s->dev->stream, s->buf, offset, dst, n);
 }
 
 /* ---- geometry ---- */
@@ -269,10 +269,14 @@ tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
         const tf_device_iface *si = sdev->bdev.iface, *di = dev->bdev.iface;
         void *sp = si->buffer_host_ptr ? si->buffer_host_ptr(sdev->bdev.ctx, src->storage->buf) : NULL;
         void *dp = di->buffer_host_ptr ? di->buffer_host_ptr(dev->bdev.ctx, dst->storage->buf) : NULL;
-        bool peer = sdev->backend == dev->backend && di->abi_minor >= 2 && di->buffer_copy_from_peer;
-        if (peer) {
-            s = di->buffer_copy_from_peer(dev->bdev.ctx, dst->storage->buf, 0, sdev->bdev.ctx, src->storage->buf,
-                                          (size_t)src->offset, n);
+        tf_status (*peer)(void *, tf_backend_stream *, tf_backend_buffer *, size_t, void *, tf_backend_buffer *, size_t,
+                          size_t) = sdev->backend == dev->backend ? TF_DEVICE_SLOT(dev, buffer_copy_from_peer) : NULL;
+        if (peer) {                          /* ordered on both streams by events */
+            s = tf__stream_wait(dev, sdev);
+            if (s == TF_OK)
+                s = peer(dev->bdev.ctx, dev->stream, dst->storage->buf, 0, sdev->bdev.ctx, src->storage->buf,
+                         (size_t)src->offset, n);
+            if (s == TF_OK) s = tf__stream_wait(sdev, dev);
         } else if (sp) {
             s = tf__upload(dst->storage, 0, (char *)sp + src->offset, n);
         } else if (dp) {

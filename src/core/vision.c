@@ -327,6 +327,7 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
                                  param->storage->dev->name);
     tf_op op;
     memset(&op, 0, sizeof op);
+    op.struct_size = (uint32_t)sizeof op;
     op.kind = TF_OP_ADAM;
     op.n_inputs = 4;
     op.inputs[0] = tf__desc(param);

@@ -165,8 +165,8 @@ static void test_failed_move_keeps_inputs(void **state) {
 static tf_status dummy_info(void *c, tf_backend_device_info *i) { (void)c; (void)i; return TF_OK; }
 static tf_status dummy_alloc(void *c, size_t n, tf_backend_buffer **o) { (void)c; (void)n; (void)o; return TF_ERR_OUT_OF_MEMORY; }
 static void dummy_free(void *c, tf_backend_buffer *b) { (void)c; (void)b; }
-static tf_status dummy_xfer(void *c, tf_backend_buffer *b, size_t o, const void *p, size_t n) { (void)c; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
-static tf_status dummy_down(void *c, tf_backend_buffer *b, size_t o, void *p, size_t n) { (void)c; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
+static tf_status dummy_xfer(void *c, tf_backend_stream *s, tf_backend_buffer *b, size_t o, const void *p, size_t n) { (void)c; (void)s; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
+static tf_status dummy_down(void *c, tf_backend_stream *s, tf_backend_buffer *b, size_t o, void *p, size_t n) { (void)c; (void)s; (void)b; (void)o; (void)p; (void)n; return TF_OK; }
 static bool dummy_supports(void *c, const tf_op *op) { (void)c; (void)op; return false; }
 static tf_status dummy_run(void *c, tf_backend_stream *s, const tf_op *op) { (void)c; (void)s; (void)op; return TF_ERR_UNSUPPORTED; }
 
@@ -183,14 +183,14 @@ static tf_status kind_info(void *c, tf_backend_device_info *i) {
  * heard of; an explicit list is taken literally. */
 static void test_ranking_by_device_kind(void **state) {
     (void)state;
-    static const tf_backend_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR};
-    static const tf_device_iface dev_iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
+    static const tf_backend_iface iface = {TF_STRUCT_INIT(tf_backend_iface)};
+    static const tf_device_iface dev_iface = {TF_STRUCT_INIT(tf_device_iface),
                                               .get_info = kind_info, .buffer_alloc = dummy_alloc,
                                               .buffer_free = dummy_free, .buffer_upload = dummy_xfer,
                                               .buffer_download = dummy_down, .supports = dummy_supports,
                                               .run = dummy_run};
     static const tf_backend_device devs[3] = {{&dev_iface, (void *)0}, {&dev_iface, (void *)1}, {&dev_iface, (void *)2}};
-    tf_backend_reg reg = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "neuralchip", &iface, NULL, 3, devs, NULL};
+    tf_backend_reg reg = {sizeof(tf_backend_reg), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "neuralchip", &iface, NULL, 3, devs, NULL};
     tf_shutdown();
     OK(tf_backend_register(&reg));
     tf_device *d;
@@ -208,18 +208,21 @@ static void test_ranking_by_device_kind(void **state) {
 
 static void test_registration_errors(void **state) {
     (void)state;
-    static const tf_backend_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR};
-    static const tf_device_iface incomplete = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
+    static const tf_backend_iface iface = {TF_STRUCT_INIT(tf_backend_iface)};
+    static const tf_device_iface incomplete = {TF_STRUCT_INIT(tf_device_iface),
                                                .get_info = dummy_info, .buffer_alloc = dummy_alloc,
                                                .buffer_free = dummy_free, .buffer_upload = dummy_xfer,
                                                .buffer_download = dummy_down, .supports = dummy_supports,
                                                .run = NULL /* missing */};
     static const tf_backend_device devs[1] = {{&incomplete, NULL}};
-    tf_backend_reg reg = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "emptyback", &iface, NULL, 0, NULL,
+    tf_backend_reg reg = {sizeof(tf_backend_reg), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "emptyback", &iface, NULL, 0, NULL,
                           "no hardware on this machine"};
     FAILS_WITH(TF_ERR_NULL_ARGUMENT, "reg is NULL", tf_backend_register(NULL));
     reg.abi_major = TF_BACKEND_ABI_MAJOR + 1;
-    FAILS_WITH(TF_ERR_ABI_MISMATCH, "this library speaks 1.", tf_backend_register(&reg));
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "backend ABI 3.0, this library speaks 2.0", tf_backend_register(&reg));
+    reg.struct_size = 1;                                /* an SDK 1 plugin: its major where struct_size now is */
+    FAILS_WITH(TF_ERR_ABI_MISMATCH, "an SDK without struct_size (ABI major 1?)", tf_backend_register(&reg));
+    reg.struct_size = sizeof reg;
     reg.abi_major = TF_BACKEND_ABI_MAJOR;
     reg.name = "Bad-Name";
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not [a-z0-9_]", tf_backend_register(&reg));
@@ -365,7 +368,15 @@ static void test_allocator_stats_and_threads(void **state) {
     tf_device *my;
     register_mybackend();
     OK(tf_device_get("mybackend", &my));
-    FAILS_WITH(TF_ERR_UNSUPPORTED, "mybackend:0 keeps no allocator statistics", tf_device_memory_stats(my, &c));
+    tf_tensor *on_my = NULL;
+    OK(tf_zeros(my, TF_F32, 1, &n, &on_my));
+    OK(tf_device_memory_stats(my, &c));                /* the example backend counts its live bytes */
+    assert_int_equal(c.allocated, (uint64_t)n * sizeof(float));
+    tf_tensor_release(on_my);
+    OK(tf_device_memory_stats(my, &c));
+    assert_int_equal(c.allocated, 0);
+    tf_device *twin_less = NULL;
+    assert_int_equal(tf_device_get("nosuchbackend", &twin_less), TF_ERR_UNKNOWN_DEVICE);
     int before = tf_get_num_threads();
     assert_true(before >= 1);
     OK(tf_set_num_threads(1));
@@ -401,19 +412,59 @@ static void twin_free(void *ctx, tf_backend_buffer *buf) {
     free(((twin_buf *)buf)->p);
     free(buf);
 }
-static tf_status twin_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+static tf_status twin_upload(void *ctx, tf_backend_stream *st, tf_backend_buffer *dst, size_t off, const void *src,
+                             size_t n) {
     (void)ctx;
+    (void)st;
     memcpy(((twin_buf *)dst)->p + off, src, n);
     return TF_OK;
 }
-static tf_status twin_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+static tf_status twin_download(void *ctx, tf_backend_stream *st, tf_backend_buffer *src, size_t off, void *dst,
+                               size_t n) {
     (void)ctx;
+    (void)st;
     memcpy(dst, ((twin_buf *)src)->p + off, n);
     return TF_OK;
 }
-static tf_status twin_peer(void *ctx, tf_backend_buffer *dst, size_t doff, void *src_ctx, tf_backend_buffer *src,
-                           size_t soff, size_t n) {
+/* What the core asked of the twin's streams and events, in order:
+ * "r0" = an event recorded on device 0's stream, "w1" = device 1's stream
+ * made to wait, "p1" = a peer copy queued on device 1. */
+static char twin_log[128];
+static void twin_note(const char *what, void *ctx) {
+    size_t n = strlen(twin_log);
+    snprintf(twin_log + n, sizeof twin_log - n, "%s%s%d", n ? " " : "", what, *(int *)ctx);
+}
+static tf_status twin_stream_create(void *ctx, tf_backend_stream **out) {
+    *out = (tf_backend_stream *)ctx;                    /* the stream is the device: one per device */
+    return TF_OK;
+}
+static void twin_stream_destroy(void *ctx, tf_backend_stream *s) { assert_ptr_equal(ctx, s); }
+static tf_status twin_event_create(void *ctx, tf_backend_event **out) {
+    (void)ctx;
+    *out = malloc(1);
+    return *out ? TF_OK : TF_ERR_OUT_OF_MEMORY;
+}
+static tf_status twin_event_record(void *ctx, tf_backend_event *e, tf_backend_stream *s) {
+    (void)e;
+    assert_ptr_equal(ctx, s);                           /* the device's own stream */
+    twin_note("r", ctx);
+    return TF_OK;
+}
+static tf_status twin_event_wait(void *ctx, tf_backend_event *e, tf_backend_stream *s) {
+    (void)e;
+    assert_ptr_equal(ctx, s);
+    twin_note("w", ctx);
+    return TF_OK;
+}
+static void twin_event_destroy(void *ctx, tf_backend_event *e) {
+    (void)ctx;
+    free(e);
+}
+static tf_status twin_peer(void *ctx, tf_backend_stream *st, tf_backend_buffer *dst, size_t doff, void *src_ctx,
+                           tf_backend_buffer *src, size_t soff, size_t n) {
     assert_ptr_not_equal(ctx, src_ctx);                 /* two devices, as the slot promises */
+    assert_ptr_equal(ctx, st);                          /* queued on the destination's stream */
+    twin_note("p", ctx);
     twin_peer_calls++;
     memcpy(((twin_buf *)dst)->p + doff, ((twin_buf *)src)->p + soff, n);
     return TF_OK;
@@ -432,15 +483,18 @@ static tf_status twin_run(void *ctx, tf_backend_stream *stream, const tf_op *op)
 
 static void test_peer_copy_between_devices_of_one_backend(void **state) {
     (void)state;
-    static const tf_device_iface iface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR,
+    static const tf_device_iface iface = {TF_STRUCT_INIT(tf_device_iface),
                                           .get_info = twin_info, .buffer_alloc = twin_alloc, .buffer_free = twin_free,
                                           .buffer_upload = twin_upload, .buffer_download = twin_download,
                                           .supports = twin_supports, .run = twin_run,
-                                          .buffer_copy_from_peer = twin_peer};
-    static const tf_backend_iface biface = {.abi_major = TF_BACKEND_ABI_MAJOR, .abi_minor = TF_BACKEND_ABI_MINOR};
-    static int ctx[2];
+                                          .buffer_copy_from_peer = twin_peer, .stream_create = twin_stream_create,
+                                          .stream_destroy = twin_stream_destroy, .event_create = twin_event_create,
+                                          .event_record = twin_event_record, .event_wait = twin_event_wait,
+                                          .event_destroy = twin_event_destroy};
+    static const tf_backend_iface biface = {TF_STRUCT_INIT(tf_backend_iface)};
+    static int ctx[2] = {0, 1};
     static const tf_backend_device devices[2] = {{&iface, &ctx[0]}, {&iface, &ctx[1]}};
-    tf_backend_reg reg = {TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "twin", &biface, NULL, 2, devices, NULL};
+    tf_backend_reg reg = {sizeof(tf_backend_reg), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, "twin", &biface, NULL, 2, devices, NULL};
     OK(tf_backend_register(&reg));
     tf_device *t0, *t1;
     OK(tf_device_get("twin:0", &t0));
@@ -450,8 +504,12 @@ static void test_peer_copy_between_devices_of_one_backend(void **state) {
     tf_tensor *a = tensor_f32(t0, 1, &n, v), *tail = NULL, *b = NULL, *c = NULL;
     OK(tf_slice(a, 0, 2, 6, 1, &tail));                 /* a view 8 bytes into its buffer */
     twin_peer_calls = 0;
+    twin_log[0] = 0;
     OK(tf_tensor_to(tail, t1, &b));
     assert_int_equal(twin_peer_calls, 1);
+    /* device 1 waits for device 0's queued work, copies, then device 0's
+     * later work (reuse of the source's memory) waits for the copy */
+    assert_string_equal(twin_log, "r0 w1 p1 r1 w0");
     assert_ptr_equal(tf_tensor_device(b), t1);
     OK(tf_tensor_read(b, got, 4 * sizeof(float)));
     for (int i = 0; i < 4; i++) assert_true(got[i] == v[i + 2]);

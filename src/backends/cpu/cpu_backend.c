@@ -248,25 +248,31 @@ static tf_status check_range(const cpu_buffer *b, size_t off, size_t n, const ch
     return TF_OK;
 }
 
-static tf_status cpu_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+/* The CPU is synchronous: streams are NULL and work is done on return. */
+static tf_status cpu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
+                            size_t n) {
     (void)ctx;
+    (void)stream;
     cpu_buffer *b = (cpu_buffer *)dst;
     tf_status s = check_range(b, off, n, "upload");
     if (s == TF_OK && n) memcpy((char *)b->ptr + off, src, n);
     return s;
 }
 
-static tf_status cpu_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+static tf_status cpu_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                              size_t n) {
     (void)ctx;
+    (void)stream;
     cpu_buffer *b = (cpu_buffer *)src;
     tf_status s = check_range(b, off, n, "download");
     if (s == TF_OK && n) memcpy(dst, (char *)b->ptr + off, n);
     return s;
 }
 
-static tf_status cpu_copy(void *ctx, tf_backend_buffer *dst, size_t doff, tf_backend_buffer *src, size_t soff,
-                          size_t n) {
+static tf_status cpu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                          tf_backend_buffer *src, size_t soff, size_t n) {
     (void)ctx;
+    (void)stream;
     cpu_buffer *d = (cpu_buffer *)dst, *s = (cpu_buffer *)src;
     tf_status st = check_range(d, doff, n, "copy");
     if (st == TF_OK) st = check_range(s, soff, n, "copy");
@@ -288,8 +294,7 @@ static tf_status cpu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) 
 }
 
 static const tf_device_iface cpu_device_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_device_iface),
     .get_info = cpu_get_info,
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
@@ -326,8 +331,7 @@ static int cpu_get_threads(void *ctx) {
 }
 
 static const tf_backend_iface cpu_backend_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_backend_iface),
     .shutdown = cpu_shutdown,
     .get_proc_address = NULL,
     .set_num_threads = cpu_set_threads,
@@ -337,6 +341,7 @@ static const tf_backend_iface cpu_backend_iface = {
 tf_status tf__cpu_backend_init(const tf_host_api *h, tf_backend_reg *out) {
     host = h;
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     out->abi_major = TF_BACKEND_ABI_MAJOR;
     out->abi_minor = TF_BACKEND_ABI_MINOR;
     out->name = "cpu";

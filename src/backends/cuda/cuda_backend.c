@@ -57,7 +57,8 @@ typedef struct cuda_dev {
     int cc_major, cc_minor, sm_count;
     bool integrated;
     uint64_t total_mem;
-    cudaStream_t stream;
+    cudaStream_t stream;                /* used when the core passes no stream */
+    cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
     cublasHandle_t blas;                /* made on the first GEMM */
     pthread_mutex_t lock;               /* the allocator, staging, cuBLAS, submission */
     cuda_buf *free_list[N_CLASSES];
@@ -139,6 +140,14 @@ static tf_status enter(cuda_dev *d) {
 }
 
 static void leave(cuda_dev *d) { pthread_mutex_unlock(&d->lock); }
+
+/* enter(), and make `stream` (NULL: the device's own) the one this call
+ * queues its work on. */
+static tf_status enter_on(cuda_dev *d, tf_backend_stream *stream) {
+    tf_status s = enter(d);
+    if (s == TF_OK) d->current = stream ? (cudaStream_t)stream : d->stream;
+    return s;
+}
 
 /* ---- caching allocator: size classes (four per power of two), stream-ordered reuse ---- */
 
@@ -290,8 +299,8 @@ static tf_status staged_upload(cuda_dev *d, char *dst, const char *src, size_t n
         size_t c = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
         CU(d, cudaEventSynchronize(d->staging_free[slot]), "cudaEventSynchronize(staging)");
         memcpy(d->staging[slot], src + done, c);
-        CU(d, cudaMemcpyAsync(dst + done, d->staging[slot], c, cudaMemcpyHostToDevice, d->stream), "cudaMemcpyAsync(upload)");
-        CU(d, cudaEventRecord(d->staging_free[slot], d->stream), "cudaEventRecord");
+        CU(d, cudaMemcpyAsync(dst + done, d->staging[slot], c, cudaMemcpyHostToDevice, d->current), "cudaMemcpyAsync(upload)");
+        CU(d, cudaEventRecord(d->staging_free[slot], d->current), "cudaEventRecord");
         done += c;
     }
     d->stats.staged_bytes += n;
@@ -308,9 +317,9 @@ static tf_status staged_download(cuda_dev *d, char *dst, const char *src, size_t
         int slot = (int)(i % 2);
         size_t c = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
         if (c) {
-            CU(d, cudaMemcpyAsync(d->staging[slot], src + done, c, cudaMemcpyDeviceToHost, d->stream),
+            CU(d, cudaMemcpyAsync(d->staging[slot], src + done, c, cudaMemcpyDeviceToHost, d->current),
                "cudaMemcpyAsync(download)");
-            CU(d, cudaEventRecord(d->staging_free[slot], d->stream), "cudaEventRecord");
+            CU(d, cudaEventRecord(d->staging_free[slot], d->current), "cudaEventRecord");
         }
         if (prev_len) {
             CU(d, cudaEventSynchronize(d->staging_free[prev_slot]), "cudaEventSynchronize(download)");
@@ -325,87 +334,133 @@ static tf_status staged_download(cuda_dev *d, char *dst, const char *src, size_t
     return TF_OK;
 }
 
-static tf_status cu_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+static tf_status cu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
+                           size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *b = (cuda_buf *)dst;
     tf_status s = check_range(d, b, off, n);
     if (s != TF_OK || !n) return s;
-    if ((s = enter(d)) != TF_OK) return s;
+    if ((s = enter_on(d, stream)) != TF_OK) return s;
     s = staged_upload(d, (char *)b->ptr + off, src, n);
     leave(d);
     return s;
 }
 
-static tf_status cu_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+static tf_status cu_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                             size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *b = (cuda_buf *)src;
     tf_status s = check_range(d, b, off, n);
     if (s != TF_OK || !n) return s;
-    if ((s = enter(d)) != TF_OK) return s;
+    if ((s = enter_on(d, stream)) != TF_OK) return s;
     s = staged_download(d, dst, (const char *)b->ptr + off, n);
     leave(d);
     return s;
 }
 
-static tf_status cu_copy(void *ctx, tf_backend_buffer *dst, size_t doff, tf_backend_buffer *src, size_t soff, size_t n) {
+static tf_status cu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                         tf_backend_buffer *src, size_t soff, size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *db = (cuda_buf *)dst, *sb = (cuda_buf *)src;
     tf_status s = check_range(d, db, doff, n);
     if (s == TF_OK) s = check_range(d, sb, soff, n);
     if (s != TF_OK || !n) return s;
-    if ((s = enter(d)) != TF_OK) return s;
+    if ((s = enter_on(d, stream)) != TF_OK) return s;
     cudaError_t e = cudaMemcpyAsync((char *)db->ptr + doff, (const char *)sb->ptr + soff, n, cudaMemcpyDeviceToDevice,
-                                    d->stream);
+                                    d->current);
     s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaMemcpyAsync(device to device)");
     leave(d);
     return s;
 }
 
 /* From a buffer of another CUDA device: a peer copy (NVLink or PCIe, the
- * driver stages it where peer access is off), ordered by events after the
- * work queued on both devices and before later work on the destination. */
-static tf_status cu_copy_from_peer(void *ctx, tf_backend_buffer *dst, size_t doff, void *src_ctx,
-                                   tf_backend_buffer *src, size_t soff, size_t n) {
+ * driver stages it where peer access is off) on this device's stream; the
+ * core orders the source device's stream around it with events. */
+static tf_status cu_copy_from_peer(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                                   void *src_ctx, tf_backend_buffer *src, size_t soff, size_t n) {
     cuda_dev *d = ctx, *sd = src_ctx;
     cuda_buf *db = (cuda_buf *)dst, *sb = (cuda_buf *)src;
     tf_status s = check_range(d, db, doff, n);
     if (s == TF_OK) s = check_range(sd, sb, soff, n);
     if (s != TF_OK || !n) return s;
-    if (d == sd) return cu_copy(ctx, dst, doff, src, soff, n);
-    cudaEvent_t dst_ready = NULL, copied = NULL;
-    if ((s = enter(d)) != TF_OK) return s;    /* the destination's queued work first */
-    cudaError_t e = cudaEventCreateWithFlags(&dst_ready, cudaEventDisableTiming);
-    if (e == cudaSuccess) e = cudaEventRecord(dst_ready, d->stream);
-    if (e != cudaSuccess) s = cuda_fail(d, e, "cudaEventRecord(peer copy)");
+    if (d == sd) return cu_copy(ctx, stream, dst, doff, src, soff, n);
+    if ((s = enter_on(d, stream)) != TF_OK) return s;
+    cudaError_t e = cudaMemcpyPeerAsync((char *)db->ptr + doff, d->index, (const char *)sb->ptr + soff, sd->index, n,
+                                        d->current);
+    if (e != cudaSuccess) s = cuda_fail(d, e, "cudaMemcpyPeerAsync");
+    else d->stats.peer_copies++;
     leave(d);
-    if (s == TF_OK && (s = enter(sd)) == TF_OK) {
-        e = cudaStreamWaitEvent(sd->stream, dst_ready, 0);
-        if (e == cudaSuccess)
-            e = cudaMemcpyPeerAsync((char *)db->ptr + doff, d->index, (const char *)sb->ptr + soff, sd->index, n, sd->stream);
-        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventRecord(copied, sd->stream);
-        if (e != cudaSuccess) s = cuda_fail(sd, e, "cudaMemcpyPeerAsync");
-        else sd->stats.peer_copies++;
-        leave(sd);
-    }
-    if (s == TF_OK && (s = enter(d)) == TF_OK) {   /* later work on the destination waits for the copy */
-        e = cudaStreamWaitEvent(d->stream, copied, 0);
-        if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamWaitEvent(peer copy)");
-        leave(d);
-    }
-    if (dst_ready) cudaEventDestroy(dst_ready);    /* released once the events complete */
-    if (copied) cudaEventDestroy(copied);
     return s;
 }
 
-static tf_status cu_synchronize(void *ctx) {
+static tf_status cu_synchronize(void *ctx, tf_backend_stream *stream) {
     cuda_dev *d = ctx;
-    tf_status s = enter(d);
+    tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
-    cudaError_t e = cudaStreamSynchronize(d->stream);
+    cudaError_t e = cudaStreamSynchronize(d->current);
     s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaStreamSynchronize");
     leave(d);
     return s;
+}
+
+/* ---- streams and events ---- */
+
+static tf_status cu_stream_create(void *ctx, tf_backend_stream **out) {
+    cuda_dev *d = ctx;
+    tf_status s = enter(d);
+    if (s != TF_OK) return s;
+    cudaStream_t st = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaStreamCreateWithFlags");
+    leave(d);
+    if (s == TF_OK) *out = (tf_backend_stream *)st;
+    return s;
+}
+
+static void cu_stream_destroy(void *ctx, tf_backend_stream *stream) {
+    cuda_dev *d = ctx;
+    if (enter(d) != TF_OK) return;            /* a lost device's streams die with its context */
+    cudaStreamSynchronize((cudaStream_t)stream);
+    cudaStreamDestroy((cudaStream_t)stream);
+    leave(d);
+}
+
+static tf_status cu_event_create(void *ctx, tf_backend_event **out) {
+    cuda_dev *d = ctx;
+    tf_status s = enter(d);
+    if (s != TF_OK) return s;
+    cudaEvent_t ev = NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaEventCreateWithFlags");
+    leave(d);
+    if (s == TF_OK) *out = (tf_backend_event *)ev;
+    return s;
+}
+
+static tf_status cu_event_record(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    cuda_dev *d = ctx;
+    tf_status s = enter_on(d, stream);
+    if (s != TF_OK) return s;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, d->current);
+    s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaEventRecord");
+    leave(d);
+    return s;
+}
+
+/* The event may be another device's (a peer copy's ordering). */
+static tf_status cu_event_wait(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    cuda_dev *d = ctx;
+    tf_status s = enter_on(d, stream);
+    if (s != TF_OK) return s;
+    cudaError_t e = cudaStreamWaitEvent(d->current, (cudaEvent_t)event, 0);
+    s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaStreamWaitEvent");
+    leave(d);
+    return s;
+}
+
+static void cu_event_destroy(void *ctx, tf_backend_event *event) {
+    (void)ctx;
+    cudaEventDestroy((cudaEvent_t)event);        /* released once its work completes */
 }
 
 static tf_status cu_memory_stats(void *ctx, tf_memory_stats *out) {
@@ -456,7 +511,7 @@ static tf_status cu_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
     grid.x = (unsigned)gx;
     grid.y = (unsigned)(gy > 65535 ? 65535 : gy);
     grid.z = (unsigned)((gy + grid.y - 1) / grid.y);
-    cudaError_t e = cudaLaunchKernel(fn, grid, block, argv, 0, d->stream);
+    cudaError_t e = cudaLaunchKernel(fn, grid, block, argv, 0, d->current);
     if (e != cudaSuccess) return cuda_fail(d, e, name);
     d->stats.kernels_launched++;
     return TF_OK;
@@ -512,7 +567,6 @@ static tf_status ensure_blas(cuda_dev *d) {
     if (d->blas) return TF_OK;
     cublasStatus_t e = cublasCreate(&d->blas);
     if (e != CUBLAS_STATUS_SUCCESS) return blas_fail(d, e, "cublasCreate");
-    if ((e = cublasSetStream(d->blas, d->stream)) != CUBLAS_STATUS_SUCCESS) return blas_fail(d, e, "cublasSetStream");
     return TF_OK;
 }
 
@@ -544,6 +598,7 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     if (with_c) {                                /* out = c (broadcast), then beta * out + alpha * a@b */
         tf_op copy;
         memset(&copy, 0, sizeof copy);
+        copy.struct_size = sizeof copy;
         copy.kind = TF_OP_COPY;
         copy.n_inputs = 1;
         copy.inputs[0] = op->inputs[2];
@@ -557,7 +612,12 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     float af = (float)alpha, bf = (float)beta;
     const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
     const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
-    cublasStatus_t e = cublasGemmStridedBatchedEx(
+    cublasStatus_t e = cublasSetStream(d->blas, d->current);
+    if (e != CUBLAS_STATUS_SUCCESS) {
+        *s = blas_fail(d, e, "cublasSetStream");
+        return true;
+    }
+    e = cublasGemmStridedBatchedEx(
         d->blas, mb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, ma.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, pal,
         pb, type, (int)mb.ld, (long long)mb.batch_stride, pa, type, (int)ma.ld, (long long)ma.batch_stride, pbe, po, type,
         (int)N, (long long)(M * N), (int)batch, compute, CUBLAS_GEMM_DEFAULT);
@@ -574,10 +634,9 @@ static bool cu_supports(void *ctx, const tf_op *op) {
 }
 
 static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
-    (void)stream;
     cuda_dev *d = ctx;
     tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free};
-    tf_status s = enter(d);
+    tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
     if (!((op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) && try_cublas(d, &tg, op, &s))) s = tf_pk_run(&tg, op);
     leave(d);
@@ -585,8 +644,7 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
 }
 
 static const tf_device_iface cu_device_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_device_iface),
     .get_info = cu_get_info,
     .buffer_alloc = cu_buffer_alloc,
     .buffer_free = cu_buffer_free,
@@ -599,6 +657,12 @@ static const tf_device_iface cu_device_iface = {
     .memory_stats = cu_memory_stats,
     .empty_cache = cu_empty_cache,
     .buffer_copy_from_peer = cu_copy_from_peer,
+    .stream_create = cu_stream_create,
+    .stream_destroy = cu_stream_destroy,
+    .event_create = cu_event_create,
+    .event_record = cu_event_record,
+    .event_wait = cu_event_wait,
+    .event_destroy = cu_event_destroy,
 };
 
 /* ---- discovery ---- */
@@ -701,8 +765,7 @@ static void cu_shutdown(void *ctx) {
 }
 
 static const tf_backend_iface cu_backend_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_backend_iface),
     .shutdown = cu_shutdown,
     .get_proc_address = cu_get_proc_address,
 };
@@ -715,6 +778,7 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
     use_tf32 = tf32 && !strcmp(tf32, "1");
     discover();
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     out->abi_major = TF_BACKEND_ABI_MAJOR;
     out->abi_minor = TF_BACKEND_ABI_MINOR;
     out->name = "cuda";

@@ -220,7 +220,12 @@ static tf_status check_range(cl_dev *d, const cl_buf *b, size_t off, size_t n) {
     return TF_OK;
 }
 
-static tf_status cl_upload(void *ctx, tf_backend_buffer *dst, size_t off, const void *src, size_t n) {
+/* OpenCL devices run one in-order queue each and make no streams of their
+ * own (the stream slots are NULL): the core passes NULL and the queue keeps
+ * every call in order. */
+static tf_status cl_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
+                           size_t n) {
+    (void)stream;
     cl_dev *d = ctx;
     cl_buf *b = (cl_buf *)dst;
     tf_status s = check_range(d, b, off, n);
@@ -229,7 +234,9 @@ static tf_status cl_upload(void *ctx, tf_backend_buffer *dst, size_t off, const 
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueWriteBuffer");
 }
 
-static tf_status cl_download(void *ctx, tf_backend_buffer *src, size_t off, void *dst, size_t n) {
+static tf_status cl_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                             size_t n) {
+    (void)stream;
     cl_dev *d = ctx;
     cl_buf *b = (cl_buf *)src;
     tf_status s = check_range(d, b, off, n);
@@ -238,8 +245,9 @@ static tf_status cl_download(void *ctx, tf_backend_buffer *src, size_t off, void
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueReadBuffer");
 }
 
-static tf_status cl_copy(void *ctx, tf_backend_buffer *dst, size_t doff, tf_backend_buffer *src, size_t soff,
-                         size_t n) {
+static tf_status cl_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
+                         tf_backend_buffer *src, size_t soff, size_t n) {
+    (void)stream;
     cl_dev *d = ctx;
     cl_buf *db = (cl_buf *)dst, *sb = (cl_buf *)src;
     tf_status s = check_range(d, db, doff, n);
@@ -249,7 +257,8 @@ static tf_status cl_copy(void *ctx, tf_backend_buffer *dst, size_t doff, tf_back
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueCopyBuffer");
 }
 
-static tf_status cl_synchronize(void *ctx) {
+static tf_status cl_synchronize(void *ctx, tf_backend_stream *stream) {
+    (void)stream;
     cl_dev *d = ctx;
     cl_int e = clFinish(d->queue);
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clFinish");
@@ -458,8 +467,7 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
 }
 
 static const tf_device_iface cl_device_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_device_iface),
     .get_info = cl_get_info,
     .buffer_alloc = cl_buffer_alloc,
     .buffer_free = cl_buffer_free,
@@ -595,8 +603,7 @@ static void cl_shutdown(void *ctx) {
 }
 
 static const tf_backend_iface cl_backend_iface = {
-    .abi_major = TF_BACKEND_ABI_MAJOR,
-    .abi_minor = TF_BACKEND_ABI_MINOR,
+    TF_STRUCT_INIT(tf_backend_iface),
     .shutdown = cl_shutdown,
     .get_proc_address = cl_get_proc_address,
 };
@@ -608,6 +615,7 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
     if (!make_kernel_source()) return h->set_error(TF_ERR_OUT_OF_MEMORY, "opencl: no memory for the kernel source");
     discover();
     memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
     out->abi_major = TF_BACKEND_ABI_MAJOR;
     out->abi_minor = TF_BACKEND_ABI_MINOR;
     out->name = "opencl";

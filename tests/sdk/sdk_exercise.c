@@ -1,0 +1,75 @@
+/* Uses the library the way programs do, on the example backend loaded as a
+ * plugin with two devices (testplug) and registered in-process (mybackend),
+ * so that the core goes through every SDK slot it calls. The backends record
+ * the calls (MYBACKEND_SLOT_LOG); slots.sh then checks that every slot
+ * backend.h documents was called. */
+#include <stdio.h>
+#include <string.h>
+
+#include <tensorframe/tensorframe.h>
+
+#include "mybackend.h"
+
+static int failures;
+#define CHECK(call)                                                                              \
+    do {                                                                                         \
+        tf_status s_ = (call);                                                                   \
+        if (s_ != TF_OK) {                                                                       \
+            printf("FAIL %s: %s: %s\n", #call, tf_status_name(s_), tf_last_error());              \
+            failures++;                                                                          \
+        }                                                                                        \
+    } while (0)
+
+static void exercise(tf_device *d0, tf_device *d1, tf_device *cpu) {
+    int64_t n = 8, shape[2] = {2, 4};
+    tf_tensor *a = NULL, *b = NULL, *c = NULL, *moved = NULL, *back = NULL, *sm = NULL, *cp = NULL, *x = NULL;
+    CHECK(tf_arange(cpu, TF_F32, 0, 8, 1, &x));                    /* then uploaded to the device */
+    CHECK(tf_tensor_to(x, d0, &a));
+    CHECK(tf_ones(d0, TF_F32, 1, &n, &b));                          /* run: fill */
+    CHECK(tf_add(a, b, &c));                                        /* supports + run */
+    CHECK(tf_copy(c, &cp));                                         /* same device: buffer_copy */
+    tf_tensor *r = NULL;
+    CHECK(tf_reshape(cp, 2, shape, &r));
+    CHECK(tf_softmax(r, 1, &sm));                                   /* unsupported: the CPU runs it */
+    CHECK(tf_tensor_to(c, d1, &moved));                             /* peer copy, ordered by events */
+    CHECK(tf_tensor_to(moved, cpu, &back));                         /* download */
+    float got[8];
+    CHECK(tf_tensor_read(back, got, sizeof got));
+    for (int i = 0; i < 8; i++)
+        if (got[i] != (float)i + 1) {
+            printf("FAIL element %d: %g, want %d\n", i, got[i], i + 1);
+            failures++;
+        }
+    CHECK(tf_device_synchronize(d0));
+    tf_memory_stats st;
+    CHECK(tf_device_memory_stats(d0, &st));
+    CHECK(tf_device_empty_cache(d1));
+    tf_tensor *all[] = {a, b, c, moved, back, sm, cp, x, r};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+}
+
+int main(void) {
+    CHECK(mybackend_register());
+    tf_device *cpu = NULL, *p0 = NULL, *p1 = NULL, *m0 = NULL, *m1 = NULL;
+    CHECK(tf_device_get("cpu", &cpu));
+    CHECK(tf_device_get("testplug:0", &p0));
+    CHECK(tf_device_get("testplug:1", &p1));
+    CHECK(tf_device_get("mybackend:0", &m0));
+    CHECK(tf_device_get("mybackend:1", &m1));
+    if (failures) return 1;
+    exercise(p0, p1, cpu);                                          /* opaque memory: staged */
+    exercise(m0, m1, cpu);                                          /* host memory: in place */
+    int threads = tf_get_num_threads();
+    CHECK(tf_set_num_threads(threads));
+    for (int i = 0; i < tf_backend_count(); i++) {                  /* each backend's thread count */
+        tf_backend_props p;
+        CHECK(tf_backend_get_props(i, &p));
+    }
+    if (!tf_backend_proc_address("testplug", "mybackend_stats")) {
+        printf("FAIL: no mybackend_stats extra\n");
+        failures++;
+    }
+    tf_shutdown();                                                  /* stream_destroy, shutdown */
+    printf("sdk_exercise: %s\n", failures ? "failed" : "ok");
+    return failures ? 1 : 0;
+}

@@ -172,6 +172,8 @@ typedef struct tf_memory_stats {
     uint64_t peak_allocated;
     uint64_t cache_hits;      /* allocations served from the cache (count) */
     uint64_t cache_misses;    /* allocations that went to the OS or driver (count) */
+    uint64_t retries;         /* allocations that succeeded only after the cache was released (count) */
+    uint64_t ooms;            /* allocations that failed for lack of memory (count) */
 } tf_memory_stats;
 /* TF_ERR_UNSUPPORTED if the device's backend keeps no statistics. */
 TF_API tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cpu_blas.h"
+#include "tensorframe/cpu.h"
 #include "cpu_kernels.h"
 #include "fast_kernels.h"
 #include "threadpool.h"
@@ -168,8 +169,10 @@ static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **
             pthread_mutex_unlock(&alloc.lock);
             b = fresh_block(capacity, cls);
             pthread_mutex_lock(&alloc.lock);
+            if (b) alloc.stats.retries++;
         }
         if (b) alloc.stats.reserved += b->capacity;
+        else alloc.stats.ooms++;
     }
     if (b) {
         b->nbytes = nbytes;
@@ -311,6 +314,12 @@ static const tf_device_iface cpu_device_iface = {
 
 static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
 
+static void *cpu_get_proc_address(void *ctx, const char *name) {
+    (void)ctx;
+    if (!strcmp(name, "tf_cpu_blas_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_blas_calls;
+    return NULL;
+}
+
 static void cpu_shutdown(void *ctx) {
     cpu_empty_cache(ctx);
     pthread_mutex_lock(&alloc.lock);
@@ -333,7 +342,7 @@ static int cpu_get_threads(void *ctx) {
 static const tf_backend_iface cpu_backend_iface = {
     TF_STRUCT_INIT(tf_backend_iface),
     .shutdown = cpu_shutdown,
-    .get_proc_address = NULL,
+    .get_proc_address = cpu_get_proc_address,
     .set_num_threads = cpu_set_threads,
     .get_num_threads = cpu_get_threads,
 };

@@ -14,6 +14,9 @@ void bli_thread_set_num_threads(long n) __attribute__((weak));
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static _Atomic int current = 0;
+static _Atomic uint64_t calls;
+
+uint64_t tf_cpu_blas_calls(void) { return atomic_load(&calls); }
 
 static void set_threads(int n) {
     if (openblas_set_num_threads) openblas_set_num_threads(n);
@@ -31,6 +34,7 @@ void tf_cpu_blas_threads(int n) {
 bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     pthread_once(&once, single_threaded);
+    atomic_fetch_add(&calls, 1);
     enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
     if (is_f64)
         cblas_dgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
@@ -51,6 +55,7 @@ bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_
 }
 
 bool tf_cpu_have_blas(void) { return false; }
+uint64_t tf_cpu_blas_calls(void) { return 0; }
 void tf_cpu_blas_threads(int n) { (void)n; }
 const char *tf_cpu_blas_name(void) { return "none"; }
 #endif

@@ -18,6 +18,8 @@ bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_
  * handed to it one panel at a time). */
 void tf_cpu_blas_threads(int n);
 bool tf_cpu_have_blas(void);
+/* GEMM calls made through the library so far (the tf_cpu_blas_calls extra). */
+uint64_t tf_cpu_blas_calls(void);
 const char *tf_cpu_blas_name(void);
 
 #endif

@@ -12,6 +12,21 @@ typedef char *(*tf_cpu_address_fn)(tf_backend_buffer *buf);
 bool tf_cpu_kernels_support(const tf_op *op);
 tf_status tf_cpu_kernels_run(const tf_op *op, tf_cpu_address_fn address);
 
+/* The kernel table: one entry per (op, dtype), the dtype being the one a
+ * kernel is keyed by (tf_cpu_table_dtype: the input's for reductions,
+ * scans, comparisons and predicates, else the output's). */
+typedef tf_status (*tf_cpu_kernel)(const tf_op *op, tf_cpu_address_fn address);
+typedef struct tf_cpu_table {
+    tf_cpu_kernel fn[TF_OP_COUNT][TF_DTYPE_COUNT];
+} tf_cpu_table;
+tf_dtype tf_cpu_table_dtype(const tf_op *op);
+/* Layers, in the order the table is built: the reference fills every entry
+ * it has; BLAS and SIMD override entries (each keeps the table it found and
+ * hands it the layouts it does not take). */
+void tf_cpu_ref_install(tf_cpu_table *t);
+void tf_cpu_blas_install(tf_cpu_table *t);
+void tf_cpu_simd_install(tf_cpu_table *t);
+
 /* The built-in backend's entry point (called by the core like a plugin's). */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);
 

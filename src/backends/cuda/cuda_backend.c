@@ -8,7 +8,7 @@
  * at once). Host transfers go through two pinned staging buffers per device,
  * pipelined. Float GEMM goes to cuBLAS (f16/bf16 on tensor cores with f32
  * accumulation, f32 with TF32 only when asked); every other op runs the
- * portable kernels (../portable/kernels.cl, compiled by nvcc through
+ * portable kernels (../gpu_common/kernels.cl, compiled by nvcc through
  * cuda_compat.h for sm_80 and sm_90 plus PTX).
  *
  * Without a driver or a GPU the plugin loads, reports zero devices and the
@@ -28,11 +28,11 @@
 #include <tensorframe/backend.h>
 #include <tensorframe/cuda.h>
 
+#include "cublas_table.h"
+#include "gpu_runtime.h"
 #include "plan.h"
 
 #define MAX_CUDA_DEVICES 16
-#define STAGING_BYTES ((size_t)8 << 20)     /* per buffer; two per device */
-#define N_CLASSES 224
 
 /* The portable kernels, one table per dtype program (kernels_<dtype>.cu). */
 #define TF__TABLE(E, n, sz, fl, in) extern const void *const tf_cuda_kernels_##n[TF_PK_KERNEL_COUNT];
@@ -44,14 +44,12 @@ static const void *const *const kernel_tables[TF_DTYPE_COUNT] = {
 #undef TF__ROW
 };
 
-typedef struct cuda_buf {
-    void *ptr;
-    size_t capacity;
-    int cls;
-    struct cuda_buf *next;              /* in a free list */
-} cuda_buf;
+/* A buffer is a block of the shared allocator; its handle is the device pointer. */
+typedef tf_gpu_block cuda_buf;
 
 typedef struct cuda_dev {
+    tf_gpu_dev gd;                      /* lock, lost state, allocator (gpu_runtime.h) */
+    tf_gpu_staging staging;             /* two pinned buffers, pipelined */
     int index;                          /* CUDA ordinal */
     char name[256];
     int cc_major, cc_minor, sm_count;
@@ -60,13 +58,6 @@ typedef struct cuda_dev {
     cudaStream_t stream;                /* used when the core passes no stream */
     cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
     cublasHandle_t blas;                /* made on the first GEMM */
-    pthread_mutex_t lock;               /* the allocator, staging, cuBLAS, submission */
-    cuda_buf *free_list[N_CLASSES];
-    tf_memory_stats mem;
-    void *staging[2];                   /* pinned; NULL until first used */
-    cudaEvent_t staging_free[2];        /* recorded after the copy that last used each */
-    bool lost;
-    char lost_reason[200];
     tf_cuda_stats stats;
 } cuda_dev;
 
@@ -76,6 +67,7 @@ static tf_backend_device bdevs[MAX_CUDA_DEVICES];
 static int n_devs;
 static char note[512];
 static bool use_tf32;
+static tf_cublas blas_lib;               /* resolved at plugin init; GEMM falls back without it */
 
 /* ---- errors ---- */
 
@@ -96,15 +88,11 @@ static bool sticky(cudaError_t e) {
  * A sticky error marks the device lost. */
 static tf_status cuda_fail(cuda_dev *d, cudaError_t e, const char *what) {
     cudaGetLastError();                 /* clear a non-sticky error so later calls start clean */
-    tf_status s = e == cudaErrorMemoryAllocation ? TF_ERR_OUT_OF_MEMORY : TF_ERR_BACKEND;
-    if (d && sticky(e)) {
-        d->lost = true;
-        d->stats.lost = true;
-        snprintf(d->lost_reason, sizeof d->lost_reason, "%s failed with %s", what, cudaGetErrorName(e));
-        s = TF_ERR_DEVICE_LOST;
-    }
-    return host->set_error(s, "cuda:%d: %s failed: %s (%s)", d ? d->index : -1, what, cudaGetErrorName(e),
-                           cudaGetErrorString(e));
+    if (!d) return host->set_error(TF_ERR_BACKEND, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    tf_gpu_error kind = sticky(e) ? TF_GPU_ERROR_STICKY
+                        : e == cudaErrorMemoryAllocation ? TF_GPU_ERROR_OUT_OF_MEMORY : TF_GPU_ERROR_OTHER;
+    if (kind == TF_GPU_ERROR_STICKY) d->stats.lost = true;
+    return tf_gpu_fail(&d->gd, kind, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 static tf_status blas_fail(cuda_dev *d, cublasStatus_t e, const char *what) {
@@ -113,7 +101,7 @@ static tf_status blas_fail(cuda_dev *d, cublasStatus_t e, const char *what) {
         cudaError_t ce = cudaGetLastError();
         if (sticky(ce)) return cuda_fail(d, ce, what);
     }
-    return host->set_error(s, "cuda:%d: %s failed: %s", d->index, what, cublasGetStatusName(e));
+    return host->set_error(s, "%s: %s failed: %s", d->gd.name, what, blas_lib.cublasGetStatusName(e));
 }
 
 #define CU(d, call, what)                                  \
@@ -124,22 +112,17 @@ static tf_status blas_fail(cuda_dev *d, cublasStatus_t e, const char *what) {
 
 /* Lock the device and make it current on this thread; fails once lost. */
 static tf_status enter(cuda_dev *d) {
-    pthread_mutex_lock(&d->lock);
-    if (d->lost) {
-        pthread_mutex_unlock(&d->lock);
-        return host->set_error(TF_ERR_DEVICE_LOST, "cuda:%d is lost (%s); restart the process to use it again",
-                               d->index, d->lost_reason);
-    }
+    tf_status s = tf_gpu_enter(&d->gd);
+    if (s != TF_OK) return s;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) {
-        tf_status s = cuda_fail(d, e, "cudaSetDevice");
-        pthread_mutex_unlock(&d->lock);
-        return s;
+        s = cuda_fail(d, e, "cudaSetDevice");
+        tf_gpu_leave(&d->gd);
     }
-    return TF_OK;
+    return s;
 }
 
-static void leave(cuda_dev *d) { pthread_mutex_unlock(&d->lock); }
+static void leave(cuda_dev *d) { tf_gpu_leave(&d->gd); }
 
 /* enter(), and make `stream` (NULL: the device's own) the one this call
  * queues its work on. */
@@ -149,76 +132,66 @@ static tf_status enter_on(cuda_dev *d, tf_backend_stream *stream) {
     return s;
 }
 
-/* ---- caching allocator: size classes (four per power of two), stream-ordered reuse ---- */
+/* ---- the driver calls the shared allocator and staging use ---- */
 
-static int size_class(size_t n, size_t *capacity) {
-    if (n <= 512) {
-        *capacity = 512;
-        return 0;
-    }
-    int e = 63 - __builtin_clzll((unsigned long long)(n - 1));   /* 2^e < n <= 2^(e+1) */
-    size_t step = (size_t)1 << (e - 2);
-    size_t c = (n + step - 1) / step * step;                    /* c / step in 5..8 */
-    *capacity = c;
-    return 1 + (e - 9) * 4 + (int)(c / step - 5);
+static tf_status raw_alloc(void *ctx, size_t capacity, void **handle) {
+    cudaError_t e = cudaMalloc(handle, capacity);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaMalloc");
 }
 
-static void release_cache(cuda_dev *d) {            /* caller holds the lock, device current */
-    for (int c = 0; c < N_CLASSES; c++)
-        while (d->free_list[c]) {
-            cuda_buf *b = d->free_list[c];
-            d->free_list[c] = b->next;
-            d->mem.reserved -= b->capacity;
-            cudaFree(b->ptr);                       /* synchronizes: nothing queued still uses it */
-            free(b);
-        }
+static void raw_free(void *ctx, void *handle) {
+    (void)ctx;
+    cudaFree(handle);                           /* synchronizes: nothing queued still uses it */
 }
 
-static tf_status block_alloc(cuda_dev *d, size_t nbytes, cuda_buf **out) {
-    size_t cap;
-    int cls = size_class(nbytes, &cap);
-    cuda_buf *b = d->free_list[cls];
-    if (b) {
-        d->free_list[cls] = b->next;
-        d->mem.cache_hits++;
-    } else {
-        void *p = NULL;
-        cudaError_t e = cudaMalloc(&p, cap);
-        if (e == cudaErrorMemoryAllocation) {       /* give the cache back and try once more */
-            cudaGetLastError();
-            release_cache(d);
-            e = cudaMalloc(&p, cap);
-        }
-        if (e != cudaSuccess) {
-            tf_status s = cuda_fail(d, e, "cudaMalloc");
-            if (s == TF_ERR_OUT_OF_MEMORY)
-                host->set_error(s, "cuda:%d: out of device memory for %zu bytes (%s, after releasing the cache)", d->index,
-                                nbytes, cudaGetErrorName(e));
-            return s;
-        }
-        b = malloc(sizeof *b);
-        if (!b) {
-            cudaFree(p);
-            return host->set_error(TF_ERR_OUT_OF_MEMORY, "cuda:%d: out of host memory", d->index);
-        }
-        b->ptr = p;
-        b->capacity = cap;
-        b->cls = cls;
-        d->mem.cache_misses++;
-        d->mem.reserved += cap;
-    }
-    b->next = NULL;
-    d->mem.allocated += b->capacity;
-    if (d->mem.allocated > d->mem.peak_allocated) d->mem.peak_allocated = d->mem.allocated;
-    *out = b;
-    return TF_OK;
+static const tf_gpu_mem_ops mem_ops = {raw_alloc, raw_free};
+
+static tf_status pinned_alloc(void *ctx, size_t n, void **ptr) {
+    cudaError_t e = cudaHostAlloc(ptr, n, cudaHostAllocDefault);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaHostAlloc(staging)");
 }
 
-static void block_free(cuda_dev *d, cuda_buf *b) {
-    d->mem.allocated -= b->capacity;
-    b->next = d->free_list[b->cls];
-    d->free_list[b->cls] = b;
+static void pinned_free(void *ctx, void *ptr) {
+    (void)ctx;
+    cudaFreeHost(ptr);
 }
+
+static tf_status copy_to_device(void *ctx, void *dst, size_t off, const void *src, size_t n) {
+    cuda_dev *d = ctx;
+    cudaError_t e = cudaMemcpyAsync((char *)dst + off, src, n, cudaMemcpyHostToDevice, d->current);
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaMemcpyAsync(upload)");
+}
+
+static tf_status copy_to_host(void *ctx, void *dst, const void *src, size_t off, size_t n) {
+    cuda_dev *d = ctx;
+    cudaError_t e = cudaMemcpyAsync(dst, (const char *)src + off, n, cudaMemcpyDeviceToHost, d->current);
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaMemcpyAsync(download)");
+}
+
+static tf_status staging_event_create(void *ctx, void **event) {
+    cudaError_t e = cudaEventCreateWithFlags((cudaEvent_t *)event, cudaEventDisableTiming);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaEventCreateWithFlags(staging)");
+}
+
+static void staging_event_destroy(void *ctx, void *event) {
+    (void)ctx;
+    cudaEventDestroy((cudaEvent_t)event);
+}
+
+static tf_status staging_event_record(void *ctx, void *event) {
+    cuda_dev *d = ctx;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, d->current);
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaEventRecord(staging)");
+}
+
+static tf_status staging_event_wait_host(void *ctx, void *event) {
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaEventSynchronize(staging)");
+}
+
+static const tf_gpu_staging_ops staging_ops = {pinned_alloc,         pinned_free,          copy_to_device,
+                                               copy_to_host,         staging_event_create, staging_event_destroy,
+                                               staging_event_record, staging_event_wait_host};
 
 /* ---- device info ---- */
 
@@ -229,7 +202,7 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
     cudaRuntimeGetVersion(&runtime);
     snprintf(info->description, sizeof info->description,
              "%.120s (compute %d.%d, %d SMs; driver %d.%d, runtime %d.%d)%s", d->name, d->cc_major, d->cc_minor,
-             d->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, d->lost ? " LOST" : "");
+             d->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10, d->gd.lost ? " LOST" : "");
     info->type = d->integrated ? TF_DEVICE_TYPE_INTEGRATED_GPU : TF_DEVICE_TYPE_GPU;
     info->memory_total = d->total_mem;
     info->memory_free = 0;
@@ -237,7 +210,9 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
         size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
             /* our cached blocks are free to us too */
-            uint64_t cached = d->mem.reserved - d->mem.allocated;
+            uint64_t cached = 0;
+            for (int c = 0; c < TF_GPU_SIZE_CLASSES; c++)
+                for (const tf_gpu_block *b = d->gd.alloc.free_list[c]; b; b = b->next) cached += b->capacity;
             info->memory_free = (uint64_t)free_b + cached;
         }
         leave(d);
@@ -258,7 +233,7 @@ static tf_status cu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **o
     tf_status s = enter(d);
     if (s != TF_OK) return s;
     cuda_buf *b = NULL;
-    s = block_alloc(d, nbytes, &b);
+    s = tf_gpu_alloc(&d->gd, nbytes, &b);
     leave(d);
     if (s == TF_OK) *out = (tf_backend_buffer *)b;
     return s;
@@ -267,81 +242,19 @@ static tf_status cu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **o
 static void cu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     cuda_dev *d = ctx;
     if (!buf) return;
-    pthread_mutex_lock(&d->lock);               /* a lost device still takes its blocks back */
-    block_free(d, (cuda_buf *)buf);
-    pthread_mutex_unlock(&d->lock);
-}
-
-static tf_status check_range(cuda_dev *d, const cuda_buf *b, size_t off, size_t n) {
-    if (off > b->capacity || n > b->capacity - off)
-        return host->set_error(TF_ERR_INVALID_ARGUMENT, "cuda:%d: %zu bytes at %zu outside a buffer of %zu", d->index, n,
-                               off, b->capacity);
-    return TF_OK;
-}
-
-static tf_status ensure_staging(cuda_dev *d) {
-    for (int i = 0; i < 2; i++) {
-        if (d->staging[i]) continue;
-        CU(d, cudaHostAlloc(&d->staging[i], STAGING_BYTES, cudaHostAllocDefault), "cudaHostAlloc(staging)");
-        CU(d, cudaEventCreateWithFlags(&d->staging_free[i], cudaEventDisableTiming), "cudaEventCreate");
-    }
-    return TF_OK;
-}
-
-/* Host -> device through the two pinned buffers: the next chunk is copied
- * into one while the other's DMA runs. Returns once the caller's memory has
- * been read; the device copies stay queued ahead of later work. */
-static tf_status staged_upload(cuda_dev *d, char *dst, const char *src, size_t n) {
-    tf_status s = ensure_staging(d);
-    if (s != TF_OK) return s;
-    for (size_t done = 0, i = 0; done < n; i++) {
-        int slot = (int)(i % 2);
-        size_t c = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
-        CU(d, cudaEventSynchronize(d->staging_free[slot]), "cudaEventSynchronize(staging)");
-        memcpy(d->staging[slot], src + done, c);
-        CU(d, cudaMemcpyAsync(dst + done, d->staging[slot], c, cudaMemcpyHostToDevice, d->current), "cudaMemcpyAsync(upload)");
-        CU(d, cudaEventRecord(d->staging_free[slot], d->current), "cudaEventRecord");
-        done += c;
-    }
-    d->stats.staged_bytes += n;
-    return TF_OK;
-}
-
-/* Device -> host: chunk i's DMA runs while chunk i-1 is copied out. */
-static tf_status staged_download(cuda_dev *d, char *dst, const char *src, size_t n) {
-    tf_status s = ensure_staging(d);
-    if (s != TF_OK) return s;
-    size_t prev_off = 0, prev_len = 0;
-    int prev_slot = 0;
-    for (size_t done = 0, i = 0; done < n || prev_len; i++) {
-        int slot = (int)(i % 2);
-        size_t c = n - done < STAGING_BYTES ? n - done : STAGING_BYTES;
-        if (c) {
-            CU(d, cudaMemcpyAsync(d->staging[slot], src + done, c, cudaMemcpyDeviceToHost, d->current),
-               "cudaMemcpyAsync(download)");
-            CU(d, cudaEventRecord(d->staging_free[slot], d->current), "cudaEventRecord");
-        }
-        if (prev_len) {
-            CU(d, cudaEventSynchronize(d->staging_free[prev_slot]), "cudaEventSynchronize(download)");
-            memcpy(dst + prev_off, d->staging[prev_slot], prev_len);
-        }
-        prev_off = done;
-        prev_len = c;
-        prev_slot = slot;
-        done += c;
-    }
-    d->stats.staged_bytes += n;
-    return TF_OK;
+    pthread_mutex_lock(&d->gd.lock);            /* a lost device still takes its blocks back */
+    tf_gpu_free(&d->gd, (cuda_buf *)buf);
+    pthread_mutex_unlock(&d->gd.lock);
 }
 
 static tf_status cu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
                            size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *b = (cuda_buf *)dst;
-    tf_status s = check_range(d, b, off, n);
+    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
     if (s != TF_OK || !n) return s;
     if ((s = enter_on(d, stream)) != TF_OK) return s;
-    s = staged_upload(d, (char *)b->ptr + off, src, n);
+    s = tf_gpu_staged_upload(&d->staging, b->handle, off, src, n);
     leave(d);
     return s;
 }
@@ -350,10 +263,10 @@ static tf_status cu_download(void *ctx, tf_backend_stream *stream, tf_backend_bu
                              size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *b = (cuda_buf *)src;
-    tf_status s = check_range(d, b, off, n);
+    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
     if (s != TF_OK || !n) return s;
     if ((s = enter_on(d, stream)) != TF_OK) return s;
-    s = staged_download(d, dst, (const char *)b->ptr + off, n);
+    s = tf_gpu_staged_download(&d->staging, dst, b->handle, off, n);
     leave(d);
     return s;
 }
@@ -362,11 +275,11 @@ static tf_status cu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer
                          tf_backend_buffer *src, size_t soff, size_t n) {
     cuda_dev *d = ctx;
     cuda_buf *db = (cuda_buf *)dst, *sb = (cuda_buf *)src;
-    tf_status s = check_range(d, db, doff, n);
-    if (s == TF_OK) s = check_range(d, sb, soff, n);
+    tf_status s = tf_gpu_check_range(&d->gd, db, doff, n);
+    if (s == TF_OK) s = tf_gpu_check_range(&d->gd, sb, soff, n);
     if (s != TF_OK || !n) return s;
     if ((s = enter_on(d, stream)) != TF_OK) return s;
-    cudaError_t e = cudaMemcpyAsync((char *)db->ptr + doff, (const char *)sb->ptr + soff, n, cudaMemcpyDeviceToDevice,
+    cudaError_t e = cudaMemcpyAsync((char *)db->handle + doff, (const char *)sb->handle + soff, n, cudaMemcpyDeviceToDevice,
                                     d->current);
     s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaMemcpyAsync(device to device)");
     leave(d);
@@ -380,12 +293,12 @@ static tf_status cu_copy_from_peer(void *ctx, tf_backend_stream *stream, tf_back
                                    void *src_ctx, tf_backend_buffer *src, size_t soff, size_t n) {
     cuda_dev *d = ctx, *sd = src_ctx;
     cuda_buf *db = (cuda_buf *)dst, *sb = (cuda_buf *)src;
-    tf_status s = check_range(d, db, doff, n);
-    if (s == TF_OK) s = check_range(sd, sb, soff, n);
+    tf_status s = tf_gpu_check_range(&d->gd, db, doff, n);
+    if (s == TF_OK) s = tf_gpu_check_range(&sd->gd, sb, soff, n);
     if (s != TF_OK || !n) return s;
     if (d == sd) return cu_copy(ctx, stream, dst, doff, src, soff, n);
     if ((s = enter_on(d, stream)) != TF_OK) return s;
-    cudaError_t e = cudaMemcpyPeerAsync((char *)db->ptr + doff, d->index, (const char *)sb->ptr + soff, sd->index, n,
+    cudaError_t e = cudaMemcpyPeerAsync((char *)db->handle + doff, d->index, (const char *)sb->handle + soff, sd->index, n,
                                         d->current);
     if (e != cudaSuccess) s = cuda_fail(d, e, "cudaMemcpyPeerAsync");
     else d->stats.peer_copies++;
@@ -465,22 +378,20 @@ static void cu_event_destroy(void *ctx, tf_backend_event *event) {
 
 static tf_status cu_memory_stats(void *ctx, tf_memory_stats *out) {
     cuda_dev *d = ctx;
-    pthread_mutex_lock(&d->lock);
-    *out = d->mem;
-    pthread_mutex_unlock(&d->lock);
+    tf_gpu_memory_stats(&d->gd, out);
     return TF_OK;
 }
 
 static void cu_empty_cache(void *ctx) {
     cuda_dev *d = ctx;
     if (enter(d) != TF_OK) return;
-    release_cache(d);
+    tf_gpu_release_cache(&d->gd);
     leave(d);
 }
 
 /* ---- the portable kernels through cudaLaunchKernel ---- */
 
-static void *mem_of(const tf_tensor_desc *t) { return ((cuda_buf *)t->buffer)->ptr; }
+static void *mem_of(const tf_tensor_desc *t) { return ((cuda_buf *)t->buffer)->handle; }
 
 static unsigned blocks_of(size_t items, size_t per_block) { return (unsigned)((items + per_block - 1) / per_block); }
 
@@ -522,15 +433,15 @@ static tf_status cu_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
  * kernel gets the device pointer, the allocator the block back. */
 static tf_status cu_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     cuda_buf *b = NULL;
-    tf_status s = block_alloc(ctx, nbytes, &b);
+    tf_status s = tf_gpu_alloc(&((cuda_dev *)ctx)->gd, nbytes, &b);
     if (s == TF_OK) {
-        *handle = b->ptr;
+        *handle = b->handle;
         *token = b;
     }
     return s;
 }
 
-static void cu_scratch_free(void *ctx, void *token) { block_free(ctx, token); }
+static void cu_scratch_free(void *ctx, void *token) { tf_gpu_free(&((cuda_dev *)ctx)->gd, token); }
 
 /* ---- GEMM through cuBLAS ---- */
 
@@ -565,7 +476,7 @@ static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 static tf_status ensure_blas(cuda_dev *d) {
     if (d->blas) return TF_OK;
-    cublasStatus_t e = cublasCreate(&d->blas);
+    cublasStatus_t e = blas_lib.cublasCreate_v2(&d->blas);
     if (e != CUBLAS_STATUS_SUCCESS) return blas_fail(d, e, "cublasCreate");
     return TF_OK;
 }
@@ -584,6 +495,7 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     case TF_BF16: type = CUDA_R_16BF; break;
     default: return false;
     }
+    if (!blas_lib.loaded) return false;          /* the portable matmul kernel instead */
     int nb = o->ndim - 2;
     int64_t M = o->shape[nb], N = o->shape[nb + 1], K = a->shape[nb + 1], batch = 1;
     for (int i = 0; i < nb; i++) batch *= o->shape[i];
@@ -612,12 +524,12 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     float af = (float)alpha, bf = (float)beta;
     const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
     const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
-    cublasStatus_t e = cublasSetStream(d->blas, d->current);
+    cublasStatus_t e = blas_lib.cublasSetStream_v2(d->blas, d->current);
     if (e != CUBLAS_STATUS_SUCCESS) {
         *s = blas_fail(d, e, "cublasSetStream");
         return true;
     }
-    e = cublasGemmStridedBatchedEx(
+    e = blas_lib.cublasGemmStridedBatchedEx(
         d->blas, mb.trans ? CUBLAS_OP_T : CUBLAS_OP_N, ma.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, pal,
         pb, type, (int)mb.ld, (long long)mb.batch_stride, pa, type, (int)ma.ld, (long long)ma.batch_stride, pbe, po, type,
         (int)N, (long long)(M * N), (int)batch, compute, CUBLAS_GEMM_DEFAULT);
@@ -680,7 +592,11 @@ static bool open_device(cuda_dev *d, int ordinal) {
     d->total_mem = p.totalGlobalMem;
     d->stats.compute_capability = p.major * 10 + p.minor;
     if (cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking) != cudaSuccess) return false;
-    pthread_mutex_init(&d->lock, NULL);
+    d->current = d->stream;
+    char name[32];
+    snprintf(name, sizeof name, "cuda:%d", ordinal);
+    tf_gpu_dev_init(&d->gd, host, name, &mem_ops, d);
+    tf_gpu_staging_init(&d->staging, &staging_ops, d, TF_GPU_STAGING_BYTES);
     return true;
 }
 
@@ -699,8 +615,9 @@ static void discover(void) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(note, sizeof note, "no CUDA device (cudaGetDeviceCount: %s: %s)",
-                 e == cudaSuccess ? "0 devices" : cudaGetErrorName(e), e == cudaSuccess ? "none found" : cudaGetErrorString(e));
+        snprintf(note, sizeof note, "no CUDA device (cudaGetDeviceCount: %s: %s); cuBLAS %s%.300s",
+                 e == cudaSuccess ? "0 devices" : cudaGetErrorName(e), e == cudaSuccess ? "none found" : cudaGetErrorString(e),
+                 blas_lib.loaded ? "loaded" : "not loaded: ", blas_lib.why);
         cudaGetLastError();
         return;
     }
@@ -717,18 +634,21 @@ static void discover(void) {
     enable_peer_access();
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
-    snprintf(note, sizeof note, "%d device(s)%s; CUDA runtime %d.%d, cuBLAS for GEMM%s", n_devs,
-             failed ? " (some failed to open)" : "", runtime / 1000, runtime % 1000 / 10, use_tf32 ? " (TF32 on)" : "");
+    snprintf(note, sizeof note, "%d device(s)%s; CUDA runtime %d.%d, %s%s%.300s", n_devs,
+             failed ? " (some failed to open)" : "", runtime / 1000, runtime % 1000 / 10,
+             blas_lib.loaded ? "cuBLAS for GEMM" : "GEMM on the portable kernel, cuBLAS not loaded: ",
+             use_tf32 && blas_lib.loaded ? " (TF32 on)" : "", blas_lib.why);
 }
 
 /* ---- extras ---- */
 
 static tf_status get_stats(int device, tf_cuda_stats *out) {
-    if (device < 0 || device >= n_devs || !out)
-        return host->set_error(TF_ERR_INVALID_ARGUMENT, "tf_cuda_stats: no device cuda:%d", device);
-    pthread_mutex_lock(&devs[device].lock);
+    tf_status s = tf_gpu_check_index(host, "tf_cuda_stats", device, n_devs, out);
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&devs[device].gd.lock);
     *out = devs[device].stats;
-    pthread_mutex_unlock(&devs[device].lock);
+    out->staged_bytes = devs[device].staging.staged_bytes;
+    pthread_mutex_unlock(&devs[device].gd.lock);
     return TF_OK;
 }
 
@@ -737,29 +657,21 @@ static tf_status set_tf32(bool enabled) {
     return TF_OK;
 }
 
-static void *cu_get_proc_address(void *ctx, const char *name) {
-    (void)ctx;
-    if (!strcmp(name, "tf_cuda_stats")) return (void *)(tf_cuda_stats_fn)get_stats;
-    if (!strcmp(name, "tf_cuda_set_tf32")) return (void *)(tf_cuda_set_tf32_fn)set_tf32;
-    return NULL;
-}
+static const tf_gpu_extra extras[] = {{"tf_cuda_stats", (void *)(tf_cuda_stats_fn)get_stats}, {"tf_cuda_set_tf32", (void *)(tf_cuda_set_tf32_fn)set_tf32},};
+
+static void *cu_get_proc_address(void *ctx, const char *name) { return tf_gpu_find_extra(extras, 2, name); }
 
 static void cu_shutdown(void *ctx) {
     (void)ctx;
     for (int i = 0; i < n_devs; i++) {
         cuda_dev *d = &devs[i];
-        if (!d->lost && cudaSetDevice(d->index) == cudaSuccess) {
+        if (!d->gd.lost && cudaSetDevice(d->index) == cudaSuccess) {
             cudaStreamSynchronize(d->stream);
-            release_cache(d);
-            for (int k = 0; k < 2; k++)
-                if (d->staging[k]) {
-                    cudaFreeHost(d->staging[k]);
-                    cudaEventDestroy(d->staging_free[k]);
-                }
-            if (d->blas) cublasDestroy(d->blas);
+            tf_gpu_staging_release(&d->staging);
+            if (d->blas) blas_lib.cublasDestroy_v2(d->blas);
             cudaStreamDestroy(d->stream);
         }
-        pthread_mutex_destroy(&d->lock);
+        tf_gpu_dev_destroy(&d->gd);           /* a lost device's memory goes with its context */
     }
     n_devs = 0;
 }
@@ -776,15 +688,8 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
     note[0] = 0;
     const char *tf32 = getenv("TF_CUDA_TF32");
     use_tf32 = tf32 && !strcmp(tf32, "1");
+    tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
     discover();
-    memset(out, 0, sizeof *out);
-    out->struct_size = sizeof *out;
-    out->abi_major = TF_BACKEND_ABI_MAJOR;
-    out->abi_minor = TF_BACKEND_ABI_MINOR;
-    out->name = "cuda";
-    out->iface = &cu_backend_iface;
-    out->device_count = n_devs;
-    out->devices = bdevs;
-    out->note = note;
+    tf_gpu_fill_reg(out, "cuda", &cu_backend_iface, bdevs, n_devs, note);
     return TF_OK;
 }

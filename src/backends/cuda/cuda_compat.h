@@ -1,4 +1,4 @@
-/* OpenCL C as CUDA: what ../portable/kernels.cl needs to compile with nvcc.
+/* OpenCL C as CUDA: what ../gpu_common/kernels.cl needs to compile with nvcc.
  *
  * kernels_dtype.cu includes this, then kernels.cl inside a namespace per
  * dtype. The mapping keeps OpenCL's semantics where CUDA differs:

@@ -24,19 +24,20 @@
 #include <tensorframe/numerics.h>
 
 #include "kernels_cl.h"        /* generated: kernels_cl[], kernels_cl_len */
+#include "vendor.h"
+#include "gpu_runtime.h"       /* lock, lost state, caching allocator */
 #include "plan.h"              /* the portable kernels' host side */
 #include <tensorframe/opencl.h>
 
 #define MAX_CL_DEVICES 32
 
-typedef struct cl_buf {
-    cl_mem mem;
-    size_t nbytes;
-} cl_buf;
+/* A buffer is a block of the shared caching allocator; its handle is the cl_mem. */
+typedef tf_gpu_block cl_buf;
 
 typedef enum { PROGRAM_NONE, PROGRAM_READY, PROGRAM_FAILED } program_state;
 
 typedef struct cl_dev {
+    tf_gpu_dev gd;                        /* lock (program builds, kernel arguments, the allocator), lost state */
     int index;
     cl_platform_id platform;
     cl_device_id id;
@@ -47,8 +48,6 @@ typedef struct cl_dev {
     uint64_t global_mem;
     bool fp64, fp16, unified, amd_free_query;
     int rwg, ts;                          /* reduce work-group size, matmul tile */
-    _Atomic uint64_t allocated;           /* bytes of our live buffers */
-    pthread_mutex_t lock;                 /* program builds and kernel argument setting */
     program_state state[TF_DTYPE_COUNT];
     char build_error[TF_DTYPE_COUNT][2048];
     cl_program program[TF_DTYPE_COUNT];
@@ -110,19 +109,20 @@ static const char *cl_error_name(cl_int e) {
     return "CL_UNKNOWN_ERROR";
 }
 
-static tf_status status_of(cl_int e) {
+static tf_gpu_error kind_of(cl_int e) {
     switch (e) {
     case CL_MEM_OBJECT_ALLOCATION_FAILURE: case CL_OUT_OF_RESOURCES: case CL_OUT_OF_HOST_MEMORY:
-        return TF_ERR_OUT_OF_MEMORY;
-    case CL_DEVICE_NOT_AVAILABLE: return TF_ERR_DEVICE_LOST;
-    default: return TF_ERR_BACKEND;
+        return TF_GPU_ERROR_OUT_OF_MEMORY;
+    case CL_DEVICE_NOT_AVAILABLE: return TF_GPU_ERROR_STICKY;
+    default: return TF_GPU_ERROR_OTHER;
     }
 }
 
-/* Report a failed OpenCL call: "opencl:0: clEnqueueNDRangeKernel(binary) failed: CL_OUT_OF_RESOURCES". */
-static tf_status cl_fail(const cl_dev *d, cl_int e, const char *what) {
-    return host->set_error(status_of(e), "opencl:%d: %s failed: %s (%d)", d ? d->index : -1, what,
-                           cl_error_name(e), (int)e);
+/* Report a failed OpenCL call: "opencl:0: clEnqueueNDRangeKernel(binary) failed: CL_OUT_OF_RESOURCES (-5)". */
+static tf_status cl_fail(cl_dev *d, cl_int e, const char *what) {
+    char code[16];
+    snprintf(code, sizeof code, "%d", (int)e);
+    return tf_gpu_fail(&d->gd, kind_of(e), what, cl_error_name(e), code);
 }
 
 /* ---- device info ---- */
@@ -162,7 +162,9 @@ static uint64_t free_memory(cl_dev *d) {
         if (clGetDeviceInfo(d->id, CL_DEVICE_GLOBAL_FREE_MEMORY_AMD, sizeof kb, kb, NULL) == CL_SUCCESS)
             return (uint64_t)kb[0] * 1024u;
     }
-    uint64_t used = atomic_load(&d->allocated);
+    tf_memory_stats ms;
+    tf_gpu_memory_stats(&d->gd, &ms);
+    uint64_t used = ms.allocated;
     return used < d->global_mem ? d->global_mem - used : 0;
 }
 
@@ -187,38 +189,56 @@ static tf_status cl_get_info(void *ctx, tf_backend_device_info *info) {
 
 /* ---- buffers ---- */
 
+/* The allocator's driver calls: cached blocks are reused in the order of
+ * the device's one in-order queue. */
+static tf_status raw_alloc(void *ctx, size_t capacity, void **handle) {
+    cl_dev *d = ctx;
+    cl_int e = CL_SUCCESS;
+    cl_mem m = capacity > d->global_mem ? NULL : clCreateBuffer(d->context, CL_MEM_READ_WRITE, capacity, NULL, &e);
+    if (!m && e == CL_SUCCESS) e = CL_MEM_OBJECT_ALLOCATION_FAILURE;
+    if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateBuffer");
+    *handle = m;
+    return TF_OK;
+}
+
+static void raw_free(void *ctx, void *handle) {
+    (void)ctx;
+    clReleaseMemObject((cl_mem)handle);      /* the runtime keeps it until queued work is done */
+}
+
+static const tf_gpu_mem_ops mem_ops = {raw_alloc, raw_free};
+
 static tf_status cl_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     cl_dev *d = ctx;
-    cl_buf *b = malloc(sizeof *b);
-    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "opencl:%d: out of host memory", d->index);
-    cl_int e = CL_SUCCESS;
-    if (nbytes > d->global_mem) e = CL_MEM_OBJECT_ALLOCATION_FAILURE;
-    else b->mem = clCreateBuffer(d->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 4, NULL, &e);
-    if (e != CL_SUCCESS) {
-        free(b);
-        return cl_fail(d, e, "clCreateBuffer");
-    }
-    b->nbytes = nbytes;
-    atomic_fetch_add(&d->allocated, nbytes);
-    *out = (tf_backend_buffer *)b;
-    return TF_OK;
+    tf_status s = tf_gpu_enter(&d->gd);
+    if (s != TF_OK) return s;
+    s = tf_gpu_alloc(&d->gd, nbytes, (tf_gpu_block **)out);
+    tf_gpu_leave(&d->gd);
+    return s;
 }
 
 static void cl_buffer_free(void *ctx, tf_backend_buffer *buf) {
     cl_dev *d = ctx;
-    cl_buf *b = (cl_buf *)buf;
-    if (!b) return;
-    clReleaseMemObject(b->mem);      /* the runtime keeps it until queued work is done */
-    atomic_fetch_sub(&d->allocated, b->nbytes);
-    free(b);
+    if (!buf) return;
+    pthread_mutex_lock(&d->gd.lock);         /* a lost device still takes its blocks back */
+    tf_gpu_free(&d->gd, (tf_gpu_block *)buf);
+    pthread_mutex_unlock(&d->gd.lock);
 }
 
-static tf_status check_range(cl_dev *d, const cl_buf *b, size_t off, size_t n) {
-    if (off > b->nbytes || n > b->nbytes - off)
-        return host->set_error(TF_ERR_INVALID_ARGUMENT, "opencl:%d: %zu bytes at %zu outside a buffer of %zu",
-                               d->index, n, off, b->nbytes);
+static tf_status cl_memory_stats(void *ctx, tf_memory_stats *out) {
+    tf_gpu_memory_stats(&((cl_dev *)ctx)->gd, out);
     return TF_OK;
 }
+
+static void cl_empty_cache(void *ctx) {
+    cl_dev *d = ctx;
+    pthread_mutex_lock(&d->gd.lock);
+    clFinish(d->queue);                      /* nothing queued may still use a block released here */
+    tf_gpu_release_cache(&d->gd);
+    pthread_mutex_unlock(&d->gd.lock);
+}
+
+static cl_mem mem_of_buffer(tf_backend_buffer *b) { return (cl_mem)((tf_gpu_block *)b)->handle; }
 
 /* OpenCL devices run one in-order queue each and make no streams of their
  * own (the stream slots are NULL): the core passes NULL and the queue keeps
@@ -228,9 +248,9 @@ static tf_status cl_upload(void *ctx, tf_backend_stream *stream, tf_backend_buff
     (void)stream;
     cl_dev *d = ctx;
     cl_buf *b = (cl_buf *)dst;
-    tf_status s = check_range(d, b, off, n);
+    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
     if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, off, n, src, 0, NULL, NULL);
+    cl_int e = clEnqueueWriteBuffer(d->queue, (cl_mem)b->handle, CL_TRUE, off, n, src, 0, NULL, NULL);
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueWriteBuffer");
 }
 
@@ -239,9 +259,9 @@ static tf_status cl_download(void *ctx, tf_backend_stream *stream, tf_backend_bu
     (void)stream;
     cl_dev *d = ctx;
     cl_buf *b = (cl_buf *)src;
-    tf_status s = check_range(d, b, off, n);
+    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
     if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, off, n, dst, 0, NULL, NULL);
+    cl_int e = clEnqueueReadBuffer(d->queue, (cl_mem)b->handle, CL_TRUE, off, n, dst, 0, NULL, NULL);
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueReadBuffer");
 }
 
@@ -250,10 +270,10 @@ static tf_status cl_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer
     (void)stream;
     cl_dev *d = ctx;
     cl_buf *db = (cl_buf *)dst, *sb = (cl_buf *)src;
-    tf_status s = check_range(d, db, doff, n);
-    if (s == TF_OK) s = check_range(d, sb, soff, n);
+    tf_status s = tf_gpu_check_range(&d->gd, db, doff, n);
+    if (s == TF_OK) s = tf_gpu_check_range(&d->gd, sb, soff, n);
     if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueCopyBuffer(d->queue, sb->mem, db->mem, soff, doff, n, 0, NULL, NULL);
+    cl_int e = clEnqueueCopyBuffer(d->queue, (cl_mem)sb->handle, (cl_mem)db->handle, soff, doff, n, 0, NULL, NULL);
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueCopyBuffer");
 }
 
@@ -383,7 +403,7 @@ static tf_status program_from_source(cl_dev *d, tf_dtype dt, const char *options
     return TF_OK;
 }
 
-/* The program for dtype dt, built (or loaded) on first use. Caller holds d->lock. */
+/* The program for dtype dt, built (or loaded) on first use. Caller holds the device lock. */
 static tf_status ensure_program(cl_dev *d, tf_dtype dt) {
     if (d->state[dt] == PROGRAM_READY) return TF_OK;
     if (d->state[dt] == PROGRAM_FAILED) return host->set_error(TF_ERR_BACKEND, "%s", d->build_error[dt]);
@@ -415,7 +435,7 @@ static tf_status ensure_program(cl_dev *d, tf_dtype dt) {
 
 /* ---- ops: the portable kernels, launched through OpenCL ---- */
 
-static void *mem_of(const tf_tensor_desc *t) { return ((cl_buf *)t->buffer)->mem; }
+static void *mem_of(const tf_tensor_desc *t) { return mem_of_buffer(t->buffer); }
 
 /* Set arguments and enqueue; the caller holds the device lock (kernel
  * objects are not safe to configure from two threads at once). */
@@ -436,19 +456,21 @@ static tf_status cl_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
     return TF_OK;
 }
 
+/* Scratch from the caching allocator (the caller holds the device lock);
+ * freeing it right after the launches is safe: the block's next user is
+ * later on the same in-order queue. */
 static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     cl_dev *d = ctx;
-    cl_int e;
-    cl_mem m = clCreateBuffer(d->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 4, NULL, &e);
-    if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateBuffer(scratch)");
-    *handle = *token = m;
-    return TF_OK;
+    tf_gpu_block *b = NULL;
+    tf_status s = tf_gpu_alloc(&d->gd, nbytes, &b);
+    if (s == TF_OK) {
+        *handle = b->handle;
+        *token = b;
+    }
+    return s;
 }
 
-static void cl_scratch_free(void *ctx, void *handle) {
-    (void)ctx;
-    clReleaseMemObject((cl_mem)handle);          /* the runtime keeps it until queued work is done */
-}
+static void cl_scratch_free(void *ctx, void *token) { tf_gpu_free(&((cl_dev *)ctx)->gd, token); }
 
 static bool cl_supports(void *ctx, const tf_op *op) {
     cl_dev *d = ctx;
@@ -459,10 +481,11 @@ static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)stream;
     cl_dev *d = ctx;
     tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free};
-    pthread_mutex_lock(&d->lock);
-    tf_status s = ensure_program(d, tf_pk_program_dtype(op));
+    tf_status s = tf_gpu_enter(&d->gd);
+    if (s != TF_OK) return s;
+    s = ensure_program(d, tf_pk_program_dtype(op));
     if (s == TF_OK) s = tf_pk_run(&tg, op);
-    pthread_mutex_unlock(&d->lock);
+    tf_gpu_leave(&d->gd);
     return s;
 }
 
@@ -477,6 +500,8 @@ static const tf_device_iface cl_device_iface = {
     .supports = cl_supports,
     .run = cl_run,
     .synchronize = cl_synchronize,
+    .memory_stats = cl_memory_stats,
+    .empty_cache = cl_empty_cache,
 };
 
 /* ---- discovery ---- */
@@ -520,7 +545,9 @@ static bool open_device(cl_dev *d, cl_platform_id platform, cl_device_id id, int
         clReleaseContext(d->context);
         return false;
     }
-    pthread_mutex_init(&d->lock, NULL);
+    char name[32];
+    snprintf(name, sizeof name, "opencl:%d", index);
+    tf_gpu_dev_init(&d->gd, host, name, &mem_ops, d);
     return true;
 }
 
@@ -556,37 +583,35 @@ static void discover(void) {
 /* ---- extras (get_proc_address) ---- */
 
 static tf_status get_stats(int device, tf_opencl_stats *out) {
-    if (device < 0 || device >= n_devs || !out)
-        return host->set_error(TF_ERR_INVALID_ARGUMENT, "tf_opencl_stats: no device %d", device);
-    pthread_mutex_lock(&devs[device].lock);
+    tf_status s = tf_gpu_check_index(host, "tf_opencl_stats", device, n_devs, out);
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&devs[device].gd.lock);
     *out = devs[device].stats;
-    pthread_mutex_unlock(&devs[device].lock);
+    pthread_mutex_unlock(&devs[device].gd.lock);
     return TF_OK;
 }
 
 static tf_status set_build_options(const char *options) {
     snprintf(extra_build_options, sizeof extra_build_options, "%s", options ? options : "");
     for (int i = 0; i < n_devs; i++) {          /* failed builds get another try */
-        pthread_mutex_lock(&devs[i].lock);
+        pthread_mutex_lock(&devs[i].gd.lock);
         for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
             if (devs[i].state[dt] == PROGRAM_FAILED) devs[i].state[dt] = PROGRAM_NONE;
-        pthread_mutex_unlock(&devs[i].lock);
+        pthread_mutex_unlock(&devs[i].gd.lock);
     }
     return TF_OK;
 }
 
-static void *cl_get_proc_address(void *ctx, const char *name) {
-    (void)ctx;
-    if (!strcmp(name, "tf_opencl_stats")) return (void *)(tf_opencl_stats_fn)get_stats;
-    if (!strcmp(name, "tf_opencl_set_build_options")) return (void *)(tf_opencl_set_build_options_fn)set_build_options;
-    return NULL;
-}
+static const tf_gpu_extra extras[] = {{"tf_opencl_stats", (void *)(tf_opencl_stats_fn)get_stats}, {"tf_opencl_set_build_options", (void *)(tf_opencl_set_build_options_fn)set_build_options},};
+
+static void *cl_get_proc_address(void *ctx, const char *name) { return tf_gpu_find_extra(extras, 2, name); }
 
 static void cl_shutdown(void *ctx) {
     (void)ctx;
     for (int i = 0; i < n_devs; i++) {
         cl_dev *d = &devs[i];
         clFinish(d->queue);
+        tf_gpu_dev_destroy(&d->gd);
         for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
             for (int k = 0; k < TF_PK_KERNEL_COUNT; k++)
                 if (d->kernel[dt][k]) clReleaseKernel(d->kernel[dt][k]);
@@ -594,7 +619,6 @@ static void cl_shutdown(void *ctx) {
         }
         clReleaseCommandQueue(d->queue);
         clReleaseContext(d->context);
-        pthread_mutex_destroy(&d->lock);
     }
     n_devs = 0;
     extra_build_options[0] = 0;
@@ -613,15 +637,10 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
     n_devs = 0;
     note[0] = 0;
     if (!make_kernel_source()) return h->set_error(TF_ERR_OUT_OF_MEMORY, "opencl: no memory for the kernel source");
+    /* This plugin is unloaded at tf_shutdown; the ICD loader and the drivers
+     * it opened stay (their threads and state outlive any one user). */
+    tf_gpu_keep_loaded("libOpenCL.so.1");
     discover();
-    memset(out, 0, sizeof *out);
-    out->struct_size = sizeof *out;
-    out->abi_major = TF_BACKEND_ABI_MAJOR;
-    out->abi_minor = TF_BACKEND_ABI_MINOR;
-    out->name = "opencl";
-    out->iface = &cl_backend_iface;
-    out->device_count = n_devs;
-    out->devices = bdevs;
-    out->note = note;
+    tf_gpu_fill_reg(out, "opencl", &cl_backend_iface, bdevs, n_devs, note);
     return TF_OK;
 }

@@ -1,0 +1,293 @@
+/* The BLAS layer: GEMM through the CBLAS the build found (OpenBLAS by
+ * default), f16/bf16 GEMM through f32 panels and sgemm, and blocked
+ * attention over sgemm, installed over the reference entries
+ * (tf_cpu_blas_install). Each override takes the layouts BLAS can and hands
+ * every other case to the entry it replaced. */
+#include "cpu_blas.h"
+#include "cpu_common.h"
+
+static tf_cpu_table below;              /* the table as it was before this layer */
+
+static tf_status run_below(const tf_op *op, tf_cpu_address_fn address) {
+    return below.fn[op->kind][tf_cpu_table_dtype(op)](op, address);
+}
+
+/* ---- attention, f32 with BLAS: blocked, online softmax, no scores matrix ---- */
+
+#define ATTN_BQ 64                       /* queries per task */
+#define ATTN_BK 256                      /* keys per block */
+
+typedef struct attn_job {
+    const tf_op *op;
+    const tf_fast_kernels *k;
+    const float *q, *kk, *v, *mask;
+    float *out;
+    int64_t B, Hq, Lq, D, Hkv, Lk, Dv, group, qblocks;
+    int64_t qs[4], ks[4], vs[4], ms[4], os[4];   /* strides in elements */
+    float scale;
+    bool causal;
+} attn_job;
+
+static void attn_block(void *ctx, int64_t begin, int64_t end) {
+    const attn_job *j = ctx;
+    float *S = malloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = malloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
+    float m[ATTN_BQ], l[ATTN_BQ];
+    bool nan_row[ATTN_BQ];
+    if (!S || !O) {                              /* cannot happen in practice; leave poison-free NaN */
+        free(S);
+        free(O);
+        return;
+    }
+    for (int64_t t = begin; t < end; t++) {
+        int64_t qb = t % j->qblocks, h = (t / j->qblocks) % j->Hq, b = t / (j->qblocks * j->Hq);
+        int64_t i0 = qb * ATTN_BQ, rows = j->Lq - i0 < ATTN_BQ ? j->Lq - i0 : ATTN_BQ, kh = h / j->group;
+        const float *qp = j->q + b * j->qs[0] + h * j->qs[1] + i0 * j->qs[2];
+        const float *kp = j->kk + b * j->ks[0] + kh * j->ks[1], *vp = j->v + b * j->vs[0] + kh * j->vs[1];
+        int64_t kv_end = j->causal ? j->op->params.q_offset + i0 + rows : j->Lk;
+        if (kv_end > j->Lk) kv_end = j->Lk;
+        for (int64_t r = 0; r < rows; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0;
+            nan_row[r] = false;
+        }
+        memset(O, 0, sizeof(float) * (size_t)(rows * j->Dv));
+        for (int64_t j0 = 0; j0 < kv_end; j0 += ATTN_BK) {
+            int64_t cols = kv_end - j0 < ATTN_BK ? kv_end - j0 : ATTN_BK;
+            /* S = scale * Q_blk K_blk^T */
+            tf_cpu_blas_gemm(false, false, true, rows, cols, j->D, j->scale, qp, j->qs[2], kp + j0 * j->ks[2], j->ks[2],
+                             0.0, S, cols);
+            for (int64_t r = 0; r < rows; r++) {
+                float *s = S + r * cols;
+                if (j->mask) {
+                    const float *mp = j->mask + b * j->ms[0] + h * j->ms[1] + (i0 + r) * j->ms[2] + j0 * j->ms[3];
+                    for (int64_t c = 0; c < cols; c++) s[c] += mp[c * j->ms[3]];
+                }
+                if (j->causal)
+                    for (int64_t c = 0; c < cols; c++)
+                        if (j0 + c > j->op->params.q_offset + i0 + r) s[c] = -INFINITY;
+                float mx = -INFINITY;
+                for (int64_t c = 0; c < cols; c++) {
+                    if (s[c] != s[c]) nan_row[r] = true;
+                    mx = s[c] > mx ? s[c] : mx;
+                }
+                float m_new = mx > m[r] ? mx : m[r];
+                if (m_new == -INFINITY) {        /* nothing visible yet in this row */
+                    memset(s, 0, sizeof(float) * (size_t)cols);
+                    continue;
+                }
+                float keep = expf(m[r] - m_new);
+                l[r] = l[r] * keep + j->k->exp_shift_sum(cols, s, m_new);
+                if (keep != 1.0f)
+                    for (int64_t e = 0; e < j->Dv; e++) O[r * j->Dv + e] *= keep;
+                m[r] = m_new;
+            }
+            /* O += P V_blk */
+            tf_cpu_blas_gemm(false, false, false, rows, j->Dv, cols, 1.0, S, cols, vp + j0 * j->vs[2], j->vs[2], 1.0, O,
+                             j->Dv);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            float *op_ = j->out + b * j->os[0] + h * j->os[1] + (i0 + r) * j->os[2];
+            for (int64_t e = 0; e < j->Dv; e++)
+                op_[e * j->os[3]] = nan_row[r] ? NAN : O[r * j->Dv + e] / l[r];   /* l == 0: 0/0, NaN */
+        }
+    }
+    free(S);
+    free(O);
+}
+
+static bool run_sdpa_fast(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
+    bool has_mask = op->params.flags & TF_SDPA_MASK;
+    const tf_fast_kernels *k = tf_fast();
+    if (!k || !tf_cpu_have_blas() || Q->dtype != TF_F32 || (has_mask && op->inputs[3].dtype != TF_F32)) return false;
+    if (Q->strides[3] != 1 || K->strides[3] != 1 || V->strides[3] != 1 || Q->strides[2] < Q->shape[3] ||
+        K->strides[2] < K->shape[3] || V->strides[2] < V->shape[3])
+        return false;                            /* BLAS needs rows with unit stride */
+    attn_job j;
+    memset(&j, 0, sizeof j);
+    j.op = op;
+    j.k = k;
+    j.q = (const float *)(address(Q->buffer) + Q->offset);
+    j.kk = (const float *)(address(K->buffer) + K->offset);
+    j.v = (const float *)(address(V->buffer) + V->offset);
+    j.out = (float *)(address(O->buffer) + O->offset);
+    if (has_mask) j.mask = (const float *)(address(op->inputs[3].buffer) + op->inputs[3].offset);
+    j.B = Q->shape[0];
+    j.Hq = Q->shape[1];
+    j.Lq = Q->shape[2];
+    j.D = Q->shape[3];
+    j.Hkv = K->shape[1];
+    j.Lk = K->shape[2];
+    j.Dv = V->shape[3];
+    j.group = j.Hq / j.Hkv;
+    j.qblocks = (j.Lq + ATTN_BQ - 1) / ATTN_BQ;
+    for (int i = 0; i < 4; i++) {
+        j.qs[i] = Q->strides[i];
+        j.ks[i] = K->strides[i];
+        j.vs[i] = V->strides[i];
+        j.os[i] = O->strides[i];
+        if (has_mask) j.ms[i] = op->inputs[3].strides[i];
+    }
+    j.scale = (float)op->params.scale;
+    j.causal = op->params.flags & TF_SDPA_CAUSAL;
+    tf_cpu_parallel_for(j.B * j.Hq * j.qblocks, 1, attn_block, &j);
+    return true;
+}
+
+/* ---- GEMM through BLAS: f32/f64 operands with a unit stride in one of their
+ * last two axes, a contiguous output; row panels spread over the pool ---- */
+
+typedef struct blas_job {
+    bool f64, ta, tb, has_c;
+    int64_t m, n, k, lda, ldb, es;
+    double alpha, beta;
+    const char *a, *b;
+    char *o;
+    operand c;                           /* GEMM's c, broadcast: copied into o first */
+    int64_t cs_m, cs_n;
+    tf_dtype dt;
+} blas_job;
+
+/* Rows [begin, end) of one batch entry. */
+static void blas_rows(void *ctx, int64_t begin, int64_t end) {
+    const blas_job *j = ctx;
+    if (j->has_c)                        /* beta * c enters through BLAS's C */
+        for (int64_t i = begin; i < end; i++)
+            for (int64_t x = 0; x < j->n; x++) {
+                double v = load_f64(j->dt, j->c.base + i * j->cs_m + x * j->cs_n);
+                store_f64(j->dt, j->o + (i * j->n + x) * j->es, v);
+            }
+    const char *a = j->a + (j->ta ? begin : begin * j->lda) * j->es;
+    tf_cpu_blas_gemm(j->f64, j->ta, j->tb, end - begin, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
+                     j->has_c ? j->beta : 0.0, j->o + begin * j->n * j->es, j->n);
+}
+
+/* Leading dimension and transposition of a matrix operand, if BLAS can take it. */
+static bool blas_layout(const tf_tensor_desc *d, int nb, int64_t rows, int64_t cols, bool *trans, int64_t *ld) {
+    int64_t rs = d->strides[nb], cs = d->strides[nb + 1];
+    if (cs == 1 && (rs >= cols || rows == 1) && rs > 0) {
+        *trans = false;
+        *ld = rows == 1 ? (cols > 0 ? cols : 1) : rs;
+        return true;
+    }
+    if (rs == 1 && (cs >= rows || cols == 1) && cs > 0) {
+        *trans = true;
+        *ld = cols == 1 ? (rows > 0 ? rows : 1) : cs;
+        return true;
+    }
+    return false;
+}
+
+static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    tf_dtype dt = O->dtype;
+    if ((dt != TF_F32 && dt != TF_F64) || !tf_cpu_have_blas() || !tf_desc_is_contiguous(O)) return false;
+    int nb = O->ndim - 2;
+    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
+    if (m * n * k == 0) return false;
+    blas_job j;
+    memset(&j, 0, sizeof j);
+    if (!blas_layout(A, nb, m, k, &j.ta, &j.lda) || !blas_layout(B, nb, k, n, &j.tb, &j.ldb)) return false;
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    j.f64 = dt == TF_F64;
+    j.m = m;
+    j.n = n;
+    j.k = k;
+    j.es = (int64_t)elsize(dt);
+    j.dt = dt;
+    j.alpha = op->kind == TF_OP_GEMM ? op->params.alpha : 1.0;
+    j.has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2 && op->params.beta != 0;
+    j.beta = op->params.beta;
+    if (j.has_c) {
+        j.c = make_operand(&op->inputs[2], address);
+        j.cs_m = j.c.stride[nb];
+        j.cs_n = j.c.stride[nb + 1];
+    }
+    int64_t idx[TF_MAX_DIMS] = {0}, grain = (int64_t)1 << 21;   /* multiply-adds per thread, at least */
+    int64_t batch = tf_desc_numel(O) / (m * n > 0 ? m * n : 1);
+    bool single = batch == 1 && !tf_cpu_in_parallel_region() && m * n * k >= grain;
+    do {
+        int64_t ao = 0, bo = 0, oo = 0;
+        operand cb = j.c;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+            if (j.has_c) cb.base += idx[d] * j.c.stride[d];
+        }
+        blas_job bj = j;
+        bj.a = a.base + ao;
+        bj.b = b.base + bo;
+        bj.o = o.base + oo;
+        bj.c = cb;
+        if (single) {                            /* one big GEMM: the library threads it */
+            tf_cpu_blas_threads(tf_cpu_num_threads());
+            blas_rows(&bj, 0, m);
+            tf_cpu_blas_threads(1);
+        } else {
+            int64_t rows_per_grain = grain / (n * k) + 1;
+            tf_cpu_parallel_for(m, rows_per_grain, blas_rows, &bj);
+        }
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    return true;
+}
+
+static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    tf_dtype dt = O->dtype;
+    if ((dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || !tf_cpu_have_blas()) return false;
+    int nb = O->ndim - 2;
+    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
+    if (m * n * k < 64 * 64 * 64) return false;
+    float *a32 = malloc(sizeof(float) * (size_t)(m * k)), *b32 = malloc(sizeof(float) * (size_t)(k * n)),
+          *o32 = malloc(sizeof(float) * (size_t)(m * n));
+    if (!a32 || !b32 || !o32) {
+        free(a32);
+        free(b32);
+        free(o32);
+        return false;                            /* the loops need no scratch */
+    }
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        int64_t ao = 0, bo = 0, oo = 0;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+        }
+        widen_job wa = {dt, a.base + ao, a.stride[nb], a.stride[nb + 1], k, a32};
+        widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
+        tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
+        tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
+        tf_cpu_blas_threads(tf_cpu_num_threads());
+        tf_cpu_blas_gemm(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, o32, n);
+        tf_cpu_blas_threads(1);
+        widen_job wo = {dt, o.base + oo, o.stride[nb], o.stride[nb + 1], n, o32};
+        tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, narrow_rows, &wo);
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    free(a32);
+    free(b32);
+    free(o32);
+    return true;
+}
+
+
+static tf_status blas_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
+    return run_below(op, address);
+}
+
+static tf_status blas_sdpa(const tf_op *op, tf_cpu_address_fn address) {
+    return run_sdpa_fast(op, address) ? TF_OK : run_below(op, address);
+}
+
+void tf_cpu_blas_install(tf_cpu_table *t) {
+    below = *t;
+    static const tf_dtype floats[] = {TF_F32, TF_F64, TF_F16, TF_BF16};
+    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) {
+        t->fn[TF_OP_MATMUL][floats[d]] = blas_matmul;
+        t->fn[TF_OP_GEMM][floats[d]] = blas_matmul;
+    }
+    if (tf_fast()) t->fn[TF_OP_SDPA][TF_F32] = blas_sdpa;     /* its online softmax uses the SIMD exp */
+}

@@ -1,0 +1,909 @@
+/* The CPU reference kernels: plain C, every dtype the op table accepts,
+ * any strides. Each works on an N-d odometer that walks every axis but the
+ * last and hands rows to a typed inner loop, NumPy ufunc style; f16/bf16 are
+ * computed in f32 (f64 for the transformer and vision ops), integer
+ * arithmetic wraps. They fill the kernel table first (tf_cpu_ref_install);
+ * the SIMD and BLAS layers override entries, and TF_CPU_KERNELS=reference
+ * leaves the table as this file fills it. They are the correctness
+ * reference for every other backend and the fallback for ops a backend
+ * lacks. */
+#include "cpu_common.h"
+
+/* ---- elementwise binary ---- */
+
+
+#define OP_ADD(x, y) ((x) + (y))
+#define OP_SUB(x, y) ((x) - (y))
+#define OP_MUL(x, y) ((x) * (y))
+#define OP_DIV(x, y) ((x) / (y))
+#define FOP_MAX(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) > (y) ? (x) : (y))
+#define FOP_MIN(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) < (y) ? (x) : (y))
+#define FOP_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
+#define FOP_SWIGLU(x, y) ((x) / (1 + _Generic((x), float: expf, default: exp)(-(x))) * (y))
+#define IOP_ADD(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
+#define IOP_SUB(x, y) ((int64_t)((uint64_t)(x) - (uint64_t)(y)))
+#define IOP_MUL(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
+#define IOP_MAX(x, y) ((x) > (y) ? (x) : (y))
+#define IOP_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define IOP_POW(x, y) int_pow(x, y)
+
+/* Integer power by squaring, wrapping; negative exponents give 0 except
+ * for bases 1 and -1 (what repeated division would round to). */
+static int64_t int_pow(int64_t base, int64_t e) {
+    if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)base;
+    while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+    }
+    return (int64_t)r;
+}
+
+#define DEF_BIN(NAME, DT, CT, EXPR)                                              \
+    static void bin_##NAME##_##DT(int64_t n, char **p, const int64_t *s) {     \
+        char *o = p[0];                                                         \
+        const char *a = p[1], *b = p[2];                                        \
+        for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {     \
+            CT x = (CT)LD_##DT(a), y = (CT)LD_##DT(b);                          \
+            ST_##DT(o, EXPR(x, y));                                             \
+        }                                                                       \
+    }
+#define DEF_FLOAT_BINS(DT, CT)                                                   \
+    DEF_BIN(add, DT, CT, OP_ADD) DEF_BIN(sub, DT, CT, OP_SUB) DEF_BIN(mul, DT, CT, OP_MUL) \
+    DEF_BIN(div, DT, CT, OP_DIV) DEF_BIN(maximum, DT, CT, FOP_MAX) DEF_BIN(minimum, DT, CT, FOP_MIN) \
+    DEF_BIN(pow, DT, CT, FOP_POW) DEF_BIN(swiglu, DT, CT, FOP_SWIGLU)
+#define DEF_INT_BINS(DT)                                                         \
+    DEF_BIN(add, DT, int64_t, IOP_ADD) DEF_BIN(sub, DT, int64_t, IOP_SUB) DEF_BIN(mul, DT, int64_t, IOP_MUL) \
+    DEF_BIN(maximum, DT, int64_t, IOP_MAX) DEF_BIN(minimum, DT, int64_t, IOP_MIN) DEF_BIN(pow, DT, int64_t, IOP_POW)
+
+/* Comparisons (and logic on bools): typed inputs, a bool output. */
+#define DEF_CMP(NAME, DT, CT, EXPR)                                              \
+    static void cmp_##NAME##_##DT(int64_t n, char **p, const int64_t *s) {     \
+        char *o = p[0];                                                         \
+        const char *a = p[1], *b = p[2];                                        \
+        for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {     \
+            CT x = (CT)LD_##DT(a), y = (CT)LD_##DT(b);                          \
+            *(uint8_t *)o = (uint8_t)(EXPR);                                    \
+        }                                                                       \
+    }
+#define DEF_CMPS(DT, CT)                                                                     \
+    DEF_CMP(eq, DT, CT, x == y) DEF_CMP(ne, DT, CT, x != y) DEF_CMP(lt, DT, CT, x < y)       \
+    DEF_CMP(le, DT, CT, x <= y) DEF_CMP(gt, DT, CT, x > y) DEF_CMP(ge, DT, CT, x >= y)
+DEF_CMPS(f32, float)
+DEF_CMPS(f64, double)
+DEF_CMPS(f16, float)
+DEF_CMPS(bf16, float)
+DEF_CMPS(i8, int64_t)
+DEF_CMPS(i32, int64_t)
+DEF_CMPS(i64, int64_t)
+DEF_CMPS(u8, int64_t)
+DEF_CMPS(b8, int64_t)
+DEF_CMP(and, b8, int64_t, x && y)
+DEF_CMP(or, b8, int64_t, x || y)
+
+#define CMP_ROW(OP)                                                                                          \
+    {[TF_F32] = cmp_##OP##_f32, [TF_F64] = cmp_##OP##_f64, [TF_F16] = cmp_##OP##_f16, [TF_BF16] = cmp_##OP##_bf16, \
+     [TF_I8] = cmp_##OP##_i8,   [TF_I32] = cmp_##OP##_i32, [TF_I64] = cmp_##OP##_i64, [TF_U8] = cmp_##OP##_u8,     \
+     [TF_BOOL] = cmp_##OP##_b8}
+
+DEF_FLOAT_BINS(f32, float)
+DEF_FLOAT_BINS(f64, double)
+DEF_FLOAT_BINS(f16, float)
+DEF_FLOAT_BINS(bf16, float)
+DEF_INT_BINS(i8)
+DEF_INT_BINS(i32)
+DEF_INT_BINS(i64)
+DEF_INT_BINS(u8)
+
+#define FLOAT_ROW(OP) \
+    [TF_F32] = bin_##OP##_f32, [TF_F64] = bin_##OP##_f64, [TF_F16] = bin_##OP##_f16, [TF_BF16] = bin_##OP##_bf16
+#define INT_ROW(OP) [TF_I8] = bin_##OP##_i8, [TF_I32] = bin_##OP##_i32, [TF_I64] = bin_##OP##_i64, [TF_U8] = bin_##OP##_u8
+
+static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
+    [TF_OP_ADD] = {FLOAT_ROW(add), INT_ROW(add)},
+    [TF_OP_SUB] = {FLOAT_ROW(sub), INT_ROW(sub)},
+    [TF_OP_MUL] = {FLOAT_ROW(mul), INT_ROW(mul)},
+    [TF_OP_DIV] = {FLOAT_ROW(div)},
+    [TF_OP_MAXIMUM] = {FLOAT_ROW(maximum), INT_ROW(maximum)},
+    [TF_OP_MINIMUM] = {FLOAT_ROW(minimum), INT_ROW(minimum)},
+    [TF_OP_POW] = {FLOAT_ROW(pow), INT_ROW(pow)},
+    [TF_OP_SWIGLU] = {FLOAT_ROW(swiglu)},
+    [TF_OP_EQ] = CMP_ROW(eq), [TF_OP_NE] = CMP_ROW(ne), [TF_OP_LT] = CMP_ROW(lt),
+    [TF_OP_LE] = CMP_ROW(le), [TF_OP_GT] = CMP_ROW(gt), [TF_OP_GE] = CMP_ROW(ge),
+    [TF_OP_LOGICAL_AND] = {[TF_BOOL] = cmp_and_b8},
+    [TF_OP_LOGICAL_OR] = {[TF_BOOL] = cmp_or_b8},
+};
+
+
+typedef struct binary_ctx { binary_loop loop; } binary_ctx;
+
+static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    ((const binary_ctx *)ctx)->loop(n, p, s);
+}
+
+binary_loop tf_cpu_binary_loop(tf_op_kind kind, tf_dtype dt) { return binary_loops[kind][dt]; }
+
+static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
+                      make_operand(&op->inputs[1], address)};
+    binary_ctx ctx = {binary_loops[op->kind][op->inputs[0].dtype]};
+    for_each_row_parallel(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- elementwise unary (floats) ---- */
+
+/* One scalar function per op, for float and for double. NaN propagates. */
+#define SQRT1_2 0.70710678118654752440
+#define SQRT_2_OVER_PI 0.79788456080286535588
+#define DEF_UNARY_FNS(CT, SUF, EXPF, LOGF, LOG1PF, EXPM1F, SQRTF, SINF, COSF, TANHF, ERFF, FLOORF, CEILF, RINTF) \
+    static CT u_neg_##SUF(CT x, const tf_op_params *p) { (void)p; return -x; }                              \
+    static CT u_abs_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? -x : x == 0 ? (CT)0 : x; } \
+    static CT u_sign_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)((x > 0) - (x < 0)); }         \
+    static CT u_exp_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPF(x); }                         \
+    static CT u_log_##SUF(CT x, const tf_op_params *p) { (void)p; return LOGF(x); }                         \
+    static CT u_log1p_##SUF(CT x, const tf_op_params *p) { (void)p; return LOG1PF(x); }                     \
+    static CT u_expm1_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPM1F(x); }                     \
+    static CT u_sqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return SQRTF(x); }                       \
+    static CT u_rsqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / SQRTF(x); }              \
+    static CT u_sin_##SUF(CT x, const tf_op_params *p) { (void)p; return SINF(x); }                         \
+    static CT u_cos_##SUF(CT x, const tf_op_params *p) { (void)p; return COSF(x); }                         \
+    static CT u_tanh_##SUF(CT x, const tf_op_params *p) { (void)p; return TANHF(x); }                       \
+    static CT u_sigmoid_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / ((CT)1 + EXPF(-x)); }  \
+    static CT u_relu_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? (CT)0 : x; }             \
+    static CT u_leaky_relu_##SUF(CT x, const tf_op_params *p) { return x < 0 ? (CT)p->alpha * x : x; }     \
+    static CT u_gelu_##SUF(CT x, const tf_op_params *p) {                                                   \
+        (void)p; return (CT)0.5 * x * ((CT)1 + ERFF(x * (CT)SQRT1_2)); }                                    \
+    static CT u_gelu_tanh_##SUF(CT x, const tf_op_params *p) {                                              \
+        (void)p; return (CT)0.5 * x * ((CT)1 + TANHF((CT)SQRT_2_OVER_PI * (x + (CT)0.044715 * x * x * x))); } \
+    static CT u_silu_##SUF(CT x, const tf_op_params *p) { (void)p; return x / ((CT)1 + EXPF(-x)); }         \
+    static CT u_softplus_##SUF(CT x, const tf_op_params *p) { (void)p; return x > 20 ? x : LOG1PF(EXPF(x)); } \
+    static CT u_floor_##SUF(CT x, const tf_op_params *p) { (void)p; return FLOORF(x); }                     \
+    static CT u_ceil_##SUF(CT x, const tf_op_params *p) { (void)p; return CEILF(x); }                       \
+    static CT u_round_##SUF(CT x, const tf_op_params *p) { (void)p; return RINTF(x); }                      \
+    static CT u_clamp_##SUF(CT x, const tf_op_params *p) {                                                  \
+        if (x != x) return x;                                                                               \
+        if (p->min_value == p->min_value && x < (CT)p->min_value) x = (CT)p->min_value;                     \
+        if (p->max_value == p->max_value && x > (CT)p->max_value) x = (CT)p->max_value;                     \
+        return x; }
+
+DEF_UNARY_FNS(float, f, expf, logf, log1pf, expm1f, sqrtf, sinf, cosf, tanhf, erff, floorf, ceilf, rintf)
+DEF_UNARY_FNS(double, d, exp, log, log1p, expm1, sqrt, sin, cos, tanh, erf, floor, ceil, rint)
+
+typedef float (*unary_f)(float, const tf_op_params *);
+typedef double (*unary_d)(double, const tf_op_params *);
+
+#define UNARY_ROW(NAME, KIND) [TF_OP_##KIND] = {u_##NAME##_f, u_##NAME##_d}
+static const struct { unary_f f; unary_d d; } unary_fns[TF_OP_COUNT] = {
+    UNARY_ROW(neg, NEG), UNARY_ROW(abs, ABS), UNARY_ROW(sign, SIGN), UNARY_ROW(exp, EXP), UNARY_ROW(log, LOG),
+    UNARY_ROW(log1p, LOG1P), UNARY_ROW(expm1, EXPM1), UNARY_ROW(sqrt, SQRT), UNARY_ROW(rsqrt, RSQRT),
+    UNARY_ROW(sin, SIN), UNARY_ROW(cos, COS), UNARY_ROW(tanh, TANH), UNARY_ROW(sigmoid, SIGMOID),
+    UNARY_ROW(relu, RELU), UNARY_ROW(leaky_relu, LEAKY_RELU), UNARY_ROW(gelu, GELU),
+    UNARY_ROW(gelu_tanh, GELU_TANH), UNARY_ROW(silu, SILU), UNARY_ROW(softplus, SOFTPLUS),
+    UNARY_ROW(floor, FLOOR), UNARY_ROW(ceil, CEIL), UNARY_ROW(round, ROUND), UNARY_ROW(clamp, CLAMP),
+};
+
+typedef struct unary_ctx {
+    tf_dtype dt;
+    unary_f f;
+    unary_d d;
+    const tf_op_params *params;
+} unary_ctx;
+
+static void unary_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const unary_ctx *c = ctxv;
+    char *o = p[0];
+    const char *x = p[1];
+    switch (c->dt) {
+    case TF_F32: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f32(o, c->f(LD_f32(x), c->params)); break;
+    case TF_F64: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f64(o, c->d(LD_f64(x), c->params)); break;
+    case TF_F16: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_f16(o, c->f(LD_f16(x), c->params)); break;
+    default: for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) ST_bf16(o, c->f(LD_bf16(x), c->params)); break;
+    }
+}
+
+static tf_status run_unary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    unary_ctx ctx = {op->output.dtype, unary_fns[op->kind].f, unary_fns[op->kind].d, &op->params};
+    for_each_row_parallel(op->output.ndim, op->output.shape, 2, ops, unary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- bool-valued unary: logical_not, isnan, isinf ---- */
+
+typedef struct bool_unary_ctx { tf_op_kind kind; tf_dtype dt; } bool_unary_ctx;
+
+static void bool_unary_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const bool_unary_ctx *c = ctxv;
+    char *o = p[0];
+    const char *x = p[1];
+    bool fl = is_float(c->dt);
+    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
+        bool r;
+        if (c->kind == TF_OP_LOGICAL_NOT) r = !*(const uint8_t *)x;
+        else if (!fl) r = false;
+        else if (c->kind == TF_OP_ISNAN) r = isnan(load_f64(c->dt, x));
+        else r = isinf(load_f64(c->dt, x));
+        *(uint8_t *)o = r;
+    }
+}
+
+static tf_status run_bool_unary(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    bool_unary_ctx ctx = {op->kind, op->inputs[0].dtype};
+    for_each_row(op->output.ndim, op->output.shape, 2, ops, bool_unary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- where: select whole elements, whatever the dtype ---- */
+
+static void where_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    size_t es = *(const size_t *)ctxv;
+    char *o = p[0];
+    const char *c = p[1], *a = p[2], *b = p[3];
+    for (int64_t i = 0; i < n; i++, o += s[0], c += s[1], a += s[2], b += s[3]) memcpy(o, *c ? a : b, es);
+}
+
+static tf_status run_where(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[4] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
+                      make_operand(&op->inputs[1], address), make_operand(&op->inputs[2], address)};
+    size_t es = elsize(op->output.dtype);
+    for_each_row(op->output.ndim, op->output.shape, 4, ops, where_row, &es);
+    return TF_OK;
+}
+
+/* ---- indexed picks and triangles: whole elements, any dtype ---- */
+
+static int64_t load_index(const tf_tensor_desc *d, const char *p) {
+    return d->dtype == TF_I64 ? *(const int64_t *)p : (int64_t)*(const int32_t *)p;
+}
+
+/* out[pos] = x[pos with the axis coordinate replaced by an index]: for
+ * INDEX_SELECT the index at pos[axis], for GATHER the index at pos. */
+static tf_status run_indexed(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *I = &op->inputs[1], *O = &op->output;
+    operand x = make_operand(X, address), ix = make_operand(I, address), o = make_operand(O, address);
+    int ax = op->params.axis;
+    size_t es = elsize(O->dtype);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        const char *ip = ix.base;
+        if (op->kind == TF_OP_INDEX_SELECT) ip += idx[ax] * ix.stride[0];
+        else
+            for (int d = 0; d < O->ndim; d++) ip += idx[d] * ix.stride[d];
+        int64_t pick = load_index(I, ip);
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < O->ndim; d++) {
+            xp += (d == ax ? pick : idx[d]) * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        memcpy(op_, xp, es);
+    } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+    return TF_OK;
+}
+
+static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    operand x = make_operand(X, address), o = make_operand(O, address);
+    size_t es = elsize(O->dtype);
+    int nd = O->ndim;
+    int64_t idx[TF_MAX_DIMS] = {0}, k = op->params.diagonal;
+    do {
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < nd; d++) {
+            xp += idx[d] * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        int64_t above = idx[nd - 1] - idx[nd - 2];             /* column - row */
+        bool keep = op->kind == TF_OP_TRIL ? above <= k : above >= k;
+        if (keep) memcpy(op_, xp, es);
+        else memset(op_, 0, es);
+    } while (next_index(nd, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- row ops: softmax, log_softmax, rmsnorm, layernorm (in double) ---- */
+
+/* One line, in double: the reference (and the fallback for rows with NaN). */
+void tf_cpu_row_reference(const row_job *j, const char *xp, char *op_) {
+    tf_dtype dt = j->dt;
+    int64_t len = j->len, xs = j->xs, os = j->os;
+    tf_op_kind kind = j->op->kind;
+    if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
+        double m = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < len; i++) {
+            double v = load_f64(dt, xp + i * xs);
+            if (isnan(v) || v > m) m = isnan(m) ? m : v;
+        }
+        for (int64_t i = 0; i < len; i++) sum += exp(load_f64(dt, xp + i * xs) - m);
+        for (int64_t i = 0; i < len; i++) {
+            double v = load_f64(dt, xp + i * xs) - m;
+            store_f64(dt, op_ + i * os, kind == TF_OP_SOFTMAX ? exp(v) / sum : v - log(sum));
+        }
+        return;
+    }
+    bool center = kind == TF_OP_LAYERNORM;
+    double mean = 0, ss = 0;
+    for (int64_t i = 0; i < len; i++) mean += load_f64(dt, xp + i * xs);
+    mean /= (double)len;
+    for (int64_t i = 0; i < len; i++) {
+        double v = load_f64(dt, xp + i * xs) - (center ? mean : 0);
+        ss += v * v;
+    }
+    double inv = 1.0 / sqrt(ss / (double)len + j->op->params.eps);
+    for (int64_t i = 0; i < len; i++) {
+        double v = (load_f64(dt, xp + i * xs) - (center ? mean : 0)) * inv;
+        if (j->has_w) v *= load_f64(dt, j->w.base + i * j->w.stride[0]);
+        if (j->has_b) v += load_f64(dt, j->b.base + i * j->b.stride[0]);
+        store_f64(dt, op_ + i * os, v);
+    }
+}
+
+static void row_lines(void *ctx, int64_t begin, int64_t end) {
+    const row_job *j = ctx;
+    for (int64_t line = begin; line < end; line++) {
+        const char *xp;
+        char *op_;
+        row_line_at(j, line, &xp, &op_);
+        tf_cpu_row_reference(j, xp, op_);
+    }
+}
+
+bool tf_cpu_row_setup(const tf_op *op, tf_cpu_address_fn address, row_job *j, int64_t *lines_out) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    memset(j, 0, sizeof *j);
+    j->op = op;
+    j->x = make_operand(X, address);
+    j->o = make_operand(O, address);
+    int next = 1, ax = op->params.axis;
+    j->has_w = op->params.flags & TF_ROW_WEIGHT;
+    j->has_b = op->params.flags & TF_ROW_BIAS;
+    if (j->has_w) j->w = make_operand(&op->inputs[next++], address);
+    if (j->has_b) j->b = make_operand(&op->inputs[next++], address);
+    j->dt = X->dtype;
+    j->len = X->shape[ax];
+    j->xs = j->x.stride[ax];
+    j->os = j->o.stride[ax];
+    j->ndim = X->ndim;
+    int64_t lines = 1;
+    for (int d = 0; d < X->ndim; d++) {
+        j->lines[d] = d == ax ? 1 : X->shape[d];
+        lines *= j->lines[d];
+    }
+    *lines_out = lines;
+    return tf_desc_numel(O) != 0 && j->len != 0;
+}
+
+static tf_status run_row(const tf_op *op, tf_cpu_address_fn address) {
+    row_job j;
+    int64_t lines;
+    if (tf_cpu_row_setup(op, address, &j, &lines)) tf_cpu_parallel_for(lines, ELEMENT_GRAIN / j.len + 1, row_lines, &j);
+    return TF_OK;
+}
+
+/* ---- rotary position embedding ---- */
+
+static tf_status run_rope(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *P = &op->inputs[1], *O = &op->output;
+    operand x = make_operand(X, address), p = make_operand(P, address), o = make_operand(O, address);
+    int nd = X->ndim, ax = op->params.axis;
+    int64_t rot = op->params.rotary_dims, half = rot / 2, idx[TF_MAX_DIMS] = {0};
+    bool neox = op->params.flags & TF_ROPE_NEOX;
+    tf_dtype dt = X->dtype;
+    do {
+        const char *xp = x.base;
+        char *op_ = o.base;
+        for (int d = 0; d < nd - 1; d++) {
+            xp += idx[d] * x.stride[d];
+            op_ += idx[d] * o.stride[d];
+        }
+        int64_t e = idx[nd - 1];
+        double v = load_f64(dt, xp + e * x.stride[nd - 1]);
+        if (e < rot) {
+            int64_t i = neox ? e % half : e / 2, partner = neox ? (e < half ? e + half : e - half) : e ^ 1;
+            bool first = neox ? e < half : (e % 2) == 0;
+            double pos = (double)load_index(P, p.base + idx[ax] * p.stride[0]);
+            double angle = pos * pow(op->params.theta, -2.0 * (double)i / (double)rot);
+            double u = load_f64(dt, xp + partner * x.stride[nd - 1]);
+            v = first ? v * cos(angle) - u * sin(angle) : u * sin(angle) + v * cos(angle);
+        }
+        store_f64(dt, op_ + e * o.stride[nd - 1], v);
+    } while (next_index(nd, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- scaled dot-product attention (two passes over the keys, in double) ---- */
+
+static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
+    bool has_mask = op->params.flags & TF_SDPA_MASK, causal = op->params.flags & TF_SDPA_CAUSAL;
+    operand q = make_operand(Q, address), k = make_operand(K, address), v = make_operand(V, address),
+            o = make_operand(O, address), m = has_mask ? make_operand(&op->inputs[3], address) : o;
+    int64_t B = Q->shape[0], Hq = Q->shape[1], Lq = Q->shape[2], D = Q->shape[3], Lk = K->shape[2], Dv = V->shape[3];
+    int64_t group = Hq / K->shape[1];
+    tf_dtype dt = Q->dtype, mdt = has_mask ? op->inputs[3].dtype : dt;
+    double *scores = malloc(sizeof(double) * (size_t)(Lk > 0 ? Lk : 1)), *acc = malloc(sizeof(double) * (size_t)(Dv > 0 ? Dv : 1));
+    if (!scores || !acc) {
+        free(scores);
+        free(acc);
+        return TF_ERR_OUT_OF_MEMORY;
+    }
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Lq; i++) {
+                const char *qp = q.base + bi * q.stride[0] + h * q.stride[1] + i * q.stride[2];
+                const char *kb = k.base + bi * k.stride[0] + (h / group) * k.stride[1];
+                const char *vb = v.base + bi * v.stride[0] + (h / group) * v.stride[1];
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    double s = -INFINITY;
+                    if (!causal || j <= op->params.q_offset + i) {
+                        s = 0;
+                        for (int64_t d = 0; d < D; d++)
+                            s += load_f64(dt, qp + d * q.stride[3]) * load_f64(dt, kb + j * k.stride[2] + d * k.stride[3]);
+                        s *= op->params.scale;
+                        if (has_mask)
+                            s += load_f64(mdt, m.base + bi * m.stride[0] + h * m.stride[1] + i * m.stride[2] + j * m.stride[3]);
+                    }
+                    scores[j] = s;
+                    if (isnan(s) || s > mx) mx = isnan(mx) ? mx : s;
+                }
+                for (int64_t e = 0; e < Dv; e++) acc[e] = 0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    double pj = exp(scores[j] - mx);
+                    sum += pj;
+                    for (int64_t e = 0; e < Dv; e++) acc[e] += pj * load_f64(dt, vb + j * v.stride[2] + e * v.stride[3]);
+                }
+                char *op_ = o.base + bi * o.stride[0] + h * o.stride[1] + i * o.stride[2];
+                for (int64_t e = 0; e < Dv; e++) store_f64(dt, op_ + e * o.stride[3], acc[e] / sum);   /* 0/0: NaN */
+            }
+    free(scores);
+    free(acc);
+    return TF_OK;
+}
+
+/* ---- conv2d and pooling (NCHW, in double) ---- */
+
+static tf_status run_conv2d(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *W = &op->inputs[1], *O = &op->output;
+    bool has_bias = op->params.flags & TF_CONV_BIAS;
+    operand x = make_operand(X, address), w = make_operand(W, address), o = make_operand(O, address),
+            b = has_bias ? make_operand(&op->inputs[2], address) : o;
+    const tf_op_params *p = &op->params;
+    int64_t N = O->shape[0], OC = O->shape[1], Ho = O->shape[2], Wo = O->shape[3], H = X->shape[2], Wd = X->shape[3];
+    int64_t cg = W->shape[1], kh = W->shape[2], kw = W->shape[3], og = OC / p->groups;
+    tf_dtype dt = X->dtype;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oc = 0; oc < OC; oc++)
+            for (int64_t y = 0; y < Ho; y++)
+                for (int64_t xo = 0; xo < Wo; xo++) {
+                    double acc = has_bias ? load_f64(dt, b.base + oc * b.stride[0]) : 0;
+                    int64_t c0 = (oc / og) * cg;
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t i = 0; i < kh; i++) {
+                            int64_t yi = y * p->stride[0] - p->padding[0] + i * p->dilation[0];
+                            if (yi < 0 || yi >= H) continue;
+                            for (int64_t j = 0; j < kw; j++) {
+                                int64_t xi = xo * p->stride[1] - p->padding[1] + j * p->dilation[1];
+                                if (xi < 0 || xi >= Wd) continue;
+                                acc += load_f64(dt, x.base + n * x.stride[0] + (c0 + c) * x.stride[1] + yi * x.stride[2] +
+                                                        xi * x.stride[3]) *
+                                       load_f64(dt, w.base + oc * w.stride[0] + c * w.stride[1] + i * w.stride[2] + j * w.stride[3]);
+                            }
+                        }
+                    store_f64(dt, o.base + n * o.stride[0] + oc * o.stride[1] + y * o.stride[2] + xo * o.stride[3], acc);
+                }
+    return TF_OK;
+}
+
+static tf_status run_pool(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    operand x = make_operand(X, address), o = make_operand(O, address);
+    const tf_op_params *p = &op->params;
+    bool is_max = op->kind == TF_OP_MAXPOOL2D, count_pad = p->flags & TF_POOL_COUNT_PAD;
+    int64_t H = X->shape[2], W = X->shape[3], idx[4] = {0};
+    tf_dtype dt = X->dtype;
+    do {
+        const char *base = x.base + idx[0] * x.stride[0] + idx[1] * x.stride[1];
+        double acc = is_max ? -INFINITY : 0;
+        int64_t counted = 0;
+        for (int64_t i = 0; i < p->kernel[0]; i++)
+            for (int64_t j = 0; j < p->kernel[1]; j++) {
+                int64_t yi = idx[2] * p->stride[0] - p->padding[0] + i * p->dilation[0];
+                int64_t xi = idx[3] * p->stride[1] - p->padding[1] + j * p->dilation[1];
+                bool inside = yi >= 0 && yi < H && xi >= 0 && xi < W;
+                if (!is_max && (inside || count_pad) && yi < H + p->padding[0] && xi < W + p->padding[1]) counted++;
+                if (!inside) continue;
+                double v = load_f64(dt, base + yi * x.stride[2] + xi * x.stride[3]);
+                if (!is_max) acc += v;
+                else if (isnan(v) || v > acc) acc = isnan(acc) ? acc : v;
+            }
+        if (!is_max) acc = counted ? acc / (double)counted : NAN;
+        store_f64(dt, o.base + idx[0] * o.stride[0] + idx[1] * o.stride[1] + idx[2] * o.stride[2] + idx[3] * o.stride[3], acc);
+    } while (next_index(4, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- Adam / AdamW, in place (inputs param, grad, m, v; output = param) ---- */
+
+static tf_status run_adam(const tf_op *op, tf_cpu_address_fn address) {
+    operand p = make_operand(&op->inputs[0], address), g = make_operand(&op->inputs[1], address),
+            m = make_operand(&op->inputs[2], address), v = make_operand(&op->inputs[3], address),
+            o = make_operand(&op->output, address);
+    const tf_op_params *q = &op->params;
+    const tf_tensor_desc *P = &op->inputs[0];
+    tf_dtype dt = P->dtype;
+    bool decoupled = q->flags & TF_ADAM_DECOUPLED;
+    double c1 = 1 - pow(q->beta1, (double)q->adam_step), c2 = 1 - pow(q->beta2, (double)q->adam_step);
+    int64_t idx[TF_MAX_DIMS] = {0};
+    if (tf_desc_numel(P) == 0) return TF_OK;
+    do {
+        int64_t po = 0, go = 0, mo = 0, vo = 0, oo = 0;
+        for (int d = 0; d < P->ndim; d++) {
+            po += idx[d] * p.stride[d];
+            go += idx[d] * g.stride[d];
+            mo += idx[d] * m.stride[d];
+            vo += idx[d] * v.stride[d];
+            oo += idx[d] * o.stride[d];
+        }
+        double pv = load_f64(dt, p.base + po), gv = load_f64(dt, g.base + go);
+        if (decoupled) pv *= 1 - q->lr * q->weight_decay;
+        else gv += q->weight_decay * pv;
+        double mv = q->beta1 * load_f64(dt, m.base + mo) + (1 - q->beta1) * gv;
+        double vv = q->beta2 * load_f64(dt, v.base + vo) + (1 - q->beta2) * gv * gv;
+        pv -= q->lr * (mv / c1) / (sqrt(vv / c2) + q->eps);
+        store_f64(dt, m.base + mo, mv);
+        store_f64(dt, v.base + vo, vv);
+        store_f64(dt, o.base + oo, pv);
+    } while (next_index(P->ndim, P->shape, idx));
+    return TF_OK;
+}
+
+/* ---- matmul ---- */
+
+typedef struct mm_geom {
+    int64_t m, k, n;
+    int64_t as_m, as_k, bs_k, bs_n, os_m, os_n;   /* bytes */
+    /* GEMM epilogue: out = alpha * a@b + beta * c (c read only if beta != 0) */
+    bool epilogue;
+    double alpha, beta;
+    int64_t cs_m, cs_n;
+} mm_geom;
+
+typedef void (*matmul_fn)(const mm_geom *g, char *o, const char *a, const char *b, const char *c, void *acc);
+
+#define FMAC(acc, x, y) ((acc) + (x) * (y))
+#define IMAC(acc, x, y) ((acc) + (uint64_t)(x) * (uint64_t)(y))
+
+/* Row-by-row i-k-j loop: the j loop streams rows of b and the accumulator. */
+#define DEF_MATMUL(DT, CT, ACCT, MAC)                                                      \
+    static void matmul_##DT(const mm_geom *g, char *o, const char *a, const char *b, const char *c, void *accv) { \
+        ACCT *acc = accv;                                                                  \
+        for (int64_t i = 0; i < g->m; i++) {                                               \
+            for (int64_t j = 0; j < g->n; j++) acc[j] = 0;                                 \
+            for (int64_t k = 0; k < g->k; k++) {                                           \
+                CT av = (CT)LD_##DT(a + i * g->as_m + k * g->as_k);                        \
+                const char *brow = b + k * g->bs_k;                                        \
+                for (int64_t j = 0; j < g->n; j++) acc[j] = MAC(acc[j], av, (CT)LD_##DT(brow + j * g->bs_n)); \
+            }                                                                              \
+            if (!g->epilogue) {                                                            \
+                for (int64_t j = 0; j < g->n; j++) ST_##DT(o + i * g->os_m + j * g->os_n, acc[j]); \
+                continue;                                                                  \
+            }                                                                              \
+            for (int64_t j = 0; j < g->n; j++) {                                           \
+                CT v = (CT)(g->alpha * (CT)acc[j]);                                        \
+                if (g->beta != 0) v += (CT)(g->beta * (CT)LD_##DT(c + i * g->cs_m + j * g->cs_n)); \
+                ST_##DT(o + i * g->os_m + j * g->os_n, v);                                 \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+DEF_MATMUL(f32, float, float, FMAC)
+DEF_MATMUL(f64, double, double, FMAC)
+DEF_MATMUL(f16, float, float, FMAC)
+DEF_MATMUL(bf16, float, float, FMAC)
+DEF_MATMUL(i8, int64_t, uint64_t, IMAC)
+DEF_MATMUL(i32, int64_t, uint64_t, IMAC)
+DEF_MATMUL(i64, int64_t, uint64_t, IMAC)
+DEF_MATMUL(u8, int64_t, uint64_t, IMAC)
+
+static const matmul_fn matmul_fns[TF_DTYPE_COUNT] = {
+    [TF_F32] = matmul_f32, [TF_F64] = matmul_f64, [TF_F16] = matmul_f16, [TF_BF16] = matmul_bf16,
+    [TF_I8] = matmul_i8,   [TF_I32] = matmul_i32, [TF_I64] = matmul_i64, [TF_U8] = matmul_u8,
+};
+
+static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    int nb = O->ndim - 2;
+    mm_geom g = {O->shape[nb], A->shape[nb + 1], O->shape[nb + 1], a.stride[nb], a.stride[nb + 1],
+                 b.stride[nb], b.stride[nb + 1], o.stride[nb], o.stride[nb + 1], false, 1, 0, 0, 0};
+    bool has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2;
+    operand c = has_c ? make_operand(&op->inputs[2], address) : o;
+    if (op->kind == TF_OP_GEMM) {
+        g.epilogue = true;
+        g.alpha = op->params.alpha;
+        g.beta = has_c ? op->params.beta : 0;
+        g.cs_m = c.stride[nb];
+        g.cs_n = c.stride[nb + 1];
+    }
+    void *acc = malloc((size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
+    if (!acc) return TF_ERR_OUT_OF_MEMORY;
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        int64_t ao = 0, bo = 0, oo = 0, co = 0;
+        for (int d = 0; d < nb; d++) {
+            ao += idx[d] * a.stride[d];
+            bo += idx[d] * b.stride[d];
+            oo += idx[d] * o.stride[d];
+            co += idx[d] * c.stride[d];
+        }
+        matmul_fns[O->dtype](&g, o.base + oo, a.base + ao, b.base + bo, c.base + co, acc);
+    } while (nb > 0 && next_index(nb, O->shape, idx));
+    free(acc);
+    return TF_OK;
+}
+
+/* ---- reductions ---- */
+
+typedef struct reduce_geom {
+    int n;                                /* reduced axes */
+    int64_t shape[TF_MAX_DIMS];
+    int64_t stride[TF_MAX_DIMS];          /* bytes */
+    int64_t count;
+} reduce_geom;
+
+/* Walks the reduced elements of one output in row-major order. */
+typedef struct red_iter {
+    const reduce_geom *r;
+    const char *base;
+    int64_t idx[TF_MAX_DIMS];
+    bool done;
+} red_iter;
+
+static void red_begin(red_iter *it, const reduce_geom *r, const char *base) {
+    memset(it, 0, sizeof *it);
+    it->r = r;
+    it->base = base;
+    it->done = r->count == 0;
+}
+
+static const char *red_next(red_iter *it) {
+    if (it->done) return NULL;
+    const char *p = it->base;
+    for (int d = 0; d < it->r->n; d++) p += it->idx[d] * it->r->stride[d];
+    it->done = !next_index(it->r->n, it->r->shape, it->idx);
+    return p;
+}
+
+/* One float output of a reduction, computed in double. */
+static double reduce_float_one(const tf_op *op, const reduce_geom *r, tf_dtype dt, const char *base) {
+    red_iter it;
+    const char *p;
+    tf_op_kind k = op->kind;
+    if (k == TF_OP_ARGMAX || k == TF_OP_ARGMIN) {
+        double best = 0;
+        int64_t pos = 0, best_pos = -1;
+        for (red_begin(&it, r, base); (p = red_next(&it)); pos++) {
+            double v = load_f64(dt, p);
+            if (best_pos >= 0 && isnan(best)) break;                 /* the first NaN wins */
+            if (best_pos < 0 || isnan(v) || (k == TF_OP_ARGMAX ? v > best : v < best)) {
+                best = v;
+                best_pos = pos;
+            }
+        }
+        return (double)best_pos;
+    }
+    if (k == TF_OP_MAX || k == TF_OP_MIN) {
+        double best = 0;
+        bool first = true;
+        for (red_begin(&it, r, base); (p = red_next(&it));) {
+            double v = load_f64(dt, p);
+            if (first || isnan(v) || (k == TF_OP_MAX ? v > best : v < best)) best = isnan(best) && !first ? best : v;
+            first = false;
+        }
+        return best;
+    }
+    if (k == TF_OP_PROD) {
+        double acc = 1;
+        for (red_begin(&it, r, base); (p = red_next(&it));) acc *= load_f64(dt, p);
+        return acc;
+    }
+    double acc = 0;
+    if (k == TF_OP_LOGSUMEXP) {
+        double m = -INFINITY;
+        for (red_begin(&it, r, base); (p = red_next(&it));) {
+            double v = load_f64(dt, p);
+            if (isnan(v) || v > m) m = isnan(m) ? m : v;
+        }
+        if (isnan(m) || isinf(m)) return m;                          /* NaN, +inf, or all -inf / empty */
+        for (red_begin(&it, r, base); (p = red_next(&it));) acc += exp(load_f64(dt, p) - m);
+        return m + log(acc);
+    }
+    for (red_begin(&it, r, base); (p = red_next(&it));) acc += load_f64(dt, p);
+    if (k == TF_OP_SUM) return acc;
+    double mean = r->count ? acc / (double)r->count : NAN;
+    if (k == TF_OP_MEAN) return mean;
+    double ss = 0;                                                   /* VAR, STD: two passes */
+    for (red_begin(&it, r, base); (p = red_next(&it));) {
+        double dv = load_f64(dt, p) - mean;
+        ss += dv * dv;
+    }
+    double div = (double)(r->count - op->params.correction);
+    double var = div > 0 ? ss / div : (ss == 0 || isnan(ss)) ? NAN : INFINITY;
+    return k == TF_OP_STD ? sqrt(var) : var;
+}
+
+/* One integer (or bool) output, wrapping. */
+static int64_t reduce_int_one(const tf_op *op, const reduce_geom *r, tf_dtype dt, const char *base) {
+    red_iter it;
+    const char *p;
+    tf_op_kind k = op->kind;
+    if (k == TF_OP_ARGMAX || k == TF_OP_ARGMIN || k == TF_OP_MAX || k == TF_OP_MIN) {
+        bool want_max = k == TF_OP_ARGMAX || k == TF_OP_MAX;
+        int64_t best = 0, pos = 0, best_pos = -1;
+        for (red_begin(&it, r, base); (p = red_next(&it)); pos++) {
+            int64_t v = load_i64(dt, p);
+            if (best_pos < 0 || (want_max ? v > best : v < best)) {
+                best = v;
+                best_pos = pos;
+            }
+        }
+        return (k == TF_OP_MAX || k == TF_OP_MIN) ? best : best_pos;
+    }
+    uint64_t acc = k == TF_OP_PROD ? 1 : 0;
+    for (red_begin(&it, r, base); (p = red_next(&it));) {
+        uint64_t v = (uint64_t)load_i64(dt, p);
+        acc = k == TF_OP_PROD ? acc * v : acc + v;
+    }
+    return (int64_t)acc;
+}
+
+static tf_status run_reduce(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    operand in = make_operand(I, address), out = make_operand(O, address);
+    reduce_geom r = {0, {0}, {0}, 1};
+    for (int d = 0; d < I->ndim; d++) {
+        if (op->params.axis != TF_ALL_AXES && d != op->params.axis) continue;
+        r.shape[r.n] = I->shape[d];
+        r.stride[r.n++] = in.stride[d];
+        r.count *= I->shape[d];
+    }
+    int64_t idx[TF_MAX_DIMS] = {0};
+    for (int d = 0; d < O->ndim; d++)
+        if (O->shape[d] == 0) return TF_OK;
+    bool index_out = op->kind == TF_OP_ARGMAX || op->kind == TF_OP_ARGMIN;
+    do {
+        const char *ip = in.base;
+        char *op_ = out.base;
+        for (int d = 0; d < O->ndim; d++) {
+            ip += idx[d] * in.stride[d];
+            op_ += idx[d] * out.stride[d];
+        }
+        if (is_float(I->dtype) && !index_out) store_f64(O->dtype, op_, reduce_float_one(op, &r, I->dtype, ip));
+        else if (is_float(I->dtype)) store_i64(O->dtype, op_, (int64_t)reduce_float_one(op, &r, I->dtype, ip));
+        else store_i64(O->dtype, op_, reduce_int_one(op, &r, I->dtype, ip));
+    } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+    return TF_OK;
+}
+
+/* ---- cumsum ---- */
+
+static tf_status run_cumsum(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    operand in = make_operand(I, address), out = make_operand(O, address);
+    if (tf_desc_numel(O) == 0) return TF_OK;
+    int ax = op->params.axis == TF_ALL_AXES ? -1 : op->params.axis;
+    int64_t len = ax >= 0 ? I->shape[ax] : 1, is = ax >= 0 ? in.stride[ax] : 0, os = ax >= 0 ? out.stride[ax] : 0;
+    int64_t shape[TF_MAX_DIMS], idx[TF_MAX_DIMS] = {0};
+    for (int d = 0; d < I->ndim; d++) shape[d] = d == ax ? 1 : I->shape[d];   /* lines: every index but the axis */
+    bool fl = is_float(I->dtype);
+    do {
+        const char *ip = in.base;
+        char *o = out.base;
+        for (int d = 0; d < I->ndim; d++) {
+            ip += idx[d] * in.stride[d];
+            o += idx[d] * out.stride[d];
+        }
+        double facc = 0;
+        uint64_t iacc = 0;
+        for (int64_t j = 0; j < len; j++, ip += is, o += os) {
+            if (fl) {
+                facc += load_f64(I->dtype, ip);
+                store_f64(O->dtype, o, facc);
+            } else {
+                iacc += (uint64_t)load_i64(I->dtype, ip);
+                store_i64(O->dtype, o, (int64_t)iacc);
+            }
+        }
+    } while (I->ndim > 0 && next_index(I->ndim, shape, idx));
+    return TF_OK;
+}
+
+/* ---- copy / cast ---- */
+
+typedef struct copy_ctx { tf_dtype src, dst; } copy_ctx;
+
+static void copy_row(const void *ctxv, int64_t n, char **p, const int64_t *s) {
+    const copy_ctx *c = ctxv;
+    size_t es = elsize(c->dst);
+    char *o = p[0];
+    const char *in = p[1];
+    if (c->src == c->dst && s[0] == (int64_t)es && s[1] == (int64_t)es) {
+        memcpy(o, in, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) {
+        if (c->src == c->dst) memcpy(o, in, es);
+        else if (is_float(c->src)) store_f64(c->dst, o, load_f64(c->src, in));
+        else store_i64(c->dst, o, load_i64(c->src, in));
+    }
+}
+
+static tf_status run_copy(const tf_op *op, tf_cpu_address_fn address) {
+    operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+    copy_ctx ctx = {op->inputs[0].dtype, op->output.dtype};
+    for_each_row_parallel(op->output.ndim, op->output.shape, 2, ops, copy_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- creation: fill, arange, random ---- */
+
+static int uniform_bits(tf_dtype dt) { return dt == TF_F16 ? 11 : dt == TF_BF16 ? 8 : 24; }
+
+static tf_status run_create(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *O = &op->output;
+    char *base = address(O->buffer) + O->offset;
+    int64_t n = tf_desc_numel(O), es = (int64_t)elsize(O->dtype);
+    const tf_op_params *p = &op->params;
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        switch (op->kind) {
+        case TF_OP_FILL: v = p->value; break;
+        case TF_OP_ARANGE: v = p->value + (double)i * p->step; break;
+        case TF_OP_RAND_UNIFORM:
+            v = O->dtype == TF_F64 ? tf_rand_uniform_f64(p->seed, (uint64_t)i)
+                                   : tf_rand_uniform_bits(p->seed, (uint64_t)i, uniform_bits(O->dtype));
+            break;
+        default: v = tf_rand_normal_f64(p->seed, (uint64_t)i); break;
+        }
+        store_f64(O->dtype, base + i * es, v);
+    }
+    return TF_OK;
+}
+
+/* ---- the table, as the reference fills it ---- */
+
+static bool unary_float(tf_op_kind k) { return unary_fns[k].f != NULL; }
+
+void tf_cpu_ref_install(tf_cpu_table *t) {
+    memset(t, 0, sizeof *t);
+    for (int k = 0; k < TF_OP_COUNT; k++)
+        for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
+            tf_cpu_kernel fn = NULL;
+            switch (tf_op_kernel_of((tf_op_kind)k)) {
+            case TF_KERNEL_ARITH: case TF_KERNEL_COMPARE: fn = binary_loops[k][dt] ? run_binary : NULL; break;
+            case TF_KERNEL_MATH: fn = unary_float((tf_op_kind)k) && is_float((tf_dtype)dt) ? run_unary : NULL; break;
+            case TF_KERNEL_PREDICATE: fn = run_bool_unary; break;
+            case TF_KERNEL_SELECT: fn = run_where; break;
+            case TF_KERNEL_MATMUL: fn = matmul_fns[dt] ? run_matmul : NULL; break;
+            case TF_KERNEL_REDUCE: fn = run_reduce; break;
+            case TF_KERNEL_SCAN: fn = run_cumsum; break;
+            case TF_KERNEL_PICK: fn = run_indexed; break;
+            case TF_KERNEL_TRIANGLE: fn = run_triangle; break;
+            case TF_KERNEL_COPY: fn = run_copy; break;
+            case TF_KERNEL_FILL: case TF_KERNEL_ARANGE: case TF_KERNEL_RANDOM: fn = run_create; break;
+            case TF_KERNEL_ROW: fn = is_float((tf_dtype)dt) ? run_row : NULL; break;
+            case TF_KERNEL_ROPE: fn = is_float((tf_dtype)dt) ? run_rope : NULL; break;
+            case TF_KERNEL_ATTENTION: fn = is_float((tf_dtype)dt) ? run_sdpa : NULL; break;
+            case TF_KERNEL_CONV: fn = is_float((tf_dtype)dt) ? run_conv2d : NULL; break;
+            case TF_KERNEL_POOL: fn = is_float((tf_dtype)dt) ? run_pool : NULL; break;
+            case TF_KERNEL_OPTIMIZER: fn = is_float((tf_dtype)dt) ? run_adam : NULL; break;
+            case TF_KERNEL_NONE: break;
+            }
+            t->fn[k][dt] = fn;
+        }
+}

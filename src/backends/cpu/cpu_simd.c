@@ -1,0 +1,342 @@
+/* The SIMD layer: entries of the kernel table that the fast kernels
+ * (fast_kernels.inc, chosen by CPUID) do better, installed over whatever
+ * the table held (tf_cpu_simd_install). Each override takes the layouts its
+ * kernel fits and hands every other case to the entry it replaced. */
+#include "cpu_common.h"
+
+static tf_cpu_table below;              /* the table as it was before this layer */
+
+static tf_status run_below(const tf_op *op, tf_cpu_address_fn address) {
+    return below.fn[op->kind][tf_cpu_table_dtype(op)](op, address);
+}
+
+typedef struct fast_binary_job {
+    const tf_fast_kernels *k;
+    int op;
+    float *o;
+    const float *a, *b;
+    int sa, sb;
+} fast_binary_job;
+
+static void fast_binary_chunk(void *ctx, int64_t begin, int64_t end) {
+    const fast_binary_job *j = ctx;
+    j->k->binary(j->op, end - begin, j->o + begin, j->sa ? j->a + begin : j->a, j->sa, j->sb ? j->b + begin : j->b, j->sb);
+}
+
+/* The op itself when the fast binary kernel has it (they switch on the op's
+ * value), else -1. */
+static int fast_binary_code(tf_op_kind kind) {
+    switch (kind) {
+    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
+    case TF_OP_SWIGLU:
+        return (int)kind;
+    default: return -1;
+    }
+}
+
+/* f16/bf16: blocks widened to f32 on the stack, the f32 kernel, one
+ * rounding back, so results equal the reference's (computed in f32). */
+#define HALF_BLOCK 512
+
+typedef struct half_binary_job {
+    const tf_fast_kernels *k;
+    int op;
+    uint16_t *o;
+    const uint16_t *a, *b;
+    int sa, sb;
+    bool bf16;
+} half_binary_job;
+
+static void half_binary_chunk(void *ctx, int64_t begin, int64_t end) {
+    const half_binary_job *j = ctx;
+    float a[HALF_BLOCK], b[HALF_BLOCK], o[HALF_BLOCK];
+    if (!j->sa) j->k->widen(1, j->a, a, j->bf16);
+    if (!j->sb) j->k->widen(1, j->b, b, j->bf16);
+    for (int64_t i = begin; i < end; i += HALF_BLOCK) {
+        int64_t n = end - i < HALF_BLOCK ? end - i : HALF_BLOCK;
+        if (j->sa) j->k->widen(n, j->a + i, a, j->bf16);
+        if (j->sb) j->k->widen(n, j->b + i, b, j->bf16);
+        j->k->binary(j->op, n, o, a, j->sa, b, j->sb);
+        j->k->narrow(n, o, j->o + i, j->bf16);
+    }
+}
+
+static bool binary_contiguous(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_fast_kernels *k = tf_fast();
+    const tf_tensor_desc *O = &op->output, *A = &op->inputs[0], *B = &op->inputs[1];
+    int code = fast_binary_code(op->kind);
+    tf_dtype dt = O->dtype;
+    bool half = dt == TF_F16 || dt == TF_BF16;
+    if (!k || code < 0 || (dt != TF_F32 && !half) || A->dtype != dt || B->dtype != dt) return false;
+    bool ca = tf_desc_is_contiguous(A), cb = tf_desc_is_contiguous(B), za = all_strides_zero(A), zb = all_strides_zero(B);
+    if (!tf_desc_is_contiguous(O) || !(ca || za) || !(cb || zb)) return false;
+    if (half) {
+        half_binary_job h = {k, code, (uint16_t *)(address(O->buffer) + O->offset),
+                             (const uint16_t *)(address(A->buffer) + A->offset),
+                             (const uint16_t *)(address(B->buffer) + B->offset), ca && !za, cb && !zb, dt == TF_BF16};
+        tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, half_binary_chunk, &h);
+        return true;
+    }
+    fast_binary_job j = {k, code, (float *)(address(O->buffer) + O->offset),
+                         (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
+                         ca && !za, cb && !zb};
+    tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, fast_binary_chunk, &j);
+    return true;
+}
+
+/* A broadcast row (bias add, per-row scale) stays vectorized when its
+ * innermost strides are unit or zero; other rows take the reference loop. */
+typedef struct binary_ctx {
+    binary_loop loop;
+    const tf_fast_kernels *fast;
+    int fast_op;
+} binary_ctx;
+
+static void binary_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    const binary_ctx *c = ctx;
+    if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+        c->fast->binary(c->fast_op, n, (float *)p[0], (const float *)p[1], s[1] != 0, (const float *)p[2], s[2] != 0);
+        return;
+    }
+    c->loop(n, p, s);
+}
+
+static tf_status simd_binary(const tf_op *op, tf_cpu_address_fn address) {
+    if (binary_contiguous(op, address)) return TF_OK;
+    int code = fast_binary_code(op->kind);
+    if (code < 0 || op->output.dtype != TF_F32) return run_below(op, address);
+    operand ops[3] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address),
+                      make_operand(&op->inputs[1], address)};
+    binary_ctx ctx = {tf_cpu_binary_loop(op->kind, TF_F32), tf_fast(), code};
+    for_each_row_parallel(op->output.ndim, op->output.shape, 3, ops, binary_row, &ctx);
+    return TF_OK;
+}
+
+/* ---- row ops in f32: a line in one pass (a row with NaN: the reference) ---- */
+
+static void fast_row_lines(void *ctx, int64_t begin, int64_t end) {
+    const row_job *j = ctx;
+    tf_op_kind kind = j->op->kind;
+    for (int64_t line = begin; line < end; line++) {
+        const char *xp;
+        char *op_;
+        row_line_at(j, line, &xp, &op_);
+        const float *w = j->has_w ? (const float *)j->w.base : NULL, *b = j->has_b ? (const float *)j->b.base : NULL;
+        if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
+            if (j->k->softmax_row(j->len, (float *)op_, (const float *)xp, kind == TF_OP_LOG_SOFTMAX)) continue;
+            tf_cpu_row_reference(j, xp, op_);
+        } else {
+            j->k->norm_row(j->len, (float *)op_, (const float *)xp, w, b, (float)j->op->params.eps, kind == TF_OP_LAYERNORM);
+        }
+    }
+}
+
+static tf_status simd_row(const tf_op *op, tf_cpu_address_fn address) {
+    row_job j;
+    int64_t lines;
+    if (!tf_cpu_row_setup(op, address, &j, &lines)) return TF_OK;
+    j.k = tf_fast();
+    bool fits = j.dt == TF_F32 && j.xs == 4 && j.os == 4 && (!j.has_w || j.w.stride[0] == 4) &&
+                (!j.has_b || j.b.stride[0] == 4);
+    if (!fits) return run_below(op, address);
+    tf_cpu_parallel_for(lines, ELEMENT_GRAIN / j.len + 1, fast_row_lines, &j);
+    return TF_OK;
+}
+
+/* ---- skinny f32 products (m or n <= 8): the library's sgemm is built for
+ * big blocks; these stream the wide operand once, spread over the pool ---- */
+
+#define SKINNY 8
+
+typedef struct skinny_job {
+    const tf_fast_kernels *k;
+    int64_t m, n, kk, lda, ldb;
+    const float *a, *b, *bt;
+    float *c;
+} skinny_job;
+
+static void skinny_m_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    int64_t j0 = begin * 64, j1 = end * 64 < j->n ? end * 64 : j->n;   /* each thread: a range of 64-column blocks */
+    j->k->gemm_small_m(j->m, j0, j1, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
+}
+
+static void skinny_n_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    j->k->gemm_small_n(begin, end, j->n, j->kk, j->a, j->lda, j->bt, j->c, j->n);
+}
+
+/* A skinny product's n columns in blocks of 64, one contiguous range of
+ * blocks per thread (each streams its part of the wide operand once), and
+ * only as many threads as there is work to wake them for. */
+static void for_column_blocks(int64_t m, int64_t n, int64_t kk, tf_pool_task chunk, void *ctx) {
+    int64_t blocks = (n + 63) / 64, per_thread = (blocks + tf_cpu_num_threads() - 1) / tf_cpu_num_threads();
+    int64_t grain = (1 << 18) / (kk * m * 64 + 1) + 1;
+    tf_cpu_parallel_for(blocks, grain > per_thread ? grain : per_thread, chunk, ctx);
+}
+
+static void skinny_rows_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_job *j = ctx;
+    j->k->gemm_rows(j->m, begin * 64, end * 64 < j->n ? end * 64 : j->n, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
+}
+
+static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    if (!k || op->kind != TF_OP_MATMUL || O->dtype != TF_F32 || O->ndim != 2 || !tf_desc_is_contiguous(O)) return false;
+    int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
+    if ((m > SKINNY && n > SKINNY) || kk < 64) return false;
+    skinny_job j = {k, m, n, kk, A->strides[0], B->strides[0],
+                    (const float *)(address(A->buffer) + A->offset), (const float *)(address(B->buffer) + B->offset),
+                    NULL, (float *)(address(O->buffer) + O->offset)};
+    if (m <= SKINNY && A->strides[1] == 1 && B->strides[1] == 1) {
+        for_column_blocks(m, n, kk, skinny_m_chunk, &j);
+        return true;
+    }
+    if (m <= SKINNY && A->strides[1] == 1 && B->strides[0] == 1 && n > 1) {   /* A @ W^T: dot products */
+        j.ldb = B->strides[1];
+        for_column_blocks(m, n, kk, skinny_rows_chunk, &j);
+        return true;
+    }
+    if (n <= SKINNY && A->strides[1] == 1) {                 /* B^T copied once: n x k */
+        float *bt = malloc(sizeof(float) * (size_t)(n * kk));
+        if (!bt) return false;
+        for (int64_t x = 0; x < n; x++)
+            for (int64_t y = 0; y < kk; y++) bt[x * kk + y] = j.b[y * B->strides[0] + x * B->strides[1]];
+        j.bt = bt;
+        tf_cpu_parallel_for(m, (1 << 18) / (kk * n + 1) + 1, skinny_n_chunk, &j);
+        free(bt);
+        return true;
+    }
+    return false;
+}
+/* Half-precision skinny products (decode: a few activation rows against a
+ * weight matrix): the weights stream through once, widened in registers, no
+ * f32 copy of them; bf16 x bf16 against a [n, k] weight uses AVX512-BF16 dot
+ * products where the CPU has them. Accumulates in f32, rounds once. */
+typedef struct skinny_half_job {
+    const tf_fast_kernels *k;
+    int64_t m, n, kk, lda, ldb;          /* ldb: B's row stride, or W's when rows */
+    const float *a32;                    /* m x kk, widened */
+    const uint16_t *a16, *b;             /* raw a (dot products), B or W */
+    bool bf16, rows, dp;
+    float *c;                            /* m x n f32 */
+} skinny_half_job;
+
+static void skinny_half_chunk(void *ctx, int64_t begin, int64_t end) {
+    const skinny_half_job *j = ctx;
+    int64_t j0 = begin * 64, j1 = end * 64 < j->n ? end * 64 : j->n;
+    if (j->dp) j->k->gemm_rows_bf16_dp(j->m, j0, j1, j->kk, j->a16, j->lda, j->b, j->ldb, j->c, j->n);
+    else if (j->rows) j->k->gemm_rows_half(j->m, j0, j1, j->kk, j->a32, j->kk, j->b, j->ldb, j->bf16, j->c, j->n);
+    else j->k->gemm_small_m_half(j->m, j0, j1, j->kk, j->a32, j->kk, j->b, j->ldb, j->bf16, j->c, j->n);
+}
+
+static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    tf_dtype dt = O->dtype;
+    if (!k || (dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || O->ndim != 2) return false;
+    int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
+    bool rows = B->strides[0] == 1 && n > 1, row_major = B->strides[1] == 1;
+    if (m > SKINNY || m * n == 0 || kk < 64 || !(rows || row_major)) return false;
+    skinny_half_job j = {k, m, n, kk, A->strides[0], rows ? B->strides[1] : B->strides[0], NULL,
+                         (const uint16_t *)(address(A->buffer) + A->offset),
+                         (const uint16_t *)(address(B->buffer) + B->offset), dt == TF_BF16, rows, false, NULL};
+    j.dp = rows && j.bf16 && k->gemm_rows_bf16_dp && A->strides[1] == 1;
+    float *a32 = j.dp ? NULL : malloc(sizeof(float) * (size_t)(m * kk)), *c = malloc(sizeof(float) * (size_t)(m * n));
+    if ((!j.dp && !a32) || !c) {
+        free(a32);
+        free(c);
+        return false;                            /* the reference loops need no scratch */
+    }
+    if (!j.dp) {
+        operand a = make_operand(A, address);
+        widen_job wa = {dt, a.base, a.stride[0], a.stride[1], kk, a32};
+        widen_rows(&wa, 0, m);
+    }
+    j.a32 = a32;
+    j.c = c;
+    for_column_blocks(m, n, kk, skinny_half_chunk, &j);
+    operand o = make_operand(O, address);
+    widen_job wo = {dt, o.base, o.stride[0], o.stride[1], n, c};
+    narrow_rows(&wo, 0, m);
+    free(a32);
+    free(c);
+    return true;
+}
+
+static tf_status simd_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    if (run_matmul_skinny(op, address) || run_matmul_skinny_half(op, address)) return TF_OK;
+    return run_below(op, address);
+}
+
+typedef struct fast_sum_job {
+    const tf_fast_kernels *k;
+    const float *x;
+    int64_t row;                         /* elements per output (or per partial) */
+    double *partial;
+    float *out;                          /* per-row results, or NULL for partials */
+    bool mean;
+} fast_sum_job;
+
+static void fast_sum_rows(void *ctx, int64_t begin, int64_t end) {
+    const fast_sum_job *j = ctx;
+    for (int64_t r = begin; r < end; r++) {
+        double s = j->k->sum(j->row, j->x + r * j->row);
+        if (j->out) j->out[r] = (float)(j->mean ? s / (double)j->row : s);
+        else j->partial[r] = s;
+    }
+}
+
+/* f32 sum/mean of a contiguous input over all axes or the last axis. */
+static bool run_reduce_fast(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    const tf_fast_kernels *k = tf_fast();
+    bool last = op->params.axis == I->ndim - 1 || (op->params.axis == TF_ALL_AXES && I->ndim <= 1);
+    if (!k || (op->kind != TF_OP_SUM && op->kind != TF_OP_MEAN) || I->dtype != TF_F32 || !tf_desc_is_contiguous(I) ||
+        !tf_desc_is_contiguous(O) || (op->params.axis != TF_ALL_AXES && !last))
+        return false;
+    int64_t n = tf_desc_numel(I);
+    const float *x = (const float *)(address(I->buffer) + I->offset);
+    float *out = (float *)(address(O->buffer) + O->offset);
+    if (n == 0) return false;                               /* the reference knows empty means */
+    if (last && op->params.axis != TF_ALL_AXES) {           /* one sum per row */
+        int64_t row = I->shape[I->ndim - 1], rows = n / row;
+        fast_sum_job j = {k, x, row, NULL, out, op->kind == TF_OP_MEAN};
+        tf_cpu_parallel_for(rows, ELEMENT_GRAIN / row + 1, fast_sum_rows, &j);
+        return true;
+    }
+    /* One contiguous range per thread (a read stream each), partial sums in
+     * double combined in order; small inputs stay on one thread. */
+    enum { MAX_PARTS = 64 };
+    double partial[MAX_PARTS];
+    int64_t parts = n < ELEMENT_GRAIN ? 1 : tf_cpu_num_threads();
+    if (parts > MAX_PARTS) parts = MAX_PARTS;
+    int64_t chunk = (n / parts + 63) & ~(int64_t)63;
+    if (chunk == 0) chunk = n;
+    parts = n / chunk;
+    fast_sum_job j = {k, x, chunk, partial, NULL, false};
+    tf_cpu_parallel_for(parts, 1, fast_sum_rows, &j);
+    double s = 0;
+    for (int64_t p = 0; p < parts; p++) s += partial[p];
+    if (parts * chunk < n) s += k->sum(n - parts * chunk, x + parts * chunk);
+    out[0] = (float)(op->kind == TF_OP_MEAN ? s / (double)n : s);
+    return true;
+}
+
+static tf_status simd_reduce(const tf_op *op, tf_cpu_address_fn address) {
+    return run_reduce_fast(op, address) ? TF_OK : run_below(op, address);
+}
+
+void tf_cpu_simd_install(tf_cpu_table *t) {
+    below = *t;
+    static const tf_op_kind binary[] = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV, TF_OP_MAXIMUM, TF_OP_MINIMUM,
+                                        TF_OP_SWIGLU};
+    static const tf_dtype floats[] = {TF_F32, TF_F16, TF_BF16};
+    for (size_t i = 0; i < sizeof binary / sizeof *binary; i++)
+        for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[binary[i]][floats[d]] = simd_binary;
+    static const tf_op_kind rows[] = {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX, TF_OP_RMSNORM, TF_OP_LAYERNORM};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) t->fn[rows[i]][TF_F32] = simd_row;
+    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[TF_OP_MATMUL][floats[d]] = simd_matmul;
+    t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = simd_reduce;
+}

@@ -1,0 +1,35 @@
+/* cuBLAS, loaded at run time through a table of symbols (IREE's way): the
+ * plugin has no load-time dependency on it, so a machine whose CUDA
+ * libraries differ gets "GEMM on the portable kernel, and why" instead of a
+ * plugin that fails to load. The CUDA runtime itself is linked statically
+ * (cudart_static), and it loads the driver, libcuda.so.1, at run time and
+ * reports its absence as an error code: zero devices and the reason. */
+#ifndef TF_CUBLAS_TABLE_H
+#define TF_CUBLAS_TABLE_H
+
+#include <cublas_v2.h>
+#include <stdbool.h>
+
+/* Every symbol the plugin calls, by its exported name (cublas_v2.h maps
+ * cublasCreate to cublasCreate_v2 and so on); types come from the header. */
+#define TF_CUBLAS_SYMBOLS(X)                                                                          \
+    X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasGemmStridedBatchedEx)     \
+    X(cublasGetStatusName)
+
+typedef struct tf_cublas {
+    bool loaded;
+    char why[300];                      /* when not loaded: the library or symbol missing */
+#define TF__CUBLAS_FIELD(name) __typeof__(&name) name;
+    TF_CUBLAS_SYMBOLS(TF__CUBLAS_FIELD)
+#undef TF__CUBLAS_FIELD
+} tf_cublas;
+
+/* Open `soname` through the loader's search path, else `toolkit_path` (the
+ * toolkit the plugin was built against; TF_CUBLAS_LIB overrides both), and
+ * resolve every symbol;
+ * on failure t->loaded is false and t->why says which library or symbol. The
+ * library stays mapped for the life of the process: cuBLAS registers exit
+ * handlers and is not built to be unloaded. */
+void tf_cublas_load(tf_cublas *t, const char *soname, const char *toolkit_path);
+
+#endif

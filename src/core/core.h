@@ -141,6 +141,8 @@ tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const in
 /* Allocate the output on dev (poisoned when debugging) for an op. */
 tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape,
                         tf_tensor **out);
+/* A zeroed op of `kind` over n inputs, its struct_size set. */
+void tf__op_init(tf_op *op, tf_op_kind kind, int n_inputs);
 /* The copy op: a contiguous dt copy of t on t's device. */
 tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out);
 /* The copy op into an existing view `dst` (same shape, same device),

@@ -255,12 +255,16 @@ tf_status tf__stream_wait(tf_device *waiter, tf_device *signaler) {
 
 /* ---- the copy op ---- */
 
+void tf__op_init(tf_op *op, tf_op_kind kind, int n_inputs) {
+    memset(op, 0, sizeof *op);
+    op->struct_size = (uint32_t)sizeof *op;
+    op->kind = kind;
+    op->n_inputs = n_inputs;
+}
+
 tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst) {
     tf_op op;
-    memset(&op, 0, sizeof op);
-    op.struct_size = (uint32_t)sizeof op;
-    op.kind = TF_OP_COPY;
-    op.n_inputs = 1;
+    tf__op_init(&op, TF_OP_COPY, 1);
     op.inputs[0] = tf__desc(src);
     op.output = tf__desc(dst);
     return tf_tensor_numel(dst) ? tf__dispatch(fn, dst->storage->dev, &op) : TF_OK;
@@ -281,14 +285,7 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
         s = copy(dev->bdev.ctx, dev->stream, o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
         if (s != TF_OK) tf__error_context(s, "%s: copying %zu bytes on %s", fn, n, dev->name);
     } else {
-        tf_op op;
-        memset(&op, 0, sizeof op);
-        op.struct_size = (uint32_t)sizeof op;
-        op.kind = TF_OP_COPY;
-        op.n_inputs = 1;
-        op.inputs[0] = tf__desc(t);
-        op.output = tf__desc(o);
-        s = tf__dispatch(fn, dev, &op);
+        s = tf__copy_into(fn, t, o);
     }
     if (s != TF_OK) {
         tf_tensor_release(o);

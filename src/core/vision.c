@@ -326,10 +326,7 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
         return tf__error_context(s, "%s: moving grad from %s to %s", fn, grad->storage->dev->name,
                                  param->storage->dev->name);
     tf_op op;
-    memset(&op, 0, sizeof op);
-    op.struct_size = (uint32_t)sizeof op;
-    op.kind = TF_OP_ADAM;
-    op.n_inputs = 4;
+    tf__op_init(&op, TF_OP_ADAM, 4);
     op.inputs[0] = tf__desc(param);
     op.inputs[1] = tf__desc(g);
     op.inputs[2] = tf__desc(m);

@@ -41,6 +41,21 @@ typedef struct world {
     int64_t nth;
 } world;
 
+/* Which calls failed under injection, and with what: the sweep's summary. */
+#define MAX_SITES 128
+typedef struct site { const char *fn; tf_status status; int count; } site;
+static site sites[MAX_SITES];
+static int n_sites;
+
+static void note_site(const char *fn, tf_status s) {
+    for (int i = 0; i < n_sites; i++)
+        if (!strcmp(sites[i].fn, fn) && sites[i].status == s) {
+            sites[i].count++;
+            return;
+        }
+    if (n_sites < MAX_SITES) sites[n_sites++] = (site){fn, s, 1};
+}
+
 /* The clean run's hash of each held tensor after each step. */
 static uint64_t clean_hash[MAX_STEPS][MAX_HELD];
 static int clean_held[MAX_STEPS];
@@ -154,6 +169,7 @@ static bool finish_step(world *w, const char *fn, tf_status s, tf_tensor **outs,
             fprintf(stderr, "clean run: step %d (%s) failed: %s: %s\n", w->step, fn, tf_status_name(s), msg);
             w->errors++;
         } else {
+            note_site(fn, s);
             if (s != TF_ERR_OUT_OF_MEMORY || strncmp(msg, fn, fl) || msg[fl] != ':') {
                 fprintf(stderr, "[%s N=%lld] step %d: %s returned %s with message '%s' (want TF_ERR_OUT_OF_MEMORY, "
                         "a message starting '%s:')\n", w->sweep, (long long)w->nth, w->step, fn, tf_status_name(s), msg, fn);
@@ -516,6 +532,9 @@ int main(void) {
         errors += e;
         total_runs += runs;
     }
+    printf("calls that failed under injection (runs, status):\n");
+    for (int i = 0; i < n_sites; i++)
+        printf("  %-24s %5d  %s\n", sites[i].fn, sites[i].count, tf_status_name(sites[i].status));
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -48,7 +48,7 @@ typedef struct skipped_plugin {
  * (-DTF_DEFAULT_PRIORITY=...): the core ranks devices by what they are and
  * by a list, never by a backend's name written into its code. */
 #ifndef TF_DEFAULT_PRIORITY
-#define TF_DEFAULT_PRIORITY "cuda,hip,rocm,metal,webgpu,vulkan,opencl"
+#define TF_DEFAULT_PRIORITY "cuda,rocm,webgpu,vulkan,opencl"
 #endif
 
 static struct {

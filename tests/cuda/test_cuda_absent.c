@@ -4,6 +4,7 @@
  * its extras answer for no device. Skipped (77) where a GPU is present. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <dlfcn.h>
 #include <string.h>
 
 #include <tensorframe/backend.h>
@@ -25,6 +26,12 @@ static void test_loads_with_zero_devices_and_the_reason(void **state) {
     assert_int_equal(b.status, TF_OK);
     assert_int_equal(b.device_count, 0);
     assert_non_null(strstr(b.reason, "no CUDA device (cudaGetDeviceCount: cudaError"));
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!driver) driver = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (!driver)                                     /* no driver here: the note names the missing library */
+        assert_non_null(strstr(b.reason, "the NVIDIA driver is not installed: libcuda.so.1"));
+    else
+        dlclose(driver);
     assert_true(strstr(b.source, "libtensorframe-cuda.so") != NULL);
 }
 

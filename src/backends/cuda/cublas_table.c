@@ -30,3 +30,11 @@ void tf_cublas_load(tf_cublas *t, const char *soname, const char *toolkit_path) 
 #undef TF__CUBLAS_RESOLVE
     t->loaded = true;
 }
+
+bool tf_cuda_driver_present(char *why, size_t n) {
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+    if (h) return true;
+    const char *e = dlerror();
+    snprintf(why, n, "%s", e ? e : "libcuda.so.1 not found");
+    return false;
+}

@@ -9,6 +9,7 @@
 
 #include <cublas_v2.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Every symbol the plugin calls, by its exported name (cublas_v2.h maps
  * cublasCreate to cublasCreate_v2 and so on); types come from the header. */
@@ -31,5 +32,10 @@ typedef struct tf_cublas {
  * library stays mapped for the life of the process: cuBLAS registers exit
  * handlers and is not built to be unloaded. */
 void tf_cublas_load(tf_cublas *t, const char *soname, const char *toolkit_path);
+
+/* Whether the NVIDIA driver library (libcuda.so.1, which the CUDA runtime
+ * loads itself) can be opened; if not, `why` gets the loader's reason, so
+ * "0 devices" can say which library is missing. It stays loaded. */
+bool tf_cuda_driver_present(char *why, size_t n);
 
 #endif

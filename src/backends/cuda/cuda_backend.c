@@ -65,7 +65,7 @@ static const tf_host_api *host;
 static cuda_dev devs[MAX_CUDA_DEVICES];
 static tf_backend_device bdevs[MAX_CUDA_DEVICES];
 static int n_devs;
-static char note[512];
+static char note[1024];
 static bool use_tf32;
 static tf_cublas blas_lib;               /* resolved at plugin init; GEMM falls back without it */
 
@@ -615,8 +615,11 @@ static void discover(void) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(note, sizeof note, "no CUDA device (cudaGetDeviceCount: %s: %s); cuBLAS %s%.300s",
+        char driver[200] = "";
+        bool have_driver = tf_cuda_driver_present(driver, sizeof driver);
+        snprintf(note, sizeof note, "no CUDA device (cudaGetDeviceCount: %s: %s%s%.200s); cuBLAS %s%.200s",
                  e == cudaSuccess ? "0 devices" : cudaGetErrorName(e), e == cudaSuccess ? "none found" : cudaGetErrorString(e),
+                 have_driver ? "" : "; the NVIDIA driver is not installed: ", driver,
                  blas_lib.loaded ? "loaded" : "not loaded: ", blas_lib.why);
         cudaGetLastError();
         return;

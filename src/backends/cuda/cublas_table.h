@@ -25,7 +25,8 @@ typedef struct tf_cublas {
 #undef TF__CUBLAS_FIELD
 } tf_cublas;
 
-/* Open `soname` through the loader's search path, else `toolkit_path` (the
+/* The plugin loads it once it has opened a device (or at init when
+ * TF_CUBLAS_LIB names one). Open `soname` through the loader's search path, else `toolkit_path` (the
  * toolkit the plugin was built against; TF_CUBLAS_LIB overrides both), and
  * resolve every symbol;
  * on failure t->loaded is false and t->why says which library or symbol. The

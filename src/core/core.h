@@ -32,6 +32,17 @@ void *tf__realloc(void *p, size_t n);
 char *tf__strdup(const char *s);
 void tf__free(void *p);
 
+/* ---- checked arithmetic: every size built from caller values goes through
+ * these (true when the result does not fit; *r is then unspecified) ---- */
+static inline bool tf__add_overflows(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline bool tf__mul_overflows(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
+
+/* Does t's layout map two index tuples to one element (a stride-0 axis of
+ * extent > 1, or strides that interleave)? In-place ops refuse such outputs. */
+bool tf__overlaps_itself(const tf_tensor *t);
+/* Do two tensors' byte ranges in one storage intersect? */
+bool tf__overlap(const tf_tensor *a, const tf_tensor *b);
+
 /* ---- dtypes (dtype.c) ---- */
 bool tf__dtype_valid(tf_dtype dt);
 

@@ -435,10 +435,17 @@ static tf_status parse_entry(const char *fn, const char *path, json *j, st_entry
     return TF_OK;
 }
 
-static int by_begin(const void *a, const void *b) {
-    int64_t x = ((const st_entry *)a)->begin, y = ((const st_entry *)b)->begin;
-    return x < y ? -1 : x > y;
+/* By byte range: begin, then end (an empty tensor sits before the one that
+ * starts where it does), then name, so the order never depends on the
+ * header's. */
+static int by_range(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
 }
+
+static int by_name(const void *a, const void *b) { return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name); }
 
 static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, size_t n) {
     json j = {h, h + n, 0};
@@ -453,9 +460,6 @@ static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, 
                 if (!json_skip(&j)) return fail_format(fn, f->path, "malformed __metadata__");
                 continue;
             }
-            for (int i = 0; i < f->n; i++)
-                if (!strcmp(f->entries[i].name, name))
-                    return tf__error(TF_ERR_FORMAT, "%s: %s: tensor '%s' appears twice", fn, f->path, name);
             if (f->n == cap) {
                 cap = cap ? cap * 2 : 16;
                 st_entry *grown = tf__realloc(f->entries, sizeof *grown * (size_t)cap);
@@ -477,9 +481,15 @@ static tf_status parse_header(const char *fn, tf_safetensors *f, const char *h, 
     st_entry *sorted = tf__malloc(sizeof *sorted * (size_t)(f->n ? f->n : 1));
     if (!sorted) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     if (f->n) memcpy(sorted, f->entries, sizeof *sorted * (size_t)f->n);
-    qsort(sorted, (size_t)f->n, sizeof *sorted, by_begin);
-    int64_t at = 0;
     tf_status s = TF_OK;
+    /* A name that repeats: sorted by name, n log n (not pairwise: the header
+     * may hold a million names). */
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_name);
+    for (int i = 1; i < f->n && s == TF_OK; i++)
+        if (!strcmp(sorted[i - 1].name, sorted[i].name))
+            s = tf__error(TF_ERR_FORMAT, "%s: %s: tensor '%s' appears twice", fn, f->path, sorted[i].name);
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_range);
+    int64_t at = 0;
     for (int i = 0; i < f->n && s == TF_OK; i++) {
         if (sorted[i].begin != at)
             s = tf__error(TF_ERR_FORMAT, "%s: %s: tensor '%s' starts at byte %lld, expected %lld (gap or overlap)", fn,

@@ -168,12 +168,15 @@ static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *x
         }
         tf_status s = tf_promote_types(dt, xs[i]->dtype, &dt);
         if (s != TF_OK) return s;
-        shape[ax] += xs[i]->shape[ax];
+        if (tf__add_overflows(shape[ax], xs[i]->shape[ax], &shape[ax]))
+            return tf__error(TF_ERR_SIZE, "%s: the joined extent of axis %d overflows", fn, ax);
     }
+    tf_status s = tf__check_shape(fn, dt, ndim, shape, NULL);
+    if (s != TF_OK) return s;
     tf_tensor **ready = tf__calloc((size_t)n, sizeof *ready), *o = NULL;
     if (!ready) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     tf_device *dev;
-    tf_status s = tf__place_inputs(fn, n, xs, &dev, ready);
+    s = tf__place_inputs(fn, n, xs, &dev, ready);
     if (s == TF_OK) s = tf__op_output(fn, dev, dt, ndim, shape, &o);
     int64_t at = 0;
     for (int i = 0; i < n && s == TF_OK; i++) {
@@ -241,7 +244,8 @@ tf_status tf_split(const tf_tensor *x, int axis, int n, const int64_t *sizes, tf
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] < 0) return tf__error(TF_ERR_SIZE, "%s: piece %d has negative size %lld", fn, i, (long long)sizes[i]);
-        total += sizes[i];
+        if (tf__add_overflows(total, sizes[i], &total))
+            return tf__error(TF_ERR_SIZE, "%s: the sizes of the pieces overflow (piece %d)", fn, i);
     }
     if (total != x->shape[ax])
         return tf__error(TF_ERR_SHAPE, "%s: pieces add up to %lld, axis %d has extent %lld", fn, (long long)total, ax,
@@ -274,15 +278,22 @@ tf_status tf_pad(const tf_tensor *x, int npairs, const int64_t *pads, double val
     for (int k = 0; k < npairs; k++) {
         int d = x->ndim - 1 - k;
         int64_t before = pads[2 * k], after = pads[2 * k + 1];
-        shape[d] = x->shape[d] + before + after;
+        if (before == INT64_MIN || after == INT64_MIN || tf__add_overflows(x->shape[d], before, &shape[d]) ||
+            tf__add_overflows(shape[d], after, &shape[d]))
+            return tf__error(TF_ERR_SIZE, "%s: pads %lld, %lld on axis %d overflow its extent", fn, (long long)before,
+                             (long long)after, d);
         if (shape[d] < 0)
             return tf__error(TF_ERR_SHAPE, "%s: pads %lld, %lld leave axis %d with negative extent", fn,
                              (long long)before, (long long)after, d);
         src_start[d] = before < 0 ? -before : 0;      /* negative pads crop */
         dst_start[d] = before > 0 ? before : 0;
-        src_len[d] = x->shape[d] - src_start[d] - (after < 0 ? -after : 0);
+        src_len[d] = x->shape[d] - src_start[d] - (after < 0 ? -after : 0);   /* no wrap: |pads| < 2^63 */
         if (src_len[d] < 0) src_len[d] = 0;
+        if (src_start[d] > x->shape[d]) src_start[d] = x->shape[d];
+        if (dst_start[d] > shape[d]) dst_start[d] = shape[d];
     }
+    tf_status st = tf__check_shape(fn, x->dtype, x->ndim, shape, NULL);
+    if (st != TF_OK) return st;
     tf_tensor *o = NULL, *src = tf_tensor_retain((tf_tensor *)x), *dst = NULL;
     tf_status s = tf_full(x->storage->dev, x->dtype, x->ndim, shape, value, &o);
     if (s == TF_OK) dst = tf_tensor_retain(o);
@@ -345,11 +356,17 @@ tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor 
         if (reps[i] < 0) return tf__error(TF_ERR_SIZE, "%s: repetition count %lld is negative", fn, (long long)reps[i]);
     int m = nreps > x->ndim ? nreps : x->ndim;
     int64_t shape[TF_MAX_DIMS] = {0}, r[TF_MAX_DIMS] = {0};
+    int64_t final_shape[TF_MAX_DIMS] = {0};
     for (int d = 0; d < m; d++) {
         int xd = d - (m - x->ndim), rd = d - (m - nreps);
         shape[d] = xd >= 0 ? x->shape[xd] : 1;
         r[d] = rd >= 0 ? reps[rd] : 1;
+        if (tf__mul_overflows(shape[d], r[d], &final_shape[d]))
+            return tf__error(TF_ERR_SIZE, "%s: %lld repetitions of axis %d (extent %lld) overflow", fn, (long long)r[d], d,
+                             (long long)shape[d]);
     }
+    tf_status st = tf__check_shape(fn, x->dtype, m, final_shape, NULL);    /* the result's size must fit */
+    if (st != TF_OK) return st;
     tf_tensor *cur = NULL;
     tf_status s = tf_reshape(x, m, shape, &cur);
     for (int d = 0; d < m && s == TF_OK; d++) {

@@ -139,6 +139,58 @@ tf_tensor_desc tf__desc(const tf_tensor *t) {
     return d;
 }
 
+/* ---- overlap ---- */
+
+bool tf__overlaps_itself(const tf_tensor *t) {
+    /* Axes by |stride|, smallest first: each must step past everything the
+     * smaller ones reach, or two indices meet. */
+    int64_t st[TF_MAX_DIMS], ex[TF_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return false;
+        if (t->shape[i] == 1) continue;
+        int64_t s = t->strides[i] < 0 ? -t->strides[i] : t->strides[i];
+        int k = n++;
+        while (k > 0 && st[k - 1] > s) {
+            st[k] = st[k - 1];
+            ex[k] = ex[k - 1];
+            k--;
+        }
+        st[k] = s;
+        ex[k] = t->shape[i];
+    }
+    int64_t reach = 0;                        /* the farthest element the smaller axes reach */
+    for (int k = 0; k < n; k++) {
+        if (st[k] <= reach) return true;
+        reach += st[k] * (ex[k] - 1);
+    }
+    return false;
+}
+
+/* The byte range [lo, hi) a tensor touches in its storage. */
+static void byte_range(const tf_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t min = 0, max = 0, es = (int64_t)tf_dtype_size(t->dtype);
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = t->offset;
+            return;
+        }
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) min += span;
+        else max += span;
+    }
+    *lo = t->offset + min * es;
+    *hi = t->offset + (max + 1) * es;
+}
+
+bool tf__overlap(const tf_tensor *a, const tf_tensor *b) {
+    if (a->storage != b->storage) return false;
+    int64_t alo, ahi, blo, bhi;
+    byte_range(a, &alo, &ahi);
+    byte_range(b, &blo, &bhi);
+    return alo < bhi && blo < ahi && alo < ahi && blo < bhi;
+}
+
 /* ---- properties and lifetime ---- */
 
 tf_tensor *tf_tensor_retain(tf_tensor *t) {
@@ -463,6 +515,11 @@ tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_te
         shape[i] = want;
         strides[i] = (i >= lead && src == want) ? t->strides[i - lead] : 0;
     }
+    int64_t numel = 1;                                  /* a view: its element count must fit */
+    for (int i = 0; i < ndim; i++)
+        if (tf__mul_overflows(numel, shape[i], &numel))
+            return tf__error(TF_ERR_SIZE, "%s: shape %s has more elements than an int64 counts", fn,
+                             tf__shape_str(ndim, shape, b, sizeof b));
     return tf__in(fn, tf__tensor_view(t, ndim, shape, strides, t->offset, out));
 }
 

@@ -12,15 +12,21 @@ static tf_status need_float(const char *fn, const tf_tensor *x) {
     return TF_OK;
 }
 
-/* Extent of one output axis of a sliding window; < 1 means too small. */
+/* Extent of one output axis of a sliding window; < 1 means too small (a
+ * window whose reach overflows is larger than any input: 0). Pads are
+ * checked to be below INT64_MAX / 4 by the callers. */
 static int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-    int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    int64_t reach, span;
+    if (tf__mul_overflows(dil, k - 1, &reach)) return 0;
+    if (tf__add_overflows(in, 2 * pad, &span) || tf__add_overflows(span, -reach - 1, &span)) return 0;
     return span < 0 ? 0 : span / stride + 1;   /* floor division: C's truncation would give 1 for span -1 */
 }
 
 /* ---- conv2d ---- */
 
 static tf_status check_pair(const char *fn, const char *what, const int64_t *v, int64_t min) {
+    if (!strcmp(what, "padding") && (v[0] > INT64_MAX / 4 || v[1] > INT64_MAX / 4))   /* 2 * pad must fit */
+        return tf__error(TF_ERR_SIZE, "%s: %s {%lld, %lld} is too large", fn, what, (long long)v[0], (long long)v[1]);
     if (v[0] < min || v[1] < min)
         return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s {%lld, %lld} must be >= %lld", fn, what, (long long)v[0],
                          (long long)v[1], (long long)min);
@@ -189,6 +195,9 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
     if (!(eps >= 0) || !(momentum >= 0 && momentum <= 1))
         return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0 and momentum %g in [0, 1]", fn, eps, momentum);
     int64_t C = x->shape[1];
+    if (training && C > 0 && tf_tensor_numel(x) == 0)
+        return tf__error(TF_ERR_SHAPE, "%s: training needs at least one element per channel, x is %s", fn,
+                         tf__shape_str(x->ndim, x->shape, (char[256]){0}, 256));
     tf_device *dev = training ? x->storage->dev : NULL;
     s = check_channel_vector(fn, "running_mean", running_mean, C, dev);
     if (s == TF_OK) s = check_channel_vector(fn, "running_var", running_var, C, dev);
@@ -319,6 +328,19 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
         if (i != 1 && all[i]->storage->dev != param->storage->dev)
             return tf__error(TF_ERR_DEVICE_MISMATCH, "%s: %s is updated in place and must be on %s like param", fn,
                              names[i], param->storage->dev->name);
+    }
+    /* param, m and v are written element by element: none may alias
+     * another or itself (an expanded view), or the update reads values it
+     * has already written. */
+    static const char *const written[3] = {"param", "m", "v"};
+    const tf_tensor *out[3] = {param, m, v};
+    for (int i = 0; i < 3; i++) {
+        if (tf__overlaps_itself(out[i]))
+            return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s overlaps itself (a broadcast or overlapping view)", fn,
+                             written[i]);
+        for (int j = 0; j < i; j++)
+            if (tf__overlap(out[i], out[j]))
+                return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s overlaps %s", fn, written[i], written[j]);
     }
     tf_tensor *g = NULL;
     s = tf__tensor_move(grad, param->storage->dev, &g);

@@ -314,6 +314,12 @@ static const tf_device_iface cpu_device_iface = {
 
 static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
 
+void *tf_cpu_alloc(size_t nbytes) { return host->alloc(nbytes); }
+void tf_cpu_free(void *p) { host->free(p); }
+tf_status tf_cpu_oom(const char *kernel, size_t nbytes) {
+    return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %s: no memory for %zu bytes of scratch", kernel, nbytes);
+}
+
 static void *cpu_get_proc_address(void *ctx, const char *name) {
     (void)ctx;
     if (!strcmp(name, "tf_cpu_blas_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_blas_calls;

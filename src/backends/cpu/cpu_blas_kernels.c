@@ -3,6 +3,8 @@
  * attention over sgemm, installed over the reference entries
  * (tf_cpu_blas_install). Each override takes the layouts BLAS can and hands
  * every other case to the entry it replaced. */
+#include <stdatomic.h>
+
 #include "cpu_blas.h"
 #include "cpu_common.h"
 
@@ -26,16 +28,18 @@ typedef struct attn_job {
     int64_t qs[4], ks[4], vs[4], ms[4], os[4];   /* strides in elements */
     float scale;
     bool causal;
+    _Atomic bool out_of_memory;          /* a task could not get its scratch */
 } attn_job;
 
 static void attn_block(void *ctx, int64_t begin, int64_t end) {
     const attn_job *j = ctx;
-    float *S = malloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = malloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
+    float *S = tf_cpu_alloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = tf_cpu_alloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
     float m[ATTN_BQ], l[ATTN_BQ];
     bool nan_row[ATTN_BQ];
-    if (!S || !O) {                              /* cannot happen in practice; leave poison-free NaN */
-        free(S);
-        free(O);
+    if (!S || !O) {                              /* the op fails: run_sdpa_fast reports it */
+        tf_cpu_free(S);
+        tf_cpu_free(O);
+        atomic_store(&j->out_of_memory, true);
         return;
     }
     for (int64_t t = begin; t < end; t++) {
@@ -91,11 +95,12 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
                 op_[e * j->os[3]] = nan_row[r] ? NAN : O[r * j->Dv + e] / l[r];   /* l == 0: 0/0, NaN */
         }
     }
-    free(S);
-    free(O);
+    tf_cpu_free(S);
+    tf_cpu_free(O);
 }
 
-static bool run_sdpa_fast(const tf_op *op, tf_cpu_address_fn address) {
+/* True if it took the op; *s then says whether every task got its scratch. */
+static bool run_sdpa_fast(const tf_op *op, tf_cpu_address_fn address, tf_status *s) {
     const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *O = &op->output;
     bool has_mask = op->params.flags & TF_SDPA_MASK;
     const tf_fast_kernels *k = tf_fast();
@@ -131,6 +136,9 @@ static bool run_sdpa_fast(const tf_op *op, tf_cpu_address_fn address) {
     j.scale = (float)op->params.scale;
     j.causal = op->params.flags & TF_SDPA_CAUSAL;
     tf_cpu_parallel_for(j.B * j.Hq * j.qblocks, 1, attn_block, &j);
+    *s = atomic_load(&j.out_of_memory)
+             ? tf_cpu_oom("attention", sizeof(float) * ATTN_BQ * (size_t)(ATTN_BK + j.Dv))
+             : TF_OK;
     return true;
 }
 
@@ -239,12 +247,12 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     int nb = O->ndim - 2;
     int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
     if (m * n * k < 64 * 64 * 64) return false;
-    float *a32 = malloc(sizeof(float) * (size_t)(m * k)), *b32 = malloc(sizeof(float) * (size_t)(k * n)),
-          *o32 = malloc(sizeof(float) * (size_t)(m * n));
+    float *a32 = tf_cpu_alloc(sizeof(float) * (size_t)(m * k)), *b32 = tf_cpu_alloc(sizeof(float) * (size_t)(k * n)),
+          *o32 = tf_cpu_alloc(sizeof(float) * (size_t)(m * n));
     if (!a32 || !b32 || !o32) {
-        free(a32);
-        free(b32);
-        free(o32);
+        tf_cpu_free(a32);
+        tf_cpu_free(b32);
+        tf_cpu_free(o32);
         return false;                            /* the loops need no scratch */
     }
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
@@ -266,9 +274,9 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
         widen_job wo = {dt, o.base + oo, o.stride[nb], o.stride[nb + 1], n, o32};
         tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, narrow_rows, &wo);
     } while (nb > 0 && next_index(nb, O->shape, idx));
-    free(a32);
-    free(b32);
-    free(o32);
+    tf_cpu_free(a32);
+    tf_cpu_free(b32);
+    tf_cpu_free(o32);
     return true;
 }
 
@@ -279,7 +287,8 @@ static tf_status blas_matmul(const tf_op *op, tf_cpu_address_fn address) {
 }
 
 static tf_status blas_sdpa(const tf_op *op, tf_cpu_address_fn address) {
-    return run_sdpa_fast(op, address) ? TF_OK : run_below(op, address);
+    tf_status s = TF_OK;
+    return run_sdpa_fast(op, address, &s) ? s : run_below(op, address);
 }
 
 void tf_cpu_blas_install(tf_cpu_table *t) {

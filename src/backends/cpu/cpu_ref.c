@@ -425,11 +425,11 @@ static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
     int64_t B = Q->shape[0], Hq = Q->shape[1], Lq = Q->shape[2], D = Q->shape[3], Lk = K->shape[2], Dv = V->shape[3];
     int64_t group = Hq / K->shape[1];
     tf_dtype dt = Q->dtype, mdt = has_mask ? op->inputs[3].dtype : dt;
-    double *scores = malloc(sizeof(double) * (size_t)(Lk > 0 ? Lk : 1)), *acc = malloc(sizeof(double) * (size_t)(Dv > 0 ? Dv : 1));
+    double *scores = tf_cpu_alloc(sizeof(double) * (size_t)(Lk > 0 ? Lk : 1)), *acc = tf_cpu_alloc(sizeof(double) * (size_t)(Dv > 0 ? Dv : 1));
     if (!scores || !acc) {
-        free(scores);
-        free(acc);
-        return TF_ERR_OUT_OF_MEMORY;
+        tf_cpu_free(scores);
+        tf_cpu_free(acc);
+        return tf_cpu_oom("sdpa", sizeof(double) * (size_t)(Lk + Dv));
     }
     for (int64_t bi = 0; bi < B; bi++)
         for (int64_t h = 0; h < Hq; h++)
@@ -460,8 +460,8 @@ static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
                 char *op_ = o.base + bi * o.stride[0] + h * o.stride[1] + i * o.stride[2];
                 for (int64_t e = 0; e < Dv; e++) store_f64(dt, op_ + e * o.stride[3], acc[e] / sum);   /* 0/0: NaN */
             }
-    free(scores);
-    free(acc);
+    tf_cpu_free(scores);
+    tf_cpu_free(acc);
     return TF_OK;
 }
 
@@ -630,8 +630,8 @@ static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
         g.cs_m = c.stride[nb];
         g.cs_n = c.stride[nb + 1];
     }
-    void *acc = malloc((size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
-    if (!acc) return TF_ERR_OUT_OF_MEMORY;
+    void *acc = tf_cpu_alloc((size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
+    if (!acc) return tf_cpu_oom("matmul", (size_t)(g.n > 0 ? g.n : 1) * sizeof(double));
     int64_t idx[TF_MAX_DIMS] = {0};
     do {
         int64_t ao = 0, bo = 0, oo = 0, co = 0;
@@ -643,7 +643,7 @@ static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
         }
         matmul_fns[O->dtype](&g, o.base + oo, a.base + ao, b.base + bo, c.base + co, acc);
     } while (nb > 0 && next_index(nb, O->shape, idx));
-    free(acc);
+    tf_cpu_free(acc);
     return TF_OK;
 }
 

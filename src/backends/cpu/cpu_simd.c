@@ -199,13 +199,13 @@ static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
         return true;
     }
     if (n <= SKINNY && A->strides[1] == 1) {                 /* B^T copied once: n x k */
-        float *bt = malloc(sizeof(float) * (size_t)(n * kk));
+        float *bt = tf_cpu_alloc(sizeof(float) * (size_t)(n * kk));
         if (!bt) return false;
         for (int64_t x = 0; x < n; x++)
             for (int64_t y = 0; y < kk; y++) bt[x * kk + y] = j.b[y * B->strides[0] + x * B->strides[1]];
         j.bt = bt;
         tf_cpu_parallel_for(m, (1 << 18) / (kk * n + 1) + 1, skinny_n_chunk, &j);
-        free(bt);
+        tf_cpu_free(bt);
         return true;
     }
     return false;
@@ -243,10 +243,10 @@ static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
                          (const uint16_t *)(address(A->buffer) + A->offset),
                          (const uint16_t *)(address(B->buffer) + B->offset), dt == TF_BF16, rows, false, NULL};
     j.dp = rows && j.bf16 && k->gemm_rows_bf16_dp && A->strides[1] == 1;
-    float *a32 = j.dp ? NULL : malloc(sizeof(float) * (size_t)(m * kk)), *c = malloc(sizeof(float) * (size_t)(m * n));
+    float *a32 = j.dp ? NULL : tf_cpu_alloc(sizeof(float) * (size_t)(m * kk)), *c = tf_cpu_alloc(sizeof(float) * (size_t)(m * n));
     if ((!j.dp && !a32) || !c) {
-        free(a32);
-        free(c);
+        tf_cpu_free(a32);
+        tf_cpu_free(c);
         return false;                            /* the reference loops need no scratch */
     }
     if (!j.dp) {
@@ -260,8 +260,8 @@ static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
     operand o = make_operand(O, address);
     widen_job wo = {dt, o.base, o.stride[0], o.stride[1], n, c};
     narrow_rows(&wo, 0, m);
-    free(a32);
-    free(c);
+    tf_cpu_free(a32);
+    tf_cpu_free(c);
     return true;
 }
 

@@ -30,7 +30,9 @@ const char *tf_last_error(void) { return tl_error; }
 void tf__clear_error(void) { tl_error[0] = 0; }
 
 tf_status tf__verror(tf_status s, const char *fmt, va_list ap) {
-    vsnprintf(tl_error, sizeof tl_error, fmt, ap);
+    char msg[sizeof tl_error];                  /* an argument may be tf_last_error() itself */
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(tl_error, msg, sizeof msg);
     return s;
 }
 

@@ -68,6 +68,10 @@ static struct {
     atomic_int policy;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* Set on the thread that runs a plugin's init, which holds the registry's
+ * lock: a call back into the library from there gets an error, not a hang. */
+static _Thread_local bool in_plugin_init;
+
 /* ---- host services handed to backends ---- */
 
 static void host_log(tf_log_level level, const char *fmt, ...) {
@@ -267,7 +271,9 @@ static void load_plugin(const char *path) {
     tf_backend_reg reg;
     memset(&reg, 0, sizeof reg);
     tf__clear_error();
+    in_plugin_init = true;                    /* the registry's lock is held: no calls back in */
     tf_status s = init(&host_api, &reg);
+    in_plugin_init = false;
     if (s != TF_OK) {
         char why[1024];
         snprintf(why, sizeof why, "init failed with %s: %s", tf_status_name(s), tf_last_error());
@@ -470,6 +476,9 @@ tf_status tf_backend_priority_get(char *buf, size_t n) {
 /* ---- init and shutdown ---- */
 
 tf_status tf__init(void) {
+    if (in_plugin_init)
+        return tf__error(TF_ERR_PLUGIN, "tensorframe called from inside a plugin's init, which holds the registry; "
+                                        "a plugin gets the library's services from tf_host_api");
     if (atomic_load_explicit(&g.initialized, memory_order_acquire)) return TF_OK;
     pthread_mutex_lock(&g.lock);
     tf_status s = TF_OK;
@@ -503,6 +512,10 @@ static tf_status init_with_plugins(void) {
 }
 
 void tf_shutdown(void) {
+    if (in_plugin_init) {
+        tf__log(TF_LOG_ERROR, "tf_shutdown called from inside a plugin's init: ignored");
+        return;
+    }
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {
         tf_backend_entry *b = g.backends[i];

@@ -17,8 +17,6 @@
 #define TF_PLUGIN_INSTALL_DIR ""
 #endif
 
-#define MAX_BACKENDS 32
-#define MAX_DEVICES 256
 #define MAX_PRIORITY 32
 /* An optional slot of a backend's own table, or NULL. */
 #define BACKEND_SLOT(b, f) (TF_HAS_FIELD((b)->reg.iface, tf_backend_iface, f) ? (b)->reg.iface->f : NULL)
@@ -55,12 +53,12 @@ static struct {
     pthread_mutex_t lock;
     atomic_bool initialized;
     atomic_bool plugins_loaded;          /* plugins load when a non-CPU device is first wanted */
-    tf_backend_entry *backends[MAX_BACKENDS];
-    int n_backends;
-    skipped_plugin skipped[MAX_BACKENDS];
-    int n_skipped;
-    tf_device *devices[MAX_DEVICES];
-    int n_devices;
+    tf_backend_entry **backends;         /* grown as backends arrive: no fixed cap */
+    int n_backends, cap_backends;
+    skipped_plugin *skipped;
+    int n_skipped, cap_skipped, dropped_skips;
+    tf_device **devices;
+    int n_devices, cap_devices;
     char search_dirs[2048];              /* where plugins were looked for */
     char priority[MAX_PRIORITY][32];     /* the list in force: explicit, or the default */
     int n_priority;
@@ -148,10 +146,6 @@ static tf_status validate_reg(const tf_backend_reg *reg, char *why, size_t n) {
         snprintf(why, n, "backend '%s' reports %d devices but no device array", reg->name, reg->device_count);
         return TF_ERR_INVALID_ARGUMENT;
     }
-    if (g.n_backends >= MAX_BACKENDS || g.n_devices + reg->device_count > MAX_DEVICES) {
-        snprintf(why, n, "too many backends or devices (limits %d and %d)", MAX_BACKENDS, MAX_DEVICES);
-        return TF_ERR_INVALID_ARGUMENT;
-    }
     for (int i = 0; i < reg->device_count; i++) {
         if (!device_iface_complete(reg->devices[i].iface)) {
             snprintf(why, n, "backend '%s' device %d lacks a required method (get_info to run)", reg->name, i);
@@ -191,11 +185,27 @@ static void release_device(tf_device *d) {
     d->stream = NULL;
 }
 
+/* Room for `need` entries of `elem` bytes in *array (doubling); false when
+ * the memory is not there. */
+static bool grow(void **array, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int n = *cap ? *cap : 8;
+    while (n < need) n *= 2;
+    void *bigger = tf__realloc(*array, elem * (size_t)n);
+    if (!bigger) return false;
+    *array = bigger;
+    *cap = n;
+    return true;
+}
+
 /* Add a validated backend; takes ownership of dl_handle. Caller holds the lock. */
 static tf_status add_backend(const tf_backend_reg *reg, const char *source, void *dl_handle, bool host) {
     char why[512];
     tf_status s = validate_reg(reg, why, sizeof why);
     if (s != TF_OK) return tf__error(s, "tf_backend_register: %s", why);
+    if (!grow((void **)&g.backends, &g.cap_backends, g.n_backends + 1, sizeof *g.backends) ||
+        !grow((void **)&g.devices, &g.cap_devices, g.n_devices + reg->device_count, sizeof *g.devices))
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backend_register: out of memory for the registry");
     tf_backend_entry *b = tf__calloc(1, sizeof *b);
     tf_device *devs = reg->device_count ? tf__calloc((size_t)reg->device_count, sizeof *devs) : NULL;
     if (!b || (reg->device_count && !devs)) {
@@ -221,7 +231,11 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
 
 static void record_skip(const char *name, const char *source, tf_status s, const char *reason) {
     tf__log(TF_LOG_INFO, "plugin %s skipped: %s", source, reason);
-    if (g.n_skipped >= MAX_BACKENDS) return;
+    if (!grow((void **)&g.skipped, &g.cap_skipped, g.n_skipped + 1, sizeof *g.skipped)) {
+        g.dropped_skips++;                    /* counted in the last kept entry's reason */
+        tf__log(TF_LOG_WARN, "out of memory: the reason plugin %s was skipped is not kept", source);
+        return;
+    }
     skipped_plugin *p = &g.skipped[g.n_skipped++];
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->source, sizeof p->source, "%s", source);
@@ -525,7 +539,14 @@ void tf_shutdown(void) {
         tf__free(b->devices);
         tf__free(b);
     }
-    g.n_backends = g.n_devices = g.n_skipped = g.n_priority = 0;
+    g.n_backends = g.n_devices = g.n_skipped = g.n_priority = g.dropped_skips = 0;
+    g.cap_backends = g.cap_devices = g.cap_skipped = 0;
+    tf__free(g.backends);
+    tf__free(g.devices);
+    tf__free(g.skipped);
+    g.backends = NULL;
+    g.devices = NULL;
+    g.skipped = NULL;
     g.search_dirs[0] = 0;
     g.priority_explicit = false;
     atomic_store(&g.policy, TF_MIXED_HIGHEST_PRIORITY);
@@ -660,9 +681,11 @@ static int ranked_candidates(tf_device **out) {
 }
 
 static tf_device *pick_auto(void) {
-    tf_device *cands[MAX_DEVICES];
-    int n = ranked_candidates(cands);
-    if (n > 0) return cands[0];
+    tf_device *best = NULL;                             /* the first of the lowest rank */
+    for (int i = 0; i < g.n_devices; i++)
+        if (auto_candidate(g.devices[i]) && (!best || tf__device_rank(g.devices[i]) < tf__device_rank(best)))
+            best = g.devices[i];
+    if (best) return best;
     if (g.priority_explicit)
         tf__log(TF_LOG_WARN, "no device of the backends in the priority list; 'auto' falls back to %s",
                 g.devices[0]->name);
@@ -729,7 +752,11 @@ tf_status tf_device_get_with_memory(uint64_t min_free, tf_device **out) {
     tf_status s = init_with_plugins();
     if (s != TF_OK) return s;
     pthread_mutex_lock(&g.lock);
-    tf_device *cands[MAX_DEVICES];
+    tf_device **cands = tf__malloc(sizeof *cands * (size_t)g.n_devices);
+    if (!cands) {
+        pthread_mutex_unlock(&g.lock);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_device_get_with_memory: out of host memory");
+    }
     int n = ranked_candidates(cands);
     char report[2048];
     size_t used = 0;
@@ -744,6 +771,7 @@ tf_status tf_device_get_with_memory(uint64_t min_free, tf_device **out) {
                                      p.memory_total / 1073741824.0);
     }
     pthread_mutex_unlock(&g.lock);
+    tf__free(cands);
     if (*out) return TF_OK;
     return tf__error(TF_ERR_NO_DEVICE, "tf_device_get_with_memory: no device has %.2f GiB free: %s",
                      min_free / 1073741824.0, n ? report : "no candidate devices");
@@ -803,6 +831,9 @@ tf_status tf_backend_get_props(int i, tf_backend_props *out) {
         snprintf(out->name, sizeof out->name, "%s", p->name);
         snprintf(out->source, sizeof out->source, "%s", p->source);
         snprintf(out->reason, sizeof out->reason, "%s", p->reason);
+        if (i == g.n_backends + g.n_skipped - 1 && g.dropped_skips)   /* what could not be kept is counted */
+            snprintf(out->reason, sizeof out->reason, "%.400s (and %d more skipped plugins whose reasons ran out of memory)",
+                     p->reason, g.dropped_skips);
         out->status = p->status;
     } else {
         s = tf__error(TF_ERR_INVALID_ARGUMENT, "tf_backend_get_props: index %d out of range", i);

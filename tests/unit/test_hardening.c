@@ -166,6 +166,43 @@ static void test_safetensors_with_an_empty_tensor(void **state) {
     }
 }
 
+/* 10. No fixed cap a user can reach: 40 backends registered in-process and
+ * 40 plugin paths that do not exist are all kept, and the installed plugins
+ * still load after them. */
+static void test_many_backends_and_skipped_plugins(void **state) {
+    (void)state;
+    char path[40 * 40] = "";
+    for (int i = 0; i < 40; i++) {
+        char one[40];
+        snprintf(one, sizeof one, "%s/nonexistent/libtensorframe-gone%d.so", i ? ":" : "", i);
+        strcat(path, one);
+    }
+    strcat(path, ":" TF_GOOD_PLUGIN_DIR);
+    setenv("TF_PLUGIN_PATH", path, 1);
+    tf_shutdown();
+    static const tf_backend_iface iface = {TF_STRUCT_INIT(tf_backend_iface)};
+    static char names[40][16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(names[i], sizeof names[i], "user%d", i);
+        tf_backend_reg reg = {sizeof reg, TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, names[i], &iface, NULL, 0, NULL, NULL};
+        OK(tf_backend_register(&reg));
+    }
+    int loaded = 0, skipped = 0;
+    bool testplug = false;
+    for (int i = 0; i < tf_backend_count(); i++) {
+        tf_backend_props p;
+        OK(tf_backend_get_props(i, &p));
+        if (p.loaded) loaded++;
+        else if (strstr(p.reason, "does not exist")) skipped++;
+        testplug |= p.loaded && !strcmp(p.name, "testplug");
+    }
+    assert_true(loaded >= 42);                        /* cpu, 40 user backends, testplug */
+    assert_int_equal(skipped, 40);
+    assert_true(testplug);
+    unsetenv("TF_PLUGIN_PATH");
+    tf_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_with_huge_pads),
@@ -177,6 +214,7 @@ int main(void) {
         cmocka_unit_test(test_adam_rejects_aliasing),
         cmocka_unit_test(test_batch_norm_on_an_empty_batch),
         cmocka_unit_test(test_safetensors_with_an_empty_tensor),
+        cmocka_unit_test(test_many_backends_and_skipped_plugins),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

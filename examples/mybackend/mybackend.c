@@ -9,6 +9,7 @@
  * (-DMYBACKEND_PLUGIN, exports tf_backend_plugin_init). With
  * -DMYBACKEND_OPAQUE it hides its host pointers, so the core must stage
  * data through upload/download as it would for a GPU. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +29,28 @@ typedef struct my_buffer {
     size_t nbytes;
     char *data;
     bool owned;                        /* false: caller memory (buffer_from_host_ptr) */
+    struct my_buffer *prev, *next;     /* owned buffers still alive: shutdown frees them */
 } my_buffer;
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static my_buffer *live_list;
+
+static void track(my_buffer *b) {
+    pthread_mutex_lock(&live_lock);
+    b->prev = NULL;
+    b->next = live_list;
+    if (live_list) live_list->prev = b;
+    live_list = b;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void untrack(my_buffer *b) {
+    pthread_mutex_lock(&live_lock);
+    if (b->prev) b->prev->next = b->next;
+    else live_list = b->next;
+    if (b->next) b->next->prev = b->prev;
+    pthread_mutex_unlock(&live_lock);
+}
 
 /* Every slot of the SDK this backend fills, counted when the core calls it:
  * the test suite checks that the core calls every slot backend.h documents
@@ -96,7 +118,8 @@ static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
         free(b);
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": malloc(%zu) failed", nbytes);
     }
-    *b = (my_buffer){CANARY, nbytes, data, true};
+    *b = (my_buffer){CANARY, nbytes, data, true, NULL, NULL};
+    track(b);
     atomic_fetch_add(&live_bytes, nbytes);
     atomic_fetch_add(&live_buffers, 1);
     atomic_fetch_add(&total_allocs, 1);
@@ -114,6 +137,7 @@ static void my_free(void *ctx, tf_backend_buffer *buf) {
     }
     b->canary = 0;
     if (b->owned) {
+        untrack(b);
         atomic_fetch_sub(&live_bytes, b->nbytes);
         atomic_fetch_sub(&live_buffers, 1);
         free(b->data);
@@ -134,7 +158,7 @@ static tf_status my_from_host_ptr(void *ctx, void *ptr, size_t nbytes, tf_backen
     CALLED(buffer_from_host_ptr);
     my_buffer *b = malloc(sizeof *b);
     if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for a buffer record");
-    *b = (my_buffer){CANARY, nbytes, ptr, false};
+    *b = (my_buffer){CANARY, nbytes, ptr, false, NULL, NULL};
     *out = (tf_backend_buffer *)b;
     return TF_OK;
 }
@@ -424,12 +448,16 @@ static void write_slot_log(void) {
     fclose(f);
 }
 
+/* A backend's shutdown releases everything it owns: tensors still alive
+ * after tf_shutdown are no longer this backend's to free (the core will not
+ * call it again for them). */
 static void my_shutdown(void *ctx) {
     (void)ctx;
     CALLED(shutdown);
     if (atomic_load(&live_buffers))
-        host->log(TF_LOG_WARN, MYBACKEND_NAME ": %llu buffers still live at shutdown",
+        host->log(TF_LOG_INFO, MYBACKEND_NAME ": %llu buffers still live at shutdown, freed",
                   (unsigned long long)atomic_load(&live_buffers));
+    while (live_list) my_free(NULL, (tf_backend_buffer *)live_list);
     write_slot_log();
 }
 

@@ -256,7 +256,8 @@ TF_API tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *
 /* Tensors: properties, lifetime, reading, moving                           */
 
 TF_API tf_tensor *tf_tensor_retain(tf_tensor *t);   /* returns t */
-TF_API void tf_tensor_release(tf_tensor *t);        /* NULL is a no-op */
+/* NULL is a no-op; safe after tf_shutdown (see there). */
+TF_API void tf_tensor_release(tf_tensor *t);
 TF_API tf_device *tf_tensor_device(const tf_tensor *t);
 TF_API tf_dtype tf_tensor_dtype(const tf_tensor *t);
 TF_API int tf_tensor_ndim(const tf_tensor *t);
@@ -550,8 +551,11 @@ TF_API void tf_debug_fail_allocation(int64_t nth);
 TF_API int64_t tf_debug_allocation_count(void);
 
 /* Free every tensor storage still cached, unload plugins, forget devices.
- * Tensors must all be released first. The next call re-initializes. Not
- * thread safe: call it when no other thread uses the library. */
+ * The next call re-initializes. A tensor still alive may be released later
+ * (a C++ destructor, a garbage collector, a static destructor): its host
+ * memory is freed then, a device's memory went with its backend here; any
+ * other use of it is an error of the caller's. Not thread safe: call it
+ * when no other thread uses the library. */
 TF_API void tf_shutdown(void);
 
 #ifdef __cplusplus

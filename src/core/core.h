@@ -62,6 +62,12 @@ struct tf_device {
     atomic_bool fallback_warned[TF_OP_COUNT];
 };
 
+/* Which initialization of the library this is: tf_shutdown ends one. A
+ * storage from an earlier one outlived its device. */
+uint32_t tf__generation(void);
+/* Is dev the host backend's (built-in, never unloaded)? */
+bool tf__device_is_host(const tf_device *dev);
+
 /* Initialize once (thread safe); returns TF_OK or an init error. */
 tf_status tf__init(void);
 tf_device *tf__cpu_device(void);
@@ -88,6 +94,12 @@ typedef struct tf_storage {
     tf_device *dev;
     tf_backend_buffer *buf;
     size_t nbytes;
+    /* Enough to free the buffer after tf_shutdown, when dev is gone: the
+     * library generation it was made in, and the host backend's own free
+     * (library code, still mapped). */
+    uint32_t generation;
+    void (*host_free)(void *dev_ctx, tf_backend_buffer *buf);
+    void *host_ctx;
 } tf_storage;
 
 struct tf_tensor {

@@ -66,6 +66,11 @@ static struct {
     atomic_int policy;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+static _Atomic uint32_t generation = 1;
+
+uint32_t tf__generation(void) { return atomic_load_explicit(&generation, memory_order_relaxed); }
+bool tf__device_is_host(const tf_device *dev) { return dev->backend->host; }
+
 /* Set on the thread that runs a plugin's init, which holds the registry's
  * lock: a call back into the library from there gets an error, not a hang. */
 static _Thread_local bool in_plugin_init;
@@ -552,6 +557,7 @@ void tf_shutdown(void) {
     atomic_store(&g.policy, TF_MIXED_HIGHEST_PRIORITY);
     atomic_store(&g.initialized, false);
     atomic_store(&g.plugins_loaded, false);
+    atomic_fetch_add(&generation, 1);          /* tensors still alive now outlive their devices */
     pthread_mutex_unlock(&g.lock);
 }
 

@@ -30,13 +30,21 @@ static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_s
     atomic_init(&s->refs, 1);
     s->dev = dev;
     s->nbytes = nbytes;
+    s->generation = tf__generation();
+    bool host = tf__device_is_host(dev);
+    s->host_free = host ? dev->bdev.iface->buffer_free : NULL;
+    s->host_ctx = host ? dev->bdev.ctx : NULL;
     *out = s;
     return TF_OK;
 }
 
+/* After tf_shutdown the device is gone: host memory goes back through the
+ * host backend's free (library code); a plugin's memory went with its
+ * backend's shutdown, and the plugin may be unmapped: it is not called. */
 static void storage_release(tf_storage *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
-    s->dev->bdev.iface->buffer_free(s->dev->bdev.ctx, s->buf);
+    if (s->generation == tf__generation()) s->dev->bdev.iface->buffer_free(s->dev->bdev.ctx, s->buf);
+    else if (s->host_free) s->host_free(s->host_ctx, s->buf);
     tf__free(s);
 }
 

@@ -11,6 +11,7 @@
 #include <tensorframe/backend.h>
 
 #include "helpers.h"
+#include "mybackend.h"
 
 static tf_tensor *iota(int64_t n) {
     tf_tensor *t = NULL;
@@ -203,6 +204,41 @@ static void test_many_backends_and_skipped_plugins(void **state) {
     tf_shutdown();
 }
 
+/* 12. Tensors released after tf_shutdown (C++ destructors, a garbage
+ * collector, static destructors): safe. CPU memory goes back; a plugin's
+ * went with its backend at shutdown and the plugin is not called again. */
+static void test_release_after_shutdown(void **state) {
+    (void)state;
+    setenv("TF_PLUGIN_PATH", TF_GOOD_PLUGIN_DIR, 1);
+    tf_shutdown();
+    assert_int_equal(mybackend_register(), TF_OK);
+    static const char *const specs[] = {"cpu", "mybackend:0", "testplug:0", "opencl:0"};
+    tf_tensor *held[8] = {NULL};
+    int n = 0;
+    int64_t shape[2] = {3, 5};
+    for (int i = 0; i < 4; i++) {
+        tf_device *d = NULL;
+        if (tf_device_get(specs[i], &d) != TF_OK) continue;   /* opencl:0 where there is one */
+        OK(tf_ones(d, TF_F32, 2, shape, &held[n]));
+        OK(tf_transpose(held[n], 0, 1, &held[n + 1]));      /* a view shares the storage */
+        n += 2;
+    }
+    assert_true(n >= 6);
+    tf_shutdown();                                       /* backends gone, plugins unloaded */
+    for (int i = 0; i < n; i++) tf_tensor_release(held[i]);
+    unsetenv("TF_PLUGIN_PATH");
+    tf_tensor *t = NULL;                                 /* and the library starts again */
+    OK(tf_ones(cpu_device(), TF_F32, 2, shape, &t));
+    float want[15];
+    for (int i = 0; i < 15; i++) want[i] = 1;
+    expect_f32(t, want, 15);
+    tf_tensor_release(t);
+    tf_memory_stats ms;
+    OK(tf_device_memory_stats(cpu_device(), &ms));
+    assert_int_equal(ms.allocated, 0);                   /* the early tensors' memory came back */
+    tf_shutdown();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_with_huge_pads),
@@ -215,6 +251,7 @@ int main(void) {
         cmocka_unit_test(test_batch_norm_on_an_empty_batch),
         cmocka_unit_test(test_safetensors_with_an_empty_tensor),
         cmocka_unit_test(test_many_backends_and_skipped_plugins),
+        cmocka_unit_test(test_release_after_shutdown),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

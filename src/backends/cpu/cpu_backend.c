@@ -326,10 +326,15 @@ static void *cpu_get_proc_address(void *ctx, const char *name) {
     return NULL;
 }
 
+/* Buffers still alive keep counting (a tensor released after tf_shutdown
+ * still frees its memory through cpu_buffer_free); the rest is reset. */
 static void cpu_shutdown(void *ctx) {
     cpu_empty_cache(ctx);
     pthread_mutex_lock(&alloc.lock);
+    uint64_t live = alloc.stats.allocated, held = alloc.stats.reserved;
     memset(&alloc.stats, 0, sizeof alloc.stats);
+    alloc.stats.allocated = alloc.stats.peak_allocated = live;
+    alloc.stats.reserved = held;
     pthread_mutex_unlock(&alloc.lock);
     tf_cpu_pool_shutdown();
 }

@@ -18,6 +18,10 @@ void tf_gpu_dev_init(tf_gpu_dev *d, const tf_host_api *host, const char *name, c
 
 void tf_gpu_dev_destroy(tf_gpu_dev *d) {
     pthread_mutex_lock(&d->lock);
+    while (d->alloc.live) {
+        tf_gpu_block *b = d->alloc.live;
+        tf_gpu_free(d, b);                     /* into the cache, released just below */
+    }
     tf_gpu_release_cache(d);
     pthread_mutex_unlock(&d->lock);
     pthread_mutex_destroy(&d->lock);
@@ -108,12 +112,16 @@ tf_status tf_gpu_alloc(tf_gpu_dev *d, size_t nbytes, tf_gpu_block **out) {
             if (s == TF_ERR_OUT_OF_MEMORY) a->stats.ooms++;
             return s;
         }
-        *b = (tf_gpu_block){handle, capacity, 0, cls, NULL};
+        *b = (tf_gpu_block){handle, capacity, 0, cls, NULL, NULL, NULL};
         a->stats.cache_misses++;
         a->stats.reserved += capacity;
     }
     b->requested = nbytes;
     b->next = NULL;
+    b->live_prev = NULL;
+    b->live_next = a->live;
+    if (a->live) a->live->live_prev = b;
+    a->live = b;
     a->stats.allocated += nbytes;
     if (a->stats.allocated > a->stats.peak_allocated) a->stats.peak_allocated = a->stats.allocated;
     *out = b;
@@ -124,6 +132,10 @@ void tf_gpu_free(tf_gpu_dev *d, tf_gpu_block *b) {
     tf_gpu_allocator *a = &d->alloc;
     a->stats.allocated -= b->requested;
     b->requested = 0;
+    if (b->live_prev) b->live_prev->live_next = b->live_next;
+    else a->live = b->live_next;
+    if (b->live_next) b->live_next->live_prev = b->live_prev;
+    b->live_prev = b->live_next = NULL;
     b->next = a->free_list[b->cls];
     a->free_list[b->cls] = b;
 }

@@ -41,6 +41,7 @@ typedef struct tf_gpu_block {
     size_t requested;                    /* what the buffer was asked for (0 while cached) */
     int cls;
     struct tf_gpu_block *next;           /* in a free list */
+    struct tf_gpu_block *live_prev, *live_next;   /* in use: the device's teardown frees these too */
 } tf_gpu_block;
 
 /* Statistics (bytes unless said): allocated = requested by live buffers,
@@ -51,6 +52,7 @@ typedef struct tf_gpu_allocator {
     const tf_gpu_mem_ops *ops;
     void *ctx;
     tf_gpu_block *free_list[TF_GPU_SIZE_CLASSES];
+    tf_gpu_block *live;                  /* blocks handed out and not yet freed */
     tf_memory_stats stats;
 } tf_gpu_allocator;
 
@@ -72,7 +74,9 @@ typedef struct tf_gpu_dev {
 } tf_gpu_dev;
 
 void tf_gpu_dev_init(tf_gpu_dev *d, const tf_host_api *host, const char *name, const tf_gpu_mem_ops *ops, void *ctx);
-/* Frees the cache (the caller has waited for the device's work). */
+/* Frees every block, cached or still in use (a tensor alive at tf_shutdown
+ * is no longer the backend's to keep); the caller has waited for the
+ * device's work. */
 void tf_gpu_dev_destroy(tf_gpu_dev *d);
 /* Lock the device; TF_ERR_DEVICE_LOST (unlocked) once it is lost. */
 tf_status tf_gpu_enter(tf_gpu_dev *d);

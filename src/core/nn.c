@@ -173,7 +173,8 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
     }
     call.op.params.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
     if (causal) call.op.params.flags |= TF_SDPA_CAUSAL;
-    call.op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset;
+    /* Past Lk every key is visible: clamp, so kernels may add a query's index. */
+    call.op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset > Lk ? Lk : q_offset;
     return tf__op_end(&call, TF_OK, q->dtype, 4, oshape, out);
 }
 

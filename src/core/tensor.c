@@ -81,11 +81,13 @@ tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *
     return TF_OK;
 }
 
+/* Row-major strides. An empty tensor's may not fit (shape (0, 2^62, 8)):
+ * they are never used to reach an element, so past the overflow they are 0. */
 void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i] > 0 ? shape[i] : 1;
+        if (tf__mul_overflows(s, shape[i] > 0 ? shape[i] : 1, &s)) s = 0;
     }
 }
 
@@ -495,7 +497,10 @@ tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, in
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
     shape[ax] = len;
-    strides[ax] = t->strides[ax] * step;
+    /* With one element or none the step is never taken (and a huge step
+     * times the stride need not fit); with more it does fit: (len-1) * step
+     * stays inside the axis. */
+    strides[ax] = len > 1 ? t->strides[ax] * step : t->strides[ax];
     int64_t offset = t->offset + (len > 0 ? start * t->strides[ax] * (int64_t)tf_dtype_size(t->dtype) : 0);
     return tf__in(fn, tf__tensor_view(t, t->ndim, shape, strides, offset, out));
 }

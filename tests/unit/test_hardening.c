@@ -239,6 +239,49 @@ static void test_release_after_shutdown(void **state) {
     tf_shutdown();
 }
 
+/* 8. Signed overflow (UBSan runs this suite): strides of an empty .npy
+ * whose extents multiply past int64, a slice with step INT64_MAX, and an
+ * attention q_offset of INT64_MAX (every key visible). */
+static void test_no_signed_overflow(void **state) {
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tf-hardening-%ld.npy", (long)getpid());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    char h[128];
+    int hl = snprintf(h, sizeof h, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 8), }");
+    while ((10 + hl + 1) % 64) h[hl++] = ' ';
+    h[hl++] = '\n';
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 255), (unsigned char)(hl >> 8)};
+    assert_int_equal(fwrite(pre, 1, 10, f), 10);
+    assert_int_equal(fwrite(h, 1, (size_t)hl, f), (size_t)hl);
+    fclose(f);
+    tf_tensor *t = NULL;
+    OK(tf_npy_load(path, cpu_device(), &t));
+    assert_int_equal(tf_tensor_numel(t), 0);
+    tf_tensor_release(t);
+    remove(path);
+    tf_tensor *x = iota(10), *v = NULL;
+    OK(tf_slice(x, 0, 3, 10, INT64_MAX, &v));
+    float three = 3;
+    expect_f32(v, &three, 1);
+    tf_tensor_release(v);
+    tf_tensor_release(x);
+    int64_t qs[4] = {1, 1, 2, 4}, ks[4] = {1, 1, 3, 4};
+    tf_tensor *q = NULL, *k = NULL, *val = NULL, *causal = NULL, *open_ = NULL;
+    OK(tf_randn(cpu_device(), TF_F32, 4, qs, 1, &q));
+    OK(tf_randn(cpu_device(), TF_F32, 4, ks, 2, &k));
+    OK(tf_randn(cpu_device(), TF_F32, 4, ks, 3, &val));
+    OK(tf_sdpa(q, k, val, NULL, 0, true, INT64_MAX, &causal));
+    OK(tf_sdpa(q, k, val, NULL, 0, false, 0, &open_));
+    float a[8], b[8];
+    OK(tf_tensor_read(causal, a, sizeof a));
+    OK(tf_tensor_read(open_, b, sizeof b));
+    for (int i = 0; i < 8; i++) assert_true(a[i] == b[i]);
+    tf_tensor *all[] = {q, k, val, causal, open_};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pad_with_huge_pads),
@@ -252,6 +295,7 @@ int main(void) {
         cmocka_unit_test(test_safetensors_with_an_empty_tensor),
         cmocka_unit_test(test_many_backends_and_skipped_plugins),
         cmocka_unit_test(test_release_after_shutdown),
+        cmocka_unit_test(test_no_signed_overflow),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

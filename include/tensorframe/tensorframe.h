@@ -487,8 +487,8 @@ TF_API tf_status tf_argmax(const tf_tensor *t, int axis, bool keepdim, tf_tensor
 TF_API tf_status tf_argmin(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 /* Product (integers and bool give i64, wrapping; empty gives 1). */
 TF_API tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
-/* Variance and standard deviation with Bessel-style correction (1 for the
- * unbiased estimate, 0 for the population's): sum of squared deviations
+/* Variance and standard deviation with Bessel-style correction (>= 0: 1 for
+ * the unbiased estimate, 0 for the population's): sum of squared deviations
  * divided by max(0, N - correction), so N <= correction gives NaN or inf
  * as in PyTorch. Float dtypes. */
 TF_API tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out);

@@ -378,11 +378,19 @@ tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
 }
 
 tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    if (correction < 0) {                        /* the divisor N - correction must not overflow */
+        if (out) *out = NULL;
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_var: correction %lld must be >= 0", (long long)correction);
+    }
     tf_op_params p = {.correction = correction};
     return reduce_p("tf_var", TF_OP_VAR, t, axis, keepdim, &p, out);
 }
 
 tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    if (correction < 0) {                        /* the divisor N - correction must not overflow */
+        if (out) *out = NULL;
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_std: correction %lld must be >= 0", (long long)correction);
+    }
     tf_op_params p = {.correction = correction};
     return reduce_p("tf_std", TF_OP_STD, t, axis, keepdim, &p, out);
 }

@@ -388,6 +388,8 @@ tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **ou
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x || (naxes > 0 && !axes)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input or axes is NULL", fn);
+    if (naxes < 0 || naxes > x->ndim)             /* distinct axes: at most ndim of them */
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %d axes for a %d-d tensor", fn, naxes, x->ndim);
     int64_t strides[TF_MAX_DIMS], offset = x->offset, es = (int64_t)tf_dtype_size(x->dtype);
     memcpy(strides, x->strides, sizeof strides);
     bool seen[TF_MAX_DIMS] = {false};

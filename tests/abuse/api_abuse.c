@@ -1,0 +1,223 @@
+/* Every public function that takes sizes, axes, counts, strides or offsets,
+ * called with overflowing, negative and extreme values. Each call either
+ * succeeds with a result that reads back, or fails with a status and a
+ * message that starts with the function's name and leaves its output NULL;
+ * either way the inputs keep their values. Run under ASan and UBSan by
+ * make test, so a wild write or a signed overflow fails it too. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensorframe/tensorframe.h>
+
+static int calls, problems;
+static tf_tensor *x, *y, *m4, *idx, *pos;       /* the inputs every call may use */
+static uint64_t x_hash, y_hash, m4_hash;
+
+static uint64_t hash(const tf_tensor *t) {
+    float buf[64] = {0};
+    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(tf_tensor_dtype(t));
+    if (n > sizeof buf || tf_tensor_read(t, buf, sizeof buf) != TF_OK) return 0;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((unsigned char *)buf)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* After a call: its status, message, output, and the inputs. */
+static void check(const char *fn, const char *what, tf_status s, tf_tensor *out, bool out_set) {
+    calls++;
+    const char *msg = tf_last_error();
+    size_t fl = strlen(fn);
+    if (s != TF_OK) {
+        if (!*msg || strncmp(msg, fn, fl) || msg[fl] != ':') {
+            printf("FAIL %s: %s failed with %s and message '%s' (want it to start '%s:')\n", what, fn,
+                   tf_status_name(s), msg, fn);
+            problems++;
+        }
+        if (out_set && out) {
+            printf("FAIL %s: %s failed but left its output set\n", what, fn);
+            problems++;
+        }
+    } else if (out_set && out) {
+        int64_t n = tf_tensor_numel(out);
+        if (n < 0) {
+            printf("FAIL %s: %s succeeded with a negative element count\n", what, fn);
+            problems++;
+        } else if (n <= 4096 && (size_t)n * tf_dtype_size(tf_tensor_dtype(out)) <= (1u << 16)) {
+            static unsigned char buf[1 << 16];
+            tf_status r = tf_tensor_read(out, buf, sizeof buf);
+            if (r != TF_OK) {
+                printf("FAIL %s: %s's result does not read back: %s\n", what, fn, tf_last_error());
+                problems++;
+            }
+        }
+    }
+    if (out_set) tf_tensor_release(out);
+    if (hash(x) != x_hash || hash(y) != y_hash || hash(m4) != m4_hash) {
+        printf("FAIL %s: %s changed an input\n", what, fn);
+        problems++;
+    }
+}
+
+#define OUT1(fn, ...)                                                         \
+    do {                                                                      \
+        tf_tensor *o_ = NULL;                                                 \
+        tf_status s_ = fn(__VA_ARGS__, &o_);                                  \
+        check(#fn, #fn "(" #__VA_ARGS__ ")", s_, o_, true);                   \
+    } while (0)
+
+static const int64_t big[] = {INT64_MAX, INT64_MIN, -1, INT64_MAX / 2, (int64_t)1 << 32, (int64_t)1 << 62, -((int64_t)1 << 62)};
+static const int ints[] = {INT_MAX, INT_MIN, -1, -9, 9, TF_ALL_AXES, 1000};
+#define N_BIG (int)(sizeof big / sizeof *big)
+#define N_INTS (int)(sizeof ints / sizeof *ints)
+
+static void creation(tf_device *cpu) {
+    for (int i = 0; i < N_BIG; i++) {
+        int64_t shape2[2] = {big[i], 2}, shape3[3] = {big[i], big[i], 0};
+        OUT1(tf_empty, cpu, TF_F32, 2, shape2);
+        OUT1(tf_zeros, cpu, TF_F64, 3, shape3);
+        OUT1(tf_full, cpu, TF_I64, 2, shape2, 1.0);
+        OUT1(tf_rand, cpu, TF_F32, 2, shape2, 1);
+        OUT1(tf_eye, cpu, TF_F32, big[i], 3);
+        OUT1(tf_eye, cpu, TF_F32, 3, big[i]);
+        OUT1(tf_tensor_from_data, cpu, TF_F32, 2, shape2, (const float[4]){0});
+        OUT1(tf_arange, cpu, TF_F32, 0.0, (double)big[i], 1.0);
+        OUT1(tf_arange, cpu, TF_I8, (double)big[i], 0.0, -1e300);
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        int64_t one = 1;
+        OUT1(tf_ones, cpu, TF_F32, ints[i], &one);
+    }
+}
+
+static void views(void) {
+    for (int i = 0; i < N_BIG; i++) {
+        int64_t s2[2] = {big[i], -1}, s1 = big[i];
+        OUT1(tf_reshape, x, 2, s2);
+        OUT1(tf_reshape, x, 1, &s1);
+        OUT1(tf_expand, x, 2, s2);
+        OUT1(tf_slice, x, 0, big[i], big[i], 1);
+        OUT1(tf_slice, x, 0, 0, INT64_MAX, big[i]);
+        OUT1(tf_slice, x, 0, INT64_MIN, INT64_MAX, INT64_MAX);
+        OUT1(tf_tril, m4, big[i]);
+        OUT1(tf_triu, m4, big[i]);
+        OUT1(tf_var, x, 0, big[i], false);
+        OUT1(tf_cumsum, x, (int)big[i]);
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        int perm[2] = {ints[i], 0};
+        OUT1(tf_permute, m4, perm);
+        OUT1(tf_transpose, m4, ints[i], 0);
+        OUT1(tf_squeeze, x, ints[i]);
+        OUT1(tf_unsqueeze, x, ints[i]);
+        OUT1(tf_sum, m4, ints[i], true);
+        OUT1(tf_argmax, m4, ints[i], false);
+        OUT1(tf_softmax, m4, ints[i]);
+        OUT1(tf_index_select, m4, ints[i], idx);
+        OUT1(tf_gather, m4, ints[i], idx);
+        OUT1(tf_flip, m4, 1, &ints[i]);
+        OUT1(tf_flip, m4, ints[i], ((const int[16]){0, 1}));
+    }
+}
+
+static void composites(void) {
+    for (int i = 0; i < N_BIG; i++) {
+        int64_t pads[4] = {big[i], 0, 0, big[i]}, reps[2] = {big[i], 2}, sizes[2] = {big[i], (int64_t)(8ull - (uint64_t)big[i])};   /* they add up to 8 when they wrap */
+        OUT1(tf_pad, m4, 2, pads, 0.0);
+        OUT1(tf_tile, m4, 2, reps);
+        tf_tensor *outs[2] = {(tf_tensor *)&outs, (tf_tensor *)&outs};
+        tf_status s = tf_split(x, 0, 2, sizes, outs);
+        check("tf_split", "tf_split(sizes)", s, NULL, false);
+        if (s == TF_OK) {
+            tf_tensor_release(outs[0]);
+            tf_tensor_release(outs[1]);
+        } else if (outs[0] || outs[1]) {
+            printf("FAIL tf_split failed but left outputs set\n");
+            problems++;
+        }
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        const tf_tensor *two[2] = {m4, m4};
+        OUT1(tf_concat, 2, two, ints[i]);
+        OUT1(tf_stack, 2, two, ints[i]);
+        if (ints[i] <= 0) OUT1(tf_concat, ints[i], two, 0);    /* a count past the array is the caller's bug */
+        int64_t pads[16] = {1, 1}, reps[16] = {2};
+        OUT1(tf_pad, m4, ints[i], pads, 0.0);
+        OUT1(tf_tile, m4, ints[i], reps);
+        tf_tensor *outs[2] = {NULL, NULL};
+        int64_t sizes[2] = {4, 4};          /* the axis is hostile, the count is true */
+        tf_status s = tf_split(x, ints[i], 2, sizes, outs);
+        check("tf_split", "tf_split(axis)", s, NULL, false);
+        tf_tensor_release(outs[0]);
+        tf_tensor_release(outs[1]);
+    }
+}
+
+static void transformer_and_vision(tf_device *cpu) {
+    int64_t qs[4] = {1, 2, 2, 4};
+    tf_tensor *q = NULL, *img = NULL, *w = NULL;
+    tf_randn(cpu, TF_F32, 4, qs, 5, &q);
+    int64_t is[4] = {1, 1, 6, 6}, ws[4] = {1, 1, 3, 3};
+    tf_randn(cpu, TF_F32, 4, is, 6, &img);
+    tf_randn(cpu, TF_F32, 4, ws, 7, &w);
+    for (int i = 0; i < N_BIG; i++) {
+        OUT1(tf_rope, q, pos, 2, big[i], 10000.0, TF_ROPE_HALF_SPLIT);
+        OUT1(tf_sdpa, q, q, q, NULL, 0.0, true, big[i]);
+        int64_t p2[2] = {big[i], 1}, one2[2] = {1, 1};
+        OUT1(tf_conv2d, img, w, NULL, p2, NULL, NULL, 1);
+        OUT1(tf_conv2d, img, w, NULL, NULL, p2, NULL, 1);
+        OUT1(tf_conv2d, img, w, NULL, NULL, NULL, p2, 1);
+        OUT1(tf_conv2d, img, w, NULL, NULL, NULL, NULL, big[i]);
+        OUT1(tf_maxpool2d, img, p2, NULL, NULL, NULL);
+        OUT1(tf_maxpool2d, img, one2, p2, NULL, p2);
+        OUT1(tf_avgpool2d, img, (const int64_t[2]){2, 2}, NULL, p2, true);
+        OUT1(tf_cross_entropy, m4, idx, big[i], TF_REDUCTION_MEAN);
+    }
+    for (int i = 0; i < N_INTS; i++) {
+        OUT1(tf_rope, q, pos, ints[i], 0, 10000.0, TF_ROPE_HALF_SPLIT);
+        OUT1(tf_cross_entropy, m4, idx, -100, (tf_reduction)ints[i]);
+        OUT1(tf_rope, q, pos, 2, 0, 10000.0, (tf_rope_mode)ints[i]);
+    }
+    tf_tensor_release(q);
+    tf_tensor_release(img);
+    tf_tensor_release(w);
+}
+
+static void reading(void) {
+    static const size_t sizes[] = {0, 1, 31, SIZE_MAX};
+    for (int i = 0; i < 4; i++) {
+        float buf[64];
+        tf_status s = tf_tensor_read(x, buf, sizes[i] == SIZE_MAX ? sizeof buf : sizes[i]);
+        check("tf_tensor_read", "tf_tensor_read(dst_bytes)", s, NULL, false);
+    }
+}
+
+int main(void) {
+    tf_device *cpu = NULL;
+    if (tf_device_get("cpu", &cpu) != TF_OK) return 1;
+    int64_t n = 8, ms[2] = {2, 4}, two = 2;
+    tf_arange(cpu, TF_F32, 0, 8, 1, &x);
+    tf_arange(cpu, TF_F32, 1, 9, 1, &y);
+    tf_tensor *flat = NULL;
+    tf_arange(cpu, TF_F32, 0, 8, 1, &flat);
+    tf_reshape(flat, 2, ms, &m4);
+    tf_tensor_release(flat);
+    tf_zeros(cpu, TF_I64, 1, &two, &idx);
+    tf_arange(cpu, TF_I64, 0, 2, 1, &pos);
+    (void)n;
+    x_hash = hash(x);
+    y_hash = hash(y);
+    m4_hash = hash(m4);
+    creation(cpu);
+    views();
+    composites();
+    transformer_and_vision(cpu);
+    reading();
+    tf_tensor *all[] = {x, y, m4, idx, pos};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    tf_shutdown();
+    printf("%d calls with hostile values: %d passed, %d failed\n", calls, calls - problems, problems);
+    return problems ? 1 : 0;
+}

@@ -2,9 +2,10 @@
 # (scripts/install-deps.sh), builds, then runs.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc)
 
-.PHONY: run test bench deps build build-asan clean
+.PHONY: run test bench deps build build-asan build-tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -17,6 +18,11 @@ build-asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_SANITIZE=ON > /dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) > $(ASAN_BUILD).log 2>&1 || { cat $(ASAN_BUILD).log; exit 1; }
 
+# ThreadSanitizer: the library and its concurrency tests, CPU only.
+build-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF > /dev/null
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
+
 # The main job: what tensorframe sees here, then the demo on the best device.
 run: build
 	@$(BUILD)/bin/tf-info
@@ -25,9 +31,12 @@ run: build
 
 # Every backend this machine can build; the whole suite under ASan+UBSan,
 # then the whole suite (conformance on every device included) as built.
-test: build build-asan
+test: build build-asan build-tsan
 	@echo "== test suite under AddressSanitizer + UndefinedBehaviorSanitizer =="
 	@cd $(ASAN_BUILD) && bash ../scripts/ctest-lsan-retry.sh
+	@echo "== concurrency tests under ThreadSanitizer =="
+	@cd $(TSAN_BUILD) && export TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast
 	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
 
@@ -38,4 +47,4 @@ bench: build
 	@/usr/bin/python3 bench/compare.py $(BUILD) --rounds $(or $(ROUNDS),5)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(BUILD).log $(ASAN_BUILD).log
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(BUILD).log $(ASAN_BUILD).log $(TSAN_BUILD).log

@@ -3,9 +3,11 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 600
 JOBS       ?= $(shell nproc)
 
-.PHONY: run test bench deps build build-asan build-tsan clean
+.PHONY: run test bench fuzz deps build build-asan build-tsan clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -37,8 +39,14 @@ test: build build-asan build-tsan
 	@echo "== concurrency tests under ThreadSanitizer =="
 	@cd $(TSAN_BUILD) && export TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast
+	@echo "== the file loaders under libFuzzer (ASan+UBSan), a minute each =="
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60
 	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
+
+# The loaders' fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).
+fuzz: deps
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # tf-bench beside OpenBLAS, STREAM-style loops and PyTorch; writes
 # docs/perf.json and docs/perf.png (see docs/PERFORMANCE.md).
@@ -47,4 +55,4 @@ bench: build
 	@/usr/bin/python3 bench/compare.py $(BUILD) --rounds $(or $(ROUNDS),5)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(BUILD).log $(ASAN_BUILD).log $(TSAN_BUILD).log
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(BUILD).log $(ASAN_BUILD).log $(TSAN_BUILD).log $(FUZZ_BUILD).log

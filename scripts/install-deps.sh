@@ -12,6 +12,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers   # OpenCL plugin: ICD loader and headers
   pocl-opencl-icd   # an OpenCL device on the CPU, so the plugin is tested for real
   clinfo            # to see what OpenCL offers
+  clang libclang-rt-dev   # libFuzzer for the loaders' fuzz targets (make test, make fuzz)
 )
 
 # `--bench`: also what bench/compare.py runs with (Debian's python3 packages)

@@ -198,7 +198,9 @@ tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out) {
         s = fail_format(fn, path, "unsupported .npy version");
     }
     if (s == TF_OK && (hlen > m.size - start || hlen > (1u << 20))) s = fail_format(fn, path, "header runs past the end of the file");
-    const char *dict = (const char *)d + start, *descr = NULL, *order = NULL, *shp = NULL;
+    /* No pointer arithmetic on the mapping before it is known to hold the
+     * header: an empty file maps to NULL, and NULL + 0 is undefined. */
+    const char *dict = s == TF_OK ? (const char *)d + start : "", *descr = NULL, *order = NULL, *shp = NULL;
     if (s == TF_OK) {
         descr = dict_value(dict, hlen, "descr");
         order = dict_value(dict, hlen, "fortran_order");

@@ -32,7 +32,7 @@ typedef struct attn_job {
 } attn_job;
 
 static void attn_block(void *ctx, int64_t begin, int64_t end) {
-    const attn_job *j = ctx;
+    attn_job *j = ctx;                           /* shared by the tasks: out_of_memory is written */
     float *S = tf_cpu_alloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = tf_cpu_alloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
     float m[ATTN_BQ], l[ATTN_BQ];
     bool nan_row[ATTN_BQ];

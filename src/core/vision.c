@@ -201,6 +201,20 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
     tf_device *dev = training ? x->storage->dev : NULL;
     s = check_channel_vector(fn, "running_mean", running_mean, C, dev);
     if (s == TF_OK) s = check_channel_vector(fn, "running_var", running_var, C, dev);
+    /* The running statistics are written in place: neither may overlap
+     * itself (a broadcast view), the other, or x. */
+    const tf_tensor *stats[2] = {running_mean, running_var};
+    static const char *const stat_names[2] = {"running_mean", "running_var"};
+    for (int i = 0; training && s == TF_OK && i < 2; i++) {
+        if (!stats[i]) continue;
+        if (tf__overlaps_itself(stats[i]))
+            s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s overlaps itself (a broadcast or overlapping view)", fn,
+                          stat_names[i]);
+        else if (tf__overlap(stats[i], x))
+            s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s overlaps x", fn, stat_names[i]);
+        else if (i == 1 && stats[0] && tf__overlap(stats[1], stats[0]))
+            s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: running_var overlaps running_mean", fn);
+    }
     if (s == TF_OK) s = check_channel_vector(fn, "weight", weight, C, NULL);
     if (s == TF_OK) s = check_channel_vector(fn, "bias", bias, C, NULL);
     if (s != TF_OK) return s;

@@ -116,6 +116,25 @@ static void test_adam_rejects_aliasing(void **state) {
     for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
 }
 
+/* 7. batch_norm's running statistics are written in place: no aliasing. */
+static void test_batch_norm_rejects_aliasing(void **state) {
+    (void)state;
+    int64_t xs[4] = {2, 2, 3, 3}, c = 2;
+    tf_tensor *x = NULL, *rm = NULL, *one = iota(1), *wide = NULL, *o = (tf_tensor *)&o;
+    OK(tf_randn(cpu_device(), TF_F32, 4, xs, 3, &x));
+    OK(tf_zeros(cpu_device(), TF_F32, 1, &c, &rm));
+    OK(tf_expand(one, 1, &c, &wide));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_batch_norm: running_mean overlaps itself",
+               tf_batch_norm(x, wide, rm, NULL, NULL, true, 0.1, 1e-5, &o));
+    assert_null(o);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_batch_norm: running_var overlaps running_mean",
+               tf_batch_norm(x, rm, rm, NULL, NULL, true, 0.1, 1e-5, &o));
+    float zeros[2] = {0, 0};
+    expect_f32(rm, zeros, 2);
+    tf_tensor *all[] = {x, rm, one, wide};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+}
+
 /* 11. Training batch norm on an empty batch has no statistics to learn. */
 static void test_batch_norm_on_an_empty_batch(void **state) {
     (void)state;
@@ -292,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_window_with_huge_dilation),
         cmocka_unit_test(test_adam_rejects_aliasing),
         cmocka_unit_test(test_batch_norm_on_an_empty_batch),
+        cmocka_unit_test(test_batch_norm_rejects_aliasing),
         cmocka_unit_test(test_safetensors_with_an_empty_tensor),
         cmocka_unit_test(test_many_backends_and_skipped_plugins),
         cmocka_unit_test(test_release_after_shutdown),

@@ -440,6 +440,50 @@ TF_API const char *tf_safetensors_name(const tf_safetensors *f, int i);   /* NUL
 TF_API tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_device *dev, tf_tensor **out);
 TF_API void tf_safetensors_close(tf_safetensors *f);
 TF_API tf_status tf_safetensors_save(const char *path, int n, const char *const *names, const tf_tensor *const *tensors);
+/* GGUF, llama.cpp's format (versions 2 and 3): typed metadata, tensor
+ * infos and aligned tensor data, memory-mapped. Every count, string length,
+ * offset and size is checked against the file before it is used (a bad
+ * file is TF_ERR_FORMAT with a message); keys and tensor names must be
+ * unique, tensors aligned, inside the file and not overlapping. Values are
+ * reached by key index (tf_gguf_find_key) and element (0 for a scalar). */
+typedef struct tf_gguf tf_gguf;
+typedef enum tf_gguf_type {            /* the file's value type ids */
+    TF_GGUF_NONE = -1,
+    TF_GGUF_U8 = 0, TF_GGUF_I8 = 1, TF_GGUF_U16 = 2, TF_GGUF_I16 = 3, TF_GGUF_U32 = 4, TF_GGUF_I32 = 5,
+    TF_GGUF_F32 = 6, TF_GGUF_BOOL = 7, TF_GGUF_STRING = 8, TF_GGUF_ARRAY = 9, TF_GGUF_U64 = 10, TF_GGUF_I64 = 11,
+    TF_GGUF_F64 = 12
+} tf_gguf_type;
+typedef struct tf_gguf_tensor {
+    const char *name;                  /* owned by the file */
+    int block_type;                    /* ggml's type id: 0 F32, 1 F16, 3 Q4_1, 8 Q8_0, 12 Q4_K, 14 Q6_K, ... */
+    const char *block_type_name;       /* "Q4_1" */
+    int ndim;
+    int64_t shape[4];                  /* outermost first: ggml's ne reversed */
+    const void *data;                  /* the raw bytes, in the mapping */
+    uint64_t nbytes;
+} tf_gguf_tensor;
+TF_API tf_status tf_gguf_open(const char *path, tf_gguf **out);
+TF_API void tf_gguf_close(tf_gguf *f);
+TF_API int tf_gguf_version(const tf_gguf *f);
+TF_API int64_t tf_gguf_key_count(const tf_gguf *f);
+TF_API const char *tf_gguf_key(const tf_gguf *f, int64_t i);               /* NULL if out of range */
+TF_API int64_t tf_gguf_find_key(const tf_gguf *f, const char *key);        /* -1 if absent */
+TF_API tf_gguf_type tf_gguf_key_type(const tf_gguf *f, int64_t i);
+TF_API tf_gguf_type tf_gguf_array_type(const tf_gguf *f, int64_t i);       /* TF_GGUF_NONE if not an array */
+TF_API int64_t tf_gguf_array_length(const tf_gguf *f, int64_t i);          /* -1 if not an array */
+/* Integers and bools as int64 (a u64 beyond INT64_MAX is TF_ERR_SIZE);
+ * numbers as double; strings as bytes + length, in the mapping, not
+ * NUL-terminated. The wrong kind is TF_ERR_DTYPE, a bad index TF_ERR_INDEX. */
+TF_API tf_status tf_gguf_get_int(const tf_gguf *f, int64_t i, int64_t elem, int64_t *v);
+TF_API tf_status tf_gguf_get_float(const tf_gguf *f, int64_t i, int64_t elem, double *v);
+TF_API tf_status tf_gguf_get_string(const tf_gguf *f, int64_t i, int64_t elem, const char **str, size_t *len);
+TF_API int64_t tf_gguf_tensor_count(const tf_gguf *f);
+TF_API int64_t tf_gguf_find_tensor(const tf_gguf *f, const char *name);    /* -1 if absent */
+TF_API tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info);
+/* A tensor whose block type is a tensorframe dtype (F32, F16, BF16, F64,
+ * I8, I32, I64) onto dev; a quantized block type is TF_ERR_UNSUPPORTED
+ * until the op table has quantized dtypes (its bytes are in the info). */
+TF_API tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out);
 
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;

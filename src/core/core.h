@@ -112,6 +112,15 @@ struct tf_tensor {
     int64_t offset;                      /* bytes */
 };
 
+/* A whole file mapped read-only (the loaders read headers in place and copy
+ * tensor bytes straight from the mapping to their device). */
+typedef struct tf__mapped_file {
+    unsigned char *data;
+    size_t size;
+} tf__mapped_file;
+tf_status tf__map_file(const char *fn, const char *path, tf__mapped_file *m);
+void tf__unmap_file(tf__mapped_file *m);
+
 /* Validate dtype/ndim/shape and return the element count (checking that
  * numel * dtype size fits in int64). `fn` names the caller for messages. */
 tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *shape, int64_t *numel);

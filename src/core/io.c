@@ -16,13 +16,7 @@ static tf_status fail_format(const char *fn, const char *path, const char *what)
     return tf__error(TF_ERR_FORMAT, "%s: %s: %s", fn, path, what);
 }
 
-/* Whole-file read for .npy (small headers, data copied once to the device). */
-typedef struct mapped_file {
-    unsigned char *data;
-    size_t size;
-} mapped_file;
-
-static tf_status map_file(const char *fn, const char *path, mapped_file *m) {
+tf_status tf__map_file(const char *fn, const char *path, tf__mapped_file *m) {
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return tf__error(TF_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(errno));
@@ -44,7 +38,7 @@ static tf_status map_file(const char *fn, const char *path, mapped_file *m) {
     return TF_OK;
 }
 
-static void unmap_file(mapped_file *m) {
+void tf__unmap_file(tf__mapped_file *m) {
     if (m->data) munmap(m->data, m->size);
     m->data = NULL;
 }
@@ -182,8 +176,8 @@ tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!path || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: path or device is NULL", fn);
-    mapped_file m;
-    tf_status s = map_file(fn, path, &m);
+    tf__mapped_file m;
+    tf_status s = tf__map_file(fn, path, &m);
     if (s != TF_OK) return s;
     const unsigned char *d = m.data;
     size_t hlen = 0, start = 0;
@@ -248,7 +242,7 @@ tf_status tf_npy_load(const char *path, tf_device *dev, tf_tensor **out) {
         if (s == TF_OK) s = tf_tensor_from_data(dev, dt, ndim, shape, src, out);
         tf__free(copy);
     }
-    unmap_file(&m);
+    tf__unmap_file(&m);
     return tf__in(fn, s);
 }
 
@@ -376,7 +370,7 @@ typedef struct st_entry {
 } st_entry;
 
 struct tf_safetensors {
-    mapped_file map;
+    tf__mapped_file map;
     const unsigned char *data;       /* the byte buffer after the header */
     size_t data_size;
     int n;
@@ -513,7 +507,7 @@ tf_status tf_safetensors_open(const char *path, tf_safetensors **out) {
     tf_safetensors *f = tf__calloc(1, sizeof *f);
     if (!f) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
     snprintf(f->path, sizeof f->path, "%s", path);
-    tf_status s = map_file(fn, path, &f->map);
+    tf_status s = tf__map_file(fn, path, &f->map);
     uint64_t hlen = 0;
     if (s == TF_OK && f->map.size < 8) s = fail_format(fn, path, "shorter than the 8-byte header length");
     if (s == TF_OK) {
@@ -556,7 +550,7 @@ tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_devi
 
 void tf_safetensors_close(tf_safetensors *f) {
     if (!f) return;
-    unmap_file(&f->map);
+    tf__unmap_file(&f->map);
     tf__free(f->entries);
     tf__free(f);
 }

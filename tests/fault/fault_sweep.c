@@ -366,6 +366,37 @@ static void program_nn_and_vision(world *w, tf_tensor *a, tf_tensor *am, tf_tens
     (void)mp; (void)ap2; (void)ce;
 }
 
+/* A small GGUF (v3): two keys, one a string array, and one f32 tensor. */
+static void write_gguf(const char *path) {
+    static const unsigned char head[] = "GGUF\3\0\0\0" "\1\0\0\0\0\0\0\0" "\2\0\0\0\0\0\0\0"
+        "\4\0\0\0\0\0\0\0arch" "\x08\0\0\0" "\5\0\0\0\0\0\0\0llama"
+        "\4\0\0\0\0\0\0\0toks" "\x09\0\0\0" "\x08\0\0\0" "\2\0\0\0\0\0\0\0"
+        "\1\0\0\0\0\0\0\0a" "\2\0\0\0\0\0\0\0bc"
+        "\1\0\0\0\0\0\0\0w" "\1\0\0\0" "\4\0\0\0\0\0\0\0" "\0\0\0\0" "\0\0\0\0\0\0\0\0";
+    static const float data[4] = {1, -2, 3, -4};
+    static const unsigned char pad[32] = {0};
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return;
+    size_t n = sizeof head - 1;
+    fwrite(head, 1, n, fp);
+    fwrite(pad, 1, (32 - n % 32) % 32, fp);
+    fwrite(data, 1, sizeof data, fp);
+    fclose(fp);
+}
+
+static void program_gguf(world *w) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.gguf", w->dir);
+    write_gguf(path);
+    tf_gguf *f = NULL;
+    tf_status s = tf_gguf_open(path, &f);
+    if (!finish_step(w, "tf_gguf_open", s, NULL, 0, false)) return;
+    tf_tensor *t = (tf_tensor *)(uintptr_t)1;
+    s = tf_gguf_load(f, "w", w->my, &t);
+    tf_gguf_close(f);
+    finish_step(w, "tf_gguf_load", s, &t, 1, false);
+}
+
 static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
     char npy[512], st[512];
     snprintf(npy, sizeof npy, "%s/a.npy", w->dir);
@@ -382,6 +413,7 @@ static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) 
     s = tf_safetensors_load(f, "b", w->my, &sb);
     tf_safetensors_close(f);
     if (!finish_step(w, "tf_safetensors_load", s, &sb, 1, false)) return;
+    program_gguf(w);
     (void)ld;
 }
 

@@ -6,6 +6,7 @@
  * multi-gigabyte allocation. Keys and tensor names are copied (NUL-ended);
  * values are read from the mapping when asked for. */
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core.h"
@@ -214,6 +215,9 @@ static tf_status read_tensor_info(reader *r, gguf_tensor *t) {
     return TF_OK;
 }
 
+/* check_unique reads each item's name as the char * at its start. */
+_Static_assert(offsetof(gguf_kv, key) == 0 && offsetof(gguf_tensor, name) == 0, "names lead their structs");
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Names must be unique (sorted copy, n log n: a file may hold millions). */
@@ -379,7 +383,7 @@ int64_t tf_gguf_array_length(const tf_gguf *f, int64_t i) {
     return kv && kv->type == TF_GGUF_ARRAY ? (int64_t)kv->count : -1;
 }
 
-/* The element `elem` of key i (0 for a scalar), checked against `want`. */
+/* Key i and its element `elem` (0 for a scalar), both checked in range. */
 static tf_status element(const char *fn, const tf_gguf *f, int64_t i, int64_t elem, const gguf_kv **kv) {
     if (!f) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file is NULL", fn);
     *kv = kv_at(f, i);

@@ -58,8 +58,8 @@ static double time_op(bench_fn fn, void *ctx, tf_device *dev, double min_time) {
 
 static void report(const char *op, const char *size, double seconds, double flops, double bytes) {
     double gflops = flops / seconds * 1e-9, gbs = bytes / seconds * 1e-9;
-    if (seconds < 1e-4) printf("%-10s %-22s %10.3f us", op, size, seconds * 1e6);
-    else printf("%-10s %-22s %10.3f ms", op, size, seconds * 1e3);
+    if (seconds < 1e-4) printf("%-16s %-26s %10.3f us", op, size, seconds * 1e6);
+    else printf("%-16s %-26s %10.3f ms", op, size, seconds * 1e3);
     if (flops > 0) printf("  %8.1f GFLOP/s", gflops);
     if (bytes > 0) printf("  %8.1f GB/s", gbs);
     printf("\n");
@@ -90,8 +90,21 @@ static tf_status run_row(void *v) {
     case 0: s = tf_sum(c->x, TF_ALL_AXES, false, &o); break;
     case 1: s = tf_softmax(c->x, -1, &o); break;
     case 2: s = tf_rmsnorm(c->x, c->w, 1e-6, &o); break;
+    case 4: s = tf_log_softmax(c->x, -1, &o); break;
     default: s = tf_layernorm(c->x, c->w, c->b, 1e-5, &o); break;
     }
+    tf_tensor_release(o);
+    return s;
+}
+
+/* Reductions: sum, max, argmax over everything (axis TF_ALL_AXES) or the rows. */
+typedef struct reduce_ctx { tf_tensor *x; int op, axis; } reduce_ctx;
+
+static tf_status run_reduce(void *v) {
+    reduce_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s = c->op == 0 ? tf_sum(c->x, c->axis, false, &o)
+                  : c->op == 1 ? tf_max(c->x, c->axis, false, &o) : tf_argmax(c->x, c->axis, false, &o);
     tf_tensor_release(o);
     return s;
 }
@@ -123,6 +136,96 @@ static tf_status run_copy(void *v) {
     return s;
 }
 
+/* A tensor of dtype dt with normal values (made in f32, then cast). */
+static tf_tensor *randn_as(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, uint64_t seed) {
+    tf_tensor *t32 = NULL, *t = NULL;
+    CHECK(tf_randn(dev, TF_F32, ndim, shape, seed, &t32));
+    if (dt == TF_F32) return t32;
+    CHECK(tf_cast(t32, dt, &t));
+    tf_tensor_release(t32);
+    return t;
+}
+
+static void gpu_rows(tf_device *dev, double min_time, int64_t scale) {
+    static const struct { const char *name; int op; } ops[] = {
+        {"softmax", 1}, {"log_softmax", 4}, {"rmsnorm", 2}, {"layernorm", 3}};
+    static const tf_dtype dts[] = {TF_F32, TF_BF16};
+    char name[64], size[96];
+    for (int di = 0; di < 2; di++)
+        for (int oi = 0; oi < 4; oi++) {
+            int64_t shape[2] = {32768 / scale, 4096}, d = 4096;
+            unary_ctx c = {randn_as(dev, dts[di], 2, shape, 4), randn_as(dev, dts[di], 1, &d, 5),
+                           randn_as(dev, dts[di], 1, &d, 6), ops[oi].op};
+            snprintf(name, sizeof name, "%s%s", ops[oi].name, dts[di] == TF_F32 ? "" : "_bf16");
+            snprintf(size, sizeof size, "[%lld,4096] %s", (long long)shape[0], tf_dtype_name(dts[di]));
+            double bytes = 2.0 * (double)tf_dtype_size(dts[di]) * shape[0] * shape[1];
+            report(name, size, time_op(run_row, &c, dev, min_time), 0, bytes);
+            tf_tensor_release(c.x);
+            tf_tensor_release(c.w);
+            tf_tensor_release(c.b);
+        }
+}
+
+static void gpu_reductions(tf_device *dev, double min_time, int64_t scale) {
+    static const char *names[] = {"sum", "max", "argmax"};
+    char name[64], size[96];
+    int64_t n = ((int64_t)256 << 20) / (scale * scale), rows[2] = {n / 4096, 4096};
+    tf_tensor *x = randn_as(dev, TF_F32, 1, &n, 3), *xr = NULL;
+    CHECK(tf_reshape(x, 2, rows, &xr));
+    for (int op = 0; op < 3; op++)
+        for (int by_row = 0; by_row < 2; by_row++) {
+            reduce_ctx c = {by_row ? xr : x, op, by_row ? 1 : TF_ALL_AXES};
+            snprintf(name, sizeof name, "%s_%s", names[op], by_row ? "rows" : "all");
+            snprintf(size, sizeof size, by_row ? "[%lld,4096] f32" : "%lldM f32",
+                     (long long)(by_row ? rows[0] : n >> 20));
+            report(name, size, time_op(run_reduce, &c, dev, min_time), 0, 4.0 * n);
+        }
+    tf_tensor_release(xr);
+    tf_tensor_release(x);
+}
+
+/* Attention: causal prefill 8 x 32 heads x L x 128, and decode (one query
+ * against L keys), bf16 and f16. */
+static void gpu_attention(tf_device *dev, double min_time, int64_t scale) {
+    static const tf_dtype dts[] = {TF_BF16, TF_F16};
+    char name[64], size[96];
+    for (int di = 0; di < 2; di++) {
+        int64_t L = 4096 / scale, shape[4] = {8, 32, L, 128}, qshape[4] = {8, 32, 1, 128};
+        attn_ctx c = {randn_as(dev, dts[di], 4, shape, 9), randn_as(dev, dts[di], 4, shape, 10),
+                      randn_as(dev, dts[di], 4, shape, 11)};
+        const char *dn = tf_dtype_name(dts[di]);
+        double flops = 2.0 * 2.0 * 8 * 32 * (double)L * L * 128 / 2;
+        snprintf(name, sizeof name, "attention%s", dts[di] == TF_BF16 ? "" : "_f16");
+        snprintf(size, sizeof size, "8x32x%lldx128 %s causal", (long long)L, dn);
+        report(name, size, time_op(run_attention, &c, dev, min_time), flops, 0);
+        tf_tensor_release(c.q);
+        c.q = randn_as(dev, dts[di], 4, qshape, 12);
+        snprintf(name, sizeof name, "decode%s", dts[di] == TF_BF16 ? "" : "_f16");
+        snprintf(size, sizeof size, "8x32x1x%lldx128 %s", (long long)L, dn);
+        report(name, size, time_op(run_attention, &c, dev, min_time), 0, 2.0 * 2 * 8 * 32 * (double)L * 128);
+        tf_tensor_release(c.q);
+        tf_tensor_release(c.k);
+        tf_tensor_release(c.v);
+    }
+}
+
+/* Host cost of a tiny op: calls issued back to back, one wait at the end. */
+static void gpu_overhead(tf_device *dev) {
+    int64_t n = 4;
+    binary_ctx c = {NULL, NULL, 0};
+    CHECK(tf_ones(dev, TF_F32, 1, &n, &c.a));
+    CHECK(tf_ones(dev, TF_F32, 1, &n, &c.b));
+    for (int r = 0; r < 2; r++) {                        /* warm, then timed */
+        int reps = 20000;
+        double t0 = now();
+        for (int i = 0; i < reps; i++) CHECK(run_binary(&c));
+        CHECK(tf_device_synchronize(dev));
+        if (r) report("overhead", "add [4] f32", (now() - t0) / reps, 0, 0);
+    }
+    tf_tensor_release(c.a);
+    tf_tensor_release(c.b);
+}
+
 /* The GPU suite: the CUDA targets' shapes, each extent divided by `scale`
  * (1 on a GPU; larger to try the suite on a small device). */
 static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
@@ -140,44 +243,16 @@ static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
     }
     {
         int64_t m = 8192 / scale, shape[2] = {m, m};
-        mm_ctx c = {NULL, NULL};
-        tf_tensor *a32 = NULL, *b32 = NULL;
-        CHECK(tf_randn(dev, TF_F32, 2, shape, 7, &a32));
-        CHECK(tf_randn(dev, TF_F32, 2, shape, 8, &b32));
-        CHECK(tf_cast(a32, TF_BF16, &c.a));
-        CHECK(tf_cast(b32, TF_BF16, &c.b));
+        mm_ctx c = {randn_as(dev, TF_BF16, 2, shape, 7), randn_as(dev, TF_BF16, 2, shape, 8)};
         snprintf(size, sizeof size, "%lldx%lldx%lld bf16", (long long)m, (long long)m, (long long)m);
         report("matmul", size, time_op(run_matmul, &c, dev, min_time), 2.0 * m * m * m, 0);
-        tf_tensor *all[] = {a32, b32, c.a, c.b};
-        for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+        tf_tensor_release(c.a);
+        tf_tensor_release(c.b);
     }
-    for (int op = 1; op <= 2; op++) {
-        int64_t shape[2] = {32768 / scale, 4096}, d = 4096;
-        unary_ctx c = {NULL, NULL, NULL, op};
-        CHECK(tf_randn(dev, TF_F32, 2, shape, 4, &c.x));
-        CHECK(tf_randn(dev, TF_F32, 1, &d, 5, &c.w));
-        snprintf(size, sizeof size, "[%lld,4096] f32", (long long)shape[0]);
-        report(op == 1 ? "softmax" : "rmsnorm", size, time_op(run_row, &c, dev, min_time), 0, 8.0 * shape[0] * shape[1]);
-        tf_tensor_release(c.x);
-        tf_tensor_release(c.w);
-    }
-    {
-        int64_t shape[4] = {8, 32, 4096 / scale, 128};
-        attn_ctx c = {NULL, NULL, NULL};
-        tf_tensor *t32 = NULL;
-        tf_tensor **dst[3] = {&c.q, &c.k, &c.v};
-        for (int i = 0; i < 3; i++) {
-            CHECK(tf_randn(dev, TF_F32, 4, shape, 9 + i, &t32));
-            CHECK(tf_cast(t32, TF_BF16, dst[i]));
-            tf_tensor_release(t32);
-        }
-        double L = (double)shape[2], flops = 2.0 * 2.0 * 8 * 32 * L * L * 128 / 2;
-        snprintf(size, sizeof size, "8x32x%lldx128 bf16 causal", (long long)shape[2]);
-        report("attention", size, time_op(run_attention, &c, dev, min_time), flops, 0);
-        tf_tensor_release(c.q);
-        tf_tensor_release(c.k);
-        tf_tensor_release(c.v);
-    }
+    gpu_rows(dev, min_time, scale);
+    gpu_reductions(dev, min_time, scale);
+    gpu_attention(dev, min_time, scale);
+    gpu_overhead(dev);
 }
 
 static bool wanted(const char *ops, const char *op) {

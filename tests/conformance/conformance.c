@@ -9,7 +9,8 @@
  * match exactly. The dtype codecs here are written independently of the
  * library's. A device that runs zero cases fails.
  *
- * usage: conformance [--device NAME]...   (default: every device)
+ * usage: conformance [--device NAME]... [--no-fallback BACKEND]... [--op NAME]...
+ *        (default: every device, every op)
  */
 #define _GNU_SOURCE   /* M_PI */
 #include <math.h>
@@ -608,6 +609,12 @@ static const reduce_case reduce_cases[] = {
     {2, {0, 5}, 0, LAYOUT_CONTIG},            {2, {0, 5}, 1, LAYOUT_CONTIG},
     {2, {0, 5}, TF_ALL_AXES, LAYOUT_CONTIG},  {0, {0}, TF_ALL_AXES, LAYOUT_CONTIG},
     {1, {1031}, TF_ALL_AXES, LAYOUT_STRIDED}, {2, {1, 1}, 0, LAYOUT_CONTIG},
+    /* What the GPUs' reduction kernels take: everything or the last axis of
+     * contiguous data, with and without 16-byte loads, in one block a row or
+     * in parts merged by a second kernel. */
+    {1, {20011}, TF_ALL_AXES, LAYOUT_CONTIG}, {2, {16, 1024}, TF_ALL_AXES, LAYOUT_CONTIG},
+    {2, {3, 4096}, -1, LAYOUT_CONTIG},        {2, {7, 999}, 1, LAYOUT_CONTIG},
+    {2, {2, 40000}, 1, LAYOUT_CONTIG},
 };
 
 static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
@@ -1345,6 +1352,10 @@ static void run_row(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const reduce_case cases[] = {
         {3, {6, 5, 8}, -1, LAYOUT_CONTIG}, {3, {6, 5, 8}, 1, LAYOUT_TRANSPOSED}, {3, {6, 5, 8}, 0, LAYOUT_STRIDED},
         {1, {1031}, 0, LAYOUT_CONTIG},     {2, {3, 0}, -1, LAYOUT_CONTIG},       {2, {0, 5}, -1, LAYOUT_CONTIG},
+        /* Rows the GPUs' one-pass kernels take: a warp a row (with and without
+         * 16-byte loads), a block of 256 and of 1024 threads a row. */
+        {2, {5, 1000}, -1, LAYOUT_CONTIG}, {2, {7, 33}, -1, LAYOUT_CONTIG},      {2, {4, 4096}, -1, LAYOUT_CONTIG},
+        {2, {3, 20000}, -1, LAYOUT_CONTIG},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const reduce_case *rc = &cases[ci];
@@ -1357,7 +1368,8 @@ static void run_row(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         tf_status s = make_input(dev, dt, nd, rc->shape, op->dom, 0, rc->lay, &h, &t);
         memset(&hw, 0, sizeof hw);
         memset(&hb, 0, sizeof hb);
-        if (with_w && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, LAYOUT_STRIDED, &hw, &w);
+        layout w_lay = ci < 6 ? LAYOUT_STRIDED : LAYOUT_CONTIG;      /* contiguous: vector loads of w */
+        if (with_w && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, w_lay, &hw, &w);
         if (with_b && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, LAYOUT_CONTIG, &hb, &b);
         if (s == TF_OK) {
             switch (op->kind) {
@@ -1473,6 +1485,12 @@ static void run_attention(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         {{1, 2, 1, 16}, {1, 2, 7, 16}, 16, true, 6, 0, {0}, LAYOUT_CONTIG},          /* decode, KV cache */
         {{1, 3, 4, 5}, {1, 3, 4, 5}, 3, true, 0, 4, {1, 3, 1, 4}, LAYOUT_STRIDED},   /* MHA, prefill */
         {{1, 2, 0, 4}, {1, 1, 3, 4}, 4, false, -1, 0, {0}, LAYOUT_CONTIG},           /* no queries */
+        /* Shapes the GPUs' flash (prefill) and split-KV (decode) kernels take:
+         * head sizes 64 and 128, partial tiles, GQA, a KV offset, masks. */
+        {{1, 4, 150, 64}, {1, 2, 200, 64}, 64, true, 50, 0, {0}, LAYOUT_CONTIG},
+        {{2, 2, 70, 128}, {2, 2, 70, 128}, 128, false, -1, 2, {70, 70}, LAYOUT_CONTIG},
+        {{1, 3, 1, 128}, {1, 3, 600, 128}, 128, true, -1, 0, {0}, LAYOUT_CONTIG},
+        {{2, 4, 3, 64}, {2, 1, 300, 64}, 64, true, 100, 4, {2, 1, 3, 300}, LAYOUT_CONTIG},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         int64_t vshape[4] = {cases[ci].kv[0], cases[ci].kv[1], cases[ci].kv[2], cases[ci].dv};
@@ -1946,12 +1964,24 @@ static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c)
     }
 }
 
+/* --op NAME (repeatable): only these ops, e.g. for a slow checker (racecheck). */
+static const char *only_ops[16];
+static int n_only_ops;
+
+static bool op_selected(const op_row *op) {
+    if (n_only_ops == 0) return true;
+    for (int i = 0; i < n_only_ops; i++)
+        if (!strcmp(only_ops[i], op->name)) return true;
+    return false;
+}
+
 static counts run_device(tf_device *dev) {
     counts c = {0, 0};
     tf_device_props props;
     tf_device_get_props(dev, &props);
     for (size_t oi = 0; oi < sizeof op_table / sizeof *op_table; oi++) {
         const op_row *op = &op_table[oi];
+        if (!op_selected(op)) continue;
         for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
             if (!((op->accepts >> dt) & 1u) || !((props.caps.dtypes >> dt) & 1u)) continue;
             switch (op->shape) {
@@ -2015,6 +2045,7 @@ static void check_rand_statistics(counts *c) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);                /* a run stopped by a timeout keeps what it printed */
     const char *seed_env = getenv("TF_TEST_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     rng_state = seed ? seed : 88172645463325252ull;
@@ -2033,8 +2064,12 @@ int main(int argc, char **argv) {
             no_fallback[n_no_fallback++] = argv[i + 1];
             continue;
         }
+        if (!strcmp(argv[i], "--op") && n_only_ops < 16) {
+            only_ops[n_only_ops++] = argv[i + 1];
+            continue;
+        }
         if (strcmp(argv[i], "--device") || ndev == 64 || tf_device_get(argv[i + 1], &devices[ndev]) != TF_OK) {
-            printf("usage: conformance [--device NAME]... [--no-fallback BACKEND]...  (%s)\n", tf_last_error());
+            printf("usage: conformance [--device NAME]... [--no-fallback BACKEND]... [--op NAME]...  (%s)\n", tf_last_error());
             return 2;
         }
         ndev++;

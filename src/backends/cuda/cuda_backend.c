@@ -29,6 +29,7 @@
 #include <tensorframe/cuda.h>
 
 #include "cublas_table.h"
+#include "fast_plan.h"
 #include "gpu_runtime.h"
 #include "plan.h"
 
@@ -540,6 +541,66 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
 
 /* ---- ops ---- */
 
+/* ---- the plugin's own kernels (fast_kernels.cu; fast_plan.c says which ops) ---- */
+
+static uintptr_t addr_of(const tf_tensor_desc *t) { return (uintptr_t)mem_of(t) + (uintptr_t)t->offset; }
+
+/* TF_CUDA_PORTABLE_ONLY=1 keeps every op on the portable kernels (to compare). */
+static bool fast_kernels_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("TF_CUDA_PORTABLE_ONLY");
+        enabled = !(v && *v && strcmp(v, "0") != 0);
+    }
+    return enabled;
+}
+
+static tf_status run_attention(cuda_dev *d, tf_cuda_attn_args *a) {
+    size_t n = tf_cuda_attn_scratch_bytes(a);
+    cuda_buf *scratch = NULL;
+    if (n) {
+        tf_status s = tf_gpu_alloc(&d->gd, n, &scratch);
+        if (s != TF_OK) return s;
+        a->partial = scratch->handle;
+    }
+    int e = tf_cuda_attn_launch(a, d->current);
+    if (scratch) tf_gpu_free(&d->gd, scratch);   /* stream-ordered: the next user comes after these kernels */
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "attention kernel");
+}
+
+static tf_status run_reduce(cuda_dev *d, tf_cuda_reduce_args *a) {
+    size_t n = tf_cuda_reduce_scratch_bytes(a);
+    cuda_buf *scratch = NULL;
+    if (n) {
+        tf_status s = tf_gpu_alloc(&d->gd, n, &scratch);
+        if (s != TF_OK) return s;
+        a->partial = scratch->handle;
+    }
+    int e = tf_cuda_reduce_launch(a, d->current);
+    if (scratch) tf_gpu_free(&d->gd, scratch);
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "reduction kernel");
+}
+
+/* True if one of the plugin's kernels took op (*s holds the result). */
+static bool try_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
+    if (!fast_kernels_enabled()) return false;
+    tf_cuda_row_args row;
+    tf_cuda_attn_args attn;
+    tf_cuda_reduce_args red;
+    if (tf_cuda_plan_row(op, addr_of, &row)) {
+        int e = tf_cuda_row_launch(&row, d->current);
+        *s = e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "row kernel");
+    } else if (tf_cuda_plan_reduce(op, d->sm_count, addr_of, &red)) {
+        *s = run_reduce(d, &red);
+    } else if (tf_cuda_plan_attention(op, d->sm_count, addr_of, &attn)) {
+        *s = run_attention(d, &attn);
+    } else {
+        return false;
+    }
+    if (*s == TF_OK) d->stats.kernels_launched++;
+    return true;
+}
+
 static bool cu_supports(void *ctx, const tf_op *op) {
     (void)ctx;
     return tf_pk_supports(op, true);
@@ -550,7 +611,8 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free};
     tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
-    if (!((op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) && try_cublas(d, &tg, op, &s))) s = tf_pk_run(&tg, op);
+    bool taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? try_cublas(d, &tg, op, &s) : try_fast(d, op, &s);
+    if (!taken) s = tf_pk_run(&tg, op);
     leave(d);
     return s;
 }
@@ -664,9 +726,33 @@ static tf_status set_tf32(bool enabled) {
     return TF_OK;
 }
 
-static const tf_gpu_extra extras[] = {{"tf_cuda_stats", (void *)(tf_cuda_stats_fn)get_stats}, {"tf_cuda_set_tf32", (void *)(tf_cuda_set_tf32_fn)set_tf32},};
+#ifdef TF_CUDA_TEST_HOOKS
+/* Test-only builds (-DTF_CUDA_TEST_HOOKS=ON): run a kernel that writes
+ * through a bad pointer, so tests/cuda/test_cuda_gpu.c can see a sticky
+ * error mark the device lost and the process go on. */
+static tf_status debug_fault(int device) {
+    tf_status s = tf_gpu_check_index(host, "tf_cuda_debug_fault", device, n_devs, &devs[0]);
+    if (s != TF_OK || (s = enter(&devs[device])) != TF_OK) return s;
+    cuda_dev *d = &devs[device];
+    int e = tf_cuda_debug_fault_launch(d->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+    s = e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "tf_cuda_debug_fault");
+    leave(d);
+    return s;
+}
+#endif
 
-static void *cu_get_proc_address(void *ctx, const char *name) { return tf_gpu_find_extra(extras, 2, name); }
+static const tf_gpu_extra extras[] = {
+    {"tf_cuda_stats", (void *)(tf_cuda_stats_fn)get_stats},
+    {"tf_cuda_set_tf32", (void *)(tf_cuda_set_tf32_fn)set_tf32},
+#ifdef TF_CUDA_TEST_HOOKS
+    {"tf_cuda_debug_fault", (void *)debug_fault},
+#endif
+};
+
+static void *cu_get_proc_address(void *ctx, const char *name) {
+    return tf_gpu_find_extra(extras, (int)(sizeof extras / sizeof *extras), name);
+}
 
 static void cu_shutdown(void *ctx) {
     (void)ctx;

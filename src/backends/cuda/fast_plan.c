@@ -1,0 +1,191 @@
+/* Which ops the CUDA plugin's own kernels take (see fast_plan.h). */
+#include "fast_plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool ftype_of(tf_dtype dt, tf_cuda_ftype *t, int *size) {
+    switch (dt) {
+    case TF_F32: *t = TF_CUDA_F32; *size = 4; return true;
+    case TF_F16: *t = TF_CUDA_F16; *size = 2; return true;
+    case TF_BF16: *t = TF_CUDA_BF16; *size = 2; return true;
+    default: return false;
+    }
+}
+
+static bool aligned16(uintptr_t p) { return p % 16 == 0; }
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- row ops ---- */
+
+/* The smallest geometry that holds a row of len: a warp first (rows packed
+ * four to a block), then a block of 256, then 1024 threads; false if even
+ * 1024 threads x 8 loads of vec elements cannot hold it. */
+static bool row_geometry(int64_t len, int vec, int32_t *threads, int32_t *chunks) {
+    static const int32_t tpr[] = {32, 256, 1024};
+    for (int i = 0; i < 3; i++)
+        for (int32_t ch = 1; ch <= 8; ch *= 2)
+            if ((int64_t)tpr[i] * ch * vec >= len) {
+                *threads = tpr[i];
+                *chunks = ch;
+                return true;
+            }
+    return false;
+}
+
+bool tf_cuda_plan_row(const tf_op *op, tf_cuda_addr_fn addr, tf_cuda_row_args *a) {
+    if (op->kind != TF_OP_SOFTMAX && op->kind != TF_OP_LOG_SOFTMAX && op->kind != TF_OP_RMSNORM &&
+        op->kind != TF_OP_LAYERNORM)
+        return false;
+    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
+    tf_cuda_ftype type;
+    int size;
+    if (!ftype_of(x->dtype, &type, &size) || o->dtype != x->dtype || x->ndim < 1 || op->params.axis != x->ndim - 1 ||
+        !tf_desc_is_contiguous(x) || !tf_desc_is_contiguous(o))
+        return false;
+    memset(a, 0, sizeof *a);
+    a->op = op->kind;
+    a->type = type;
+    a->len = x->shape[x->ndim - 1];
+    a->rows = a->len > 0 ? tf_desc_numel(x) / a->len : 0;
+    if (a->len <= 0 || a->rows <= 0 || a->rows > (int64_t)INT32_MAX * 4) return false;
+    a->has_w = (op->params.flags & TF_ROW_WEIGHT) != 0;
+    a->has_b = (op->params.flags & TF_ROW_BIAS) != 0;
+    int next = 1;
+    const tf_tensor_desc *w = a->has_w ? &op->inputs[next++] : NULL, *b = a->has_b ? &op->inputs[next++] : NULL;
+    if ((w && w->dtype != x->dtype) || (b && b->dtype != x->dtype)) return false;
+    a->ws = w ? w->strides[0] : 0;
+    a->bs = b ? b->strides[0] : 0;
+    a->eps = (float)op->params.eps;
+    a->x = (const void *)addr(x);
+    a->out = (void *)addr(o);
+    a->w = w ? (const void *)addr(w) : NULL;
+    a->b = b ? (const void *)addr(b) : NULL;
+    /* 128-bit loads need every row, weight and bias to start on 16 bytes. */
+    int vec = 16 / size;
+    bool wide = a->len % vec == 0 && aligned16((uintptr_t)a->x) && aligned16((uintptr_t)a->out) &&
+                (!w || (a->ws == 1 && aligned16((uintptr_t)a->w))) && (!b || (a->bs == 1 && aligned16((uintptr_t)a->b)));
+    a->vec = wide ? vec : 1;
+    return row_geometry(a->len, a->vec, &a->threads_per_row, &a->chunks);
+}
+
+/* ---- reductions ---- */
+
+#define REDUCE_THREADS 256       /* fast_kernels.cu's block */
+#define REDUCE_UNROLL 4          /* loads a thread has in flight */
+
+bool tf_cuda_plan_reduce(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_reduce_args *a) {
+    tf_op_kind k = op->kind;
+    if (k != TF_OP_SUM && k != TF_OP_MEAN && k != TF_OP_MAX && k != TF_OP_MIN && k != TF_OP_ARGMAX && k != TF_OP_ARGMIN)
+        return false;
+    const tf_tensor_desc *x = &op->inputs[0], *o = &op->output;
+    tf_cuda_ftype type;
+    int size;
+    bool arg = k == TF_OP_ARGMAX || k == TF_OP_ARGMIN;
+    if (!ftype_of(x->dtype, &type, &size) || o->dtype != (arg ? TF_I64 : x->dtype) || !tf_desc_is_contiguous(x) ||
+        !tf_desc_is_contiguous(o))
+        return false;
+    bool all = op->params.axis == TF_ALL_AXES;
+    if (!all && (x->ndim < 1 || op->params.axis != x->ndim - 1)) return false;
+    memset(a, 0, sizeof *a);
+    a->op = k;
+    a->type = type;
+    int64_t n = tf_desc_numel(x);
+    a->len = all ? n : x->shape[x->ndim - 1];
+    a->rows = all ? 1 : (a->len > 0 ? n / a->len : 0);
+    if (a->len <= 0 || a->rows <= 0 || tf_desc_numel(o) != a->rows) return false;
+    a->x = (const void *)addr(x);
+    a->out = (void *)addr(o);
+    a->vec = a->len % (16 / size) == 0 && aligned16((uintptr_t)a->x) ? 16 / size : 1;
+    /* Parts a row: enough blocks for 8 a multiprocessor, none with less than
+     * one round of loads. */
+    int64_t want = (int64_t)(sm_count > 0 ? sm_count : 1) * 8;
+    int64_t parts = a->rows >= want ? 1 : ceil_div(want, a->rows);
+    int64_t most = ceil_div(a->len, (int64_t)REDUCE_THREADS * a->vec * REDUCE_UNROLL);
+    a->parts = parts < most ? parts : most;
+    if (a->parts < 1) a->parts = 1;
+    return a->rows * a->parts <= INT32_MAX;
+}
+
+size_t tf_cuda_reduce_scratch_bytes(const tf_cuda_reduce_args *a) {
+    return a->parts > 1 ? (size_t)(a->rows * a->parts) * sizeof(tf_cuda_reduce_part) : 0;
+}
+
+/* ---- attention ---- */
+
+/* Unit stride along the head, the others and the start multiples of 8
+ * elements (16 bytes): the kernels copy rows 16 bytes at a time. */
+static bool rows_of16(const tf_tensor_desc *t, uintptr_t base, int64_t st[3]) {
+    if (t->strides[3] != 1 || !aligned16(base)) return false;
+    for (int i = 0; i < 3; i++) {
+        if (t->strides[i] % 8 != 0) return false;
+        st[i] = t->strides[i];
+    }
+    return true;
+}
+
+/* Decode: enough blocks to fill the GPU (8 a multiprocessor), each with at
+ * least 256 keys. */
+static void decode_split(tf_cuda_attn_args *a, int sm_count) {
+    int64_t rows = a->B * a->Hq * a->Lq, want = (int64_t)(sm_count > 0 ? sm_count : 1) * 8;
+    int64_t splits = ceil_div(want, rows), most = ceil_div(a->Lk, 256);
+    if (splits > most) splits = most;
+    if (splits < 1) splits = 1;
+    a->chunk = ceil_div(a->Lk > 0 ? a->Lk : 1, splits);
+    a->splits = ceil_div(a->Lk > 0 ? a->Lk : 1, a->chunk);
+}
+
+bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_attn_args *a) {
+    if (op->kind != TF_OP_SDPA) return false;
+    const tf_tensor_desc *q = &op->inputs[0], *k = &op->inputs[1], *v = &op->inputs[2], *o = &op->output;
+    bool has_mask = (op->params.flags & TF_SDPA_MASK) != 0;
+    const tf_tensor_desc *m = has_mask ? &op->inputs[3] : NULL;
+    tf_cuda_ftype type;
+    int size;
+    if (!ftype_of(q->dtype, &type, &size) || type == TF_CUDA_F32) return false;
+    int64_t D = q->shape[3];
+    if ((D != 64 && D != 128) || v->shape[3] != D || o->dtype != q->dtype) return false;
+    memset(a, 0, sizeof *a);
+    a->type = type;
+    a->head_dim = (int32_t)D;
+    a->B = q->shape[0];
+    a->Hq = q->shape[1];
+    a->Lq = q->shape[2];
+    a->Hkv = k->shape[1];
+    a->Lk = k->shape[2];
+    a->q_off = op->params.q_offset;
+    a->causal = (op->params.flags & TF_SDPA_CAUSAL) != 0;
+    a->has_mask = has_mask;
+    if (a->B <= 0 || a->Hq <= 0 || a->Lq <= 0 || a->Hkv <= 0 || a->Hq % a->Hkv != 0 || a->B > 65535 || a->Hq > 65535)
+        return false;
+    a->q = (const void *)addr(q);
+    a->k = (const void *)addr(k);
+    a->v = (const void *)addr(v);
+    a->out = (void *)addr(o);
+    if (!rows_of16(q, (uintptr_t)a->q, a->qs) || !rows_of16(k, (uintptr_t)a->k, a->ks) ||
+        !rows_of16(v, (uintptr_t)a->v, a->vs) || !rows_of16(o, (uintptr_t)a->out, a->os))
+        return false;
+    if (m) {
+        if (m->dtype != q->dtype) return false;
+        a->mask = (const void *)addr(m);
+        for (int i = 0; i < 4; i++) a->ms[i] = m->strides[i];
+    }
+    a->scale_log2 = (float)(op->params.scale * 1.4426950408889634);
+    if (a->Lq <= TF_CUDA_DECODE_MAX_Q) {
+        if (a->Hq * a->Lq > 65535) return false;
+        a->kind = TF_CUDA_ATTN_DECODE;
+        decode_split(a, sm_count);
+        return true;
+    }
+    a->kind = TF_CUDA_ATTN_FLASH;
+    const char *w = getenv("TF_CUDA_FLASH_WARPS");      /* tuning experiments only: 4 or 8 */
+    a->warps = w && atoi(w) == 8 ? 8 : 4;
+    return ceil_div(a->Lq, 16 * a->warps) <= INT32_MAX;
+}
+
+size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a) {
+    if (a->kind != TF_CUDA_ATTN_DECODE || a->splits <= 1) return 0;
+    return (size_t)(a->B * a->Hq * a->Lq * a->splits) * (size_t)(a->head_dim + 2) * sizeof(float);
+}

@@ -1,0 +1,223 @@
+/* The CUDA plugin's choice of its own kernels (src/backends/cuda/fast_plan.c),
+ * tested without a GPU: which ops and layouts they take, the geometry for a
+ * row's length, the splits of decode attention and of reductions. The
+ * kernels themselves run in conformance on a GPU (scripts/cuda-check.sh).
+ * Plain C, so it builds on the GPU machine too. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fast_plan.h"
+
+static int failures, checks;
+
+#define EXPECT(cond, ...)                                   \
+    do {                                                    \
+        checks++;                                           \
+        if (!(cond)) {                                      \
+            failures++;                                     \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
+            printf(__VA_ARGS__);                            \
+            printf("\n");                                   \
+        }                                                   \
+    } while (0)
+
+/* Fake device addresses: a tensor's offset on a 256-aligned base. */
+static uintptr_t fake_addr(const tf_tensor_desc *t) { return (uintptr_t)0x10000000u + (uintptr_t)t->offset; }
+
+static tf_tensor_desc contiguous(tf_dtype dt, int ndim, const int64_t *shape) {
+    tf_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = dt;
+    d.ndim = ndim;
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        d.shape[i] = shape[i];
+        d.strides[i] = st;
+        st *= shape[i];
+    }
+    return d;
+}
+
+static tf_op row_op(tf_op_kind kind, tf_dtype dt, int64_t rows, int64_t len) {
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.struct_size = sizeof op;
+    op.kind = kind;
+    op.n_inputs = 1;
+    int64_t shape[2] = {rows, len};
+    op.inputs[0] = contiguous(dt, 2, shape);
+    op.output = op.inputs[0];
+    op.params.axis = 1;
+    op.params.eps = 1e-5;
+    return op;
+}
+
+static void test_row_geometry(void) {
+    static const struct {
+        tf_dtype dt;
+        int64_t len;
+        int32_t threads, chunks, vec;
+    } cases[] = {
+        {TF_F32, 8, 32, 1, 4},       {TF_F32, 128, 32, 1, 4},       {TF_F32, 129, 32, 8, 1},
+        {TF_F32, 1000, 32, 8, 4},    {TF_F32, 1024, 32, 8, 4},      {TF_F32, 4096, 256, 4, 4},
+        {TF_F32, 20000, 1024, 8, 4}, {TF_F32, 1031, 256, 8, 1},     {TF_BF16, 4096, 256, 2, 8},
+        {TF_F16, 8, 32, 1, 8},       {TF_BF16, 65536, 1024, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tf_op op = row_op(TF_OP_SOFTMAX, cases[i].dt, 3, cases[i].len);
+        tf_cuda_row_args a;
+        bool taken = tf_cuda_plan_row(&op, fake_addr, &a);
+        EXPECT(taken && a.threads_per_row == cases[i].threads && a.chunks == cases[i].chunks && a.vec == cases[i].vec &&
+                   a.rows == 3 && a.len == cases[i].len,
+               "%s len %lld: taken %d, %d threads x %d loads x %d (want %d x %d x %d)", tf_dtype_name(cases[i].dt),
+               (long long)cases[i].len, taken, a.threads_per_row, a.chunks, a.vec, cases[i].threads, cases[i].chunks,
+               cases[i].vec);
+    }
+}
+
+static void test_row_refusals(void) {
+    tf_cuda_row_args a;
+    tf_op op = row_op(TF_OP_SOFTMAX, TF_F32, 3, 8193);   /* odd: 1024 x 8 scalar loads hold 8192 */
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "f32 rows of 8193 (no 16-byte loads) are too long");
+    op = row_op(TF_OP_SOFTMAX, TF_F32, 3, 32769);
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "rows of 32769 are too long");
+    op = row_op(TF_OP_SOFTMAX, TF_F64, 3, 64);
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "f64 stays on the portable kernels");
+    op = row_op(TF_OP_SOFTMAX, TF_F32, 3, 64);
+    op.params.axis = 0;
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "softmax over axis 0 is not the row kernel's");
+    op = row_op(TF_OP_SOFTMAX, TF_F32, 3, 64);
+    op.inputs[0].strides[0] = 128;
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "rows with gaps are not contiguous");
+    op = row_op(TF_OP_ADD, TF_F32, 3, 64);
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "add is not a row op");
+    op = row_op(TF_OP_SOFTMAX, TF_F32, 0, 64);
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "no rows: nothing to launch");
+    /* Offsets that break 16-byte alignment, or a strided weight: scalar loads. */
+    op = row_op(TF_OP_RMSNORM, TF_F32, 3, 64);
+    op.inputs[0].offset = 4;
+    EXPECT(tf_cuda_plan_row(&op, fake_addr, &a) && a.vec == 1, "a misaligned x gives vec %d", a.vec);
+    op = row_op(TF_OP_RMSNORM, TF_F32, 3, 64);
+    int64_t len = 128;
+    op.n_inputs = 2;
+    op.params.flags = TF_ROW_WEIGHT;
+    op.inputs[1] = contiguous(TF_F32, 1, &len);
+    op.inputs[1].shape[0] = 64;
+    op.inputs[1].strides[0] = 2;
+    EXPECT(tf_cuda_plan_row(&op, fake_addr, &a) && a.vec == 1 && a.has_w && a.ws == 2, "a strided weight: vec %d",
+           a.vec);
+    op.inputs[1].strides[0] = 1;
+    EXPECT(tf_cuda_plan_row(&op, fake_addr, &a) && a.vec == 4 && a.ws == 1, "a unit-stride weight: vec %d", a.vec);
+    op.inputs[1].dtype = TF_F16;
+    EXPECT(!tf_cuda_plan_row(&op, fake_addr, &a), "a weight of another dtype");
+}
+
+static tf_op reduce_op(tf_op_kind kind, tf_dtype dt, int ndim, const int64_t *shape, int axis) {
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.struct_size = sizeof op;
+    op.kind = kind;
+    op.n_inputs = 1;
+    op.inputs[0] = contiguous(dt, ndim, shape);
+    int64_t rows = 1;
+    for (int i = 0; axis != TF_ALL_AXES && i < ndim - 1; i++) rows *= shape[i];
+    op.output = contiguous(kind == TF_OP_ARGMAX || kind == TF_OP_ARGMIN ? TF_I64 : dt, 1, &rows);
+    op.params.axis = axis;
+    return op;
+}
+
+static void test_reduce(void) {
+    tf_cuda_reduce_args a;
+    int64_t big = (int64_t)256 << 20, rows[2] = {65536, 4096}, odd = 20011;
+    tf_op op = reduce_op(TF_OP_SUM, TF_F32, 1, &big, TF_ALL_AXES);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.rows == 1 && a.parts == 132 * 8 && a.vec == 4 &&
+               tf_cuda_reduce_scratch_bytes(&a) == 132 * 8 * sizeof(tf_cuda_reduce_part),
+           "256M: %lld parts", (long long)a.parts);
+    op = reduce_op(TF_OP_ARGMAX, TF_F32, 2, rows, 1);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.rows == 65536 && a.parts == 1 &&
+               tf_cuda_reduce_scratch_bytes(&a) == 0,
+           "65536 rows: %lld parts", (long long)a.parts);
+    op = reduce_op(TF_OP_MAX, TF_BF16, 1, &odd, TF_ALL_AXES);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.vec == 1 && a.parts == (odd + 1023) / 1024,
+           "20011 bf16: vec %d, %lld parts (one round of loads each)", a.vec, (long long)a.parts);
+    op = reduce_op(TF_OP_ARGMAX, TF_F32, 2, rows, 1);
+    op.output.dtype = TF_I32;
+    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "argmax must give i64");
+    op = reduce_op(TF_OP_SUM, TF_I32, 2, rows, 1);
+    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "integer sums stay on the portable kernels");
+    op = reduce_op(TF_OP_SUM, TF_F32, 2, rows, 0);
+    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "axis 0 of two is not the last");
+    op = reduce_op(TF_OP_PROD, TF_F32, 2, rows, 1);
+    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "prod is not taken");
+}
+
+static tf_op attn_op(tf_dtype dt, int64_t B, int64_t Hq, int64_t Lq, int64_t Hkv, int64_t Lk, int64_t D) {
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.struct_size = sizeof op;
+    op.kind = TF_OP_SDPA;
+    op.n_inputs = 3;
+    int64_t q[4] = {B, Hq, Lq, D}, kv[4] = {B, Hkv, Lk, D};
+    op.inputs[0] = contiguous(dt, 4, q);
+    op.inputs[1] = contiguous(dt, 4, kv);
+    op.inputs[2] = contiguous(dt, 4, kv);
+    op.output = contiguous(dt, 4, q);
+    op.params.scale = 0.125;
+    op.params.q_offset = Lk - Lq;
+    op.params.flags = TF_SDPA_CAUSAL;
+    return op;
+}
+
+static void test_attention(void) {
+    tf_cuda_attn_args a;
+    tf_op op = attn_op(TF_BF16, 8, 32, 4096, 32, 4096, 128);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_FLASH && a.head_dim == 128 &&
+               a.causal && tf_cuda_attn_scratch_bytes(&a) == 0 && a.qs[2] == 128 && a.ks[1] == 4096 * 128,
+           "prefill: kind %d", a.kind);
+    EXPECT(a.scale_log2 > 0.1803f && a.scale_log2 < 0.1804f, "scale * log2(e) = %g", a.scale_log2);
+    op = attn_op(TF_F16, 8, 32, 1, 32, 4096, 128);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 5 &&
+               a.chunk == 820 && tf_cuda_attn_scratch_bytes(&a) == (size_t)(256 * 5 * 130 * 4),
+           "decode 256 rows: %lld splits of %lld", (long long)a.splits, (long long)a.chunk);
+    op = attn_op(TF_F16, 1, 9, 1, 3, 300, 64);       /* SmolLM2's heads, a short cache */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 2 &&
+               a.splits * a.chunk >= 300,
+           "decode 9 rows, 300 keys: %lld splits of %lld", (long long)a.splits, (long long)a.chunk);
+    op = attn_op(TF_F16, 1, 9, TF_CUDA_DECODE_MAX_Q + 1, 3, 300, 64);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_FLASH, "17 queries: flash");
+    op = attn_op(TF_F32, 1, 4, 64, 4, 64, 64);
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "f32 stays on the portable kernel");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 96);
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "head size 96 is not built");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 64);
+    op.inputs[1].strides[3] = 2;
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "k strided along the head");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 64);
+    op.inputs[0].offset = 2;
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "q not on 16 bytes");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 64);
+    op.inputs[2].strides[2] = 68;                     /* rows 136 bytes apart: not a multiple of 16 */
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "v rows not 16 bytes apart");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 64);
+    op.n_inputs = 4;
+    op.params.flags |= TF_SDPA_MASK;
+    int64_t ms[4] = {1, 1, 64, 64};
+    op.inputs[3] = contiguous(TF_BF16, 4, ms);
+    op.inputs[3].strides[0] = op.inputs[3].strides[1] = 0;
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.has_mask && a.ms[0] == 0 && a.ms[2] == 64 &&
+               a.ms[3] == 1,
+           "a broadcast mask");
+    op.inputs[3].dtype = TF_F32;
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "a mask of another dtype");
+    op = attn_op(TF_BF16, 1, 6, 64, 4, 64, 64);
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "kv heads that do not divide the q heads");
+}
+
+int main(void) {
+    test_row_geometry();
+    test_row_refusals();
+    test_reduce();
+    test_attention();
+    printf("test_fast_plan: %d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

@@ -210,13 +210,12 @@ static void gpu_attention(tf_device *dev, double min_time, int64_t scale) {
 }
 
 /* Host cost of a tiny op: calls issued back to back, one wait at the end. */
-static void gpu_overhead(tf_device *dev) {
+static void bench_overhead(tf_device *dev, int reps) {
     int64_t n = 4;
     binary_ctx c = {NULL, NULL, 0};
     CHECK(tf_ones(dev, TF_F32, 1, &n, &c.a));
     CHECK(tf_ones(dev, TF_F32, 1, &n, &c.b));
     for (int r = 0; r < 2; r++) {                        /* warm, then timed */
-        int reps = 20000;
         double t0 = now();
         for (int i = 0; i < reps; i++) CHECK(run_binary(&c));
         CHECK(tf_device_synchronize(dev));
@@ -252,7 +251,7 @@ static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
     gpu_rows(dev, min_time, scale);
     gpu_reductions(dev, min_time, scale);
     gpu_attention(dev, min_time, scale);
-    gpu_overhead(dev);
+    bench_overhead(dev, 20000);
 }
 
 static bool wanted(const char *ops, const char *op) {
@@ -297,21 +296,7 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    if (wanted(ops, "overhead")) {                       /* per-op cost of a 4-element add */
-        int64_t n = 4;
-        binary_ctx c = {NULL, NULL, 0};
-        CHECK(tf_ones(dev, TF_F32, 1, &n, &c.a));
-        CHECK(tf_ones(dev, TF_F32, 1, &n, &c.b));
-        int reps = quick ? 20000 : 200000;
-        for (int r = 0; r < 2; r++) {                    /* warm, then timed */
-            double t0 = now();
-            for (int i = 0; i < reps; i++) CHECK(run_binary(&c));
-            CHECK(tf_device_synchronize(dev));
-            if (r) report("overhead", "add [4] f32", (now() - t0) / reps, 0, 0);
-        }
-        tf_tensor_release(c.a);
-        tf_tensor_release(c.b);
-    }
+    if (wanted(ops, "overhead")) bench_overhead(dev, quick ? 20000 : 200000);   /* a 4-element add */
     for (int op = 0; op < 2; op++) {
         if (!wanted(ops, op ? "mul" : "add")) continue;
         int64_t n = 16 << 20;

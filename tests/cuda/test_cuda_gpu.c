@@ -21,18 +21,8 @@
 #include <tensorframe/cuda.h>
 #include <tensorframe/tensorframe.h>
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                              \
-    do {                                                               \
-        checks++;                                                      \
-        if (!(cond)) {                                                 \
-            failures++;                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                \
-            printf(__VA_ARGS__);                                       \
-            printf("  [last error: %s]\n", tf_last_error());           \
-        }                                                              \
-    } while (0)
+#define EXPECT_EXTRA() tf_last_error()
+#include "expect.h"
 
 static tf_cuda_stats stats_of(int device) {
     tf_cuda_stats st;

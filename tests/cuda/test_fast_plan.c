@@ -8,18 +8,7 @@
 
 #include "fast_plan.h"
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                   \
-    do {                                                    \
-        checks++;                                           \
-        if (!(cond)) {                                      \
-            failures++;                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-            printf(__VA_ARGS__);                            \
-            printf("\n");                                   \
-        }                                                   \
-    } while (0)
+#include "expect.h"
 
 /* Fake device addresses: a tensor's offset on a 256-aligned base. */
 static uintptr_t fake_addr(const tf_tensor_desc *t) { return (uintptr_t)0x10000000u + (uintptr_t)t->offset; }

@@ -555,31 +555,25 @@ static bool fast_kernels_enabled(void) {
     return enabled;
 }
 
-static tf_status run_attention(cuda_dev *d, tf_cuda_attn_args *a) {
-    size_t n = tf_cuda_attn_scratch_bytes(a);
+/* A fast kernel that may need device scratch: nbytes of it (0: none) go in
+ * *slot for the launch, and back to the allocator right after it, which is
+ * safe because the block's next user is later on the same stream. */
+static tf_status launch_with_scratch(cuda_dev *d, size_t nbytes, void **slot, int (*launch)(const void *, void *),
+                                     const void *args, const char *what) {
     cuda_buf *scratch = NULL;
-    if (n) {
-        tf_status s = tf_gpu_alloc(&d->gd, n, &scratch);
+    if (nbytes) {
+        tf_status s = tf_gpu_alloc(&d->gd, nbytes, &scratch);
         if (s != TF_OK) return s;
-        a->partial = scratch->handle;
+        *slot = scratch->handle;
     }
-    int e = tf_cuda_attn_launch(a, d->current);
-    if (scratch) tf_gpu_free(&d->gd, scratch);   /* stream-ordered: the next user comes after these kernels */
-    return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "attention kernel");
+    int e = launch(args, d->current);
+    if (scratch) tf_gpu_free(&d->gd, scratch);
+    return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, what);
 }
 
-static tf_status run_reduce(cuda_dev *d, tf_cuda_reduce_args *a) {
-    size_t n = tf_cuda_reduce_scratch_bytes(a);
-    cuda_buf *scratch = NULL;
-    if (n) {
-        tf_status s = tf_gpu_alloc(&d->gd, n, &scratch);
-        if (s != TF_OK) return s;
-        a->partial = scratch->handle;
-    }
-    int e = tf_cuda_reduce_launch(a, d->current);
-    if (scratch) tf_gpu_free(&d->gd, scratch);
-    return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "reduction kernel");
-}
+static int launch_row(const void *a, void *stream) { return tf_cuda_row_launch(a, stream); }
+static int launch_reduce(const void *a, void *stream) { return tf_cuda_reduce_launch(a, stream); }
+static int launch_attention(const void *a, void *stream) { return tf_cuda_attn_launch(a, stream); }
 
 /* True if one of the plugin's kernels took op (*s holds the result). */
 static bool try_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
@@ -588,12 +582,13 @@ static bool try_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
     tf_cuda_attn_args attn;
     tf_cuda_reduce_args red;
     if (tf_cuda_plan_row(op, addr_of, &row)) {
-        int e = tf_cuda_row_launch(&row, d->current);
-        *s = e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, "row kernel");
+        *s = launch_with_scratch(d, 0, NULL, launch_row, &row, "row kernel");
     } else if (tf_cuda_plan_reduce(op, d->sm_count, addr_of, &red)) {
-        *s = run_reduce(d, &red);
+        *s = launch_with_scratch(d, tf_cuda_reduce_scratch_bytes(&red), (void **)&red.partial, launch_reduce, &red,
+                                 "reduction kernel");
     } else if (tf_cuda_plan_attention(op, d->sm_count, addr_of, &attn)) {
-        *s = run_attention(d, &attn);
+        *s = launch_with_scratch(d, tf_cuda_attn_scratch_bytes(&attn), (void **)&attn.partial, launch_attention, &attn,
+                                 "attention kernel");
     } else {
         return false;
     }

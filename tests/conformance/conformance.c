@@ -192,6 +192,9 @@ typedef struct host_t {
     double *v;                 /* logical values, row-major */
     int64_t length;            /* reduction length behind each value (1 if none) */
     double *mag;               /* summing ops: sum of |terms| per value (NULL if none) */
+    bool wide_acc;             /* the length's error is at f32's precision for 16-bit dtypes
+                                  (every backend accumulates them in f32), plus one rounding
+                                  to the dtype: limit k * (eps^2 + eps_acc^2 * length) */
 } host_t;
 
 static int64_t numel(int ndim, const int64_t *shape) {
@@ -240,6 +243,7 @@ static void host_init(host_t *h, tf_dtype dt, int ndim, const int64_t *shape) {
     h->n = numel(ndim, shape);
     h->length = 1;
     h->mag = NULL;
+    h->wide_acc = false;
     h->v = calloc((size_t)(h->n ? h->n : 1), sizeof(double));
 }
 
@@ -523,7 +527,10 @@ static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, do
         num += (g - r) * (g - r);
         den += scale * scale;
     }
-    double nmse = den > 0 ? num / den : num, limit = k * eps_of(dt) * eps_of(dt) * (ref->length > 1 ? (double)ref->length : 1.0);
+    double len = ref->length > 1 ? (double)ref->length : 1.0, eps = eps_of(dt);
+    double eps_acc = ref->wide_acc && (dt == TF_F16 || dt == TF_BF16) ? eps_of(TF_F32) : eps;
+    double nmse = den > 0 ? num / den : num,
+           limit = ref->wide_acc ? k * (eps * eps + eps_acc * eps_acc * len) : k * eps * eps * len;
     if (nmse > limit) {
         snprintf(why, n, "NMSE %.3g exceeds %.3g", nmse, limit);
         return false;
@@ -1238,14 +1245,17 @@ static void ref_gemm(const host_t *a, bool ta, const host_t *b, bool tb, const h
 }
 
 static void run_gemm(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
-    static const struct { int na, nb, nc; int64_t a[3], b[3], cs[3]; bool nan_c; } cases[] = {
-        {2, 2, 2, {5, 7}, {7, 3}, {5, 3}, false},      {2, 2, 1, {4, 9}, {9, 6}, {6}, false},
-        {3, 2, 3, {2, 5, 7}, {7, 3}, {2, 1, 3}, false}, {2, 2, 0, {3, 4}, {4, 2}, {0}, false},
-        {2, 2, 2, {3, 0}, {0, 4}, {3, 4}, false},       {2, 2, 2, {4, 5}, {5, 3}, {4, 3}, true},
+    /* bias: beta 1 and c one row, what a GPU may add in the GEMM's epilogue */
+    static const struct { int na, nb, nc; int64_t a[3], b[3], cs[3]; bool nan_c, bias; } cases[] = {
+        {2, 2, 2, {5, 7}, {7, 3}, {5, 3}, false, false},      {2, 2, 1, {4, 9}, {9, 6}, {6}, false, false},
+        {3, 2, 3, {2, 5, 7}, {7, 3}, {2, 1, 3}, false, false}, {2, 2, 0, {3, 4}, {4, 2}, {0}, false, false},
+        {2, 2, 2, {3, 0}, {0, 4}, {3, 4}, false, false},       {2, 2, 2, {4, 5}, {5, 3}, {4, 3}, true, false},
+        {2, 2, 1, {33, 40}, {40, 24}, {24}, false, true},     {3, 3, 1, {3, 5, 16}, {3, 16, 8}, {8}, false, true},
+        {3, 2, 2, {2, 9, 7}, {7, 5}, {1, 5}, false, true},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         bool ta = randint(0, 1), tb = randint(0, 1), has_c = cases[ci].nc > 0;
-        double alpha = uniform(-2, 2), beta = cases[ci].nan_c ? 0 : uniform(-2, 2);
+        double alpha = uniform(-2, 2), beta = cases[ci].nan_c ? 0 : cases[ci].bias ? 1 : uniform(-2, 2);
         int64_t as[3], bs[3];
         memcpy(as, cases[ci].a, sizeof as);
         memcpy(bs, cases[ci].b, sizeof bs);
@@ -1513,6 +1523,7 @@ static void run_attention(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         double sc = scale > 0 ? scale : 1 / sqrt((double)D);
         host_init(&ref, dt, 4, oshape);
         ref.length = Lk;
+        ref.wide_acc = true;             /* f16/bf16: bounded by one rounding of the output, not Lk of them */
         long double *p = malloc(sizeof(long double) * (size_t)(Lk ? Lk : 1));
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < Hq; h++)

@@ -202,11 +202,66 @@ static void test_attention(void) {
     EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "kv heads that do not divide the q heads");
 }
 
+/* out = a @ b + c for [batch, M, K] @ [K, N]: c as the core hands it over,
+ * broadcast to [batch, M, N] with the given strides. */
+static tf_op gemm_op(tf_dtype dt, double beta, int64_t cs0, int64_t cs1, int64_t cs2) {
+    tf_op op;
+    memset(&op, 0, sizeof op);
+    op.struct_size = sizeof op;
+    op.kind = TF_OP_GEMM;
+    op.n_inputs = 3;
+    int64_t as[3] = {2, 5, 7}, bs[3] = {2, 7, 3}, os[3] = {2, 5, 3};
+    op.inputs[0] = contiguous(dt, 3, as);
+    op.inputs[1] = contiguous(dt, 3, bs);
+    op.inputs[1].strides[0] = 0;
+    op.output = contiguous(dt, 3, os);
+    op.inputs[2] = op.output;
+    op.inputs[2].strides[0] = cs0;
+    op.inputs[2].strides[1] = cs1;
+    op.inputs[2].strides[2] = cs2;
+    op.params.alpha = 0.5;
+    op.params.beta = beta;
+    return op;
+}
+
+static void test_gemm_bias(void) {
+    tf_op op = gemm_op(TF_BF16, 1, 0, 0, 1);
+    EXPECT(tf_cuda_plan_gemm_bias(&op), "a bias row, beta 1");
+    op = gemm_op(TF_F32, 1, 0, 0, 1);
+    EXPECT(tf_cuda_plan_gemm_bias(&op), "f32 bias");
+    op = gemm_op(TF_F64, 1, 0, 0, 1);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "f64: no cuBLASLt bias epilogue");
+    op = gemm_op(TF_F32, 0.5, 0, 0, 1);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "beta 0.5 would scale the bias");
+    op = gemm_op(TF_F32, 1, 0, 1, 0);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "a column (one value a row) is not a bias");
+    op = gemm_op(TF_F32, 1, 3, 0, 1);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "a bias per batch");
+    op = gemm_op(TF_F32, 1, 15, 3, 1);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "a full c");
+    op = gemm_op(TF_F32, 1, 0, 0, 2);
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "a strided bias");
+    op = gemm_op(TF_F32, 1, 0, 0, 1);
+    op.inputs[2].dtype = TF_F16;
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "a bias of another dtype");
+    op = gemm_op(TF_F32, 1, 0, 0, 1);
+    op.n_inputs = 2;
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "no c");
+    op = gemm_op(TF_F32, 1, 0, 0, 1);
+    op.kind = TF_OP_MATMUL;
+    EXPECT(!tf_cuda_plan_gemm_bias(&op), "matmul has no c");
+    op = gemm_op(TF_F32, 1, 0, 0, 1);
+    op.output.shape[0] = 1;
+    op.inputs[2].strides[0] = 15;                     /* one batch: its stride does not matter */
+    EXPECT(tf_cuda_plan_gemm_bias(&op), "a single batch");
+}
+
 int main(void) {
     test_row_geometry();
     test_row_refusals();
     test_reduce();
     test_attention();
+    test_gemm_bias();
     printf("test_fast_plan: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

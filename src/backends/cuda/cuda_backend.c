@@ -29,6 +29,7 @@
 #include <tensorframe/cuda.h>
 
 #include "cublas_table.h"
+#include "lt_gemm.h"
 #include "fast_plan.h"
 #include "gpu_runtime.h"
 #include "plan.h"
@@ -59,6 +60,8 @@ typedef struct cuda_dev {
     cudaStream_t stream;                /* used when the core passes no stream */
     cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
     cublasHandle_t blas;                /* made on the first GEMM */
+    cublasLtHandle_t lt;                /* made on the first GEMM with a bias */
+    tf_lt_cache lt_cache;
     tf_cuda_stats stats;
 } cuda_dev;
 
@@ -482,6 +485,35 @@ static tf_status ensure_blas(cuda_dev *d) {
     return TF_OK;
 }
 
+/* TF_CUDA_LT=0 keeps bias GEMMs on the copy-then-GEMM path (to compare). */
+static bool lt_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("TF_CUDA_LT");
+        enabled = !(v && !strcmp(v, "0"));
+    }
+    return enabled;
+}
+
+/* g through cuBLASLt with the bias in its epilogue: true if it ran (*s holds
+ * the result), false to take the cuBLAS path instead (no cuBLASLt, no
+ * algorithm for g, or no room for the workspace; nothing was written). */
+static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
+    if (!blas_lib.lt_loaded || !lt_enabled()) return false;
+    if (!d->lt && blas_lib.cublasLtCreate(&d->lt) != CUBLAS_STATUS_SUCCESS) {
+        d->lt = NULL;
+        return false;
+    }
+    cuda_buf *ws = NULL;
+    if (tf_gpu_alloc(&d->gd, TF_LT_WORKSPACE, &ws) != TF_OK) return false;
+    cublasStatus_t e = tf_lt_gemm_run(&blas_lib, d->lt, &d->lt_cache, g, ws->handle, TF_LT_WORKSPACE, d->current);
+    tf_gpu_free(&d->gd, ws);                     /* its next user is later on this stream */
+    if (e == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasLtMatmul(bias epilogue)");
+    if (*s == TF_OK) d->stats.gemm_calls++;
+    return true;
+}
+
 /* out = alpha * a @ b (+ beta * c): true if cuBLAS took it (*s holds the
  * result), false to leave it to the portable matmul kernel. Row-major
  * C = A B is column-major C^T = B^T A^T: cuBLAS gets b first. */
@@ -507,6 +539,15 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
         return false;
     bool gemm = op->kind == TF_OP_GEMM, with_c = gemm && op->n_inputs > 2 && op->params.beta != 0;
     double alpha = gemm ? op->params.alpha : 1, beta = with_c ? op->params.beta : 0;
+    cublasComputeType_t compute = dt == TF_F64 ? CUBLAS_COMPUTE_64F
+                                  : dt == TF_F32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (with_c && tf_cuda_plan_gemm_bias(op)) {
+        tf_lt_gemm g = {type, compute, mb.trans, ma.trans, N, M, K, mb.ld, ma.ld, N, mb.batch_stride, ma.batch_stride,
+                        M * N, (int32_t)batch, (float)alpha, (const char *)mem_of(b) + b->offset,
+                        (const char *)mem_of(a) + a->offset, (const char *)mem_of(&op->inputs[2]) + op->inputs[2].offset,
+                        (char *)mem_of(o) + o->offset};
+        if (try_lt_bias(d, &g, s)) return true;
+    }
     if ((*s = ensure_blas(d)) != TF_OK) return true;
     if (with_c) {                                /* out = c (broadcast), then beta * out + alpha * a@b */
         tf_op copy;
@@ -520,8 +561,6 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     }
     const char *pa = (const char *)mem_of(a) + a->offset, *pb = (const char *)mem_of(b) + b->offset;
     char *po = (char *)mem_of(o) + o->offset;
-    cublasComputeType_t compute = dt == TF_F64 ? CUBLAS_COMPUTE_64F
-                                  : dt == TF_F32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     float af = (float)alpha, bf = (float)beta;
     const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
     const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
@@ -696,12 +735,15 @@ static void discover(void) {
      * one need not pay. */
     if (n_devs > 0 && !blas_lib.loaded && !blas_lib.why[0])
         tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
+    if (blas_lib.loaded && !blas_lib.lt_loaded) tf_cublaslt_load(&blas_lib, TF_CUBLASLT_SONAME, TF_CUBLASLT_TOOLKIT_PATH);
     int runtime = 0;
     cudaRuntimeGetVersion(&runtime);
-    snprintf(note, sizeof note, "%d device(s)%s; CUDA runtime %d.%d, %s%s%.300s", n_devs,
+    snprintf(note, sizeof note, "%d device(s)%s; CUDA runtime %d.%d, %s%s%.300s%s%.300s", n_devs,
              failed ? " (some failed to open)" : "", runtime / 1000, runtime % 1000 / 10,
              blas_lib.loaded ? "cuBLAS for GEMM" : "GEMM on the portable kernel, cuBLAS not loaded: ",
-             use_tf32 && blas_lib.loaded ? " (TF32 on)" : "", blas_lib.why);
+             use_tf32 && blas_lib.loaded ? " (TF32 on)" : "", blas_lib.why,
+             !blas_lib.loaded ? "" : blas_lib.lt_loaded ? ", cuBLASLt for bias epilogues" : "; cuBLASLt not loaded: ",
+             blas_lib.lt_why);
 }
 
 /* ---- extras ---- */
@@ -757,6 +799,7 @@ static void cu_shutdown(void *ctx) {
             cudaStreamSynchronize(d->stream);
             tf_gpu_staging_release(&d->staging);
             if (d->blas) blas_lib.cublasDestroy_v2(d->blas);
+            if (d->lt) blas_lib.cublasLtDestroy(d->lt);
             cudaStreamDestroy(d->stream);
         }
         tf_gpu_dev_destroy(&d->gd);           /* a lost device's memory goes with its context */

@@ -189,3 +189,18 @@ size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a) {
     if (a->kind != TF_CUDA_ATTN_DECODE || a->splits <= 1) return 0;
     return (size_t)(a->B * a->Hq * a->Lq * a->splits) * (size_t)(a->head_dim + 2) * sizeof(float);
 }
+
+/* ---- GEMM with a bias ---- */
+
+bool tf_cuda_plan_gemm_bias(const tf_op *op) {
+    if (op->kind != TF_OP_GEMM || op->n_inputs != 3 || op->params.beta != 1) return false;
+    const tf_tensor_desc *c = &op->inputs[2], *o = &op->output;
+    tf_cuda_ftype type;
+    int size;
+    if (!ftype_of(o->dtype, &type, &size) || c->dtype != o->dtype || c->ndim != o->ndim || o->ndim < 2) return false;
+    int nb = o->ndim - 2;
+    for (int i = 0; i < nb; i++)
+        if (o->shape[i] != 1 && c->strides[i] != 0) return false;   /* one bias for every batch */
+    if (o->shape[nb] != 1 && c->strides[nb] != 0) return false;     /* the same row for every m */
+    return o->shape[nb + 1] == 1 || c->strides[nb + 1] == 1;
+}

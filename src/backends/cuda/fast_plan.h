@@ -92,6 +92,13 @@ typedef struct tf_cuda_reduce_args {
 bool tf_cuda_plan_reduce(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_reduce_args *a);
 size_t tf_cuda_reduce_scratch_bytes(const tf_cuda_reduce_args *a);
 
+/* A GEMM whose c is a bias: f32/f16/bf16, beta == 1, and c one row of N
+ * values broadcast over M and every batch (stride 0 there, unit stride
+ * along N). cuBLASLt adds such a c in the GEMM's epilogue
+ * (CUBLASLT_EPILOGUE_BIAS) instead of copying it into out first and reading
+ * it back (lt_gemm.c). */
+bool tf_cuda_plan_gemm_bias(const tf_op *op);
+
 /* The launchers (fast_kernels.cu): a cudaError_t, 0 on success. */
 int tf_cuda_row_launch(const tf_cuda_row_args *a, void *stream);
 int tf_cuda_reduce_launch(const tf_cuda_reduce_args *a, void *stream);

@@ -2,7 +2,8 @@
  * text and as JSON lines for bench/compare.py.
  *
  * usage: tf-bench [--device SPEC] [--ops a,b,...] [--json FILE] [--threads N] [--quick]
- *        tf-bench --gpu [--scale S] [--device SPEC] [--json FILE]   (the CUDA targets' sizes)
+ *        tf-bench --gpu [--scale S] [--device SPEC] [--json FILE] [--ops SECTIONS]   (the CUDA targets' sizes;
+ *                 sections: add matmul gemm rows reduce attention overhead)
  * ops: overhead add mul sum softmax rmsnorm layernorm matmul attention
  */
 #define _POSIX_C_SOURCE 200809L
@@ -288,9 +289,12 @@ static void gpu_gemms(tf_device *dev, double min_time, int64_t scale) {
 
 /* The GPU suite: the CUDA targets' shapes, each extent divided by `scale`
  * (1 on a GPU; larger to try the suite on a small device). */
-static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
+static bool wanted(const char *ops, const char *op);
+
+/* ops (NULL: all) picks sections: add, matmul, gemm, rows, reduce, attention, overhead. */
+static void gpu_suite(tf_device *dev, double min_time, int64_t scale, const char *ops) {
     char size[96];
-    {
+    if (wanted(ops, "add")) {
         int64_t n = ((int64_t)256 << 20) / (scale * scale);
         binary_ctx c = {NULL, NULL, 0};
         CHECK(tf_rand(dev, TF_F32, 1, &n, 1, &c.a));
@@ -301,7 +305,7 @@ static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
         tf_tensor_release(c.a);
         tf_tensor_release(c.b);
     }
-    {
+    if (wanted(ops, "matmul")) {
         int64_t m = 8192 / scale, shape[2] = {m, m};
         mm_ctx c = {randn_as(dev, TF_BF16, 2, shape, 7), randn_as(dev, TF_BF16, 2, shape, 8)};
         snprintf(size, sizeof size, "%lldx%lldx%lld bf16", (long long)m, (long long)m, (long long)m);
@@ -309,11 +313,11 @@ static void gpu_suite(tf_device *dev, double min_time, int64_t scale) {
         tf_tensor_release(c.a);
         tf_tensor_release(c.b);
     }
-    gpu_gemms(dev, min_time, scale);
-    gpu_rows(dev, min_time, scale);
-    gpu_reductions(dev, min_time, scale);
-    gpu_attention(dev, min_time, scale);
-    bench_overhead(dev, 20000);
+    if (wanted(ops, "gemm")) gpu_gemms(dev, min_time, scale);
+    if (wanted(ops, "rows")) gpu_rows(dev, min_time, scale);
+    if (wanted(ops, "reduce")) gpu_reductions(dev, min_time, scale);
+    if (wanted(ops, "attention")) gpu_attention(dev, min_time, scale);
+    if (wanted(ops, "overhead")) bench_overhead(dev, 20000);
 }
 
 static bool wanted(const char *ops, const char *op) {
@@ -352,7 +356,7 @@ int main(int argc, char **argv) {
     double min_time = quick ? 0.05 : 0.5;
     printf("tf-bench on %s, %d threads\n", dev_name, tf_get_num_threads());
     if (gpu) {
-        gpu_suite(dev, min_time, scale);
+        gpu_suite(dev, min_time, scale, ops);
         if (json) fclose(json);
         tf_shutdown();
         return 0;

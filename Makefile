@@ -42,6 +42,7 @@ test: build build-asan build-tsan
 	@echo "== the file loaders under libFuzzer (ASan+UBSan), a minute each =="
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60
 	@echo "== test suite =="
+	@bash scripts/fetch-models.sh $(BUILD)
 	@cd $(BUILD) && ctest --output-on-failure
 
 # The loaders' fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).

@@ -13,11 +13,12 @@ packages=(
   pocl-opencl-icd   # an OpenCL device on the CPU, so the plugin is tested for real
   clinfo            # to see what OpenCL offers
   clang libclang-rt-dev   # libFuzzer for the loaders' fuzz targets (make test, make fuzz)
+  python3-numpy     # tests/gguf/check_dequant.py (with the gguf package fetch-models.sh brings)
 )
 
 # `--bench`: also what bench/compare.py runs with (Debian's python3 packages)
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch python3-numpy python3-matplotlib)
+  packages+=(python3-torch python3-matplotlib)
 fi
 
 missing=()

@@ -484,6 +484,11 @@ TF_API tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor
  * I8, I32, I64) onto dev; a quantized block type is TF_ERR_UNSUPPORTED
  * until the op table has quantized dtypes (its bytes are in the info). */
 TF_API tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out);
+/* Any tensor whose block type is a float or integer dtype, or one of the
+ * quantized Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (decoded bit-for-bit as ggml's
+ * reference does), onto dev as the float dtype `dtype`. Other block types
+ * are TF_ERR_UNSUPPORTED. */
+TF_API tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, tf_tensor **out);
 
 /* ---- indexing and shaping ---- */
 /* Rows (or slices along `axis`) of x picked by a 1-D i32/i64 index tensor;

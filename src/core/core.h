@@ -46,6 +46,12 @@ bool tf__overlap(const tf_tensor *a, const tf_tensor *b);
 /* ---- dtypes (dtype.c) ---- */
 bool tf__dtype_valid(tf_dtype dt);
 
+/* ggml's quantized block types (the ids GGUF files store) that quant.c decodes. */
+enum { TF__GGML_Q4_0 = 2, TF__GGML_Q4_1 = 3, TF__GGML_Q8_0 = 8, TF__GGML_Q4_K = 12, TF__GGML_Q6_K = 14 };
+bool tf__dequantize_known(uint32_t ggml_type);
+/* n elements (a whole number of blocks) of a known type into out, as f32. */
+void tf__dequantize(uint32_t ggml_type, const void *blocks, int64_t n, float *out);
+
 /* ---- devices and registry (registry.c) ---- */
 typedef struct tf_backend_entry tf_backend_entry;
 

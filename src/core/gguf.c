@@ -497,7 +497,48 @@ tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_te
     const gguf_tensor *t = &f->tensors[i];
     tf_dtype dt = dtype_of_block_type(t->type);
     if (dt == TF_DTYPE_COUNT)
-        return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which has no tensorframe dtype", fn, name,
-                         block_types[t->type].name);
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which has no tensorframe dtype (tf_gguf_load_as "
+                         "decodes it to a float dtype)", fn, name, block_types[t->type].name);
     return tf__in(fn, tf_tensor_from_data(dev, dt, t->ndim, t->shape, f->map.data + f->data_start + t->offset, out));
+}
+
+/* A quantized tensor decoded to f32 in host memory, then onto dev. */
+static tf_status load_dequantized(const tf_gguf *f, const gguf_tensor *t, tf_device *dev, tf_tensor **out) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];       /* checked against overflow at open */
+    if ((uint64_t)n > SIZE_MAX / sizeof(float))
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: tensor '%s' is too large to decode", t->name);
+    float *host = tf__malloc((size_t)n * sizeof(float) + 1);
+    if (!host) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: no memory to decode tensor '%s'", t->name);
+    tf__dequantize(t->type, f->map.data + f->data_start + t->offset, n, host);
+    tf_status s = tf_tensor_from_data(dev, TF_F32, t->ndim, t->shape, host, out);
+    tf__free(host);
+    return s;
+}
+
+tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, tf_tensor **out) {
+    static const char fn[] = "tf_gguf_load_as";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
+    if (!tf_dtype_is_float(dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: dtype %s is not a float dtype", fn, tf_dtype_name(dtype));
+    int64_t i = tf_gguf_find_tensor(f, name);
+    if (i < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'", fn, f->path, name);
+    const gguf_tensor *t = &f->tensors[i];
+    tf_tensor *loaded = NULL;
+    tf_status s;
+    if (dtype_of_block_type(t->type) != TF_DTYPE_COUNT) s = tf_gguf_load(f, name, dev, &loaded);
+    else if (tf__dequantize_known(t->type)) s = load_dequantized(f, t, dev, &loaded);
+    else
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which tensorframe does not decode (Q4_0, Q4_1, "
+                         "Q8_0, Q4_K and Q6_K are)", fn, name, block_types[t->type].name);
+    if (s != TF_OK) return tf__in(fn, s);
+    if (tf_tensor_dtype(loaded) == dtype) {
+        *out = loaded;
+        return TF_OK;
+    }
+    s = tf_cast(loaded, dtype, out);
+    tf_tensor_release(loaded);
+    return tf__in(fn, s);
 }

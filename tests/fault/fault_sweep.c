@@ -366,21 +366,27 @@ static void program_nn_and_vision(world *w, tf_tensor *a, tf_tensor *am, tf_tens
     (void)mp; (void)ap2; (void)ce;
 }
 
-/* A small GGUF (v3): two keys, one a string array, and one f32 tensor. */
+/* A small GGUF (v3): two keys, one a string array, an f32 tensor and a
+ * Q8_0 one (a block of 32, decoded by tf_gguf_load_as). */
 static void write_gguf(const char *path) {
-    static const unsigned char head[] = "GGUF\3\0\0\0" "\1\0\0\0\0\0\0\0" "\2\0\0\0\0\0\0\0"
+    static const unsigned char head[] = "GGUF\3\0\0\0" "\2\0\0\0\0\0\0\0" "\2\0\0\0\0\0\0\0"
         "\4\0\0\0\0\0\0\0arch" "\x08\0\0\0" "\5\0\0\0\0\0\0\0llama"
         "\4\0\0\0\0\0\0\0toks" "\x09\0\0\0" "\x08\0\0\0" "\2\0\0\0\0\0\0\0"
         "\1\0\0\0\0\0\0\0a" "\2\0\0\0\0\0\0\0bc"
-        "\1\0\0\0\0\0\0\0w" "\1\0\0\0" "\4\0\0\0\0\0\0\0" "\0\0\0\0" "\0\0\0\0\0\0\0\0";
+        "\1\0\0\0\0\0\0\0w" "\1\0\0\0" "\4\0\0\0\0\0\0\0" "\0\0\0\0" "\0\0\0\0\0\0\0\0"
+        "\1\0\0\0\0\0\0\0q" "\1\0\0\0" "\x20\0\0\0\0\0\0\0" "\x08\0\0\0" "\x20\0\0\0\0\0\0\0";
     static const float data[4] = {1, -2, 3, -4};
     static const unsigned char pad[32] = {0};
+    unsigned char q8[34] = {0x00, 0x3c};               /* d = 1, then 32 int8 */
+    for (int i = 0; i < 32; i++) q8[2 + i] = (unsigned char)(i * 7 - 100);
     FILE *fp = fopen(path, "wb");
     if (!fp) return;
     size_t n = sizeof head - 1;
     fwrite(head, 1, n, fp);
     fwrite(pad, 1, (32 - n % 32) % 32, fp);
     fwrite(data, 1, sizeof data, fp);
+    fwrite(pad, 1, 32 - sizeof data, fp);
+    fwrite(q8, 1, sizeof q8, fp);
     fclose(fp);
 }
 
@@ -393,8 +399,14 @@ static void program_gguf(world *w) {
     if (!finish_step(w, "tf_gguf_open", s, NULL, 0, false)) return;
     tf_tensor *t = (tf_tensor *)(uintptr_t)1;
     s = tf_gguf_load(f, "w", w->my, &t);
+    if (!finish_step(w, "tf_gguf_load", s, &t, 1, false)) {
+        tf_gguf_close(f);
+        return;
+    }
+    tf_tensor *q = (tf_tensor *)(uintptr_t)1;
+    s = tf_gguf_load_as(f, "q", w->my, TF_BF16, &q);
     tf_gguf_close(f);
-    finish_step(w, "tf_gguf_load", s, &t, 1, false);
+    finish_step(w, "tf_gguf_load_as", s, &q, 1, false);
 }
 
 static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {

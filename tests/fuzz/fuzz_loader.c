@@ -111,6 +111,10 @@ static void run(void) {
         tf_gguf_tensor info;
         if (tf_gguf_tensor_info(f, i, &info) != TF_OK) fail("a tensor has no info");
         tf_tensor *t = (tf_tensor *)1;
+        s = tf_gguf_load_as(f, info.name, cpu, TF_F32, &t);   /* decodes the quantized blocks too */
+        if (s != TF_OK) expect_failure_contract(s, t);
+        else tf_tensor_release(t);
+        t = (tf_tensor *)1;
         s = tf_gguf_load(f, info.name, cpu, &t);
         if (s != TF_OK) {
             expect_failure_contract(s, t);

@@ -9,6 +9,8 @@
 
 #include "helpers.h"
 
+#include <tensorframe/numerics.h>
+
 /* ---- a tiny GGUF writer with marks at the fields the tests corrupt ---- */
 
 typedef struct bytes {
@@ -109,8 +111,12 @@ static void build(bytes *b, marks *m, uint32_t version) {
     while (b->n % ALIGN) put(b, "", 1);
     put(b, halves, sizeof halves);
     while (b->n % ALIGN) put(b, "", 1);
-    for (int i = 0; i < 20; i++) put(b, &(unsigned char){(unsigned char)(i * 13)}, 1);
+    put(b, "\x00\x38\x00\xc0", 4);                   /* Q4_1: d = 0.5, m = -2 (f16) */
+    for (int j = 0; j < 16; j++) put(b, &(unsigned char){(unsigned char)(j | (15 - j) << 4)}, 1);
 }
+
+/* The Q4_1 block's 32 values: low nibbles j, then high nibbles 15 - j. */
+static float quant_value(int e) { return 0.5f * (float)(e < 16 ? e : 31 - e) - 2.0f; }
 
 static char path[256];
 
@@ -266,6 +272,48 @@ static void gguf_tensors_read_back_at_their_alignment(void **state) {
     }
 }
 
+static void gguf_load_as_decodes_and_converts(void **state) {
+    (void)state;
+    bytes b;
+    marks m;
+    build(&b, &m, 3);
+    tf_gguf *f = open_ok(&b);
+    tf_tensor *t = NULL;
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, &t), TF_OK);
+    assert_int_equal(tf_tensor_ndim(t), 2);
+    float got[32];
+    assert_int_equal(tf_tensor_read(t, got, sizeof got), TF_OK);
+    for (int e = 0; e < 32; e++) assert_true(got[e] == quant_value(e));
+    tf_tensor_release(t);
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_BF16, &t), TF_OK);
+    assert_int_equal(tf_tensor_dtype(t), TF_BF16);
+    uint16_t h[32];
+    assert_int_equal(tf_tensor_read(t, h, sizeof h), TF_OK);
+    for (int e = 0; e < 32; e++) assert_true(tf_bf16_to_f32(h[e]) == quant_value(e));   /* all exact in bf16 */
+    tf_tensor_release(t);
+    assert_int_equal(tf_gguf_load_as(f, "halves", cpu_device(), TF_F32, &t), TF_OK);   /* a float type converts */
+    assert_int_equal(tf_tensor_read(t, got, 4 * sizeof(float)), TF_OK);
+    assert_true(got[0] == 1.0f && got[1] == -2.0f && got[2] == 0.5f && got[3] == 0.0f);
+    tf_tensor_release(t);
+    assert_int_equal(tf_gguf_load_as(f, "matrix", cpu_device(), TF_F32, &t), TF_OK);   /* already the dtype */
+    assert_int_equal(tf_tensor_read(t, got, sizeof matrix), TF_OK);
+    assert_memory_equal(got, matrix, sizeof matrix);
+    tf_tensor_release(t);
+    t = (tf_tensor *)&b;
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_I32, &t), TF_ERR_DTYPE);
+    assert_null(t);
+    assert_int_equal(tf_gguf_load_as(f, "nope", cpu_device(), TF_F32, &t), TF_ERR_INVALID_ARGUMENT);
+    assert_int_equal(tf_gguf_load_as(NULL, "quant", cpu_device(), TF_F32, &t), TF_ERR_NULL_ARGUMENT);
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, NULL), TF_ERR_NULL_ARGUMENT);
+    tf_gguf_close(f);
+    patch_u32(&b, m.t2_type, 20);                      /* IQ4_NL: 18 bytes a block, which we do not decode */
+    f = open_ok(&b);
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, &t), TF_ERR_UNSUPPORTED);
+    assert_null(t);
+    assert_non_null(strstr(tf_last_error(), "IQ4_NL"));
+    tf_gguf_close(f);
+}
+
 /* A bad file: TF_ERR_FORMAT, *out NULL and a message containing `why`. */
 static void expect_rejected(const bytes *b, size_t n, const char *why) {
     write_file(b, n);
@@ -328,6 +376,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gguf_metadata_of_every_type_reads_back),
         cmocka_unit_test(gguf_tensors_read_back_at_their_alignment),
+        cmocka_unit_test(gguf_load_as_decodes_and_converts),
         cmocka_unit_test(gguf_every_malformed_file_is_a_format_error),
         cmocka_unit_test(gguf_every_truncation_is_rejected),
     };

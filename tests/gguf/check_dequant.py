@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""tf_gguf_load_as against the `gguf` package (llama.cpp's own Python
+reader), bit for bit: every tensor of each GGUF file given, plus a file
+this script writes with random blocks of every type tensorframe decodes
+(Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; f16 scales drawn finite).
+
+usage: check_dequant.py LIBTENSORFRAME DIR_WITH_THE_GGUF_PACKAGE [FILE.gguf ...]
+(exit 77, skipped, when they have not been fetched)
+Exit 0 when every tensor matches; prints 'N passed, N failed'.
+"""
+import ctypes
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+lib_path, pkg_dir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+if not os.path.isfile(os.path.join(pkg_dir, "gguf", "quants.py")) or not all(map(os.path.isfile, files)):
+    print(f"check_dequant: the gguf package or a model is not in {os.path.dirname(pkg_dir) or '.'}; "
+          "scripts/fetch-models.sh BUILD_DIR fetches them (make test does)")
+    sys.exit(77)
+sys.path.insert(0, pkg_dir)
+import gguf  # noqa: E402  (from the downloaded wheel)
+from gguf import GGMLQuantizationType as Q  # noqa: E402
+
+tf = ctypes.CDLL(lib_path)
+tf.tf_last_error.restype = ctypes.c_char_p
+for fn, args in (("tf_gguf_open", [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+                 ("tf_gguf_close", [ctypes.c_void_p]),
+                 ("tf_device_get", [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
+                 ("tf_gguf_load_as", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
+                                      ctypes.POINTER(ctypes.c_void_p)]),
+                 ("tf_tensor_read", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
+                 ("tf_tensor_release", [ctypes.c_void_p])):
+    getattr(tf, fn).argtypes = args
+TF_F32 = 0
+
+BLOCKS = {Q.Q4_0: (32, 18), Q.Q4_1: (32, 20), Q.Q8_0: (32, 34), Q.Q4_K: (256, 144), Q.Q6_K: (256, 210)}
+F16_AT = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
+
+
+def random_file(path):
+    """Random blocks of each type, 3 x 512 elements, every f16 scale finite."""
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    w = gguf.GGUFWriter(path, "test")
+    for qt, (block, nbytes) in BLOCKS.items():
+        rows, cols = 3, 512
+        raw = rng.integers(0, 256, size=(rows * cols // block, nbytes), dtype=np.uint8)
+        for off in F16_AT[qt]:
+            raw[:, off:off + 2] = rng.standard_normal(raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+        w.add_tensor(f"random.{qt.name}", raw.reshape(rows, -1), raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def ours(handle, dev, name, n):
+    t = ctypes.c_void_p()
+    if tf.tf_gguf_load_as(handle, name.encode(), dev, TF_F32, ctypes.byref(t)) != 0:
+        raise RuntimeError(f"tf_gguf_load_as({name}): {tf.tf_last_error().decode()}")
+    out = np.empty(n, dtype=np.float32)
+    s = tf.tf_tensor_read(t, out.ctypes.data, out.nbytes)
+    tf.tf_tensor_release(t)
+    if s != 0:
+        raise RuntimeError(f"tf_tensor_read({name}): {tf.tf_last_error().decode()}")
+    return out
+
+
+def check(path, dev, counts):
+    handle = ctypes.c_void_p()
+    if tf.tf_gguf_open(path.encode(), ctypes.byref(handle)) != 0:
+        raise RuntimeError(f"tf_gguf_open({path}): {tf.tf_last_error().decode()}")
+    seen = {}
+    try:
+        for t in gguf.GGUFReader(path).tensors:
+            if t.tensor_type not in BLOCKS and t.tensor_type not in (Q.F32, Q.F16):
+                continue
+            ref = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).astype(np.float32).reshape(-1)
+            got = ours(handle, dev, t.name, ref.size)
+            same = np.array_equal(ref.view(np.uint32), got.view(np.uint32))
+            counts[0 if same else 1] += 1
+            seen[t.tensor_type.name] = seen.get(t.tensor_type.name, 0) + 1
+            if not same:
+                bad = np.flatnonzero(ref.view(np.uint32) != got.view(np.uint32))
+                print(f"FAIL {os.path.basename(path)} {t.name} ({t.tensor_type.name}): {bad.size} of {ref.size} differ, "
+                      f"first at {bad[0]}: ours {got[bad[0]]!r}, gguf's {ref[bad[0]]!r}")
+    finally:
+        tf.tf_gguf_close(handle)
+    print(f"{os.path.basename(path)}: " + ", ".join(f"{k} {v}" for k, v in sorted(seen.items())))
+
+
+dev = ctypes.c_void_p()
+if tf.tf_device_get(b"cpu", ctypes.byref(dev)) != 0:
+    sys.exit(f"tf_device_get(cpu): {tf.tf_last_error().decode()}")
+counts = [0, 0]
+with tempfile.TemporaryDirectory() as tmp:
+    synthetic = os.path.join(tmp, "random.gguf")
+    random_file(synthetic)
+    for path in [synthetic] + files:
+        check(path, dev, counts)
+print(f"check_dequant: {counts[0]} passed, {counts[1]} failed")
+sys.exit(1 if counts[1] else 0)

@@ -504,9 +504,16 @@ tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_te
 
 /* A quantized tensor decoded to f32 in host memory, then onto dev. */
 static tf_status load_dequantized(const tf_gguf *f, const gguf_tensor *t, tf_device *dev, tf_tensor **out) {
+    /* open checked the count against overflow in ggml's order, where an
+     * empty axis first makes the rest unchecked: check again here. */
     int64_t n = 1;
-    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];       /* checked against overflow at open */
-    if ((uint64_t)n > SIZE_MAX / sizeof(float))
+    bool empty = false, overflow = false;
+    for (int d = 0; d < t->ndim; d++) {
+        empty |= t->shape[d] == 0;
+        overflow |= tf__mul_overflows(n, t->shape[d], &n);
+    }
+    if (empty) n = 0;
+    else if (overflow || (uint64_t)n > SIZE_MAX / sizeof(float))
         return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: tensor '%s' is too large to decode", t->name);
     float *host = tf__malloc((size_t)n * sizeof(float) + 1);
     if (!host) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: no memory to decode tensor '%s'", t->name);

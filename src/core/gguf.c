@@ -455,6 +455,11 @@ int64_t tf_gguf_find_tensor(const tf_gguf *f, const char *name) {
     return -1;
 }
 
+/* A tensor's bytes in the mapping. */
+static const unsigned char *data_of(const tf_gguf *f, const gguf_tensor *t) {
+    return f->map.data + f->data_start + t->offset;
+}
+
 tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info) {
     static const char fn[] = "tf_gguf_tensor_info";
     if (!f || !info) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file or info is NULL", fn);
@@ -467,7 +472,7 @@ tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info)
     info->block_type_name = block_types[t->type].name;
     info->ndim = t->ndim;
     memcpy(info->shape, t->shape, sizeof t->shape);
-    info->data = f->map.data + f->data_start + t->offset;
+    info->data = data_of(f, t);
     info->nbytes = t->nbytes;
     return TF_OK;
 }
@@ -487,19 +492,29 @@ static tf_dtype dtype_of_block_type(uint32_t t) {
     }
 }
 
-tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out) {
-    static const char fn[] = "tf_gguf_load";
+/* The checks both loaders start with: out cleared, arguments present, the
+ * tensor found (*t). */
+static tf_status find_to_load(const char *fn, const tf_gguf *f, const char *name, const tf_device *dev,
+                              tf_tensor **out, const gguf_tensor **t) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
     int64_t i = tf_gguf_find_tensor(f, name);
     if (i < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'", fn, f->path, name);
-    const gguf_tensor *t = &f->tensors[i];
+    *t = &f->tensors[i];
+    return TF_OK;
+}
+
+tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out) {
+    static const char fn[] = "tf_gguf_load";
+    const gguf_tensor *t;
+    tf_status s = find_to_load(fn, f, name, dev, out, &t);
+    if (s != TF_OK) return s;
     tf_dtype dt = dtype_of_block_type(t->type);
     if (dt == TF_DTYPE_COUNT)
         return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which has no tensorframe dtype (tf_gguf_load_as "
                          "decodes it to a float dtype)", fn, name, block_types[t->type].name);
-    return tf__in(fn, tf_tensor_from_data(dev, dt, t->ndim, t->shape, f->map.data + f->data_start + t->offset, out));
+    return tf__in(fn, tf_tensor_from_data(dev, dt, t->ndim, t->shape, data_of(f, t), out));
 }
 
 /* A quantized tensor decoded to f32 in host memory, then onto dev. */
@@ -517,7 +532,7 @@ static tf_status load_dequantized(const tf_gguf *f, const gguf_tensor *t, tf_dev
         return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: tensor '%s' is too large to decode", t->name);
     float *host = tf__malloc((size_t)n * sizeof(float) + 1);
     if (!host) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: no memory to decode tensor '%s'", t->name);
-    tf__dequantize(t->type, f->map.data + f->data_start + t->offset, n, host);
+    tf__dequantize(t->type, data_of(f, t), n, host);
     tf_status s = tf_tensor_from_data(dev, TF_F32, t->ndim, t->shape, host, out);
     tf__free(host);
     return s;
@@ -525,17 +540,14 @@ static tf_status load_dequantized(const tf_gguf *f, const gguf_tensor *t, tf_dev
 
 tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, tf_tensor **out) {
     static const char fn[] = "tf_gguf_load_as";
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
-    if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
+    const gguf_tensor *t;
+    tf_status s = find_to_load(fn, f, name, dev, out, &t);
+    if (s != TF_OK) return s;
     if (!tf_dtype_is_float(dtype))
         return tf__error(TF_ERR_DTYPE, "%s: dtype %s is not a float dtype", fn, tf_dtype_name(dtype));
-    int64_t i = tf_gguf_find_tensor(f, name);
-    if (i < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'", fn, f->path, name);
-    const gguf_tensor *t = &f->tensors[i];
     tf_tensor *loaded = NULL;
-    tf_status s;
-    if (dtype_of_block_type(t->type) != TF_DTYPE_COUNT) s = tf_gguf_load(f, name, dev, &loaded);
+    tf_dtype native = dtype_of_block_type(t->type);
+    if (native != TF_DTYPE_COUNT) s = tf_tensor_from_data(dev, native, t->ndim, t->shape, data_of(f, t), &loaded);
     else if (tf__dequantize_known(t->type)) s = load_dequantized(f, t, dev, &loaded);
     else
         return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which tensorframe does not decode (Q4_0, Q4_1, "

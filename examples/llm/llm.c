@@ -4,12 +4,16 @@
  *
  *   llm MODEL.gguf [--device auto|cpu|opencl:0|cuda:0] [--prompt TEXT] [--raw]
  *                  [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--seed S]
- *                  [--ctx N] [--weights f32|bf16|f16]
+ *                  [--ctx N] [--weights f32|bf16|f16] [--bench ROUNDS]
  *
  * The prompt is wrapped in the model's chat template (ChatML, the template
  * SmolLM2 ships) unless --raw. It is processed in one batch, then tokens
  * are generated one at a time with the KV cache until an end-of-turn token
- * or MAX_TOKENS. Timings go to stderr. */
+ * or MAX_TOKENS. Timings go to stderr.
+ *
+ * --bench ROUNDS measures as llama-bench does: pp128 and pp512 (that many
+ * tokens in one batch into an empty cache) and tg128 (128 single-token steps
+ * from an empty cache), printing the median tokens/s of ROUNDS runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,7 @@ typedef struct options {
     int64_t max_tokens, n_ctx;
     llm_sampler sampler;
     uint64_t seed;
+    int bench_rounds;
 } options;
 
 static void usage(void) {
@@ -49,6 +54,7 @@ static bool parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--top-k") && v) o->sampler.top_k = atoll(v);
         else if (!strcmp(a, "--top-p") && v) o->sampler.top_p = atof(v);
         else if (!strcmp(a, "--seed") && v) o->seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--bench") && v) o->bench_rounds = atoi(v);
         else if ((takes = false), !strcmp(a, "--raw")) o->raw = true;
         else if (a[0] != '-' && !o->model) o->model = a;
         else return false;
@@ -136,12 +142,58 @@ static tf_status generate(const options *o, const llm_model *m, const llm_tokeni
         t_gen = now();
     }
     printf("\n");
+    fflush(stdout);          /* the answer before the timings on stderr */
     free(row);
     if (st == TF_OK)
         fprintf(stderr, "[prompt: %lld tokens in %.3f s, %.1f tokens/s; generated: %lld tokens, %.1f tokens/s]\n",
                 (long long)n_ids, t1 - t0, (double)n_ids / (t1 - t0), (long long)produced,
                 produced > 1 ? (double)(produced - 1) / (t_gen - t1) : 0.0);
     return st;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One llama-bench test: n tokens as one batch (prompt) or one at a time
+ * (generation), from an empty cache; tokens/s. */
+static tf_status bench_once(const llm_model *m, int64_t n, bool batch, double *rate) {
+    llm_cache *kv;
+    tf_status st = llm_cache_new(m, n + 1, &kv);
+    if (st != TF_OK) return st;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) st = llm_fail(TF_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int64_t i = 0; st == TF_OK && i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % m->cfg.n_vocab);
+    double t0 = now();
+    for (int64_t i = 0; st == TF_OK && i < (batch ? 1 : n); i++) {
+        tf_tensor *logits = NULL;
+        st = llm_forward(m, kv, ids + i, batch ? n : 1, false, &logits);
+        if (st == TF_OK) st = tf_device_synchronize(m->dev);
+        tf_tensor_release(logits);
+    }
+    *rate = (double)n / (now() - t0);
+    free(ids);
+    llm_cache_free(kv);
+    return st;
+}
+
+static tf_status bench(const options *o, const llm_model *m) {
+    static const struct { const char *name; int64_t n; bool batch; } tests[] = {
+        {"pp128", 128, true}, {"pp512", 512, true}, {"tg128", 128, false}};
+    double rates[64];
+    int rounds = o->bench_rounds < 64 ? o->bench_rounds : 64;
+    printf("test\ttokens/s (median of %d)\n", rounds);
+    for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
+        double warm;
+        tf_status st = bench_once(m, tests[t].n < 32 ? tests[t].n : 32, tests[t].batch, &warm);
+        for (int r = 0; st == TF_OK && r < rounds; r++) st = bench_once(m, tests[t].n, tests[t].batch, &rates[r]);
+        if (st != TF_OK) return st;
+        qsort(rates, (size_t)rounds, sizeof rates[0], by_value);
+        printf("%s\t%.2f\n", tests[t].name, rates[rounds / 2]);
+        fflush(stdout);
+    }
+    return TF_OK;
 }
 
 static int run(const options *o) {
@@ -162,6 +214,15 @@ static int run(const options *o) {
         double t0 = now();
         st = llm_model_load(f, dev, weight_dtype(o->weights), &m);
         if (st == TF_OK) fprintf(stderr, "[loaded in %.2f s]\n", now() - t0);
+    }
+    if (st == TF_OK && o->bench_rounds > 0) {
+        st = bench(o, m);
+        if (st != TF_OK) fprintf(stderr, "llm: %s: %s\n", tf_status_name(st), llm_error());
+        llm_model_free(m);
+        llm_tokenizer_free(tok);
+        tf_gguf_close(f);
+        tf_shutdown();
+        return st == TF_OK ? 0 : 1;
     }
     if (st == TF_OK) st = llm_cache_new(m, o->n_ctx, &kv);
     if (st == TF_OK && !(text = o->raw ? strdup(o->prompt) : chat_prompt(f, o->prompt)))

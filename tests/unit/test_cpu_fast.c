@@ -274,6 +274,96 @@ static void test_skinny_products(void **state) {
     }
 }
 
+/* One output row (a decode step): the GEMV path, with b stored as [n, k]
+ * (a linear layer's weight) or [k, n], a bias through gemm's c, a strided
+ * a, a batch of single rows, and f64. */
+static void test_single_row_products(void **state) {
+    (void)state;
+    const int64_t N = 9001, K = 577;        /* several slices of the outputs per thread pool */
+    float *a = randv(2 * K, 50), *w = randv(N * K, 51), *c = randv(N, 52);
+    int64_t sw[2] = {N, K}, sa[2] = {1, K}, sc[1] = {N}, sa2[2] = {K, 2}, sb3[3] = {2, 1, K};
+    tf_tensor *ta = NULL, *tw = NULL, *tc = NULL, *o = NULL, *wt = NULL, *ta2 = NULL, *col = NULL, *colt = NULL, *t3 = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa, a, &ta));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sw, w, &tw));
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, sc, c, &tc));
+    double *want = malloc(sizeof(double) * (size_t)(2 * N));
+    for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += (double)a[k] * w[j * K + k];
+        want[j] = acc;
+    }
+    /* a @ w^T with w stored [N, K] */
+    OK(tf_gemm(ta, tw, NULL, 1.0, 0.0, false, true, &o));
+    float *got = read_all(o);
+    expect_close("single row, b transposed", got, want, N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* 0.5 * a @ w^T + 2 * c */
+    double *biased = malloc(sizeof(double) * (size_t)N);
+    for (int64_t j = 0; j < N; j++) biased[j] = 0.5 * want[j] + 2.0 * c[j];
+    OK(tf_gemm(ta, tw, tc, 0.5, 2.0, false, true, &o));
+    got = read_all(o);
+    expect_close("single row with bias", got, biased, N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* b stored [K, N]: the same product from w^T made contiguous */
+    tf_tensor *wtc = NULL;
+    OK(tf_transpose(tw, 0, 1, &wt));
+    OK(tf_contiguous(wt, &wtc));
+    OK(tf_matmul(ta, wtc, &o));
+    got = read_all(o);
+    expect_close("single row, b plain", got, want, N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* b stored [K, N] with a bias: BLAS's GEMV on column slices */
+    OK(tf_gemm(ta, wtc, tc, 0.5, 2.0, false, false, &o));
+    got = read_all(o);
+    expect_close("single row, b plain, with bias", got, biased, N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* a strided: column 0 of a [K, 2] matrix, transposed to [1, K] */
+    float *a2 = malloc(sizeof(float) * (size_t)(2 * K));
+    for (int64_t k = 0; k < K; k++) a2[2 * k] = a[k], a2[2 * k + 1] = 99;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, sa2, a2, &ta2));
+    OK(tf_slice(ta2, 1, 0, 1, 1, &col));
+    OK(tf_transpose(col, 0, 1, &colt));
+    OK(tf_gemm(colt, tw, NULL, 1.0, 0.0, false, true, &o));
+    got = read_all(o);
+    expect_close("single strided row", got, want, N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* a batch of two single rows */
+    for (int64_t j = 0; j < N; j++) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; k++) acc += (double)a[K + k] * w[j * K + k];
+        want[N + j] = acc;
+    }
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 3, sb3, a, &t3));
+    OK(tf_gemm(t3, tw, NULL, 1.0, 0.0, false, true, &o));
+    got = read_all(o);
+    expect_close("batch of single rows", got, want, 2 * N, 1e-12);
+    free(got);
+    tf_tensor_release(o);
+    /* f64 */
+    tf_tensor *a64 = NULL, *w64 = NULL;
+    OK(tf_cast(ta, TF_F64, &a64));
+    OK(tf_cast(tw, TF_F64, &w64));
+    OK(tf_gemm(a64, w64, NULL, 1.0, 0.0, false, true, &o));
+    double *got64 = malloc(sizeof(double) * (size_t)N);
+    OK(tf_tensor_read(o, got64, sizeof(double) * (size_t)N));
+    for (int64_t j = 0; j < N; j++)
+        if (fabs(got64[j] - want[j]) > 1e-9 * (1 + fabs(want[j]))) fail_msg("f64 single row %lld: %g vs %g", (long long)j, got64[j], want[j]);
+    free(got64);
+    tf_tensor *all[] = {ta, tw, tc, o, wt, wtc, ta2, col, colt, t3, a64, w64};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tf_tensor_release(all[i]);
+    free(a);
+    free(a2);
+    free(w);
+    free(c);
+    free(want);
+    free(biased);
+}
+
 static uint16_t *half_bits(int64_t n, uint64_t seed) {   /* every bit pattern: NaN, inf, subnormals */
     uint16_t *v = malloc(sizeof(uint16_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) {
@@ -450,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_large_rows),
         cmocka_unit_test(test_blas_paths),
         cmocka_unit_test(test_skinny_products),
+        cmocka_unit_test(test_single_row_products),
         cmocka_unit_test(test_half_elementwise),
         cmocka_unit_test(test_half_skinny_matmul),
         cmocka_unit_test(test_blocked_attention),

@@ -162,12 +162,62 @@ static void test_moving_between_devices_is_exact(void **state) {
     tf_tensor_release(moved);
 }
 
+/* tf_copy_into writes into a view in place (a KV cache's append): the rest
+ * of the storage is untouched, src broadcasts and converts, may overlap dst,
+ * and may live on another device; a broadcast dst is refused, dst intact. */
+static void test_copy_into_writes_a_view_in_place(void **state) {
+    (void)state;
+    int64_t s34[2] = {3, 4}, s24[2] = {2, 4}, s1[1] = {1}, s4[1] = {4};
+    tf_tensor *cache = NULL, *rows = NULL, *slot = NULL, *col = NULL, *scalar = NULL;
+    OK(tf_zeros(cpu_device(), TF_F32, 2, s34, &cache));
+    rows = iota(2, s24);
+    OK(tf_slice(cache, 0, 1, 3, 1, &slot));             /* rows 1 and 2 */
+    OK(tf_copy_into(slot, rows));
+    float want[12] = {0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7};
+    expect_f32(cache, want, 12);
+    OK(tf_slice(cache, 1, 3, 4, 1, &col));               /* the last column, strided */
+    OK(tf_scalar(cpu_device(), TF_I32, -2, &scalar));    /* broadcast and converted */
+    OK(tf_copy_into(col, scalar));
+    float want2[12] = {0, 0, 0, -2, 0, 1, 2, -2, 4, 5, 6, -2};
+    expect_f32(cache, want2, 12);
+    /* overlapping source and destination: row 1 <- row 0 and row 2 <- row 1
+     * at once (copied in order, row 2 would get row 0) */
+    tf_tensor *head = NULL, *tail = NULL;
+    OK(tf_slice(cache, 0, 0, 2, 1, &head));
+    OK(tf_slice(cache, 0, 1, 3, 1, &tail));
+    OK(tf_copy_into(tail, head));
+    float want3[12] = {0, 0, 0, -2, 0, 0, 0, -2, 0, 1, 2, -2};
+    expect_f32(cache, want3, 12);
+    /* a source on another device moves first */
+    tf_device *my;
+    tf_tensor *there = NULL, *row0 = NULL, *four = NULL;
+    OK(tf_device_get("mybackend", &my));
+    const float v4[4] = {9, 8, 7, 6};
+    four = tensor_f32(cpu_device(), 1, s4, v4);
+    OK(tf_tensor_to(four, my, &there));
+    OK(tf_slice(cache, 0, 2, 3, 1, &row0));
+    OK(tf_copy_into(row0, there));
+    float want4[12] = {0, 0, 0, -2, 0, 0, 0, -2, 9, 8, 7, 6};
+    expect_f32(cache, want4, 12);
+    /* refused: a broadcast destination, shapes that do not broadcast, NULL */
+    tf_tensor *one = NULL, *wide = NULL;
+    OK(tf_zeros(cpu_device(), TF_F32, 1, s1, &one));
+    OK(tf_expand(one, 1, s4, &wide));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "broadcast", tf_copy_into(wide, four));
+    FAILS_WITH(TF_ERR_SHAPE, "broadcast", tf_copy_into(row0, rows));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "NULL", tf_copy_into(NULL, rows));
+    expect_f32(cache, want4, 12);
+    tf_tensor *all[] = {cache, rows, slot, col, scalar, head, tail, there, row0, four, one, wide};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tf_tensor_release(all[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reshape_is_a_view_when_strides_allow),
         cmocka_unit_test(test_permute_slice_expand_squeeze),
         cmocka_unit_test(test_contiguous_copy_and_lifetime),
         cmocka_unit_test(test_moving_between_devices_is_exact),
+        cmocka_unit_test(test_copy_into_writes_a_view_in_place),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -44,6 +44,20 @@ bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_
     return true;
 }
 
+bool tf_cpu_blas_gemv(bool is_f64, bool trans, int64_t rows, int64_t cols, double alpha, const void *m, int64_t ldm,
+                      const void *x, int64_t incx, double beta, void *y) {
+    pthread_once(&once, single_threaded);
+    atomic_fetch_add(&calls, 1);
+    /* CBLAS names the matrix as stored: [rows, cols], or [cols, rows] transposed. */
+    enum CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+    int sm = (int)(trans ? cols : rows), sn = (int)(trans ? rows : cols);
+    if (is_f64)
+        cblas_dgemv(CblasRowMajor, t, sm, sn, alpha, m, (int)ldm, x, (int)incx, beta, y, 1);
+    else
+        cblas_sgemv(CblasRowMajor, t, sm, sn, (float)alpha, m, (int)ldm, x, (int)incx, (float)beta, y, 1);
+    return true;
+}
+
 bool tf_cpu_have_blas(void) { return true; }
 const char *tf_cpu_blas_name(void) { return TF_CBLAS_NAME; }
 #else
@@ -51,6 +65,13 @@ bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
     (void)is_f64; (void)trans_a; (void)trans_b; (void)m; (void)n; (void)k; (void)alpha; (void)a; (void)lda;
     (void)b; (void)ldb; (void)beta; (void)c; (void)ldc;
+    return false;
+}
+
+bool tf_cpu_blas_gemv(bool is_f64, bool trans, int64_t rows, int64_t cols, double alpha, const void *m, int64_t ldm,
+                      const void *x, int64_t incx, double beta, void *y) {
+    (void)is_f64; (void)trans; (void)rows; (void)cols; (void)alpha; (void)m; (void)ldm; (void)x; (void)incx;
+    (void)beta; (void)y;
     return false;
 }
 

@@ -12,6 +12,11 @@
  * False if no BLAS was built in. */
 bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                       const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* y[rows] = alpha * M[rows, cols] @ x + beta * y, M row-major with row
+ * stride ldm, or M's transpose when trans (then M is [cols, rows] in
+ * memory); x's elements incx apart. False if no BLAS was built in. */
+bool tf_cpu_blas_gemv(bool is_f64, bool trans, int64_t rows, int64_t cols, double alpha, const void *m, int64_t ldm,
+                      const void *x, int64_t incx, double beta, void *y);
 /* Threads the library may use in the calls that follow on this path: 1
  * inside tensorframe's parallel regions, the pool's size for a single
  * top-level GEMM (the library partitions one big GEMM better than rows

@@ -170,6 +170,26 @@ static void blas_rows(void *ctx, int64_t begin, int64_t end) {
                      j->has_c ? j->beta : 0.0, j->o + begin * j->n * j->es, j->n);
 }
 
+/* One output row (m == 1, the decode step of a language model): GEMV over
+ * slices of the n outputs, one slice per thread. GEMM would pack all of B
+ * for a single row of A, which costs as much as the product itself. */
+typedef struct gemv_job {
+    const blas_job *j;
+    int64_t incx;
+} gemv_job;
+
+static void gemv_cols(void *ctx, int64_t begin, int64_t end) {
+    const gemv_job *g = ctx;
+    const blas_job *j = g->j;
+    if (j->has_c)
+        for (int64_t x = begin; x < end; x++) store_f64(j->dt, j->o + x * j->es, load_f64(j->dt, j->c.base + x * j->cs_n));
+    /* outputs [begin, end) are rows [begin, end) of B^T: rows of B when it is
+     * stored transposed ([n, k]), else columns of B ([k, n]) */
+    const char *b = j->b + (j->tb ? begin * j->ldb : begin) * j->es;
+    tf_cpu_blas_gemv(j->f64, !j->tb, end - begin, j->k, j->alpha, b, j->ldb, j->a, g->incx, j->has_c ? j->beta : 0.0,
+                     j->o + begin * j->es);
+}
+
 /* Leading dimension and transposition of a matrix operand, if BLAS can take it. */
 static bool blas_layout(const tf_tensor_desc *d, int nb, int64_t rows, int64_t cols, bool *trans, int64_t *ld) {
     int64_t rs = d->strides[nb], cs = d->strides[nb + 1];
@@ -228,7 +248,10 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
         bj.b = b.base + bo;
         bj.o = o.base + oo;
         bj.c = cb;
-        if (single) {                            /* one big GEMM: the library threads it */
+        if (m == 1) {
+            gemv_job g = {&bj, j.ta ? j.lda : 1};
+            tf_cpu_parallel_for(n, grain / (k + 1) + 1, gemv_cols, &g);
+        } else if (single) {                     /* one big GEMM: the library threads it */
             tf_cpu_blas_threads(tf_cpu_num_threads());
             blas_rows(&bj, 0, m);
             tf_cpu_blas_threads(1);

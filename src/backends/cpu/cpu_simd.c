@@ -180,10 +180,17 @@ static void skinny_rows_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->gemm_rows(j->m, begin * 64, end * 64 < j->n ? end * 64 : j->n, j->kk, j->a, j->lda, j->b, j->ldb, j->c, j->n);
 }
 
+/* A GEMM that is a plain product (alpha 1, no c) runs as a matmul: a
+ * linear layer's x @ W^T at decode time is the common case. */
+static bool plain_product(const tf_op *op) {
+    return op->kind == TF_OP_MATMUL ||
+           (op->kind == TF_OP_GEMM && op->params.alpha == 1.0 && (op->n_inputs < 3 || op->params.beta == 0.0));
+}
+
 static bool run_matmul_skinny(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     const tf_fast_kernels *k = tf_fast();
-    if (!k || op->kind != TF_OP_MATMUL || O->dtype != TF_F32 || O->ndim != 2 || !tf_desc_is_contiguous(O)) return false;
+    if (!k || !plain_product(op) || O->dtype != TF_F32 || O->ndim != 2 || !tf_desc_is_contiguous(O)) return false;
     int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
     if ((m > SKINNY && n > SKINNY) || kk < 64) return false;
     skinny_job j = {k, m, n, kk, A->strides[0], B->strides[0],
@@ -235,7 +242,7 @@ static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     const tf_fast_kernels *k = tf_fast();
     tf_dtype dt = O->dtype;
-    if (!k || (dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || O->ndim != 2) return false;
+    if (!k || (dt != TF_F16 && dt != TF_BF16) || !plain_product(op) || O->ndim != 2) return false;
     int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
     bool rows = B->strides[0] == 1 && n > 1, row_major = B->strides[1] == 1;
     if (m > SKINNY || m * n == 0 || kk < 64 || !(rows || row_major)) return false;
@@ -337,6 +344,7 @@ void tf_cpu_simd_install(tf_cpu_table *t) {
         for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[binary[i]][floats[d]] = simd_binary;
     static const tf_op_kind rows[] = {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX, TF_OP_RMSNORM, TF_OP_LAYERNORM};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) t->fn[rows[i]][TF_F32] = simd_row;
-    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[TF_OP_MATMUL][floats[d]] = simd_matmul;
+    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++)
+        t->fn[TF_OP_MATMUL][floats[d]] = t->fn[TF_OP_GEMM][floats[d]] = simd_matmul;   /* GEMM: plain products only */
     t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = simd_reduce;
 }

@@ -363,6 +363,13 @@ static void program_nn_and_vision(world *w, tf_tensor *a, tf_tensor *am, tf_tens
     OP(m, tf_zeros, w->my, TF_F32, 2, (const int64_t[]){3, 4});
     OP(v, tf_zeros, w->my, TF_F32, 2, (const int64_t[]){3, 4});
     CALL(true, tf_adam_step, pm, gr, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1, true);
+    /* in-place writes into views: from another device, and overlapping itself */
+    OP(into, tf_slice, v, 0, 1, 3, 1);
+    OP(from, tf_slice, gr, 0, 0, 2, 1);
+    CALL(true, tf_copy_into, into, from);
+    OP(lo, tf_slice, pm, 0, 0, 2, 1);
+    OP(hi, tf_slice, pm, 0, 1, 3, 1);
+    CALL(true, tf_copy_into, hi, lo);
     (void)mp; (void)ap2; (void)ce;
 }
 

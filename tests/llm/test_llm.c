@@ -24,18 +24,7 @@
 #include "model.h"
 #include "tokenizer.h"
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                   \
-    do {                                                    \
-        checks++;                                           \
-        if (!(cond)) {                                      \
-            failures++;                                     \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-            printf(__VA_ARGS__);                            \
-            printf("\n");                                   \
-        }                                                   \
-    } while (0)
+#include "../cuda/expect.h"   /* EXPECT: counts checks and failures */
 
 /* Bounds, from what the arithmetic allows (the closing report prints the
  * measured values; `TEST_LLM_VERBOSE=1` prints them per step).

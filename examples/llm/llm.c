@@ -4,7 +4,7 @@
  *
  *   llm MODEL.gguf [--device auto|cpu|opencl:0|cuda:0] [--prompt TEXT] [--raw]
  *                  [-n MAX_TOKENS] [--temp T] [--top-k K] [--top-p P] [--seed S]
- *                  [--ctx N] [--weights f32|bf16|f16] [--bench ROUNDS]
+ *                  [--ctx N] [--weights stored|f32|bf16|f16] [--bench ROUNDS]
  *
  * The prompt is wrapped in the model's chat template (ChatML, the template
  * SmolLM2 ships) unless --raw. It is processed in one batch, then tokens
@@ -36,11 +36,11 @@ typedef struct options {
 
 static void usage(void) {
     fprintf(stderr, "usage: llm MODEL.gguf [--device D] [--prompt TEXT] [--raw] [-n N] [--temp T] [--top-k K]\n"
-                    "           [--top-p P] [--seed S] [--ctx N] [--weights f32|bf16|f16]\n");
+                    "           [--top-p P] [--seed S] [--ctx N] [--weights stored|f32|bf16|f16]\n");
 }
 
 static bool parse_args(int argc, char **argv, options *o) {
-    *o = (options){.device = "auto", .prompt = "What is the capital of France?", .weights = "f32", .max_tokens = 64,
+    *o = (options){.device = "auto", .prompt = "What is the capital of France? Answer in one sentence.", .weights = "stored", .max_tokens = 64,
                    .n_ctx = 1024, .sampler = {.temperature = 0, .top_k = 40, .top_p = 0.95}, .seed = 42};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -105,7 +105,8 @@ static double now(void) {
 }
 
 static tf_dtype weight_dtype(const char *name) {
-    return !strcmp(name, "bf16") ? TF_BF16 : !strcmp(name, "f16") ? TF_F16 : TF_F32;
+    return !strcmp(name, "bf16") ? TF_BF16 : !strcmp(name, "f16") ? TF_F16 : !strcmp(name, "f32") ? TF_F32
+                                                                                              : LLM_WEIGHTS_AS_STORED;
 }
 
 /* Reads a [1, vocab] f32 row and samples from it. */

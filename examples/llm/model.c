@@ -75,7 +75,7 @@ static tf_status load_weight(const tf_gguf *f, const char *name, tf_device *dev,
     bool same = info.ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = info.shape[d] == shape[d];
     if (!same) return llm_fail(TF_ERR_SHAPE, "model: %s has an unexpected shape", name);
-    s = tf_gguf_load_as(f, name, dev, dtype, out);
+    s = dtype == LLM_WEIGHTS_AS_STORED ? tf_gguf_load(f, name, dev, out) : tf_gguf_load_as(f, name, dev, dtype, out);
     if (s != TF_OK) return llm_fail(s, "model: loading %s: %s", name, tf_last_error());
     return TF_OK;
 }

@@ -35,8 +35,12 @@ typedef struct llm_cache {
     int64_t n_ctx, n_past, n_layer;
 } llm_cache;
 
-/* Loads the weights onto dev as `dtype` (quantized blocks are decoded).
- * Errors name the tensor or key at fault (llm_error()). */
+/* llm_model_load's dtype for the weights as the file stores them:
+ * quantized matrices stay quantized (tf_matmul_quantized multiplies them). */
+#define LLM_WEIGHTS_AS_STORED TF_DTYPE_COUNT
+
+/* Loads the weights onto dev as `dtype` (quantized blocks decoded to it), or
+ * LLM_WEIGHTS_AS_STORED. Errors name the tensor or key at fault (llm_error()). */
 tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_model **out);
 void llm_model_free(llm_model *m);
 

@@ -27,6 +27,8 @@
  *                        COMPOSITE  lowered by the core to views and copies: no
  *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
+ *                        QMATMUL    x [M, K] (f32) times a block-quantized w [N, K]
+ *                                   transposed: [M, N] (tf_matmul_quantized)
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -51,6 +53,9 @@
  *           rounding error grows with it. 0 means bit-exact. Integer outputs
  *           are always compared exactly. gelu's bound allows for its formula
  *           cancelling (1 + erf -> 0) at negative inputs, as PyTorch's does.
+ *           QMATMUL (K) adds 1e-4 for the 8-bit rounding of x that a device
+ *           may apply per block: |error| <= d/2 with d = max|x|/127, an NMSE
+ *           near 1.5e-5 for uniform x, so a bound six times that.
  *   kernel  the kernel family that runs the op, for backends that share one
  *           kernel among several ops (tf_op_kernel_of): ARITH (binary
  *           arithmetic), MATH (unary float math), COMPARE (comparisons and
@@ -155,7 +160,8 @@
     X(BATCH_NORM,   batch_norm,   5, COMPOSITE, SAME,          FLOAT,   ANY,     64, NONE) \
     X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64, NONE) \
     X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16, OPTIMIZER) \
-    X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH)
+    X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
+    X(QMATMUL,      qmatmul,      2, QMATMUL,   FIRST,         FLOAT,   ANY,     16, MATMUL)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -96,15 +96,46 @@ TF_API const char *tf_last_error(void);
     X(U8,   u8,   1, 0, 1)      \
     X(BOOL, bool, 1, 0, 0)
 
+/* Block-quantized dtypes, ggml's layouts byte for byte (what GGUF files
+ * hold): elements are stored in blocks along the last axis, each block a
+ * few scales and packed integers. X(ENUM, name, elements per block, bytes
+ * per block). Their values follow the element dtypes' (ABI: append only).
+ *   Q4_0  x = d * (q - 8)              4-bit q, one f16 scale per 32
+ *   Q4_1  x = d * q + m                4-bit q, f16 scale and min per 32
+ *   Q8_0  x = d * q                    8-bit q, one f16 scale per 32
+ *   Q4_K  x = d*sc * q - dmin*m        256 = 8 sub-blocks of 32, 6-bit sc and m
+ *   Q6_K  x = d*sc * (q - 32)          256 = 16 sub-blocks of 16, 8-bit sc
+ * A block-quantized tensor's last axis is a whole number of blocks and is
+ * never split or strided: views may pick rows (slices, selects and
+ * reshapes that keep the last axis), not columns. Ops take them where they
+ * make sense: tf_cast both ways (quantizing from a float dtype), tf_gemm /
+ * tf_matmul_quantized as the weight, tf_embedding / tf_index_select of
+ * rows, moves between devices; any other op answers TF_ERR_DTYPE. */
+#define TF_QDTYPE_LIST(X)       \
+    X(Q4_0, q4_0,  32,  18)     \
+    X(Q4_1, q4_1,  32,  20)     \
+    X(Q8_0, q8_0,  32,  34)     \
+    X(Q4_K, q4_k, 256, 144)     \
+    X(Q6_K, q6_k, 256, 210)
+
 typedef enum tf_dtype {
 #define TF__DTYPE_ENUM(E, n, sz, fl, in) TF_##E,
     TF_DTYPE_LIST(TF__DTYPE_ENUM)
 #undef TF__DTYPE_ENUM
+#define TF__QDTYPE_ENUM(E, n, blk, bytes) TF_##E,
+    TF_QDTYPE_LIST(TF__QDTYPE_ENUM)
+#undef TF__QDTYPE_ENUM
     TF_DTYPE_COUNT
 } tf_dtype;
 
 TF_API const char *tf_dtype_name(tf_dtype dt);      /* "f32"; "?" if invalid */
-TF_API size_t tf_dtype_size(tf_dtype dt);           /* bytes; 0 if invalid */
+/* Bytes per element; for a block-quantized dtype bytes per block (ggml's
+ * convention), so bytes = elements / tf_dtype_block_size * tf_dtype_size
+ * for every dtype. 0 if invalid. */
+TF_API size_t tf_dtype_size(tf_dtype dt);
+/* Elements per block: 1 for element dtypes; 0 if invalid. */
+TF_API size_t tf_dtype_block_size(tf_dtype dt);
+TF_API bool tf_dtype_is_quantized(tf_dtype dt);     /* a block-quantized dtype */
 TF_API bool tf_dtype_is_float(tf_dtype dt);
 TF_API bool tf_dtype_is_integer(tf_dtype dt);       /* bool is not an integer */
 /* Type promotion for binary ops (PyTorch's rule, no value-based casting):
@@ -265,6 +296,9 @@ TF_API const int64_t *tf_tensor_shape(const tf_tensor *t);
 TF_API const int64_t *tf_tensor_strides(const tf_tensor *t);  /* in elements */
 TF_API int64_t tf_tensor_offset(const tf_tensor *t);          /* in bytes */
 TF_API int64_t tf_tensor_numel(const tf_tensor *t);
+/* Bytes of its elements, as tf_tensor_read writes them (whole blocks for a
+ * quantized dtype); -1 for NULL. */
+TF_API int64_t tf_tensor_nbytes(const tf_tensor *t);
 TF_API bool tf_tensor_is_contiguous(const tf_tensor *t);
 /* Copies the tensor, row-major and contiguous, to host memory. Waits for
  * queued work. TF_ERR_BUFFER_TOO_SMALL if dst_bytes < numel * dtype size. */
@@ -351,6 +385,15 @@ TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_te
  * result and is not read when beta == 0. Float dtypes. */
 TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
                          bool transpose_a, bool transpose_b, tf_tensor **out);
+/* A float activation times a block-quantized weight, as a linear layer:
+ * x [..., K] (f32, f16, bf16 or f64) and w [N, K] quantized give
+ * x @ dequantize(w)^T, [..., N] in x's dtype. Devices may round x to 8
+ * bits per 32-element block on the way (the CPU does, to use its integer
+ * dot-product instructions, as llama.cpp does): the result is then as
+ * accurate as the weight's own quantization allows, not to f32 rounding.
+ * tf_gemm(x, w, NULL, 1, 0, false, true) with a quantized w comes here;
+ * any other tf_gemm of a quantized operand decodes it first. */
+TF_API tf_status tf_matmul_quantized(const tf_tensor *x, const tf_tensor *w, tf_tensor **out);
 /* Matrix-vector product: a [..., M, N] with x [N] gives [..., M]. */
 TF_API tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out);
 /* Outer product of two 1-D tensors: [M] x [N] -> [M, N]. */
@@ -489,8 +532,9 @@ TF_API int64_t tf_gguf_tensor_count(const tf_gguf *f);
 TF_API int64_t tf_gguf_find_tensor(const tf_gguf *f, const char *name);    /* -1 if absent */
 TF_API tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info);
 /* A tensor whose block type is a tensorframe dtype (F32, F16, BF16, F64,
- * I8, I32, I64) onto dev; a quantized block type is TF_ERR_UNSUPPORTED
- * until the op table has quantized dtypes (its bytes are in the info). */
+ * I8, I32, I64, and the quantized Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, their bytes
+ * as stored) onto dev; other block types are TF_ERR_UNSUPPORTED (their
+ * bytes are in the info). */
 TF_API tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out);
 /* Any tensor whose block type is a float or integer dtype, or one of the
  * quantized Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (decoded bit-for-bit as ggml's
@@ -503,7 +547,8 @@ TF_API tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *
  * the result has the index count as that axis's extent. An index outside
  * [0, extent) is TF_ERR_INDEX. */
 TF_API tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out);
-/* Embedding lookup: weight [vocab, dim], ids of any shape -> ids.shape + [dim]. */
+/* Embedding lookup: weight [vocab, dim], ids of any shape -> ids.shape + [dim]
+ * (f32 rows from a quantized table). */
 TF_API tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor **out);
 /* PyTorch's gather: index has x's ndim (extents <= x's off the axis);
  * out[i][j] = x[i][index[i][j]] for axis 1, and so on. */

@@ -45,6 +45,14 @@ bool tf__overlap(const tf_tensor *a, const tf_tensor *b);
 
 /* ---- dtypes (dtype.c) ---- */
 bool tf__dtype_valid(tf_dtype dt);
+/* Bytes of n elements of dt (n a whole number of blocks for a quantized
+ * dtype: the layout checks keep it so). */
+int64_t tf__bytes_of(tf_dtype dt, int64_t n);
+/* A layout a block-quantized tensor may take: the last axis whole blocks
+ * with stride 1, every other stride a whole number of blocks, the element
+ * offset too. TF_OK for element dtypes; else TF_ERR_DTYPE naming fn. */
+tf_status tf__check_block_layout(const char *fn, tf_dtype dt, int ndim, const int64_t *shape,
+                                 const int64_t *strides);
 
 /* ggml's quantized block types (the ids GGUF files store) that quant.c decodes. */
 enum { TF__GGML_Q4_0 = 2, TF__GGML_Q4_1 = 3, TF__GGML_Q8_0 = 8, TF__GGML_Q4_K = 12, TF__GGML_Q6_K = 14 };
@@ -191,7 +199,8 @@ tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst);
 typedef enum {
     TF_SHAPE_BROADCAST, TF_SHAPE_MATMUL, TF_SHAPE_REDUCE, TF_SHAPE_SAME, TF_SHAPE_UNARY, TF_SHAPE_WHERE,
     TF_SHAPE_SCAN, TF_SHAPE_INDEXED, TF_SHAPE_TRIANGLE, TF_SHAPE_GEMM, TF_SHAPE_ROW, TF_SHAPE_ROPE,
-    TF_SHAPE_ATTENTION, TF_SHAPE_CONV, TF_SHAPE_POOL, TF_SHAPE_OPTIMIZER, TF_SHAPE_COMPOSITE, TF_SHAPE_CREATE
+    TF_SHAPE_ATTENTION, TF_SHAPE_CONV, TF_SHAPE_POOL, TF_SHAPE_OPTIMIZER, TF_SHAPE_COMPOSITE, TF_SHAPE_CREATE,
+    TF_SHAPE_QMATMUL
 } tf_shape_rule;
 typedef enum {
     TF_DTRULE_PROMOTE, TF_DTRULE_PROMOTE_FLOAT, TF_DTRULE_SUM, TF_DTRULE_SAME, TF_DTRULE_CAST,

@@ -78,6 +78,13 @@ tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf
     return TF_OK;
 }
 
+/* The ops defined on block-quantized inputs: moving whole rows, and the
+ * weight of a quantized product. */
+static bool takes_quantized(tf_op_kind kind, int input) {
+    return (kind == TF_OP_COPY && input == 0) || (kind == TF_OP_INDEX_SELECT && input == 0) ||
+           (kind == TF_OP_QMATMUL && input == 1);
+}
+
 tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,
                        const tf_dtype *want, tf_device *dev) {
     c->fn = fn;
@@ -87,6 +94,12 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
     c->op.kind = kind;                   /* the hot path: set what a backend reads, not all 1 KB */
     c->op.n_inputs = n;
     memset(&c->op.params, 0, sizeof c->op.params);
+    for (int i = 0; i < n; i++)          /* before anything is held: nothing to release */
+        if (tf_dtype_is_quantized(in[i]->dtype) && !takes_quantized(kind, i)) {
+            c->n = 0;
+            return tf__error(TF_ERR_DTYPE, "%s: %s does not take a %s input (cast it to a float dtype)", fn,
+                             tf_op_name(kind), tf_dtype_name(in[i]->dtype));
+        }
     tf_status s = n ? tf__place_inputs(fn, n, in, &c->dev, c->in) : TF_OK;
     for (int i = 0; i < n && s == TF_OK; i++) {
         if (!want || want[i] == TF_KEEP_DTYPE || c->in[i]->dtype == want[i]) continue;
@@ -133,14 +146,14 @@ tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const in
 
 /* Byte range [lo, hi) of the buffer a descriptor touches. */
 static void desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi) {
-    int64_t min = 0, max = 0, es = (int64_t)tf_dtype_size(d->dtype);
+    int64_t min = 0, max = 0;
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] == 0) { *lo = *hi = d->offset; return; }
         int64_t span = (d->shape[i] - 1) * d->strides[i];
         if (span < 0) min += span; else max += span;
     }
-    *lo = d->offset + (uint64_t)(min * es);
-    *hi = d->offset + (uint64_t)((max + 1) * es);
+    *lo = d->offset + (uint64_t)tf__bytes_of(d->dtype, min);
+    *hi = d->offset + (uint64_t)tf__bytes_of(d->dtype, max + (int64_t)tf_dtype_block_size(d->dtype));
 }
 
 /* A CPU buffer holding the bytes of `d` from `dev`: the device's own host
@@ -277,7 +290,7 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
     if (s != TF_OK) return s;
     tf_status (*copy)(void *, tf_backend_stream *, tf_backend_buffer *, size_t, tf_backend_buffer *, size_t, size_t) =
         TF_DEVICE_SLOT(dev, buffer_copy);
-    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(dt);
+    size_t n = (size_t)tf__bytes_of(dt, tf_tensor_numel(t));
     if (!n) {
         s = TF_OK;
     } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t)) {    /* a byte range: the device copies it */

@@ -3,19 +3,25 @@
 
 typedef struct dtype_info {
     const char *name;
-    size_t size;
+    size_t size, block;                  /* bytes per block of `block` elements */
     bool is_float, is_integer;
 } dtype_info;
 
 static const dtype_info dtypes[TF_DTYPE_COUNT] = {
-#define TF__DTYPE_INFO(E, n, sz, fl, in) {#n, sz, fl, in},
+#define TF__DTYPE_INFO(E, n, sz, fl, in) {#n, sz, 1, fl, in},
     TF_DTYPE_LIST(TF__DTYPE_INFO)
 #undef TF__DTYPE_INFO
+#define TF__QDTYPE_INFO(E, n, blk, bytes) {#n, bytes, blk, false, false},
+    TF_QDTYPE_LIST(TF__QDTYPE_INFO)
+#undef TF__QDTYPE_INFO
 };
 
 bool tf__dtype_valid(tf_dtype dt) { return (unsigned)dt < TF_DTYPE_COUNT; }
 const char *tf_dtype_name(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt].name : "?"; }
 size_t tf_dtype_size(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt].size : 0; }
+size_t tf_dtype_block_size(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt].block : 0; }
+bool tf_dtype_is_quantized(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].block > 1; }
+int64_t tf__bytes_of(tf_dtype dt, int64_t n) { return n / (int64_t)dtypes[dt].block * (int64_t)dtypes[dt].size; }
 bool tf_dtype_is_float(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_float; }
 bool tf_dtype_is_integer(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_integer; }
 
@@ -40,6 +46,9 @@ tf_status tf_promote_types(tf_dtype a, tf_dtype b, tf_dtype *out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_promote_types: out is NULL");
     if (!tf__dtype_valid(a) || !tf__dtype_valid(b))
         return tf__error(TF_ERR_DTYPE, "tf_promote_types: invalid dtype %d/%d", (int)a, (int)b);
+    if (tf_dtype_is_quantized(a) || tf_dtype_is_quantized(b))
+        return tf__error(TF_ERR_DTYPE, "tf_promote_types: %s does not promote (cast it to a float dtype)",
+                         tf_dtype_name(tf_dtype_is_quantized(a) ? a : b));
     if (a == b) { *out = a; return TF_OK; }
     int ca = category(a), cb = category(b);
     if (ca != cb) *out = ca > cb ? a : b;

@@ -477,12 +477,17 @@ tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info)
     return TF_OK;
 }
 
-/* The block types that are tensorframe dtypes today load as such; the
- * quantized ones are reached through tf_gguf_tensor_info's raw bytes. */
+/* The block types that are tensorframe dtypes load as such; the others are
+ * reached through tf_gguf_tensor_info's raw bytes. */
 static tf_dtype dtype_of_block_type(uint32_t t) {
     switch (t) {
     case 0: return TF_F32;
     case 1: return TF_F16;
+    case 2: return TF_Q4_0;
+    case 3: return TF_Q4_1;
+    case 8: return TF_Q8_0;
+    case 12: return TF_Q4_K;
+    case 14: return TF_Q6_K;
     case 24: return TF_I8;
     case 26: return TF_I32;
     case 27: return TF_I64;
@@ -517,27 +522,6 @@ tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_te
     return tf__in(fn, tf_tensor_from_data(dev, dt, t->ndim, t->shape, data_of(f, t), out));
 }
 
-/* A quantized tensor decoded to f32 in host memory, then onto dev. */
-static tf_status load_dequantized(const tf_gguf *f, const gguf_tensor *t, tf_device *dev, tf_tensor **out) {
-    /* open checked the count against overflow in ggml's order, where an
-     * empty axis first makes the rest unchecked: check again here. */
-    int64_t n = 1;
-    bool empty = false, overflow = false;
-    for (int d = 0; d < t->ndim; d++) {
-        empty |= t->shape[d] == 0;
-        overflow |= tf__mul_overflows(n, t->shape[d], &n);
-    }
-    if (empty) n = 0;
-    else if (overflow || (uint64_t)n > SIZE_MAX / sizeof(float))
-        return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: tensor '%s' is too large to decode", t->name);
-    float *host = tf__malloc((size_t)n * sizeof(float) + 1);
-    if (!host) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_gguf_load_as: no memory to decode tensor '%s'", t->name);
-    tf__dequantize(t->type, data_of(f, t), n, host);
-    tf_status s = tf_tensor_from_data(dev, TF_F32, t->ndim, t->shape, host, out);
-    tf__free(host);
-    return s;
-}
-
 tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, tf_tensor **out) {
     static const char fn[] = "tf_gguf_load_as";
     const gguf_tensor *t;
@@ -547,11 +531,10 @@ tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf
         return tf__error(TF_ERR_DTYPE, "%s: dtype %s is not a float dtype", fn, tf_dtype_name(dtype));
     tf_tensor *loaded = NULL;
     tf_dtype native = dtype_of_block_type(t->type);
-    if (native != TF_DTYPE_COUNT) s = tf_tensor_from_data(dev, native, t->ndim, t->shape, data_of(f, t), &loaded);
-    else if (tf__dequantize_known(t->type)) s = load_dequantized(f, t, dev, &loaded);
-    else
+    if (native == TF_DTYPE_COUNT)
         return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which tensorframe does not decode (Q4_0, Q4_1, "
                          "Q8_0, Q4_K and Q6_K are)", fn, name, block_types[t->type].name);
+    s = tf_tensor_from_data(dev, native, t->ndim, t->shape, data_of(f, t), &loaded);
     if (s != TF_OK) return tf__in(fn, s);
     if (tf_tensor_dtype(loaded) == dtype) {
         *out = loaded;

@@ -15,7 +15,10 @@ static bool accepts(tf_op_kind op, tf_dtype dt) { return (tf__op_table[op].accep
 /* Output dtype of a binary op from its rule; TF_ERR_DTYPE if not accepted. */
 static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtype b, tf_dtype *out) {
     tf_status s = tf_promote_types(a, b, out);
-    if (s != TF_OK) return tf__error(s, "%s: invalid dtype", fn);
+    if (s != TF_OK) return tf__error(s, "%s: %s with %s: %s", fn, tf_dtype_name(a), tf_dtype_name(b),
+                                     tf_dtype_is_quantized(a) || tf_dtype_is_quantized(b)
+                                         ? "a quantized dtype takes part in tf_cast, tf_matmul_quantized and row "
+                                           "selection only" : "invalid dtype");
     if (!accepts(op, *out)) return dtype_not_accepted(fn, op, *out);
     if (tf__op_table[op].dtype_rule == TF_DTRULE_PROMOTE_FLOAT && !tf_dtype_is_float(*out)) *out = TF_F32;
     return TF_OK;
@@ -247,6 +250,75 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
     return tf__in(fn, s);
 }
 
+/* ---- products with a block-quantized weight ---- */
+
+static tf_status check_quantized_product(const char *fn, const tf_tensor *x, const tf_tensor *w) {
+    char a[256], b[256];
+    if (!tf_dtype_is_quantized(w->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: the weight is %s, not a quantized dtype (tf_matmul takes it)", fn,
+                         tf_dtype_name(w->dtype));
+    if (!tf_dtype_is_float(x->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: the activation is %s, not a float dtype", fn, tf_dtype_name(x->dtype));
+    if (w->ndim != 2 || x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1])
+        return tf__error(TF_ERR_SHAPE, "%s: x %s and w %s: w must be [N, K] and x [..., K]", fn,
+                         tf__shape_str(x->ndim, x->shape, a, sizeof a), tf__shape_str(w->ndim, w->shape, b, sizeof b));
+    return TF_OK;
+}
+
+/* x as rows [M, K] (a contiguous view or copy), M = the product of its
+ * leading axes. */
+static tf_status as_rows(const tf_tensor *x, tf_tensor **rows) {
+    int64_t shape[2] = {tf_tensor_numel(x) / (x->shape[x->ndim - 1] ? x->shape[x->ndim - 1] : 1),
+                        x->shape[x->ndim - 1]};
+    tf_tensor *c = NULL;
+    tf_status s = tf_contiguous(x, &c);
+    if (s == TF_OK) s = tf_reshape(c, 2, shape, rows);
+    tf_tensor_release(c);
+    return s;
+}
+
+tf_status tf_matmul_quantized(const tf_tensor *x, const tf_tensor *w, tf_tensor **out) {
+    static const char fn[] = "tf_matmul_quantized";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !w) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_status s = check_quantized_product(fn, x, w);
+    if (s != TF_OK) return s;
+    tf_tensor *rows = NULL, *product = NULL;
+    s = as_rows(x, &rows);
+    const tf_tensor *in[2] = {rows, w};
+    const tf_dtype want[2] = {TF_F32, TF_KEEP_DTYPE};     /* kernels take f32 activations */
+    tf_op_call c;
+    if (s == TF_OK) s = tf__op_begin(&c, fn, TF_OP_QMATMUL, 2, in, want, NULL);
+    if (s == TF_OK) {
+        int64_t shape[2] = {rows->shape[0], w->shape[0]};
+        c.op.inputs[0] = tf__desc(c.in[0]);
+        c.op.inputs[1] = tf__desc(c.in[1]);
+        s = tf__op_end(&c, TF_OK, TF_F32, 2, shape, &product);
+    }
+    tf_tensor_release(rows);
+    int64_t shape[TF_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = w->shape[0];
+    tf_tensor *shaped = NULL;
+    if (s == TF_OK) s = tf_reshape(product, x->ndim, shape, &shaped);
+    tf_tensor_release(product);
+    if (s == TF_OK && x->dtype != TF_F32) {
+        s = tf_cast(shaped, x->dtype, out);
+        tf_tensor_release(shaped);
+    } else if (s == TF_OK) {
+        *out = shaped;
+    }
+    return tf__in(fn, s);
+}
+
+/* A quantized operand of a GEMM that is not the plain weight, decoded. */
+static tf_status decoded(const tf_tensor *t, tf_dtype other, tf_tensor **out) {
+    *out = NULL;
+    if (!tf_dtype_is_quantized(t->dtype)) return TF_OK;
+    return tf_cast(t, tf_dtype_is_float(other) ? other : TF_F32, out);
+}
+
 tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
                   bool transpose_a, bool transpose_b, tf_tensor **out) {
     static const char fn[] = "tf_gemm";
@@ -255,6 +327,18 @@ tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, do
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (a->ndim < 2 || b->ndim < 2)
         return tf__error(TF_ERR_SHAPE, "%s: operands must be matrices (got %d-d and %d-d)", fn, a->ndim, b->ndim);
+    if (tf_dtype_is_quantized(b->dtype) && !tf_dtype_is_quantized(a->dtype) && b->ndim == 2 && !transpose_a &&
+        transpose_b && alpha == 1 && (!c || beta == 0))
+        return tf__in(fn, tf_matmul_quantized(a, b, out));
+    if (tf_dtype_is_quantized(a->dtype) || tf_dtype_is_quantized(b->dtype)) {
+        tf_tensor *da = NULL, *db = NULL;
+        tf_status s = decoded(a, b->dtype, &da);
+        if (s == TF_OK) s = decoded(b, a->dtype, &db);
+        if (s == TF_OK) s = tf_gemm(da ? da : a, db ? db : b, c, alpha, beta, transpose_a, transpose_b, out);
+        tf_tensor_release(da);
+        tf_tensor_release(db);
+        return tf__in(fn, s);
+    }
     tf_tensor *at = NULL, *bt = NULL;
     tf_status s = transpose_a ? tf_transpose(a, -1, -2, &at) : TF_OK;
     if (s == TF_OK) s = transpose_b ? tf_transpose(b, -1, -2, &bt) : TF_OK;

@@ -17,8 +17,11 @@ static tf_status slice_view(const tf_tensor *t, int axis, int64_t start, int64_t
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[axis] = len;
-    int64_t off = t->offset + (len > 0 ? start * t->strides[axis] * (int64_t)tf_dtype_size(t->dtype) : 0);
-    return tf__tensor_view(t, t->ndim, shape, t->strides, off, out);
+    int64_t first = len > 0 ? start * t->strides[axis] : 0;
+    if (first % (int64_t)tf_dtype_block_size(t->dtype) != 0)
+        return tf__error(TF_ERR_DTYPE, "a slice from %lld of axis %d would split %s blocks", (long long)start, axis,
+                         tf_dtype_name(t->dtype));
+    return tf__tensor_view(t, t->ndim, shape, t->strides, t->offset + tf__bytes_of(t->dtype, first), out);
 }
 
 /* ---- indices ---- */
@@ -81,6 +84,9 @@ tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, 
     if (s != TF_OK) return s;
     if (index->ndim > 1)
         return tf__error(TF_ERR_SHAPE, "%s: the index must be 0-d or 1-d, not %d-d", fn, index->ndim);
+    if (tf_dtype_is_quantized(x->dtype) && ax == x->ndim - 1)
+        return tf__error(TF_ERR_DTYPE, "%s: %s elements are picked by whole rows, not along the last axis", fn,
+                         tf_dtype_name(x->dtype));
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[ax] = tf_tensor_numel(index);
@@ -100,6 +106,12 @@ tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor 
     tf_tensor *flat = NULL, *rows = NULL;
     s = tf_reshape(ids, 1, &flat_n, &flat);
     if (s == TF_OK) s = tf_index_select(weight, 0, flat, &rows);
+    if (s == TF_OK && tf_dtype_is_quantized(rows->dtype)) {   /* a quantized table gives f32 rows */
+        tf_tensor *decoded = NULL;
+        s = tf_cast(rows, TF_F32, &decoded);
+        tf_tensor_release(rows);
+        rows = decoded;
+    }
     memcpy(shape, ids->shape, sizeof(int64_t) * (size_t)ids->ndim);
     shape[ids->ndim] = weight->shape[1];
     if (s == TF_OK) s = tf_reshape(rows, ids->ndim + 1, shape, out);
@@ -390,7 +402,7 @@ tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **ou
     if (!x || (naxes > 0 && !axes)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input or axes is NULL", fn);
     if (naxes < 0 || naxes > x->ndim)             /* distinct axes: at most ndim of them */
         return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %d axes for a %d-d tensor", fn, naxes, x->ndim);
-    int64_t strides[TF_MAX_DIMS], offset = x->offset, es = (int64_t)tf_dtype_size(x->dtype);
+    int64_t strides[TF_MAX_DIMS], offset = x->offset;
     memcpy(strides, x->strides, sizeof strides);
     bool seen[TF_MAX_DIMS] = {false};
     for (int i = 0; i < naxes; i++) {
@@ -398,7 +410,7 @@ tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **ou
         if (d < 0 || d >= x->ndim) return axis_error(fn, axes[i], x->ndim);
         if (seen[d]) return tf__error(TF_ERR_AXIS, "%s: axis %d listed twice", fn, d);
         seen[d] = true;
-        if (x->shape[d] > 0) offset += (x->shape[d] - 1) * strides[d] * es;   /* start at the far end */
+        if (x->shape[d] > 0) offset += tf__bytes_of(x->dtype, (x->shape[d] - 1) * strides[d]);   /* the far end */
         strides[d] = -strides[d];
     }
     tf_tensor *view = NULL;

@@ -67,6 +67,12 @@ tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *
         return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions, at most %d allowed", fn, ndim, TF_MAX_DIMS);
     if (ndim > 0 && !shape) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: shape is NULL for ndim %d", fn, ndim);
     int64_t n = 1, limit = INT64_MAX / (int64_t)tf_dtype_size(dt);
+    size_t block = tf_dtype_block_size(dt);
+    if (block > 1 && (ndim == 0 || shape[ndim - 1] % (int64_t)block != 0)) {
+        char buf[256];
+        return tf__error(TF_ERR_SHAPE, "%s: shape %s of %s: the last axis must be a whole number of %zu-element "
+                         "blocks", fn, tf__shape_str(ndim, shape, buf, sizeof buf), tf_dtype_name(dt), block);
+    }
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
             return tf__error(TF_ERR_SIZE, "%s: extent %lld of axis %d is negative", fn, (long long)shape[i], i);
@@ -114,7 +120,7 @@ tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim
     tf_status st = tf__check_shape(fn ? fn : "tf_tensor_to", dt, ndim, shape, &numel);
     if (st != TF_OK) return st;
     tf_storage *s = NULL;
-    st = storage_new(fn, dev, (size_t)numel * tf_dtype_size(dt), &s);
+    st = storage_new(fn, dev, (size_t)tf__bytes_of(dt, numel), &s);
     if (st != TF_OK) return st;
     int64_t strides[TF_MAX_DIMS];
     tf__contiguous_strides(ndim, shape, strides);
@@ -126,8 +132,23 @@ tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim
     return TF_OK;
 }
 
+tf_status tf__check_block_layout(const char *fn, tf_dtype dt, int ndim, const int64_t *shape,
+                                 const int64_t *strides) {
+    int64_t block = (int64_t)tf_dtype_block_size(dt);
+    if (block <= 1) return TF_OK;
+    bool ok = ndim > 0 && shape[ndim - 1] % block == 0 && (strides[ndim - 1] == 1 || shape[ndim - 1] == 0);
+    for (int i = 0; ok && i < ndim - 1; i++) ok = shape[i] <= 1 || strides[i] % block == 0;
+    if (ok) return TF_OK;
+    char buf[256];
+    return tf__error(TF_ERR_DTYPE, "%s: a %s view of shape %s would split its %lld-element blocks (views of a "
+                     "quantized tensor pick whole rows)", fn, tf_dtype_name(dt),
+                     tf__shape_str(ndim, shape, buf, sizeof buf), (long long)block);
+}
+
 tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, const int64_t *strides,
                           int64_t offset, tf_tensor **out) {
+    tf_status s = tf__check_block_layout("view", t->dtype, ndim, shape, strides);
+    if (s != TF_OK) return s;
     tf_tensor *v = tensor_new(t->storage, t->dtype, ndim, shape, strides, offset);
     if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "out of host memory for a view");
     atomic_fetch_add(&t->storage->refs, 1);
@@ -179,7 +200,7 @@ bool tf__overlaps_itself(const tf_tensor *t) {
 
 /* The byte range [lo, hi) a tensor touches in its storage. */
 static void byte_range(const tf_tensor *t, int64_t *lo, int64_t *hi) {
-    int64_t min = 0, max = 0, es = (int64_t)tf_dtype_size(t->dtype);
+    int64_t min = 0, max = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
             *lo = *hi = t->offset;
@@ -189,8 +210,9 @@ static void byte_range(const tf_tensor *t, int64_t *lo, int64_t *hi) {
         if (span < 0) min += span;
         else max += span;
     }
-    *lo = t->offset + min * es;
-    *hi = t->offset + (max + 1) * es;
+    /* A quantized layout's spans are whole blocks; its last element ends one. */
+    *lo = t->offset + tf__bytes_of(t->dtype, min);
+    *hi = t->offset + tf__bytes_of(t->dtype, max + (int64_t)tf_dtype_block_size(t->dtype));
 }
 
 bool tf__overlap(const tf_tensor *a, const tf_tensor *b) {
@@ -228,6 +250,8 @@ int64_t tf_tensor_numel(const tf_tensor *t) {
     return n;
 }
 
+int64_t tf_tensor_nbytes(const tf_tensor *t) { return t ? tf__bytes_of(t->dtype, tf_tensor_numel(t)) : -1; }
+
 bool tf_tensor_is_contiguous(const tf_tensor *t) {
     if (!t) return false;
     tf_tensor_desc d = tf__desc(t);
@@ -261,7 +285,7 @@ tf_status tf_tensor_from_data(tf_device *dev, tf_dtype dt, int ndim, const int64
     tf_tensor *t;
     s = tf__tensor_alloc(fn, dev, dt, ndim, shape, &t);
     if (s != TF_OK) return s;
-    s = tf__upload(t->storage, 0, data, (size_t)numel * tf_dtype_size(dt));
+    s = tf__upload(t->storage, 0, data, (size_t)tf__bytes_of(dt, numel));
     if (s != TF_OK) {
         tf_tensor_release(t);
         return s;
@@ -297,7 +321,7 @@ tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **
 
 tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes) {
     if (!t || !dst) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_read: tensor or dst is NULL");
-    size_t need = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
+    size_t need = (size_t)tf__bytes_of(t->dtype, tf_tensor_numel(t));
     if (dst_bytes < need)
         return tf__error(TF_ERR_BUFFER_TOO_SMALL, "tf_tensor_read: tensor needs %zu bytes, dst has %zu", need,
                          dst_bytes);
@@ -323,7 +347,7 @@ tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     tf_status s = tf_contiguous(t, &src);
     if (s != TF_OK) return s;
     s = tf__tensor_alloc(NULL, dev, t->dtype, t->ndim, t->shape, &dst);
-    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(t->dtype);
+    size_t n = (size_t)tf__bytes_of(t->dtype, tf_tensor_numel(t));
     if (s == TF_OK && n > 0) {
         /* A peer copy between two devices of one backend that offers it;
          * otherwise stage through the host unless one side is host memory. */
@@ -501,7 +525,11 @@ tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, in
      * times the stride need not fit); with more it does fit: (len-1) * step
      * stays inside the axis. */
     strides[ax] = len > 1 ? t->strides[ax] * step : t->strides[ax];
-    int64_t offset = t->offset + (len > 0 ? start * t->strides[ax] * (int64_t)tf_dtype_size(t->dtype) : 0);
+    int64_t first = len > 0 ? start * t->strides[ax] : 0;
+    if (first % (int64_t)tf_dtype_block_size(t->dtype) != 0)
+        return tf__error(TF_ERR_DTYPE, "%s: a slice from %lld of axis %d would split %s blocks", fn, (long long)start,
+                         ax, tf_dtype_name(t->dtype));
+    int64_t offset = t->offset + tf__bytes_of(t->dtype, first);
     return tf__in(fn, tf__tensor_view(t, t->ndim, shape, strides, offset, out));
 }
 
@@ -601,6 +629,10 @@ tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_cast: tensor is NULL");
     if (!tf__dtype_valid(dt)) return tf__error(TF_ERR_DTYPE, "tf_cast: invalid dtype %d", (int)dt);
+    bool from_q = tf_dtype_is_quantized(t->dtype), to_q = tf_dtype_is_quantized(dt);
+    if ((to_q && !from_q && !tf_dtype_is_float(t->dtype)) || (from_q && !to_q && !tf_dtype_is_float(dt)))
+        return tf__error(TF_ERR_DTYPE, "tf_cast: %s to %s: quantized dtypes convert to and from float dtypes only",
+                         tf_dtype_name(t->dtype), tf_dtype_name(dt));
     return tf__copy_cast("tf_cast", t, dt, out);
 }
 

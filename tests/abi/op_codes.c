@@ -99,6 +99,7 @@ static const struct {
     {TF_OP_CROSS_ENTROPY, 84, "cross_entropy"},
     {TF_OP_ADAM, 85, "adam"},
     {TF_OP_SWIGLU, 86, "swiglu"},
+    {TF_OP_QMATMUL, 87, "qmatmul"},
 };
 
 int main(void) {

@@ -29,7 +29,7 @@
 
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
-    SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE
+    SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -195,6 +195,8 @@ typedef struct host_t {
     bool wide_acc;             /* the length's error is at f32's precision for 16-bit dtypes
                                   (every backend accumulates them in f32), plus one rounding
                                   to the dtype: limit k * (eps^2 + eps_acc^2 * length) */
+    double extra_nmse;         /* added to the limit: error the op may add by design
+                                  (a product's 8-bit activations) */
 } host_t;
 
 static int64_t numel(int ndim, const int64_t *shape) {
@@ -493,7 +495,9 @@ static int64_t broadcast_index(const host_t *h, int ondim, const int64_t *oidx) 
 
 /* ---- comparison ---- */
 
-typedef struct counts { int passed, failed; } counts;
+/* quantized_fallbacks: ops of the quantized dtypes that ran on the CPU,
+ * which --no-fallback allows (only the CPU has their kernels so far). */
+typedef struct counts { int passed, failed; uint64_t quantized_fallbacks; } counts;
 
 static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, double k, char *why, size_t n) {
     /* summing ops: rounding error grows with the reduction length */
@@ -531,6 +535,7 @@ static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, do
     double eps_acc = ref->wide_acc && (dt == TF_F16 || dt == TF_BF16) ? eps_of(TF_F32) : eps;
     double nmse = den > 0 ? num / den : num,
            limit = ref->wide_acc ? k * (eps * eps + eps_acc * eps_acc * len) : k * eps * eps * len;
+    limit += ref->extra_nmse;
     if (nmse > limit) {
         snprintf(why, n, "NMSE %.3g exceeds %.3g", nmse, limit);
         return false;
@@ -807,6 +812,7 @@ static void run_copy(tf_device *dev, const op_row *op, tf_dtype src, counts *c) 
         {0, {0}, 0, LAYOUT_CONTIG},     {3, {2, 3, 9}, 0, LAYOUT_STRIDED},
     };
     for (int dst = 0; dst < TF_DTYPE_COUNT; dst++) {
+        if (tf_dtype_is_quantized((tf_dtype)dst)) continue;   /* run_quant_casts: whole blocks */
         for (size_t ci = 0; ci < sizeof shapes / sizeof *shapes; ci++) {
             const reduce_case *sc = &shapes[ci];
             host_t h, ref;
@@ -1975,6 +1981,179 @@ static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c)
     }
 }
 
+/* ---- block-quantized dtypes: a decoder of ggml's layouts written from the
+ * format's description, independently of the library's ---- */
+
+static const tf_dtype quant_types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+
+static double qf16(const unsigned char *p) { return decode_f16((uint16_t)(p[0] | p[1] << 8)); }
+
+/* Element e of a block (in element order). */
+static double q_element(tf_dtype wt, const unsigned char *b, int e) {
+    switch (wt) {
+    case TF_Q4_0: return qf16(b) * (((b[2 + e % 16] >> (e < 16 ? 0 : 4)) & 15) - 8);
+    case TF_Q4_1: return qf16(b) * ((b[4 + e % 16] >> (e < 16 ? 0 : 4)) & 15) + qf16(b + 2);
+    case TF_Q8_0: return qf16(b) * (signed char)b[2 + e];
+    case TF_Q4_K: {
+        int j = e / 32, sc, m;
+        const unsigned char *s = b + 4;
+        if (j < 4) { sc = s[j] & 63; m = s[j + 4] & 63; }
+        else { sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4; m = (s[j + 4] >> 4) | (s[j] >> 6) << 4; }
+        int q = (b[16 + 32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 15;
+        return qf16(b) * sc * q - qf16(b + 2) * m;
+    }
+    default: {                                       /* Q6_K: 8 rows of 32 */
+        int r = e / 32, c = e % 32;
+        int lo = (b[64 * (r / 4) + 32 * (r % 2) + c] >> (4 * ((r % 4) / 2))) & 15;
+        int hi = (b[128 + 32 * (r / 4) + c] >> (2 * (r % 4))) & 3;
+        return qf16(b + 208) * (signed char)b[192 + e / 16] * ((lo | hi << 4) - 32);
+    }
+    }
+}
+
+/* n elements (whole blocks) of a quantized tensor's bytes. */
+static void q_decode(tf_dtype wt, const unsigned char *bytes, int64_t n, double *out) {
+    int64_t blk = (int64_t)tf_dtype_block_size(wt), sz = (int64_t)tf_dtype_size(wt);
+    for (int64_t i = 0; i < n; i++) out[i] = q_element(wt, bytes + i / blk * sz, (int)(i % blk));
+}
+
+/* What rounding to each format may cost, as an NMSE on uniform values: a
+ * step d over a range r leaves d^2/12 of variance against r^2/12 (Q4: 15
+ * steps, so 1/225 = 4.4e-3; Q8_0: 1/127^2 of a half range, 2e-5; Q6_K:
+ * 1/63^2 = 2.5e-4), times 2 for the scales' own rounding (f16, or 6 and 8
+ * bits in the K-quants). */
+static double q_rounding_nmse(tf_dtype wt) {
+    switch (wt) {
+    case TF_Q8_0: return 5e-5;
+    case TF_Q6_K: return 6e-4;
+    default: return 1e-2;
+    }
+}
+
+/* f32 values [rows, k] quantized to wt on dev; h gets their decoded values. */
+static tf_status make_quantized(tf_device *dev, tf_dtype wt, int64_t rows, int64_t k, host_t *h, tf_tensor **out) {
+    int64_t shape[2] = {rows, k};
+    float *f = malloc(sizeof(float) * (size_t)(rows * k + 1));
+    for (int64_t i = 0; i < rows * k; i++) f[i] = (float)uniform(-1, 1);
+    host_init(h, TF_F32, 2, shape);
+    tf_tensor *t = NULL;
+    *out = NULL;
+    tf_status s = tf_tensor_from_data(dev, TF_F32, 2, shape, f, &t);
+    if (s == TF_OK) s = tf_cast(t, wt, out);
+    size_t bytes = (size_t)(rows * k / (int64_t)tf_dtype_block_size(wt) * (int64_t)tf_dtype_size(wt));
+    unsigned char *raw = malloc(bytes + 1);
+    if (s == TF_OK) s = tf_tensor_read(*out, raw, bytes);
+    if (s == TF_OK) q_decode(wt, raw, rows * k, h->v);
+    free(raw);
+    free(f);
+    tf_tensor_release(t);
+    return s;
+}
+
+/* x [.., K] in dt times a quantized w [N, K]: tf_matmul_quantized, and
+ * tf_gemm(x, w, NULL, 1, 0, false, true), which must come to the same. */
+static void run_qmatmul(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int nx; int64_t x[3]; int64_t n; } cases[] = {
+        {2, {1, 256}, 64}, {2, {5, 512}, 24}, {3, {2, 7, 256}, 16}, {2, {13, 256}, 33}, {2, {3, 256}, 0},
+    };
+    for (size_t qi = 0; qi < sizeof quant_types / sizeof *quant_types; qi++) {
+        for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+            tf_dtype wt = quant_types[qi];
+            int nx = cases[ci].nx;
+            int64_t k = cases[ci].x[nx - 1], n = cases[ci].n, oshape[3];
+            host_t hx, hw, ref;
+            tf_tensor *x = NULL, *w = NULL, *out = NULL;
+            tf_status s = make_input(dev, dt, nx, cases[ci].x, op->dom, 0, LAYOUT_CONTIG, &hx, &x);
+            tf_status s2 = make_quantized(dev, wt, n, k, &hw, &w);
+            if (s == TF_OK) s = s2;
+            bool via_gemm = ci % 2 == 1;
+            if (s == TF_OK) s = via_gemm ? tf_gemm(x, w, NULL, 1, 0, false, true, &out) : tf_matmul_quantized(x, w, &out);
+            memcpy(oshape, cases[ci].x, sizeof oshape);
+            oshape[nx - 1] = n;
+            host_init(&ref, dt, nx, oshape);
+            ref.length = k;
+            ref.extra_nmse = 1e-4;
+            for (int64_t i = 0; i < ref.n; i++) {
+                long double acc = 0;
+                for (int64_t kk = 0; kk < k; kk++) acc += (long double)hx.v[i / n * k + kk] * hw.v[i % n * k + kk];
+                ref.v[i] = (double)acc;
+            }
+            char desc[128];
+            snprintf(desc, sizeof desc, "%s x %s case %zu%s", tf_dtype_name(dt), tf_dtype_name(wt), ci,
+                     via_gemm ? " (tf_gemm)" : "");
+            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            host_free(&hx);
+            host_free(&hw);
+            host_free(&ref);
+            tf_tensor_release(x);
+            tf_tensor_release(w);
+            tf_tensor_release(out);
+        }
+    }
+}
+
+static void record(counts *c, bool ok, const char *dev, const char *what, const char *why) {
+    if (ok) c->passed++;
+    else {
+        c->failed++;
+        printf("FAIL %s %s: %s\n", dev, what, why);
+    }
+}
+
+/* Casts to and from each quantized dtype: quantizing f32, f16 and bf16
+ * (the decoded values within the format's rounding of the source), and
+ * decoding to every float dtype (the host decoder's values, rounded once). */
+static void run_quant_casts(tf_device *dev, counts *c) {
+    static const tf_dtype floats[] = {TF_F32, TF_F16, TF_BF16, TF_F64};
+    const char *name = tf_device_name(dev);
+    tf_device_props props;
+    tf_device_get_props(dev, &props);
+    for (size_t qi = 0; qi < sizeof quant_types / sizeof *quant_types; qi++) {
+        tf_dtype wt = quant_types[qi];
+        for (size_t fi = 0; fi < sizeof floats / sizeof *floats; fi++) {
+            tf_dtype ft = floats[fi];
+            if (!((props.caps.dtypes >> ft) & 1u)) continue;
+            int64_t shape[3] = {3, 2, 512};
+            host_t src, dec;
+            tf_tensor *t = NULL, *q = NULL, *back = NULL;
+            char what[96], why[256] = "";
+            tf_status s = make_input(dev, ft, 3, shape, DOM_ANY, 0, fi % 2 ? LAYOUT_STRIDED : LAYOUT_CONTIG, &src, &t);
+            if (s == TF_OK) s = tf_cast(t, wt, &q);
+            host_init(&dec, TF_F64, 3, shape);
+            size_t bytes = (size_t)(src.n / (int64_t)tf_dtype_block_size(wt) * (int64_t)tf_dtype_size(wt));
+            unsigned char *raw = malloc(bytes + 1);
+            if (s == TF_OK) s = tf_tensor_read(q, raw, bytes);
+            double num = 0, den = 0;
+            if (s == TF_OK) {
+                q_decode(wt, raw, src.n, dec.v);
+                for (int64_t i = 0; i < src.n; i++) {
+                    num += (dec.v[i] - src.v[i]) * (dec.v[i] - src.v[i]);
+                    den += src.v[i] * src.v[i];
+                }
+            }
+            snprintf(what, sizeof what, "cast %s -> %s", tf_dtype_name(ft), tf_dtype_name(wt));
+            if (s != TF_OK) snprintf(why, sizeof why, "returned %s: %s", tf_status_name(s), tf_last_error());
+            else snprintf(why, sizeof why, "NMSE %.3g exceeds %.3g", num / den, q_rounding_nmse(wt));
+            record(c, s == TF_OK && num / den <= q_rounding_nmse(wt), name, what, why);
+            /* and back: the bytes decoded on the device, to this float dtype */
+            if (s == TF_OK) s = tf_cast(q, ft, &back);
+            host_t ref;
+            host_init(&ref, ft, 3, shape);
+            for (int64_t i = 0; i < ref.n; i++) ref.v[i] = quantize(ft, dec.v[i]);
+            op_row row = {TF_OP_COPY, "copy", 1, SH_SAME, DR_CAST, 0, DOM_ANY, 4};
+            snprintf(what, sizeof what, "cast %s -> %s", tf_dtype_name(wt), tf_dtype_name(ft));
+            check_case(name, &row, what, s, back, &ref, c);
+            free(raw);
+            host_free(&src);
+            host_free(&dec);
+            host_free(&ref);
+            tf_tensor_release(t);
+            tf_tensor_release(q);
+            tf_tensor_release(back);
+        }
+    }
+}
+
 /* --op NAME (repeatable): only these ops, e.g. for a slow checker (racecheck). */
 static const char *only_ops[16];
 static int n_only_ops;
@@ -1987,7 +2166,7 @@ static bool op_selected(const op_row *op) {
 }
 
 static counts run_device(tf_device *dev) {
-    counts c = {0, 0};
+    counts c = {0, 0, 0};
     tf_device_props props;
     tf_device_get_props(dev, &props);
     for (size_t oi = 0; oi < sizeof op_table / sizeof *op_table; oi++) {
@@ -2013,9 +2192,18 @@ static counts run_device(tf_device *dev) {
             case SH_OPTIMIZER: run_optimizer(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
+            case SH_QMATMUL: {
+                uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
+                run_qmatmul(dev, op, (tf_dtype)dt, &c);
+                c.quantized_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
+                break;
+            }
             }
         }
     }
+    uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
+    if (n_only_ops == 0) run_quant_casts(dev, &c);
+    c.quantized_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
     return c;
 }
 
@@ -2088,7 +2276,7 @@ int main(int argc, char **argv) {
     if (ndev == 0)
         for (int i = 0; i < tf_device_count() && i < 64; i++) devices[ndev++] = tf_device_at(i);
 
-    counts total = {0, 0};
+    counts total = {0, 0, 0};
     check_rand_statistics(&total);
     bool any_empty = false;
     for (int i = 0; i < ndev; i++) {
@@ -2097,7 +2285,10 @@ int main(int argc, char **argv) {
         printf("  (%llu ops dispatched, %llu ran on the CPU as fallback)\n",
                (unsigned long long)tf_device_op_count(devices[i]),
                (unsigned long long)tf_device_fallback_count(devices[i], TF_OP_COUNT));
-        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT);
+        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - c.quantized_fallbacks;
+        if (c.quantized_fallbacks)
+            printf("  (%llu of the fallbacks were ops of quantized dtypes, which only the CPU runs so far)\n",
+                   (unsigned long long)c.quantized_fallbacks);
         for (int b = 0; b < n_no_fallback; b++) {
             size_t len = strlen(no_fallback[b]);
             const char *name = tf_device_name(devices[i]);

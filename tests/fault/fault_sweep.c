@@ -115,7 +115,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 }
 
 static uint64_t tensor_hash(world *w, const tf_tensor *t) {
-    size_t n = (size_t)tf_tensor_numel(t) * tf_dtype_size(tf_tensor_dtype(t));
+    size_t n = (size_t)tf_tensor_nbytes(t);
     unsigned char *buf = malloc(n ? n : 1);
     uint64_t h = fnv(0xcbf29ce484222325ull, tf_tensor_shape(t), sizeof(int64_t) * (size_t)tf_tensor_ndim(t));
     tf_status s = tf_tensor_read(t, buf, n);
@@ -416,6 +416,26 @@ static void program_gguf(world *w) {
     finish_step(w, "tf_gguf_load_as", s, &q, 1, false);
 }
 
+/* Quantized dtypes: quantizing, both product paths (8-bit rows; decoded
+ * panels for 16 rows), a GEMM that decodes first, an embedding, and a cast
+ * on a device without the kernel (the CPU fallback's staging). */
+static void program_quantized(world *w) {
+    int64_t s_w[2] = {4, 64}, s_x[2] = {2, 64}, s_xs[2] = {16, 64}, n_ids = 2;
+    static const int32_t ids[2] = {3, 1};
+    OP(wf, tf_rand, w->cpu, TF_F32, 2, s_w, 11);
+    OP(q, tf_cast, wf, TF_Q4_1);
+    OP(x, tf_rand, w->cpu, TF_F32, 2, s_x, 12);
+    OP(xs, tf_rand, w->cpu, TF_F32, 2, s_xs, 13);
+    OP(y, tf_matmul_quantized, x, q);
+    OP(ys, tf_matmul_quantized, xs, q);
+    OP(g, tf_gemm, x, q, NULL, 2.0, 0.0, false, true);
+    OP(id, tf_tensor_from_data, w->cpu, TF_I32, 1, &n_ids, ids);
+    OP(e, tf_embedding, q, id);
+    OP(qm, tf_tensor_to, q, w->my);
+    OP(dm, tf_cast, qm, TF_F32);
+    (void)y; (void)ys; (void)g; (void)e; (void)dm;
+}
+
 static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
     char npy[512], st[512];
     snprintf(npy, sizeof npy, "%s/a.npy", w->dir);
@@ -433,6 +453,7 @@ static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) 
     tf_safetensors_close(f);
     if (!finish_step(w, "tf_safetensors_load", s, &sb, 1, false)) return;
     program_gguf(w);
+    if (!w->failed) program_quantized(w);
     (void)ld;
 }
 

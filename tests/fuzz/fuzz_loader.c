@@ -35,7 +35,7 @@ static void write_input(const uint8_t *data, size_t n) {
 }
 
 static void *read_all(const tf_tensor *t, size_t *n) {
-    *n = (size_t)tf_tensor_numel(t) * tf_dtype_size(tf_tensor_dtype(t));
+    *n = (size_t)tf_tensor_nbytes(t);
     void *buf = malloc(*n ? *n : 1);
     if (!buf) abort();
     if (tf_tensor_read(t, buf, *n) != TF_OK) fail("a loaded tensor does not read back");

@@ -10,7 +10,10 @@
  *      to 8 bits) and an exact float64 forward pass in NumPy over the
  *      weights as llama.cpp's `gguf` package decodes them (reference.py;
  *      tight bounds: only f32 rounding separates us from it);
- *   3. every device present: the same greedy tokens as cpu.
+ *      Both with the weights decoded to f32 (tight bounds against float64)
+ *      and as stored, quantized (llama.cpp's bounds against both);
+ *   3. every device present, weights as stored: the same greedy tokens as cpu
+ *      (at a near tie of the references, either leader: see `tie`).
  *
  * usage: test_llm MODEL FIXTURE_DIR [DEVICE...]   (no devices: every one)
  * Exits 77 (skipped) when the model file is absent. */
@@ -44,12 +47,32 @@ typedef struct bounds {
     const char *file, *what;
     double max_diff, max_kl;
     bool argmax_must_agree;
+    double tie;           /* where the reference's two leaders are closer than this, either one is its argmax */
 } bounds;
-static const bounds references[] = {
-    {"logits.txt", "llama.cpp", 1.5, 2e-2, true},
-    {"reference64.txt", "float64", 1e-3, 1e-6, true},
+static const bounds exact_weights[] = {           /* the weights decoded to f32 */
+    {"logits.txt", "llama.cpp", 1.5, 2e-2, true, 0},
+    {"reference64.txt", "float64", 1e-3, 1e-6, true, 0},
 };
-enum { N_REFS = sizeof references / sizeof references[0] };
+/* The weights as stored, multiplied by tf_matmul_quantized: a decode step
+ * rounds activations to 8 bits per block as llama.cpp does (a prompt's
+ * many rows multiply decoded panels in f32), so against float64 we are
+ * where llama.cpp is (0.009 KL measured; llama.cpp's own, against our f32
+ * run, 0.007), and get its bounds. Against llama.cpp the two roundings are
+ * independent (different blocks for Q4_1's Q8_1 partner, its f16 cache):
+ * their variances add, so twice the single bound. */
+static const bounds stored_weights[] = {
+    {"logits.txt", "llama.cpp", 3.0, 4e-2, true, 0.25},
+    {"reference64.txt", "float64", 1.5, 2e-2, true, 0.25},
+};
+/* The tie: 8-bit activations turn last-bit differences (another device's
+ * rounding) into different roundings of whole activations, which move the
+ * logits by up to the bounds above. Two leaders 0.25 apart can then swap:
+ * step 26 of the fixture is one (23.246 and 23.191 in float64, 23.418 and
+ * 23.299 in llama.cpp: the references do not agree on the margin either).
+ * There either leader counts as the argmax, and devices may differ. */
+static bool tie_step[64];
+static int32_t tie_leaders[64][2];
+enum { N_REFS = sizeof exact_weights / sizeof exact_weights[0] };
 #define TOPK 40
 
 /* ---- fixtures ---------------------------------------------------------- */
@@ -197,8 +220,16 @@ static void compare_step(const bounds *b, const step_ref *ref, const float *ours
     if (tail_ref > 1e-12 && tail_ours > 1e-12) kl += tail_ref * log(tail_ref / tail_ours);
     if (getenv("TEST_LLM_VERBOSE"))
         printf("  %s step %2d: KL %.3g, max |dlogit| %.3g, lse %.2f\n", b->what, step, kl, diff, ref->lse);
-    if (b->argmax_must_agree) EXPECT(best == ref->argmax, "step %d: argmax %d, %s's %d", step, best, b->what, ref->argmax);
-    st->argmax_agree += best == ref->argmax;
+    bool tie = ref->logits[0] - ref->logits[1] < b->tie, agree = best == ref->argmax || (tie && best == ref->ids[1]);
+    if (b->tie > 0 && step < 64) {
+        tie_step[step] = tie_step[step] || tie;
+        if (tie) {
+            tie_leaders[step][0] = ref->ids[0];
+            tie_leaders[step][1] = ref->ids[1];
+        }
+    }
+    if (b->argmax_must_agree) EXPECT(agree, "step %d: argmax %d, %s's %d", step, best, b->what, ref->argmax);
+    st->argmax_agree += agree;
     st->max_kl = fmax(st->max_kl, kl);
     st->max_diff = fmax(st->max_diff, diff);
 }
@@ -210,7 +241,9 @@ static void free_ref(logits_ref *r) {
 
 /* Greedy steps fed llama.cpp's tokens; *tokens gets our argmax per step. */
 static void check_logits(const tf_gguf *f, const llm_tokenizer *tok, tf_device *dev, const char *dir,
-                         int32_t *tokens, int *n_tokens) {
+                         tf_dtype weights, int32_t *tokens, int *n_tokens) {
+    const bounds *references = weights == LLM_WEIGHTS_AS_STORED ? stored_weights : exact_weights;
+    const char *mode = weights == LLM_WEIGHTS_AS_STORED ? "stored weights" : "f32 weights";
     char path[1024];
     logits_ref refs[N_REFS];
     bool have = true;
@@ -232,7 +265,7 @@ static void check_logits(const tf_gguf *f, const llm_tokenizer *tok, tf_device *
 
     llm_model *m = NULL;
     llm_cache *kv = NULL;
-    tf_status s = llm_model_load(f, dev, TF_F32, &m);
+    tf_status s = llm_model_load(f, dev, weights, &m);
     EXPECT(s == TF_OK, "load on %s: %s", tf_device_name(dev), llm_error());
     if (s == TF_OK) s = llm_cache_new(m, 256, &kv);
     float *row = m ? malloc((size_t)m->cfg.n_vocab * sizeof *row) : NULL;
@@ -254,13 +287,13 @@ static void check_logits(const tf_gguf *f, const llm_tokenizer *tok, tf_device *
     }
     for (int r = 0; r < N_REFS; r++) {
         const bounds *b = &references[r];
-        EXPECT(st[r].max_kl <= b->max_kl, "%s: KL %.3g from %s above %.3g", tf_device_name(dev), st[r].max_kl, b->what,
-               b->max_kl);
-        EXPECT(st[r].max_diff <= b->max_diff, "%s: max |logit difference| %.3g from %s above %.3g", tf_device_name(dev),
-               st[r].max_diff, b->what, b->max_diff);
-        printf("%s vs %s: %d/%d greedy steps agree; largest KL %.3g (bound %.3g), max |dlogit| %.3g (bound %.3g)\n",
-               tf_device_name(dev), b->what, st[r].argmax_agree, refs[r].n_steps, st[r].max_kl, b->max_kl, st[r].max_diff,
-               b->max_diff);
+        EXPECT(st[r].max_kl <= b->max_kl, "%s, %s: KL %.3g from %s above %.3g", tf_device_name(dev), mode, st[r].max_kl,
+               b->what, b->max_kl);
+        EXPECT(st[r].max_diff <= b->max_diff, "%s, %s: max |logit difference| %.3g from %s above %.3g",
+               tf_device_name(dev), mode, st[r].max_diff, b->what, b->max_diff);
+        printf("%s, %s, vs %s: %d/%d greedy steps agree; largest KL %.3g (bound %.3g), max |dlogit| %.3g (bound %.3g)\n",
+               tf_device_name(dev), mode, b->what, st[r].argmax_agree, refs[r].n_steps, st[r].max_kl, b->max_kl,
+               st[r].max_diff, b->max_diff);
         free_ref(&refs[r]);
     }
     free(row);
@@ -303,14 +336,20 @@ int main(int argc, char **argv) {
         else dev = tf_device_at(d);
         if (dev && dev != devices[0]) devices[n_devices++] = dev;
     }
+    /* cpu with the weights decoded to f32 (the exact comparison), then every
+     * device with the weights as stored (what llm runs) */
     int32_t cpu_tokens[64], tokens[64];
     int n_cpu = 0, n = 0;
+    if (s == TF_OK) check_logits(f, tok, devices[0], argv[2], TF_F32, tokens, &n);
     for (int d = 0; s == TF_OK && d < n_devices; d++) {
         tf_device *dev = devices[d];
         bool is_cpu = d == 0;
-        check_logits(f, tok, dev, argv[2], is_cpu ? cpu_tokens : tokens, is_cpu ? &n_cpu : &n);
+        check_logits(f, tok, dev, argv[2], LLM_WEIGHTS_AS_STORED, is_cpu ? cpu_tokens : tokens, is_cpu ? &n_cpu : &n);
         if (is_cpu || !n_cpu) continue;
-        bool same = n == n_cpu && memcmp(tokens, cpu_tokens, (size_t)n * sizeof *tokens) == 0;
+        bool same = n == n_cpu;
+        for (int i = 0; same && i < n; i++)
+            same = tokens[i] == cpu_tokens[i] ||
+                   (i < 64 && tie_step[i] && (tokens[i] == tie_leaders[i][0] || tokens[i] == tie_leaders[i][1]));
         EXPECT(same, "%s's greedy tokens differ from cpu's", tf_device_name(dev));
     }
     llm_tokenizer_free(tok);

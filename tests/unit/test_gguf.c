@@ -263,10 +263,16 @@ static void gguf_tensors_read_back_at_their_alignment(void **state) {
         assert_int_equal(tf_tensor_read(t, h, sizeof h), TF_OK);
         assert_memory_equal(h, halves, sizeof h);
         tf_tensor_release(t);
-        t = (tf_tensor *)&b;
-        assert_int_equal(tf_gguf_load(f, "quant", cpu_device(), &t), TF_ERR_UNSUPPORTED);
-        assert_null(t);
-        assert_non_null(strstr(tf_last_error(), "Q4_1"));
+        assert_int_equal(tf_gguf_load(f, "quant", cpu_device(), &t), TF_OK);   /* a Q4_1 tensor, its bytes as stored */
+        assert_int_equal(tf_tensor_dtype(t), TF_Q4_1);
+        assert_int_equal(tf_tensor_shape(t)[1], 32);
+        tf_tensor *decoded = NULL;
+        assert_int_equal(tf_cast(t, TF_F32, &decoded), TF_OK);
+        float q[32];
+        assert_int_equal(tf_tensor_read(decoded, q, sizeof q), TF_OK);
+        for (int e = 0; e < 32; e++) assert_true(q[e] == quant_value(e));
+        tf_tensor_release(decoded);
+        tf_tensor_release(t);
         assert_int_equal(tf_gguf_load(f, "nope", cpu_device(), &t), TF_ERR_INVALID_ARGUMENT);
         tf_gguf_close(f);
     }
@@ -309,6 +315,9 @@ static void gguf_load_as_decodes_and_converts(void **state) {
     patch_u32(&b, m.t2_type, 20);                      /* IQ4_NL: 18 bytes a block, which we do not decode */
     f = open_ok(&b);
     assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, &t), TF_ERR_UNSUPPORTED);
+    assert_null(t);
+    assert_non_null(strstr(tf_last_error(), "IQ4_NL"));
+    assert_int_equal(tf_gguf_load(f, "quant", cpu_device(), &t), TF_ERR_UNSUPPORTED);
     assert_null(t);
     assert_non_null(strstr(tf_last_error(), "IQ4_NL"));
     tf_gguf_close(f);

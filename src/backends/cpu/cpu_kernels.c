@@ -9,6 +9,7 @@
 
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
+#include "cpu_quant.h"
 #include "fast_kernels.h"
 
 static tf_cpu_table table;
@@ -17,9 +18,11 @@ static pthread_once_t built = PTHREAD_ONCE_INIT;
 static void build(void) {
     tf_cpu_ref_install(&table);
     const char *mode = getenv("TF_CPU_KERNELS");
-    if (mode && !strcmp(mode, "reference")) return;
-    if (tf_cpu_have_blas()) tf_cpu_blas_install(&table);
-    if (tf_fast()) tf_cpu_simd_install(&table);
+    if (!mode || strcmp(mode, "reference")) {
+        if (tf_cpu_have_blas()) tf_cpu_blas_install(&table);
+        if (tf_fast()) tf_cpu_simd_install(&table);
+    }
+    tf_cpu_quant_install(&table);       /* the only kernels of the quantized dtypes: in every mode */
 }
 
 tf_dtype tf_cpu_table_dtype(const tf_op *op) {
@@ -76,7 +79,12 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_ROPE: return is_float(out) && out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
     case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM:
         return is_float(out) && same_dtype_inputs(op);
-    case TF_OP_COPY: case TF_OP_FILL: return true;
+    case TF_OP_COPY: return !(tf_dtype_is_quantized(out) || tf_dtype_is_quantized(in)) || is_float(in) ||
+                            is_float(out) || tf_dtype_is_quantized(in) == tf_dtype_is_quantized(out);
+    case TF_OP_FILL: return true;
+    case TF_OP_QMATMUL:
+        return out == TF_F32 && in == TF_F32 && tf_dtype_is_quantized(op->inputs[1].dtype) && op->inputs[0].ndim == 2 &&
+               op->inputs[1].ndim == 2;
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
     default: return is_float(out) && same_dtype_inputs(op);

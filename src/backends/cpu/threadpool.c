@@ -33,7 +33,7 @@ static struct {
     bool started, stopping;
     atomic_ullong generation;
     job *current;
-    int active;                      /* workers holding `current`: the job outlives them */
+    atomic_int active;               /* workers holding `current` (changed under lock): the job outlives them */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER, .owner = PTHREAD_MUTEX_INITIALIZER};
 
@@ -146,6 +146,21 @@ tf_status tf_cpu_set_num_threads(int n) {
     return TF_OK;
 }
 
+/* The caller, its own chunks done, spins a little for the workers' before
+ * sleeping on the condition variable: a region's chunks end within
+ * microseconds of each other, and a futex wake-up costs tens of them (a
+ * decode step of a small model is hundreds of such regions). */
+static void wait_briefly(const job *j) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 1; atomic_load(&j->done) < j->chunks || atomic_load(&pool.active); i++) {
+        __builtin_ia32_pause();
+        if (i % 64) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) > SPIN_NS) return;
+    }
+}
+
 void tf_cpu_parallel_for(int64_t n, int64_t grain, tf_pool_task fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -175,6 +190,7 @@ void tf_cpu_parallel_for(int64_t n, int64_t grain, tf_pool_task fn, void *ctx) {
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
     work_on(&j);
+    wait_briefly(&j);
     pthread_mutex_lock(&pool.lock);
     while (atomic_load(&j.done) < j.chunks) pthread_cond_wait(&pool.finished, &pool.lock);
     pool.current = NULL;                          /* no worker can pick it up now ... */

@@ -450,6 +450,9 @@ static tf_status run_fill(const tf_pk_target *tg, const tf_op *op) {
 }
 
 bool tf_pk_supports(const tf_op *op, bool fp64) {
+    if (!elsize(op->output.dtype)) return false;       /* block-quantized: no portable kernel (CPU fallback) */
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!elsize(op->inputs[i].dtype)) return false;
     if (!fp64) {
         if (op->output.dtype == TF_F64) return false;
         for (int i = 0; i < op->n_inputs; i++)

@@ -1,0 +1,220 @@
+/* Block-quantized dtypes: what they are, which layouts and ops take them,
+ * and the errors everything else gives. Values against a float64 reference
+ * are the conformance suite's (run_qmatmul, run_quant_casts). */
+#define _POSIX_C_SOURCE 200809L   /* setenv */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "helpers.h"
+
+static const tf_dtype quantized[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+
+static tf_tensor *random_f32(int64_t rows, int64_t k, unsigned seed) {
+    float *v = malloc(sizeof(float) * (size_t)(rows * k));
+    srand(seed);
+    for (int64_t i = 0; i < rows * k; i++) v[i] = (float)rand() / RAND_MAX * 2 - 1;
+    int64_t shape[2] = {rows, k};
+    tf_tensor *t = tensor_f32(cpu_device(), 2, shape, v);
+    free(v);
+    return t;
+}
+
+static tf_tensor *quantize(const tf_tensor *t, tf_dtype dt) {
+    tf_tensor *q = NULL;
+    OK(tf_cast(t, dt, &q));
+    return q;
+}
+
+static void read_all(const tf_tensor *t, float *v) {
+    OK(tf_tensor_read(t, v, sizeof(float) * (size_t)tf_tensor_numel(t)));
+}
+
+static void test_dtype_facts(void **state) {
+    (void)state;
+    static const struct { tf_dtype dt; const char *name; size_t block, bytes; } facts[] = {
+        {TF_Q4_0, "q4_0", 32, 18}, {TF_Q4_1, "q4_1", 32, 20}, {TF_Q8_0, "q8_0", 32, 34},
+        {TF_Q4_K, "q4_k", 256, 144}, {TF_Q6_K, "q6_k", 256, 210},
+    };
+    for (size_t i = 0; i < 5; i++) {
+        assert_string_equal(tf_dtype_name(facts[i].dt), facts[i].name);
+        assert_int_equal(tf_dtype_block_size(facts[i].dt), facts[i].block);
+        assert_int_equal(tf_dtype_size(facts[i].dt), facts[i].bytes);
+        assert_true(tf_dtype_is_quantized(facts[i].dt));
+        assert_false(tf_dtype_is_float(facts[i].dt) || tf_dtype_is_integer(facts[i].dt));
+    }
+    assert_int_equal(TF_Q4_0, 9);                        /* ABI: after the element dtypes, in order */
+    assert_int_equal(TF_Q6_K, 13);
+    int64_t shape[2] = {3, 64};
+    tf_tensor *t = NULL;
+    OK(tf_empty(cpu_device(), TF_Q4_K, 1, (int64_t[]){512}, &t));
+    assert_int_equal(tf_tensor_nbytes(t), 2 * 144);
+    tf_tensor_release(t);
+    OK(tf_empty(cpu_device(), TF_F16, 2, shape, &t));
+    assert_int_equal(tf_tensor_nbytes(t), 3 * 64 * 2);
+    tf_tensor_release(t);
+    assert_int_equal(tf_dtype_block_size(TF_F32), 1);
+    assert_false(tf_dtype_is_quantized(TF_F32));
+    assert_int_equal(tf_dtype_block_size(TF_DTYPE_COUNT), 0);
+    tf_dtype out;
+    FAILS_WITH(TF_ERR_DTYPE, "does not promote", tf_promote_types(TF_Q8_0, TF_F32, &out));
+}
+
+static void test_shapes_are_whole_blocks(void **state) {
+    (void)state;
+    tf_tensor *t = (tf_tensor *)1;
+    int64_t bad[2] = {3, 48}, good[2] = {3, 64}, k_bad[1] = {64};
+    FAILS_WITH(TF_ERR_SHAPE, "whole number of 32-element blocks", tf_empty(cpu_device(), TF_Q4_0, 2, bad, &t));
+    assert_null(t);
+    FAILS_WITH(TF_ERR_SHAPE, "256-element blocks", tf_empty(cpu_device(), TF_Q4_K, 1, k_bad, &t));
+    FAILS_WITH(TF_ERR_SHAPE, "blocks", tf_empty(cpu_device(), TF_Q8_0, 0, NULL, &t));
+    OK(tf_empty(cpu_device(), TF_Q8_0, 2, good, &t));
+    tf_tensor_release(t);
+    FAILS_WITH(TF_ERR_DTYPE, "fill", tf_zeros(cpu_device(), TF_Q4_0, 2, good, &t));
+    assert_null(t);
+}
+
+/* Rows: slices along the first axis are views and decode as the matching
+ * rows of the whole; anything that would split a block is refused. */
+static void test_views_pick_whole_rows(void **state) {
+    (void)state;
+    tf_tensor *f = random_f32(6, 64, 1), *q = quantize(f, TF_Q4_1), *rows = NULL, *v = NULL, *part = NULL, *all = NULL;
+    OK(tf_slice(q, 0, 2, 5, 1, &rows));
+    OK(tf_cast(rows, TF_F32, &part));
+    OK(tf_cast(q, TF_F32, &all));
+    float a[6 * 64], p[3 * 64];
+    read_all(all, a);
+    read_all(part, p);
+    assert_memory_equal(p, a + 2 * 64, sizeof p);
+    OK(tf_slice(q, 1, 32, 64, 1, &v));                   /* the second block of every row */
+    tf_tensor *second = NULL;
+    OK(tf_cast(v, TF_F32, &second));
+    float s[6 * 32];
+    read_all(second, s);
+    for (int r = 0; r < 6; r++) assert_memory_equal(s + 32 * r, a + 64 * r + 32, sizeof(float) * 32);
+    tf_tensor_release(second);
+    tf_tensor_release(v);
+    v = (tf_tensor *)1;
+    FAILS_WITH(TF_ERR_DTYPE, "split", tf_slice(q, 1, 16, 48, 1, &v));
+    FAILS_WITH(TF_ERR_DTYPE, "split", tf_transpose(q, 0, 1, &v));
+    FAILS_WITH(TF_ERR_DTYPE, "split", tf_slice(q, 1, 0, 64, 2, &v));
+    assert_null(v);
+    int64_t flat[1] = {6 * 64};
+    OK(tf_reshape(q, 1, flat, &v));                      /* whole rows run into one: still whole blocks */
+    tf_tensor_release(v);
+    tf_tensor *list[] = {f, q, rows, part, all};
+    for (int i = 0; i < 5; i++) tf_tensor_release(list[i]);
+}
+
+static void test_other_ops_refuse(void **state) {
+    (void)state;
+    tf_tensor *f = random_f32(2, 32, 2), *q = quantize(f, TF_Q8_0), *o = (tf_tensor *)1;
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_add(q, q, &o));
+    assert_null(o);
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_add(f, q, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_exp(q, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_sum(q, TF_ALL_AXES, false, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_softmax(q, -1, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "q8_0", tf_matmul(f, q, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "float dtypes only", tf_cast(q, TF_I32, &o));
+    tf_tensor *ints = NULL;
+    OK(tf_cast(f, TF_I32, &ints));
+    FAILS_WITH(TF_ERR_DTYPE, "float dtypes only", tf_cast(ints, TF_Q4_0, &o));
+    assert_null(o);
+    FAILS_WITH(TF_ERR_DTYPE, ".npy has no q8_0", tf_npy_save("/tmp/tf_test_quant.npy", q));
+    const char *names[1] = {"q"};
+    const tf_tensor *ts[1] = {q};
+    FAILS_WITH(TF_ERR_DTYPE, "safetensors has no q8_0", tf_safetensors_save("/tmp/tf_test_quant.st", 1, names, ts));
+    tf_tensor *idx = NULL;
+    int64_t one = 1;
+    int32_t zero = 0;
+    OK(tf_tensor_from_data(cpu_device(), TF_I32, 1, &one, &zero, &idx));
+    FAILS_WITH(TF_ERR_DTYPE, "whole rows", tf_index_select(q, 1, idx, &o));
+    tf_tensor_release(idx);
+    tf_tensor_release(ints);
+    tf_tensor_release(f);
+    tf_tensor_release(q);
+}
+
+/* A quantized table's rows come out as f32, equal to the decoded table's. */
+static void test_embedding_decodes_rows(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 5; t++) {
+        int64_t k = (int64_t)tf_dtype_block_size(quantized[t]);
+        tf_tensor *f = random_f32(10, k, 3), *q = quantize(f, quantized[t]), *all = NULL, *ids = NULL, *e = NULL;
+        OK(tf_cast(q, TF_F32, &all));
+        int64_t n = 3;
+        int64_t id[3] = {7, 0, 7};
+        OK(tf_tensor_from_data(cpu_device(), TF_I64, 1, &n, id, &ids));
+        OK(tf_embedding(q, ids, &e));
+        assert_int_equal(tf_tensor_dtype(e), TF_F32);
+        float *a = malloc(sizeof(float) * 10 * (size_t)k), *g = malloc(sizeof(float) * 3 * (size_t)k);
+        read_all(all, a);
+        read_all(e, g);
+        for (int i = 0; i < 3; i++) assert_memory_equal(g + i * k, a + id[i] * k, sizeof(float) * (size_t)k);
+        free(a);
+        free(g);
+        tf_tensor *list[] = {f, q, all, ids, e};
+        for (int i = 0; i < 5; i++) tf_tensor_release(list[i]);
+    }
+}
+
+/* The SIMD dot products against the scalar ones (same integers; only the
+ * order of the f32 additions differs), for one row and a few. */
+static void test_simd_matches_scalar(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 5; t++) {
+        for (int64_t m = 1; m <= 5; m += 4) {
+            tf_tensor *x = random_f32(m, 512, 4), *w = random_f32(37, 512, 5), *q = quantize(w, quantized[t]);
+            tf_tensor *fast = NULL, *ref = NULL;
+            unsetenv("TF_CPU_QDOT");
+            OK(tf_matmul_quantized(x, q, &fast));
+            setenv("TF_CPU_QDOT", "scalar", 1);
+            OK(tf_matmul_quantized(x, q, &ref));
+            unsetenv("TF_CPU_QDOT");
+            float a[5 * 37], b[5 * 37];
+            read_all(fast, a);
+            read_all(ref, b);
+            for (int i = 0; i < m * 37; i++)
+                if (fabsf(a[i] - b[i]) > 1e-4f * (1 + fabsf(b[i])))
+                    fail_msg("%s m %lld element %d: %g vs scalar %g", tf_dtype_name(quantized[t]), (long long)m, i, a[i], b[i]);
+            tf_tensor *list[] = {x, w, q, fast, ref};
+            for (int i = 0; i < 5; i++) tf_tensor_release(list[i]);
+        }
+    }
+}
+
+/* The products' arguments, and a GEMM of a quantized operand that is not
+ * the plain weight (decoded first): alpha 2 is twice the plain product. */
+static void test_products(void **state) {
+    (void)state;
+    tf_tensor *x = random_f32(3, 64, 6), *w = random_f32(5, 64, 7), *q = quantize(w, TF_Q4_0), *o = (tf_tensor *)1;
+    FAILS_WITH(TF_ERR_DTYPE, "not a quantized dtype", tf_matmul_quantized(x, w, &o));
+    assert_null(o);
+    tf_tensor *xs = random_f32(3, 32, 8);
+    FAILS_WITH(TF_ERR_SHAPE, "w must be [N, K]", tf_matmul_quantized(xs, q, &o));
+    tf_tensor *plain = NULL, *twice = NULL, *xh = NULL, *half = NULL, *wd = NULL;
+    OK(tf_cast(q, TF_F32, &wd));
+    OK(tf_gemm(x, wd, NULL, 2.0, 0.0, false, true, &plain));
+    OK(tf_gemm(x, q, NULL, 2.0, 0.0, false, true, &twice));
+    float p[15], t2[15];
+    read_all(plain, p);
+    read_all(twice, t2);
+    for (int i = 0; i < 15; i++) assert_true(fabsf(t2[i] - p[i]) <= 1e-5f * (1 + fabsf(p[i])));
+    tf_tensor_release(wd);
+    OK(tf_cast(x, TF_F16, &xh));                          /* the result has the activation's dtype */
+    OK(tf_matmul_quantized(xh, q, &half));
+    assert_int_equal(tf_tensor_dtype(half), TF_F16);
+    tf_tensor *list[] = {x, w, q, xs, plain, twice, xh, half};
+    for (int i = 0; i < 8; i++) tf_tensor_release(list[i]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_facts),         cmocka_unit_test(test_shapes_are_whole_blocks),
+        cmocka_unit_test(test_views_pick_whole_rows), cmocka_unit_test(test_other_ops_refuse),
+        cmocka_unit_test(test_embedding_decodes_rows), cmocka_unit_test(test_simd_matches_scalar),
+        cmocka_unit_test(test_products),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

@@ -57,9 +57,12 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
         memset(O, 0, sizeof(float) * (size_t)(rows * j->Dv));
         for (int64_t j0 = 0; j0 < kv_end; j0 += ATTN_BK) {
             int64_t cols = kv_end - j0 < ATTN_BK ? kv_end - j0 : ATTN_BK;
-            /* S = scale * Q_blk K_blk^T */
-            tf_cpu_blas_gemm(false, false, true, rows, cols, j->D, j->scale, qp, j->qs[2], kp + j0 * j->ks[2], j->ks[2],
-                             0.0, S, cols);
+            /* S = scale * Q_blk K_blk^T (one query, a decode step: a GEMV, which packs nothing) */
+            if (rows == 1)
+                tf_cpu_blas_gemv(false, false, cols, j->D, j->scale, kp + j0 * j->ks[2], j->ks[2], qp, j->qs[3], 0.0, S);
+            else
+                tf_cpu_blas_gemm(false, false, true, rows, cols, j->D, j->scale, qp, j->qs[2], kp + j0 * j->ks[2],
+                                 j->ks[2], 0.0, S, cols);
             for (int64_t r = 0; r < rows; r++) {
                 float *s = S + r * cols;
                 if (j->mask) {
@@ -86,8 +89,11 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
                 m[r] = m_new;
             }
             /* O += P V_blk */
-            tf_cpu_blas_gemm(false, false, false, rows, j->Dv, cols, 1.0, S, cols, vp + j0 * j->vs[2], j->vs[2], 1.0, O,
-                             j->Dv);
+            if (rows == 1)
+                tf_cpu_blas_gemv(false, true, j->Dv, cols, 1.0, vp + j0 * j->vs[2], j->vs[2], S, 1, 1.0, O);
+            else
+                tf_cpu_blas_gemm(false, false, false, rows, j->Dv, cols, 1.0, S, cols, vp + j0 * j->vs[2], j->vs[2], 1.0,
+                                 O, j->Dv);
         }
         for (int64_t r = 0; r < rows; r++) {
             float *op_ = j->out + b * j->os[0] + h * j->os[1] + (i0 + r) * j->os[2];

@@ -256,22 +256,27 @@ void tf_cpu_quantize_row(tf_dtype wt, const float *src, int64_t n, uint8_t *dst)
 
 /* ---- activations to 8 bits ---- */
 
-static void q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *s) {
+static void q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds) {
     for (int64_t b = 0; b < k / TF_Q8_BLOCK; b++) {
         const float *xb = x + b * TF_Q8_BLOCK;
-        float amax = 0;
-        for (int j = 0; j < TF_Q8_BLOCK; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float amax = 0;                            /* no libm calls: this runs per block of every row */
+        for (int j = 0; j < TF_Q8_BLOCK; j++) {
+            const float a = xb[j] < 0 ? -xb[j] : xb[j];
+            amax = a > amax ? a : amax;
+        }
         const float db = amax / 127, id = db != 0 ? 1.0f / db : 0.0f;
         d[b] = db;
         for (int h = 0; h < 2; h++) {
             int32_t sum = 0;
             for (int j = 16 * h; j < 16 * h + 16; j++) {
-                const int v = (int)lrintf(xb[j] * id);
+                const float t = xb[j] * id;              /* |t| <= 127: half away from zero, as roundf */
+                const int v = (int)(t + (t < 0 ? -0.5f : 0.5f));
                 q[b * TF_Q8_BLOCK + j] = (int8_t)v;
                 sum += v;
             }
             s[2 * b + h] = sum;
         }
+        ds[b] = db * (float)(s[2 * b] + s[2 * b + 1]);
     }
 }
 
@@ -552,14 +557,14 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     }
     const size_t qbytes = (size_t)(j.m * j.k), dbytes = sizeof(float) * (size_t)(j.m * j.k / 32),
                  sbytes = sizeof(int32_t) * (size_t)(j.m * j.k / 16);
-    char *scratch = tf_cpu_alloc(qbytes + dbytes + sbytes + 64);
-    if (!scratch) return tf_cpu_oom("qmatmul", qbytes + dbytes + sbytes);
-    float *d = (float *)scratch;
-    int32_t *s = (int32_t *)(scratch + dbytes);
-    int8_t *q = (int8_t *)(scratch + dbytes + sbytes);
+    char *scratch = tf_cpu_alloc(2 * dbytes + sbytes + qbytes + 64);
+    if (!scratch) return tf_cpu_oom("qmatmul", 2 * dbytes + sbytes + qbytes);
+    float *d = (float *)scratch, *ds = (float *)(scratch + dbytes);
+    int32_t *s = (int32_t *)(scratch + 2 * dbytes);
+    int8_t *q = (int8_t *)(scratch + 2 * dbytes + sbytes);
     for (int64_t i = 0; i < j.m; i++)
-        q8_round_row(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16));
-    j.x = (tf_q8_rows){q, d, s, j.k};
+        q8_round_row(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16), ds + i * (j.k / 32));
+    j.x = (tf_q8_rows){q, d, s, ds, j.k};
     j.dot = tf_cpu_qdot_fast() ? tf_cpu_qdot_fast() : tf_cpu_qdot_scalar;
     const char *env = getenv("TF_CPU_QDOT");          /* "scalar": the reference dot products (tests) */
     if (env && !strcmp(env, "scalar")) j.dot = tf_cpu_qdot_scalar;

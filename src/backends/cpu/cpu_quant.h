@@ -20,6 +20,7 @@ typedef struct tf_q8_rows {
     const int8_t *q;         /* [m, k] */
     const float *d;          /* [m, k / 32] */
     const int32_t *s;        /* [m, k / 16] */
+    const float *ds;         /* [m, k / 32]: d times the block's sum of q, for the offsets */
     int64_t k;
 } tf_q8_rows;
 

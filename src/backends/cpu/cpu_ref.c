@@ -386,13 +386,23 @@ static tf_status run_row(const tf_op *op, tf_cpu_address_fn address) {
 
 /* ---- rotary position embedding ---- */
 
+/* Row by row (the last axis); each row's angles pos * theta^(-2i/rot) are
+ * computed once for its position and reused while the position repeats
+ * (every head of a token), in double as before: the per-element pow and
+ * sincos were most of a decode step's rope. */
 static tf_status run_rope(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *P = &op->inputs[1], *O = &op->output;
     operand x = make_operand(X, address), p = make_operand(P, address), o = make_operand(O, address);
     int nd = X->ndim, ax = op->params.axis;
-    int64_t rot = op->params.rotary_dims, half = rot / 2, idx[TF_MAX_DIMS] = {0};
+    int64_t rot = op->params.rotary_dims, half = rot / 2, last = X->shape[nd - 1], idx[TF_MAX_DIMS] = {0};
     bool neox = op->params.flags & TF_ROPE_NEOX;
     tf_dtype dt = X->dtype;
+    if (tf_desc_numel(X) == 0) return TF_OK;
+    double *table = tf_cpu_alloc(sizeof(double) * (size_t)(3 * half + 1)), *inv = table, *cs = table + half,
+           *sn = table + 2 * half, cached_pos = NAN;
+    if (!table) return tf_cpu_oom("rope", sizeof(double) * (size_t)(3 * half + 1));
+    for (int64_t i = 0; i < half; i++) inv[i] = pow(op->params.theta, -2.0 * (double)i / (double)rot);
+    const int64_t xs = x.stride[nd - 1], os = o.stride[nd - 1];
     do {
         const char *xp = x.base;
         char *op_ = o.base;
@@ -400,18 +410,27 @@ static tf_status run_rope(const tf_op *op, tf_cpu_address_fn address) {
             xp += idx[d] * x.stride[d];
             op_ += idx[d] * o.stride[d];
         }
-        int64_t e = idx[nd - 1];
-        double v = load_f64(dt, xp + e * x.stride[nd - 1]);
-        if (e < rot) {
-            int64_t i = neox ? e % half : e / 2, partner = neox ? (e < half ? e + half : e - half) : e ^ 1;
-            bool first = neox ? e < half : (e % 2) == 0;
-            double pos = (double)load_index(P, p.base + idx[ax] * p.stride[0]);
-            double angle = pos * pow(op->params.theta, -2.0 * (double)i / (double)rot);
-            double u = load_f64(dt, xp + partner * x.stride[nd - 1]);
-            v = first ? v * cos(angle) - u * sin(angle) : u * sin(angle) + v * cos(angle);
+        double pos = (double)load_index(P, p.base + idx[ax] * p.stride[0]);
+        if (pos != cached_pos) {
+            for (int64_t i = 0; i < half; i++) {
+                double angle = pos * inv[i];
+                cs[i] = cos(angle);
+                sn[i] = sin(angle);
+            }
+            cached_pos = pos;
         }
-        store_f64(dt, op_ + e * o.stride[nd - 1], v);
-    } while (next_index(nd, O->shape, idx));
+        for (int64_t e = 0; e < last; e++) {
+            double v = load_f64(dt, xp + e * xs);
+            if (e < rot) {
+                int64_t i = neox ? e % half : e / 2, partner = neox ? (e < half ? e + half : e - half) : e ^ 1;
+                bool first = neox ? e < half : (e % 2) == 0;
+                double u = load_f64(dt, xp + partner * xs);
+                v = first ? v * cs[i] - u * sn[i] : u * sn[i] + v * cs[i];
+            }
+            store_f64(dt, op_ + e * os, v);
+        }
+    } while (next_index(nd - 1, O->shape, idx));
+    tf_cpu_free(table);
     return TF_OK;
 }
 

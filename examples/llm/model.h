@@ -16,8 +16,9 @@ typedef struct llm_config {
 } llm_config;
 
 typedef struct llm_layer {
-    tf_tensor *attn_norm, *wq, *wk, *wv, *wo;      /* projections are [out, in], as GGUF stores them */
-    tf_tensor *ffn_norm, *w_gate, *w_up, *w_down;
+    tf_tensor *attn_norm, *wo;                     /* projections are [out, in], as GGUF stores them */
+    tf_tensor *wqkv;                               /* q, k and v stacked by rows: one product for three */
+    tf_tensor *ffn_norm, *w_gate_up, *w_down;      /* gate and up stacked the same way */
 } llm_layer;
 
 typedef struct llm_model {

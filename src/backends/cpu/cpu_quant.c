@@ -380,7 +380,8 @@ tf_qdot_fn tf_cpu_qdot_fast(void) {
         bool reference = off && !strcmp(off, "reference"), generic = cap && !strcmp(cap, "generic"),
              avx2_only = cap && !strcmp(cap, "avx2");
         __builtin_cpu_init();
-        bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        /* F16C is not a feature name Clang's builtin knows; every AVX2 CPU has it (Intel since Ivy Bridge, AMD since Piledriver) */
+        bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
         bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
         c = reference || generic ? 0 : vnni && !avx2_only ? 2 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */

@@ -79,8 +79,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_OP_ROPE: return is_float(out) && out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
     case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM:
         return is_float(out) && same_dtype_inputs(op);
-    case TF_OP_COPY: return !(tf_dtype_is_quantized(out) || tf_dtype_is_quantized(in)) || is_float(in) ||
-                            is_float(out) || tf_dtype_is_quantized(in) == tf_dtype_is_quantized(out);
+    case TF_OP_COPY:                    /* a quantized side converts with float and quantized dtypes only */
+        if (tf_dtype_is_quantized(in)) return is_float(out) || tf_dtype_is_quantized(out);
+        return !tf_dtype_is_quantized(out) || is_float(in);
     case TF_OP_FILL: return true;
     case TF_OP_QMATMUL:
         return out == TF_F32 && in == TF_F32 && tf_dtype_is_quantized(op->inputs[1].dtype) && op->inputs[0].ndim == 2 &&

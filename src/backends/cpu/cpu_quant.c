@@ -29,6 +29,7 @@
  * the weight to f32 and run the BLAS GEMM on them: there the work is the
  * multiply, which f32 FMA does faster than byte unpacking. */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_blas.h"
@@ -396,6 +397,11 @@ tf_qdot_fn tf_cpu_qdot_fast(void) {
 
 static tf_cpu_table below;               /* the entries this layer wraps */
 
+/* Bytes of `elems` elements of a quantized dtype (a whole number of blocks). */
+static int64_t block_bytes(tf_dtype dt, int64_t elems) {
+    return elems / (int64_t)tf_dtype_block_size(dt) * (int64_t)tf_dtype_size(dt);
+}
+
 /* Byte offset of row r (all axes but the last) of a descriptor. */
 static int64_t row_offset(const tf_tensor_desc *d, int64_t r) {
     int64_t elems = 0;
@@ -403,9 +409,8 @@ static int64_t row_offset(const tf_tensor_desc *d, int64_t r) {
         elems += r % d->shape[i] * d->strides[i];
         r /= d->shape[i];
     }
-    return (int64_t)d->offset + (tf_dtype_is_quantized(d->dtype) ? elems / (int64_t)tf_dtype_block_size(d->dtype) *
-                                                                        (int64_t)tf_dtype_size(d->dtype)
-                                                                  : elems * (int64_t)elsize(d->dtype));
+    return (int64_t)d->offset +
+           (tf_dtype_is_quantized(d->dtype) ? block_bytes(d->dtype, elems) : elems * (int64_t)elsize(d->dtype));
 }
 
 typedef struct copy_job {
@@ -440,7 +445,7 @@ static void write_row(const tf_tensor_desc *d, char *p, int64_t k, const float *
 
 /* Byte offset of column c (a whole number of blocks for a quantized row). */
 static int64_t column_offset(const tf_tensor_desc *d, int64_t c) {
-    if (tf_dtype_is_quantized(d->dtype)) return c / (int64_t)tf_dtype_block_size(d->dtype) * (int64_t)tf_dtype_size(d->dtype);
+    if (tf_dtype_is_quantized(d->dtype)) return block_bytes(d->dtype, c);
     return c * d->strides[d->ndim - 1] * (int64_t)elsize(d->dtype);
 }
 
@@ -451,8 +456,7 @@ static void copy_rows(void *ctx, int64_t begin, int64_t end) {
         const char *src = j->src + row_offset(j->in, r);
         char *dst = j->dst + row_offset(j->out, r);
         if (j->in->dtype == j->out->dtype) {                  /* whole blocks as they are */
-            memcpy(dst, src, (size_t)(j->k / (int64_t)tf_dtype_block_size(j->in->dtype) *
-                                      (int64_t)tf_dtype_size(j->in->dtype)));
+            memcpy(dst, src, (size_t)block_bytes(j->in->dtype, j->k));
             continue;
         }
         for (int64_t c = 0; c < j->k; c += 4096) {            /* 4096 = 16 blocks of 256 */
@@ -488,7 +492,7 @@ static tf_status quant_index_select(const tf_op *op, tf_cpu_address_fn address) 
     const char *src = address(x->buffer), *ib = address(ix->buffer);
     char *dst = address(out->buffer);
     const int64_t k = out->shape[out->ndim - 1], rows = k ? tf_desc_numel(out) / k : 0;
-    const size_t row_bytes = (size_t)(k / (int64_t)tf_dtype_block_size(x->dtype) * (int64_t)tf_dtype_size(x->dtype));
+    const size_t row_bytes = (size_t)block_bytes(x->dtype, k);
     for (int64_t r = 0; r < rows; r++) {
         int64_t rest = r, elems = 0;
         for (int i = out->ndim - 2; i >= 0; i--) {
@@ -497,7 +501,7 @@ static tf_status quant_index_select(const tf_op *op, tf_cpu_address_fn address) 
             if (i == ax) at = load_index(ix, ib, at);
             elems += at * x->strides[i];
         }
-        const int64_t from = (int64_t)x->offset + elems / (int64_t)tf_dtype_block_size(x->dtype) * (int64_t)tf_dtype_size(x->dtype);
+        const int64_t from = (int64_t)x->offset + block_bytes(x->dtype, elems);
         memcpy(dst + row_offset(out, r), src + from, row_bytes);
     }
     return TF_OK;
@@ -511,7 +515,7 @@ typedef struct qmatmul_job {
     int64_t m, n, k, ldx, ldw, ldc;
     const uint8_t *w;
     float *c;
-    bool failed;
+    _Atomic bool failed;                 /* a task could not get its panel: the op fails */
 } qmatmul_job;
 
 static void qmatmul_columns(void *ctx, int64_t begin, int64_t end) {
@@ -525,7 +529,7 @@ static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
     qmatmul_job *j = ctx;
     float *panel = tf_cpu_alloc(sizeof(float) * PANEL * (size_t)j->k);
     if (!panel) {
-        j->failed = true;                 /* a plain store: any thread's failure fails the op */
+        atomic_store(&j->failed, true);
         return;
     }
     for (int64_t p = begin; p < end; p++) {
@@ -546,7 +550,7 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *Wd = &op->inputs[1], *C = &op->output;
     qmatmul_job j = {.wt = Wd->dtype, .m = X->shape[0], .k = X->shape[1], .n = Wd->shape[0]};
     j.ldx = X->strides[0];
-    j.ldw = Wd->strides[0] / (int64_t)tf_dtype_block_size(j.wt) * (int64_t)tf_dtype_size(j.wt);
+    j.ldw = block_bytes(j.wt, Wd->strides[0]);
     j.ldc = C->strides[0];
     j.xf = (const float *)(address(X->buffer) + X->offset);
     j.w = (const uint8_t *)address(Wd->buffer) + Wd->offset;
@@ -554,7 +558,7 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     if (X->strides[1] != 1 || j.k % TF_Q8_BLOCK) return TF_ERR_UNSUPPORTED;
     if (j.m >= PANEL_ROWS && tf_cpu_have_blas()) {
         tf_cpu_parallel_for((j.n + PANEL - 1) / PANEL, 1, qmatmul_panels, &j);
-        return j.failed ? tf_cpu_oom("qmatmul", sizeof(float) * PANEL * (size_t)j.k) : TF_OK;
+        return atomic_load(&j.failed) ? tf_cpu_oom("qmatmul", sizeof(float) * PANEL * (size_t)j.k) : TF_OK;
     }
     const size_t qbytes = (size_t)(j.m * j.k), dbytes = sizeof(float) * (size_t)(j.m * j.k / 32),
                  sbytes = sizeof(int32_t) * (size_t)(j.m * j.k / 16);
@@ -566,7 +570,8 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     for (int64_t i = 0; i < j.m; i++)
         q8_round_row(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16), ds + i * (j.k / 32));
     j.x = (tf_q8_rows){q, d, s, ds, j.k};
-    j.dot = tf_cpu_qdot_fast() ? tf_cpu_qdot_fast() : tf_cpu_qdot_scalar;
+    j.dot = tf_cpu_qdot_fast();
+    if (!j.dot) j.dot = tf_cpu_qdot_scalar;
     const char *env = getenv("TF_CPU_QDOT");          /* "scalar": the reference dot products (tests) */
     if (env && !strcmp(env, "scalar")) j.dot = tf_cpu_qdot_scalar;
     tf_cpu_parallel_for(j.n, 1 + (1 << 15) / (j.k * j.m + 1), qmatmul_columns, &j);

@@ -496,7 +496,8 @@ static int64_t broadcast_index(const host_t *h, int ondim, const int64_t *oidx) 
 /* ---- comparison ---- */
 
 /* quantized_fallbacks: ops of the quantized dtypes that ran on the CPU,
- * which --no-fallback allows (only the CPU has their kernels so far). */
+ * which --no-fallback allows on a device whose caps leave those dtypes out
+ * (a user's backend; opencl and cuda run them). */
 typedef struct counts { int passed, failed; uint64_t quantized_fallbacks; } counts;
 
 static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, double k, char *why, size_t n) {
@@ -2100,6 +2101,29 @@ static void record(counts *c, bool ok, const char *dev, const char *what, const 
     }
 }
 
+/* index_select of whole rows of a quantized q [3, 2, 512] along axis 1
+ * (then 0): the picked rows' bytes, exactly. */
+static void check_quant_row_pick(tf_device *dev, tf_dtype wt, const tf_tensor *q, const unsigned char *raw, counts *c) {
+    const int64_t row_bytes = 512 / (int64_t)tf_dtype_block_size(wt) * (int64_t)tf_dtype_size(wt), n = 3;
+    static const int64_t pick[3] = {1, 0, 1};
+    tf_tensor *ix = NULL, *out = NULL;
+    tf_status s = tf_tensor_from_data(dev, TF_I64, 1, &n, pick, &ix);
+    if (s == TF_OK) s = tf_index_select(q, 1, ix, &out);
+    unsigned char *got = malloc((size_t)(9 * row_bytes));
+    if (s == TF_OK) s = tf_tensor_read(out, got, (size_t)(9 * row_bytes));
+    bool same = s == TF_OK && tf_tensor_dtype(out) == wt;
+    for (int64_t r = 0; same && r < 9; r++)                 /* output row (a, b) is source row (a, pick[b]) */
+        same = !memcmp(got + r * row_bytes, raw + (r / 3 * 2 + pick[r % 3]) * row_bytes, (size_t)row_bytes);
+    char what[64], why[160];
+    snprintf(what, sizeof what, "index_select of %s rows", tf_dtype_name(wt));
+    if (s != TF_OK) snprintf(why, sizeof why, "returned %s: %s", tf_status_name(s), tf_last_error());
+    else snprintf(why, sizeof why, "the picked rows are not the source's bytes");
+    record(c, same, tf_device_name(dev), what, why);
+    free(got);
+    tf_tensor_release(ix);
+    tf_tensor_release(out);
+}
+
 /* Casts to and from each quantized dtype: quantizing f32, f16 and bf16
  * (the decoded values within the format's rounding of the source), and
  * decoding to every float dtype (the host decoder's values, rounded once). */
@@ -2143,6 +2167,7 @@ static void run_quant_casts(tf_device *dev, counts *c) {
             op_row row = {TF_OP_COPY, "copy", 1, SH_SAME, DR_CAST, 0, DOM_ANY, 4};
             snprintf(what, sizeof what, "cast %s -> %s", tf_dtype_name(wt), tf_dtype_name(ft));
             check_case(name, &row, what, s, back, &ref, c);
+            if (s == TF_OK && fi == 0) check_quant_row_pick(dev, wt, q, raw, c);
             free(raw);
             host_free(&src);
             host_free(&dec);
@@ -2285,9 +2310,13 @@ int main(int argc, char **argv) {
         printf("  (%llu ops dispatched, %llu ran on the CPU as fallback)\n",
                (unsigned long long)tf_device_op_count(devices[i]),
                (unsigned long long)tf_device_fallback_count(devices[i], TF_OP_COUNT));
-        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - c.quantized_fallbacks;
-        if (c.quantized_fallbacks)
-            printf("  (%llu of the fallbacks were ops of quantized dtypes, which only the CPU runs so far)\n",
+        /* A device that does not list the quantized dtypes may hand their ops to the CPU. */
+        tf_device_props props;
+        tf_device_get_props(devices[i], &props);
+        bool runs_quantized = (props.caps.dtypes >> TF_Q4_0) & 1u;
+        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - (runs_quantized ? 0 : c.quantized_fallbacks);
+        if (c.quantized_fallbacks && !runs_quantized)
+            printf("  (%llu of the fallbacks were ops of quantized dtypes, which this device leaves to the CPU)\n",
                    (unsigned long long)c.quantized_fallbacks);
         for (int b = 0; b < n_no_fallback; b++) {
             size_t len = strlen(no_fallback[b]);

@@ -265,6 +265,7 @@ static void check_logits(const tf_gguf *f, const llm_tokenizer *tok, tf_device *
 
     llm_model *m = NULL;
     llm_cache *kv = NULL;
+    uint64_t ops_before = tf_device_op_count(dev), fallbacks_before = tf_device_fallback_count(dev, TF_OP_COUNT);
     tf_status s = llm_model_load(f, dev, weights, &m);
     EXPECT(s == TF_OK, "load on %s: %s", tf_device_name(dev), llm_error());
     if (s == TF_OK) s = llm_cache_new(m, 256, &kv);
@@ -284,6 +285,17 @@ static void check_logits(const tf_gguf *f, const llm_tokenizer *tok, tf_device *
         for (int64_t i = 1; i < m->cfg.n_vocab; i++)
             if (row[i] > row[best]) best = (int32_t)i;
         tokens[(*n_tokens)++] = best;
+    }
+    /* A device that lists the quantized dtypes runs the whole model itself. */
+    tf_device_props props;
+    tf_device_get_props(dev, &props);
+    uint64_t ops = tf_device_op_count(dev) - ops_before, fallbacks = tf_device_fallback_count(dev, TF_OP_COUNT) - fallbacks_before;
+    if (strcmp(tf_device_name(dev), "cpu")) {
+        printf("%s, %s: %llu ops, %llu of them on the CPU as fallback\n", tf_device_name(dev), mode,
+               (unsigned long long)ops, (unsigned long long)fallbacks);
+        EXPECT(fallbacks == 0 || !((props.caps.dtypes >> TF_Q4_0) & 1u),
+               "%s ran %llu of the model's ops on the CPU (TF_LOG_LEVEL=info names them)", tf_device_name(dev),
+               (unsigned long long)fallbacks);
     }
     for (int r = 0; r < N_REFS; r++) {
         const bounds *b = &references[r];

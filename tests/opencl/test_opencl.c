@@ -66,6 +66,108 @@ static void test_moving_is_bit_exact(void **state) {
     }
 }
 
+/* The bytes of a tensor (any dtype, contiguous), malloc'd. */
+static unsigned char *bytes_of(const tf_tensor *t, size_t *n) {
+    *n = (size_t)tf_tensor_nbytes(t);
+    unsigned char *b = malloc(*n + 1);
+    assert_non_null(b);
+    OK(tf_tensor_read(t, b, *n));
+    return b;
+}
+
+static void expect_same_bytes(const tf_tensor *a, const tf_tensor *b, const char *what, tf_dtype wt) {
+    size_t na, nb;
+    unsigned char *x = bytes_of(a, &na), *y = bytes_of(b, &nb);
+    assert_int_equal(na, nb);
+    size_t at = 0;
+    while (at < na && x[at] == y[at]) at++;
+    if (at < na) fail_msg("%s (%s): the device's bytes differ from the CPU's at byte %zu of %zu", what, tf_dtype_name(wt), at, na);
+    free(x);
+    free(y);
+}
+
+/* Quantized dtypes on the device, with no CPU fallback: encoding, decoding
+ * (to f32 and f16, whole tensors and row slices) and row selection give the
+ * CPU's bytes exactly; the product with a quantized weight matches a float64
+ * product of the decoded weight, in both of its kernels (few rows, many). */
+static void test_quantized_dtypes_run_on_the_device(void **state) {
+    (void)state;
+    static const tf_dtype types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+    tf_device *cpu = cpu_device(), *dev = ocl();
+    enum { ROWS = 20, K = 512 };
+    int64_t shape[2] = {ROWS, K}, ids_n = 3;
+    float *x = malloc(sizeof(float) * ROWS * K), *w = malloc(sizeof(float) * ROWS * K);
+    for (int i = 0; i < ROWS * K; i++) {
+        x[i] = (float)sin(i * 0.37) * 2.0f;
+        w[i] = (float)cos(i * 0.11) * (float)(1 + i % 7);
+    }
+    uint64_t fb = tf_device_fallback_count(dev, TF_OP_COUNT);
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        tf_dtype wt = types[ti];
+        tf_tensor *wc = tensor_f32(cpu, 2, shape, w), *wd = NULL, *qc = NULL, *qd = NULL, *qcd = NULL;
+        OK(tf_tensor_to(wc, dev, &wd));
+        OK(tf_cast(wc, wt, &qc));
+        OK(tf_cast(wd, wt, &qd));                                  /* encoded on the device */
+        expect_same_bytes(qd, qc, "encoding", wt);
+        OK(tf_tensor_to(qc, dev, &qcd));
+        for (int f = 0; f < 2; f++) {                              /* decoded: f32, f16 */
+            tf_dtype ft = f ? TF_F16 : TF_F32;
+            tf_tensor *dc = NULL, *dd = NULL, *sc = NULL, *sd = NULL, *dsc = NULL, *dsd = NULL;
+            OK(tf_cast(qc, ft, &dc));
+            OK(tf_cast(qcd, ft, &dd));
+            expect_same_bytes(dd, dc, "decoding", wt);
+            OK(tf_slice(qc, 0, 3, 17, 2, &sc));                    /* every other row: a strided view */
+            OK(tf_slice(qcd, 0, 3, 17, 2, &sd));
+            OK(tf_cast(sc, ft, &dsc));
+            OK(tf_cast(sd, ft, &dsd));
+            expect_same_bytes(dsd, dsc, "decoding a row slice", wt);
+            tf_tensor *all[] = {dc, dd, sc, sd, dsc, dsd};
+            for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
+        }
+        tf_tensor *ic = NULL, *id = NULL, *pc = NULL, *pd = NULL;
+        OK(tf_tensor_from_data(cpu, TF_I32, 1, &ids_n, (int32_t[]){19, 0, 7}, &ic));
+        OK(tf_tensor_to(ic, dev, &id));
+        OK(tf_index_select(qc, 0, ic, &pc));
+        OK(tf_index_select(qcd, 0, id, &pd));
+        assert_int_equal(tf_tensor_dtype(pd), wt);
+        expect_same_bytes(pd, pc, "index_select", wt);
+        /* products: 3 rows (qgemv) and 20 rows (qmatmul's tiles) */
+        float *wdec = malloc(sizeof(float) * ROWS * K), *got = malloc(sizeof(float) * ROWS * ROWS);
+        tf_tensor *wf = NULL;
+        OK(tf_cast(qc, TF_F32, &wf));
+        OK(tf_tensor_read(wf, wdec, sizeof(float) * ROWS * K));
+        for (int64_t m = 3; m <= ROWS; m += ROWS - 3) {
+            int64_t xs[2] = {m, K};
+            tf_tensor *xc = tensor_f32(cpu, 2, xs, x), *xd = NULL, *od = NULL;
+            OK(tf_tensor_to(xc, dev, &xd));
+            OK(tf_matmul_quantized(xd, qcd, &od));
+            assert_ptr_equal(tf_tensor_device(od), dev);
+            OK(tf_tensor_read(od, got, sizeof(float) * (size_t)(m * ROWS)));
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < ROWS; j++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t k = 0; k < K; k++) {
+                        ref += (double)x[i * K + k] * wdec[j * K + k];
+                        mag += fabs((double)x[i * K + k] * wdec[j * K + k]);
+                    }
+                    if (fabs(got[i * ROWS + j] - ref) > 1e-5 * mag)
+                        fail_msg("%s product, %lld rows: [%lld, %lld] = %g, float64 gives %g", tf_dtype_name(wt),
+                                 (long long)m, (long long)i, (long long)j, got[i * ROWS + j], ref);
+                }
+            tf_tensor_release(xc);
+            tf_tensor_release(xd);
+            tf_tensor_release(od);
+        }
+        free(wdec);
+        free(got);
+        tf_tensor *all[] = {wc, wd, qc, qd, qcd, ic, id, pc, pd, wf};
+        for (int i = 0; i < 10; i++) tf_tensor_release(all[i]);
+    }
+    assert_int_equal(tf_device_fallback_count(dev, TF_OP_COUNT), fb);   /* nothing left the device */
+    free(x);
+    free(w);
+}
+
 static void test_mixed_device_policy(void **state) {
     (void)state;
     tf_device *cpu = cpu_device(), *dev = ocl();
@@ -158,6 +260,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discovery_and_selection),
         cmocka_unit_test(test_moving_is_bit_exact),
+        cmocka_unit_test(test_quantized_dtypes_run_on_the_device),
         cmocka_unit_test(test_mixed_device_policy),
         cmocka_unit_test(test_ops_are_asynchronous_and_stay_on_device),
         cmocka_unit_test(test_driver_errors_are_named),

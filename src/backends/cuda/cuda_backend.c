@@ -221,7 +221,7 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
         }
         leave(d);
     }
-    info->caps.dtypes = (1u << TF_Q4_0) - 1u;   /* element dtypes: quantized ops fall back to the CPU */
+    info->caps.dtypes = (1u << TF_DTYPE_COUNT) - 1u;   /* quantized ones too: plan.c decodes, encodes, multiplies */
     info->caps.async = true;
     info->caps.pinned_host_memory = true;
     info->caps.unified_memory = d->integrated;

@@ -855,3 +855,356 @@ kernel void rand(int normal, long n, ulong seed, global T *out, long off) {
     store_from_float(out, off + i, v);
 }
 #endif
+
+/* ---- block-quantized dtypes (ggml's layouts; see cpu_quant.c) ----
+ * The programs of the float dtypes decode (quant_decode: one work-item per
+ * element, into this program's dtype) and encode (quant_encode: one
+ * work-item per block, from it); the f32 program multiplies (qgemv for a
+ * few activation rows, qmatmul in tiles for many). Decoding rounds exactly
+ * as the CPU does (each product rounded before the add, so no contraction
+ * into fused multiply-adds), so every device decodes the same bits. */
+#if IS_FLOAT
+#define DT_Q4_0 9
+#define DT_Q4_1 10
+#define DT_Q8_0 11
+#define DT_Q4_K 12
+#define DT_Q6_K 13
+
+#ifdef TF_CUDA
+#define MUL_RN(a, b) __fmul_rn((a), (b))
+#define ADD_RN(a, b) __fadd_rn((a), (b))
+#else
+#pragma OPENCL FP_CONTRACT OFF
+#define MUL_RN(a, b) ((a) * (b))
+#define ADD_RN(a, b) ((a) + (b))
+#endif
+
+inline int q_block_elems(int wt) { return wt >= DT_Q4_K ? 256 : 32; }
+
+inline int q_block_bytes(int wt) {
+    switch (wt) {
+    case DT_Q4_0: return 18;
+    case DT_Q4_1: return 20;
+    case DT_Q8_0: return 34;
+    case DT_Q4_K: return 144;
+    default: return 210;
+    }
+}
+
+/* The f16 at p (every f16 of every layout sits at an even byte). */
+inline float q_f16(global const uchar *p) { return vload_half(0, (global const half *)p); }
+
+/* Element e (in element order) of the block at b. */
+inline float q_element(int wt, global const uchar *b, int e) {
+    switch (wt) {
+    case DT_Q4_0: return MUL_RN(q_f16(b), (float)(((b[2 + e % 16] >> (e < 16 ? 0 : 4)) & 15) - 8));
+    case DT_Q4_1:
+        return ADD_RN(MUL_RN(q_f16(b), (float)((b[4 + e % 16] >> (e < 16 ? 0 : 4)) & 15)), q_f16(b + 2));
+    case DT_Q8_0: return MUL_RN((float)(char)b[2 + e], q_f16(b));
+    case DT_Q4_K: {
+        int j = e / 32, sc, m;
+        global const uchar *s = b + 4;
+        if (j < 4) {
+            sc = s[j] & 63;
+            m = s[j + 4] & 63;
+        } else {
+            sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+            m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+        }
+        int q = (b[16 + 32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 15;
+        float ds = MUL_RN(q_f16(b), (float)sc), dm = MUL_RN(q_f16(b + 2), (float)m);
+        return ADD_RN(MUL_RN(ds, (float)q), -dm);
+    }
+    default: {                                       /* Q6_K: 8 rows of 32 */
+        int r = e / 32, c = e % 32;
+        int lo = (b[64 * (r / 4) + 32 * (r % 2) + c] >> (4 * ((r % 4) / 2))) & 15;
+        int hi = (b[128 + 32 * (r / 4) + c] >> (2 * (r % 4))) & 3;
+        float ds = MUL_RN(q_f16(b + 208), (float)(char)b[192 + e / 16]);
+        return MUL_RN(ds, (float)((lo | hi << 4) - 32));
+    }
+    }
+}
+
+/* Element e of a quantized row starting at `row`. */
+inline float q_row_element(int wt, global const uchar *row, long e) {
+    int n = q_block_elems(wt);
+    return q_element(wt, row + e / n * q_block_bytes(wt), (int)(e % n));
+}
+
+/* The 32 elements of chunk c (elements 32c .. 32c + 31) of a quantized
+ * row, by the same arithmetic as q_element: a whole block of the 32-element
+ * formats, a sub-block (one scale) of the K-quants. The products decode a
+ * chunk at a time, so a block's header is read and its switch taken once. */
+inline void q_chunk32(int wt, global const uchar *row, long c, float *y) {
+    switch (wt) {
+    case DT_Q4_0: {
+        global const uchar *b = row + c * 18;
+        float d = q_f16(b);
+        for (int j = 0; j < 16; j++) {
+            y[j] = MUL_RN(d, (float)((b[2 + j] & 15) - 8));
+            y[j + 16] = MUL_RN(d, (float)((b[2 + j] >> 4) - 8));
+        }
+        return;
+    }
+    case DT_Q4_1: {
+        global const uchar *b = row + c * 20;
+        float d = q_f16(b), m = q_f16(b + 2);
+        for (int j = 0; j < 16; j++) {
+            y[j] = ADD_RN(MUL_RN(d, (float)(b[4 + j] & 15)), m);
+            y[j + 16] = ADD_RN(MUL_RN(d, (float)(b[4 + j] >> 4)), m);
+        }
+        return;
+    }
+    case DT_Q8_0: {
+        global const uchar *b = row + c * 34;
+        float d = q_f16(b);
+        for (int j = 0; j < 32; j++) y[j] = MUL_RN((float)(char)b[2 + j], d);
+        return;
+    }
+    case DT_Q4_K: {
+        global const uchar *b = row + c / 8 * 144, *s = b + 4;
+        int j = (int)(c % 8), sc, m;
+        if (j < 4) {
+            sc = s[j] & 63;
+            m = s[j + 4] & 63;
+        } else {
+            sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+            m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+        }
+        float ds = MUL_RN(q_f16(b), (float)sc), dm = MUL_RN(q_f16(b + 2), (float)m);
+        global const uchar *q = b + 16 + 32 * (j / 2);
+        int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++) y[l] = ADD_RN(MUL_RN(ds, (float)((q[l] >> shift) & 15)), -dm);
+        return;
+    }
+    default: {                                       /* Q6_K: chunk = row r of the block's 8 */
+        global const uchar *b = row + c / 8 * 210;
+        int r = (int)(c % 8), lo_shift = 4 * ((r % 4) / 2), hi_shift = 2 * (r % 4);
+        global const uchar *lo = b + 64 * (r / 4) + 32 * (r % 2), *hi = b + 128 + 32 * (r / 4);
+        float d = q_f16(b + 208);
+        float ds0 = MUL_RN(d, (float)(char)b[192 + 2 * r]), ds1 = MUL_RN(d, (float)(char)b[193 + 2 * r]);
+        for (int l = 0; l < 32; l++) {
+            int q = (((lo[l] >> lo_shift) & 15) | (((hi[l] >> hi_shift) & 3) << 4)) - 32;
+            y[l] = MUL_RN(l < 16 ? ds0 : ds1, (float)q);
+        }
+        return;
+    }
+    }
+}
+
+/* g: the shape, operand 0 = out, 1 = the quantized source in elements
+ * (offset 0; its byte offset is src_off). A whole block never straddles
+ * rows, so element i of the source is byte src_off + i / B * bytes. */
+kernel void quant_decode(int wt, long n, geom g, long src_off, global T *out, global const uchar *src) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    long is = g.contiguous ? i : offset_of(&g, 1, i), io = g.contiguous ? g.offset[0] + i : offset_of(&g, 0, i);
+    store_from_float(out, io, (wide_t)q_row_element(wt, src + src_off, is));
+}
+
+/* f32 -> f16 -> f32: the value an f16 field of a block will hold. */
+inline float round_f16(global uchar *slot, float v) {
+    vstore_half_rte(v, 0, (global half *)slot);
+    return q_f16(slot);
+}
+
+inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The element of largest magnitude among n, its sign kept. */
+inline float signed_absmax(const float *x, int n) {
+    float best = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabs(x[i]) > amax) {
+            amax = fabs(x[i]);
+            best = x[i];
+        }
+    return best;
+}
+
+/* The encoders of cpu_quant.c, step for step (one block each). */
+inline void q4_0_encode(const float *x, global uchar *b) {
+    float d = signed_absmax(x, 32) / -8, id = d != 0 ? 1.0f / d : 0.0f;
+    round_f16(b, d);
+    for (int j = 0; j < 16; j++) {
+        int lo = clamp_int((int)ADD_RN(MUL_RN(x[j], id), 8.5f), 0, 15);
+        int hi = clamp_int((int)ADD_RN(MUL_RN(x[j + 16], id), 8.5f), 0, 15);
+        b[2 + j] = (uchar)(lo | hi << 4);
+    }
+}
+
+inline void q4_1_encode(const float *x, global uchar *b) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < 32; j++) {
+        lo = fmin(lo, x[j]);
+        hi = fmax(hi, x[j]);
+    }
+    float d = (hi - lo) / 15, id = d != 0 ? 1.0f / d : 0.0f;
+    round_f16(b, d);
+    round_f16(b + 2, lo);
+    for (int j = 0; j < 16; j++) {
+        int a = clamp_int((int)ADD_RN(MUL_RN(x[j] - lo, id), 0.5f), 0, 15);
+        int c = clamp_int((int)ADD_RN(MUL_RN(x[j + 16] - lo, id), 0.5f), 0, 15);
+        b[4 + j] = (uchar)(a | c << 4);
+    }
+}
+
+inline void q8_0_encode(const float *x, global uchar *b) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[j]));
+    float d = amax / 127, id = d != 0 ? 1.0f / d : 0.0f;
+    round_f16(b, d);
+    for (int j = 0; j < 32; j++) b[2 + j] = (uchar)(char)clamp_int((int)round(MUL_RN(x[j], id)), -127, 127);
+}
+
+inline void q4_k_encode(const float *x, global uchar *b) {
+    float scale[8], mins[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0, hi = 0;
+        for (int l = 0; l < 32; l++) {
+            lo = fmin(lo, x[32 * j + l]);
+            hi = fmax(hi, x[32 * j + l]);
+        }
+        scale[j] = (hi - lo) / 15;
+        mins[j] = -lo;
+        max_scale = fmax(max_scale, scale[j]);
+        max_min = fmax(max_min, mins[j]);
+    }
+    float d = round_f16(b, max_scale / 63), dmin = round_f16(b + 2, max_min / 63);
+    global uchar *s = b + 4, *qs = b + 16;
+    for (int i = 0; i < 12; i++) s[i] = 0;
+    for (int i = 0; i < 128; i++) qs[i] = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc = d > 0 ? clamp_int((int)round(scale[j] / d), 0, 63) : 0;
+        int m = dmin > 0 ? clamp_int((int)round(mins[j] / dmin), 0, 63) : 0;
+        if (j < 4) {
+            s[j] |= (uchar)sc;
+            s[j + 4] |= (uchar)m;
+        } else {
+            s[j + 4] = (uchar)((sc & 15) | (m & 15) << 4);
+            s[j - 4] |= (uchar)((sc >> 4) << 6);
+            s[j] |= (uchar)((m >> 4) << 6);
+        }
+        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
+        for (int l = 0; l < 32; l++) {
+            int q = clamp_int((int)round(MUL_RN(ADD_RN(x[32 * j + l], dm), ids)), 0, 15);
+            qs[32 * (j / 2) + l] |= (uchar)(q << (4 * (j % 2)));
+        }
+    }
+}
+
+inline void q6_k_encode(const float *x, global uchar *b) {
+    float scale[16], amax = 0, best = 0;
+    for (int i = 0; i < 16; i++) {
+        scale[i] = signed_absmax(x + 16 * i, 16) / -32;
+        if (fabs(scale[i]) > amax) {
+            amax = fabs(scale[i]);
+            best = scale[i];
+        }
+    }
+    float d = round_f16(b + 208, best / -127);
+    global uchar *ql = b, *qh = b + 128;
+    global char *sc = (global char *)(b + 192);
+    for (int i = 0; i < 192; i++) b[i] = 0;
+    for (int i = 0; i < 16; i++) sc[i] = (char)(d != 0 ? clamp_int((int)round(scale[i] / d), -128, 127) : 0);
+    for (int e = 0; e < 256; e++) {
+        float ds = MUL_RN(d, (float)sc[e / 16]), ids = ds != 0 ? 1.0f / ds : 0.0f;
+        int q = clamp_int((int)round(MUL_RN(x[e], ids)), -32, 31) + 32, r = e / 32, c = e % 32;
+        ql[64 * (r / 4) + 32 * (r % 2) + c] |= (uchar)((q & 15) << (4 * ((r % 4) / 2)));
+        qh[32 * (r / 4) + c] |= (uchar)((q >> 4) << (2 * (r % 4)));
+    }
+}
+
+/* One work-item per block. g: the shape, operand 0 = the source (this
+ * program's dtype), 1 = the quantized destination in elements (offset 0;
+ * its byte offset is dst_off). The source row is read as f32 first, as on
+ * the CPU. */
+kernel void quant_encode(int wt, long nblocks, geom g, long dst_off, global uchar *dst, global const T *src) {
+    long blk = get_global_id(0);
+    if (blk >= nblocks) return;
+    int n = q_block_elems(wt);
+    long first = blk * n, step = g.stride[0][g.ndim - 1];
+    long is = offset_of(&g, 0, first), od = offset_of(&g, 1, first);
+    float x[256];
+    for (int e = 0; e < n; e++) x[e] = (float)LD(src, is + e * step);
+    global uchar *b = dst + dst_off + od / n * q_block_bytes(wt);
+    switch (wt) {
+    case DT_Q4_0: q4_0_encode(x, b); break;
+    case DT_Q4_1: q4_1_encode(x, b); break;
+    case DT_Q8_0: q8_0_encode(x, b); break;
+    case DT_Q4_K: q4_k_encode(x, b); break;
+    default: q6_k_encode(x, b); break;
+    }
+}
+
+#if TF_DT == DT_F32
+/* out[m, n] = sum_k x[m, k] w[n, k] with w quantized, rows of w `ldw` bytes
+ * apart from w_off; x and out f32 with row strides ldx and ldo; K is whole
+ * chunks of 32 (every format's blocks are).
+ *
+ * qgemv, for at most QGEMV_ROWS rows of x (token generation): QGEMV_LANES
+ * work-items per output column (a warp on NVIDIA), RWG / QGEMV_LANES
+ * columns per work-group. Lane l takes chunks l, l + 32, ...: neighbouring
+ * lanes read neighbouring blocks, each chunk is decoded once for every
+ * activation row, and a column's partial sums meet in local memory. */
+#define QGEMV_ROWS 8
+#define QGEMV_LANES 32
+kernel void qgemv(int wt, long M, long N, long K, long x_off, long ldx, long w_off, long ldw, long o_off, long ldo,
+                  global float *out, global const float *x, global const uchar *w) {
+    local float part[RWG];
+    int lid = get_local_id(0), lane = lid % QGEMV_LANES;
+    long j = get_group_id(0) * (RWG / QGEMV_LANES) + lid / QGEMV_LANES;
+    global const uchar *row = w + w_off + j * ldw;
+    float acc[QGEMV_ROWS], y[32];
+    for (int m = 0; m < QGEMV_ROWS; m++) acc[m] = 0;
+    for (long c = lane; j < N && c < K / 32; c += QGEMV_LANES) {
+        q_chunk32(wt, row, c, y);
+        for (int m = 0; m < QGEMV_ROWS && m < M; m++) {
+            global const float *xm = x + x_off + m * ldx + c * 32;
+            float sum = 0;
+            for (int e = 0; e < 32; e++) sum += xm[e] * y[e];
+            acc[m] += sum;
+        }
+    }
+    for (int m = 0; m < M; m++) {                       /* every work-item reaches every barrier */
+        part[lid] = acc[m];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = QGEMV_LANES / 2; s > 0; s /= 2) {
+            if (lane < s) part[lid] += part[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lane == 0 && j < N) out[o_off + m * ldo + j] = part[lid];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* qmatmul, for many rows (a prompt): TS x TS output tiles over k-steps of
+ * one chunk; the first TS work-items decode the tile's TS weight chunks
+ * into local memory, all of them load the activations. */
+kernel void qmatmul(int wt, long M, long N, long K, long x_off, long ldx, long w_off, long ldw, long o_off, long ldo,
+                    global float *out, global const float *x, global const uchar *w) {
+    local float As[TS][33];                             /* +1: columns off one bank */
+    local float Ws[TS][33];
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * TS + tx;
+    long i0 = get_group_id(1) * TS, j0 = get_group_id(0) * TS, i = i0 + ty, j = j0 + tx;
+    float acc = 0, y[32];
+    for (long c = 0; c < K / 32; c++) {
+        for (int a = lid; a < TS * 32; a += TS * TS) {
+            long r = i0 + a / 32;
+            As[a / 32][a % 32] = r < M ? x[x_off + r * ldx + c * 32 + a % 32] : 0.0f;
+        }
+        if (lid < TS) {
+            if (j0 + lid < N) q_chunk32(wt, w + w_off + (j0 + lid) * ldw, c, y);
+            for (int e = 0; e < 32; e++) Ws[lid][e] = j0 + lid < N ? y[e] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < 32; k++) acc += As[ty][k] * Ws[tx][k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i < M && j < N) out[o_off + i * ldo + j] = acc;
+}
+#endif /* f32 */
+
+#ifndef TF_CUDA
+#pragma OPENCL FP_CONTRACT ON
+#endif
+#endif /* float programs */

@@ -33,9 +33,34 @@ static size_t elsize(tf_dtype dt) {
     return (unsigned)dt < TF_DTYPE_COUNT ? sizes[dt] : 0;
 }
 
+/* A block-quantized dtype: elements per block and bytes per block (0 for any other). */
+static int64_t q_block_elems(tf_dtype dt) {
+    switch (dt) {
+#define TF__QB(E, n, blk, bytes) case TF_##E: return blk;
+        TF_QDTYPE_LIST(TF__QB)
+#undef TF__QB
+    default: return 0;
+    }
+}
+
+static int64_t q_block_bytes(tf_dtype dt) {
+    switch (dt) {
+#define TF__QB(E, n, blk, bytes) case TF_##E: return bytes;
+        TF_QDTYPE_LIST(TF__QB)
+#undef TF__QB
+    default: return 0;
+    }
+}
+
+static bool is_quantized(tf_dtype dt) { return q_block_elems(dt) != 0; }
+
 static bool dt_is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
 
-static int64_t elem_offset(const tf_tensor_desc *t) { return (int64_t)(t->offset / elsize(t->dtype)); }
+/* A descriptor's offset in elements (0 for a quantized one, whose kernels take its byte offset). */
+static int64_t elem_offset(const tf_tensor_desc *t) {
+    size_t size = elsize(t->dtype);
+    return size ? (int64_t)(t->offset / size) : 0;
+}
 
 static tf_status launch(const tf_pk_target *tg, tf_dtype program, tf_pk_kernel k, int nargs, const tf_pk_arg *args,
                         int dims, const size_t *global, const size_t *local) {
@@ -449,8 +474,111 @@ static tf_status run_fill(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, o->dtype, TF_PK_FILL, 4, args, 1, &global, NULL);
 }
 
+/* ---- block-quantized dtypes ---- */
+
+/* A quantized descriptor as the bytes of its rows, u8 [..., bytes per row]:
+ * moving whole rows (same-dtype copies, index_select) then runs the u8
+ * kernels. Leading strides are whole blocks, so they convert exactly. */
+static tf_tensor_desc as_row_bytes(const tf_tensor_desc *t) {
+    tf_tensor_desc b = *t;
+    int64_t blk = q_block_elems(t->dtype), bytes = q_block_bytes(t->dtype);
+    int last = t->ndim - 1;
+    b.dtype = TF_U8;
+    for (int i = 0; i < last; i++) b.strides[i] = t->strides[i] / blk * bytes;
+    b.shape[last] = t->shape[last] / blk * bytes;
+    b.strides[last] = 1;
+    return b;
+}
+
+/* The op with its quantized operands seen as row bytes. */
+static tf_op with_row_bytes(const tf_op *op) {
+    tf_op b = *op;
+    if (is_quantized(b.output.dtype)) b.output = as_row_bytes(&op->output);
+    if (is_quantized(b.inputs[0].dtype)) b.inputs[0] = as_row_bytes(&op->inputs[0]);
+    return b;
+}
+
+/* Casts: decoding into any float dtype (one work-item per element), and
+ * encoding from one (one per block); same-dtype copies move bytes. */
+static tf_status run_quant_copy(const tf_pk_target *tg, const tf_op *op) {
+    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
+    if (in->dtype == o->dtype) {
+        tf_op bytes = with_row_bytes(op);
+        return run_copy(tg, &bytes);
+    }
+    pk_mem mo = MEM(tg, o), mi = MEM(tg, in);
+    if (is_quantized(in->dtype)) {
+        tf_pk_geom g = make_geom(o->ndim, o->shape, (const tf_tensor_desc *const[]){o, in}, 2);
+        int32_t wt = in->dtype;
+        int64_t n = tf_desc_numel(o), src_off = (int64_t)in->offset;
+        arg args[] = {ARG(wt), ARG(n), ARG(g), ARG(src_off), ARG(mo), ARG(mi)};
+        size_t global = (size_t)n;
+        return launch(tg, o->dtype, TF_PK_QUANT_DECODE, 6, args, 1, &global, NULL);
+    }
+    tf_pk_geom g = make_geom(in->ndim, in->shape, (const tf_tensor_desc *const[]){in, o}, 2);
+    int32_t wt = o->dtype;
+    int64_t nblocks = tf_desc_numel(o) / q_block_elems(o->dtype), dst_off = (int64_t)o->offset;
+    arg args[] = {ARG(wt), ARG(nblocks), ARG(g), ARG(dst_off), ARG(mo), ARG(mi)};
+    size_t global = (size_t)nblocks;
+    return launch(tg, in->dtype, TF_PK_QUANT_ENCODE, 6, args, 1, &global, NULL);
+}
+
+/* Activation rows up to which qgemv (QGEMV_LANES work-items per output
+ * column, the weight read once for all rows) runs rather than qmatmul's
+ * tiles; the kernel's QGEMV_ROWS and QGEMV_LANES. A device whose work-groups
+ * hold fewer than QGEMV_LANES work-items takes the tiles. */
+#define QGEMV_ROWS 8
+#define QGEMV_LANES 32
+
+static tf_status run_qmatmul(const tf_pk_target *tg, const tf_op *op) {
+    const tf_tensor_desc *x = &op->inputs[0], *w = &op->inputs[1], *o = &op->output;
+    int32_t wt = w->dtype;
+    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    int64_t x_off = elem_offset(x), ldx = x->strides[0], o_off = elem_offset(o), ldo = o->strides[0];
+    int64_t w_off = (int64_t)w->offset, ldw = w->strides[0] / q_block_elems(w->dtype) * q_block_bytes(w->dtype);
+    if (M == 0 || N == 0) return TF_OK;
+    pk_mem mo = MEM(tg, o), mx = MEM(tg, x), mw = MEM(tg, w);
+    arg args[] = {ARG(wt), ARG(M), ARG(N), ARG(K), ARG(x_off), ARG(ldx), ARG(w_off), ARG(ldw), ARG(o_off), ARG(ldo),
+                  ARG(mo), ARG(mx), ARG(mw)};
+    if (M <= QGEMV_ROWS && tg->rwg >= QGEMV_LANES) {
+        size_t columns_per_group = (size_t)tg->rwg / QGEMV_LANES, local = (size_t)tg->rwg;
+        size_t global = round_up((size_t)N, columns_per_group) / columns_per_group * local;
+        return launch(tg, TF_F32, TF_PK_QGEMV, 13, args, 1, &global, &local);
+    }
+    size_t ts = (size_t)tg->ts, global[2] = {round_up((size_t)N, ts), round_up((size_t)M, ts)}, local[2] = {ts, ts};
+    return launch(tg, TF_F32, TF_PK_QMATMUL, 13, args, 2, global, local);
+}
+
+static bool float_on_device(tf_dtype dt, bool fp64) { return dt_is_float(dt) && (fp64 || dt != TF_F64); }
+
+/* The ops a quantized operand takes part in (tf__op_begin admits no others). */
+static bool quant_supported(const tf_op *op, bool fp64) {
+    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
+    switch (op->kind) {
+    case TF_OP_COPY:
+        if (in->dtype == o->dtype) return true;
+        return is_quantized(in->dtype) ? float_on_device(o->dtype, fp64) : float_on_device(in->dtype, fp64);
+    case TF_OP_INDEX_SELECT:
+        return is_quantized(in->dtype) && op->params.axis < in->ndim - 1 &&
+               (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
+    case TF_OP_QMATMUL:
+        return in->dtype == TF_F32 && o->dtype == TF_F32 && is_quantized(op->inputs[1].dtype) && in->ndim == 2 &&
+               in->strides[1] == 1 && o->ndim == 2 && o->strides[1] == 1;
+    default:
+        return false;
+    }
+}
+
+static bool has_quantized_operand(const tf_op *op) {
+    if (is_quantized(op->output.dtype)) return true;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (is_quantized(op->inputs[i].dtype)) return true;
+    return false;
+}
+
 bool tf_pk_supports(const tf_op *op, bool fp64) {
-    if (!elsize(op->output.dtype)) return false;       /* block-quantized: no portable kernel (CPU fallback) */
+    if (has_quantized_operand(op)) return quant_supported(op, fp64);
+    if (!elsize(op->output.dtype)) return false;        /* not a dtype these kernels know */
     for (int i = 0; i < op->n_inputs; i++)
         if (!elsize(op->inputs[i].dtype)) return false;
     if (!fp64) {
@@ -481,6 +609,11 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
 }
 
 tf_dtype tf_pk_program_dtype(const tf_op *op) {
+    if (has_quantized_operand(op)) {              /* the float side's program, or u8 for moving row bytes */
+        if (op->kind == TF_OP_QMATMUL) return TF_F32;
+        if (op->kind == TF_OP_INDEX_SELECT || op->inputs[0].dtype == op->output.dtype) return TF_U8;
+        return is_quantized(op->output.dtype) ? op->inputs[0].dtype : op->output.dtype;
+    }
     switch (tf_op_kernel_of(op->kind)) {           /* kernels whose program is the input's dtype */
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: case TF_KERNEL_COMPARE: case TF_KERNEL_PREDICATE:
         return op->inputs[0].dtype;
@@ -490,6 +623,17 @@ tf_dtype tf_pk_program_dtype(const tf_op *op) {
 }
 
 tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op) {
+    if (has_quantized_operand(op)) {
+        switch (op->kind) {
+        case TF_OP_COPY: return run_quant_copy(tg, op);
+        case TF_OP_INDEX_SELECT: {
+            tf_op bytes = with_row_bytes(op);
+            return run_index_pick(tg, &bytes);
+        }
+        case TF_OP_QMATMUL: return run_qmatmul(tg, op);
+        default: return tg->host->set_error(TF_ERR_UNSUPPORTED, "portable kernels: no kernel for %d", (int)op->kind);
+        }
+    }
     switch (op->kind) {
     case TF_OP_FILL: return run_fill(tg, op);
     case TF_OP_MATMUL: case TF_OP_GEMM: return run_matmul(tg, op);

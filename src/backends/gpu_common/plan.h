@@ -24,7 +24,8 @@
     X(COPY_FROM, copy_from) X(ARANGE, arange) X(RAND, rand) X(UNARY, unary) X(COMPARE, compare)                  \
     X(BOOL_UNARY, bool_unary) X(WHERE, where_select) X(REDUCE_FULL, reduce_full) X(CUMSUM, cumsum)               \
     X(INDEX_PICK, index_pick) X(TRIANGLE, triangle) X(ROW_OP, row_op) X(ROPE, rope) X(SDPA, sdpa)                \
-    X(CONV2D, conv2d) X(POOL2D, pool2d) X(ADAM, adam) X(BINARY4, binary4) X(FILL, fill)
+    X(CONV2D, conv2d) X(POOL2D, pool2d) X(ADAM, adam) X(BINARY4, binary4) X(FILL, fill)                          \
+    X(QUANT_DECODE, quant_decode) X(QUANT_ENCODE, quant_encode) X(QGEMV, qgemv) X(QMATMUL, qmatmul)
 
 typedef enum tf_pk_kernel {
 #define TF__PK_ENUM(E, name) TF_PK_##E,

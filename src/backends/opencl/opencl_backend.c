@@ -177,7 +177,7 @@ static tf_status cl_get_info(void *ctx, tf_backend_device_info *info) {
                      : (d->type & CL_DEVICE_TYPE_CPU) ? TF_DEVICE_TYPE_CPU : TF_DEVICE_TYPE_ACCELERATOR;
     info->memory_total = d->global_mem;
     info->memory_free = free_memory(d);
-    uint32_t dts = (1u << TF_Q4_0) - 1u;   /* element dtypes: quantized ops fall back to the CPU */
+    uint32_t dts = (1u << TF_DTYPE_COUNT) - 1u;   /* quantized ones too: plan.c decodes, encodes, multiplies */
     if (!d->fp64) dts &= ~(1u << TF_F64);
     info->caps.dtypes = dts;
     info->caps.async = true;

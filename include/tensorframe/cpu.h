@@ -10,4 +10,13 @@
  * TF_CPU_KERNELS=reference it stays 0: every op runs the reference loops. */
 typedef uint64_t (*tf_cpu_blas_calls_fn)(void);
 
+/* "tf_cpu_q8_round_row": how the CPU's products with a quantized weight
+ * round one activation row of k floats (k a multiple of 32) before the
+ * integer dot products, llama.cpp's Q8 way: per 32 elements a scale
+ * d = max|x| / 127 and q = x / d rounded half away from zero; s gets the
+ * sums of q per 16 elements (k / 16 of them), ds per 32 d times the
+ * block's sum. The SIMD version where the CPU has AVX2, the scalar one with
+ * TF_CPU_QDOT=scalar: both give the same bytes. */
+typedef void (*tf_cpu_q8_round_row_fn)(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+
 #endif

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <tensorframe/backend.h>
+#include <tensorframe/cpu.h>
+
 #include "helpers.h"
 
 static const tf_dtype quantized[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
@@ -159,6 +162,40 @@ static void test_embedding_decodes_rows(void **state) {
     }
 }
 
+/* The activation rounding: the SIMD version gives the scalar one's bytes,
+ * ties go away from zero, and the sums are the codes'. */
+static void test_activation_rounding(void **state) {
+    (void)state;
+    tf_cpu_q8_round_row_fn round_row = (tf_cpu_q8_round_row_fn)tf_backend_proc_address("cpu", "tf_cpu_q8_round_row");
+    assert_non_null(round_row);
+    enum { K = 256 };
+    float x[K];
+    for (int i = 0; i < K; i++) x[i] = (float)sin(i * 1.7) * (float)(1 + i % 5);
+    x[0] = 127;                                        /* block 0: d = 1, so x / d is x itself */
+    x[1] = 2.5f, x[2] = -2.5f, x[3] = 0.49f, x[4] = -0.0f, x[5] = -126.5f, x[6] = 0.5f;
+    for (int i = 64; i < 96; i++) x[i] = 0;             /* block 2: all zero, d = 0 */
+    int8_t q[2][K];
+    float d[2][K / 32], ds[2][K / 32];
+    int32_t sums[2][K / 16];
+    unsetenv("TF_CPU_QDOT");
+    round_row(x, K, q[0], d[0], sums[0], ds[0]);
+    setenv("TF_CPU_QDOT", "scalar", 1);
+    round_row(x, K, q[1], d[1], sums[1], ds[1]);
+    unsetenv("TF_CPU_QDOT");
+    assert_memory_equal(q[0], q[1], K);
+    assert_memory_equal(d[0], d[1], sizeof d[0]);
+    assert_memory_equal(sums[0], sums[1], sizeof sums[0]);
+    assert_memory_equal(ds[0], ds[1], sizeof ds[0]);
+    assert_true(d[0][0] == 1.0f && d[0][2] == 0.0f);
+    const int8_t want[7] = {127, 3, -3, 0, 0, -127, 1};
+    assert_memory_equal(q[0], want, 7);
+    for (int h = 0; h < K / 16; h++) {
+        int32_t sum = 0;
+        for (int i = 0; i < 16; i++) sum += q[0][16 * h + i];
+        assert_int_equal(sums[0][h], sum);
+    }
+}
+
 /* The SIMD dot products against the scalar ones (same integers; only the
  * order of the f32 additions differs), for one row and a few. */
 static void test_simd_matches_scalar(void **state) {
@@ -213,7 +250,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_facts),         cmocka_unit_test(test_shapes_are_whole_blocks),
         cmocka_unit_test(test_views_pick_whole_rows), cmocka_unit_test(test_other_ops_refuse),
-        cmocka_unit_test(test_embedding_decodes_rows), cmocka_unit_test(test_simd_matches_scalar),
+        cmocka_unit_test(test_embedding_decodes_rows), cmocka_unit_test(test_simd_matches_scalar), cmocka_unit_test(test_activation_rounding),
         cmocka_unit_test(test_products),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

@@ -366,13 +366,15 @@ void tf_cpu_qdot_vnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const
                            int64_t ldw, float *c, int64_t ldc);
 void tf_cpu_qdot_avx2_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                            int64_t ldw, float *c, int64_t ldc);
+void tf_cpu_q8_round_vnni_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+void tf_cpu_q8_round_avx2_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 #endif
 
 /* The widest SIMD dot products the CPU has: AVX512-VNNI, else AVX2; NULL
  * without either, or when the environment asks for the reference kernels
  * (TF_CPU_KERNELS=reference) or caps the ISA (TF_CPU_ISA=avx2 keeps AVX2,
  * generic neither). */
-tf_qdot_fn tf_cpu_qdot_fast(void) {
+tf_qdot_kernels tf_cpu_qdot_fast(void) {
 #if defined(TF_HAVE_QDOT_SIMD)
     static _Atomic int chosen = -1;      /* 0 none, 1 avx2, 2 vnni */
     int c = chosen;
@@ -387,10 +389,24 @@ tf_qdot_fn tf_cpu_qdot_fast(void) {
         c = reference || generic ? 0 : vnni && !avx2_only ? 2 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */
     }
-    return c == 2 ? tf_cpu_qdot_vnni_impl : c == 1 ? tf_cpu_qdot_avx2_impl : NULL;
-#else
-    return NULL;
+    if (c == 2) return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl};
+    if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl};
 #endif
+    return (tf_qdot_kernels){NULL, NULL};
+}
+
+/* The kernels the products use: the SIMD ones where the CPU has them,
+ * unless TF_CPU_QDOT=scalar asks for the reference ones (tests; read per
+ * call, so a test can switch). */
+static tf_qdot_kernels qdot_kernels(void) {
+    tf_qdot_kernels fast = tf_cpu_qdot_fast();
+    const char *env = getenv("TF_CPU_QDOT");
+    if (!fast.dot || (env && !strcmp(env, "scalar"))) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row};
+    return fast;
+}
+
+void tf_cpu_q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds) {
+    qdot_kernels().round(x, k, q, d, s, ds);
 }
 
 /* ---- kernels ---- */
@@ -567,13 +583,11 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     float *d = (float *)scratch, *ds = (float *)(scratch + dbytes);
     int32_t *s = (int32_t *)(scratch + 2 * dbytes);
     int8_t *q = (int8_t *)(scratch + 2 * dbytes + sbytes);
+    const tf_qdot_kernels use = qdot_kernels();
     for (int64_t i = 0; i < j.m; i++)
-        q8_round_row(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16), ds + i * (j.k / 32));
+        use.round(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16), ds + i * (j.k / 32));
     j.x = (tf_q8_rows){q, d, s, ds, j.k};
-    j.dot = tf_cpu_qdot_fast();
-    if (!j.dot) j.dot = tf_cpu_qdot_scalar;
-    const char *env = getenv("TF_CPU_QDOT");          /* "scalar": the reference dot products (tests) */
-    if (env && !strcmp(env, "scalar")) j.dot = tf_cpu_qdot_scalar;
+    j.dot = use.dot;
     tf_cpu_parallel_for(j.n, 1 + (1 << 15) / (j.k * j.m + 1), qmatmul_columns, &j);
     tf_cpu_free(scratch);
     return TF_OK;

@@ -31,9 +31,20 @@ typedef void (*tf_qdot_fn)(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const
 
 void tf_cpu_qdot_scalar(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                         int64_t ldw, float *c, int64_t ldc);
-/* The SIMD dot products (AVX512-VNNI, else AVX2); NULL where the CPU (or
+
+/* One activation row of k elements rounded into q, d, s and ds (tf_q8_rows' layout). */
+typedef void (*tf_q8_round_fn)(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+
+typedef struct tf_qdot_kernels {
+    tf_qdot_fn dot;
+    tf_q8_round_fn round;        /* the same bytes as the scalar rounding */
+} tf_qdot_kernels;
+
+/* The SIMD kernels (AVX512-VNNI, else AVX2); NULL members where the CPU (or
  * the build) has neither. */
-tf_qdot_fn tf_cpu_qdot_fast(void);
+tf_qdot_kernels tf_cpu_qdot_fast(void);
+/* The rounding the products use (the "tf_cpu_q8_round_row" extra). */
+void tf_cpu_q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 
 /* The f16 at p, as f32. */
 float tf_cpu_q_f16(const uint8_t *p);

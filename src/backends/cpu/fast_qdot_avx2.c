@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #define QDOT_NAME tf_cpu_qdot_avx2_impl
+#define QROUND_NAME tf_cpu_q8_round_avx2_impl
 static inline __m256i dot_u8s8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }

@@ -1,16 +1,10 @@
-/* What the examples share: stop with the library's message on any error. */
+/* What the examples share: the installed error idioms (tensorframe/check.h),
+ * with the examples' short name for TF_CHECK. */
 #ifndef TF_EXAMPLE_H
 #define TF_EXAMPLE_H
 
-#include <stdio.h>
+#include <tensorframe/check.h>
 
-#define CHECK(call)                                                                                 \
-    do {                                                                                            \
-        tf_status s_ = (call);                                                                      \
-        if (s_ != TF_OK) {                                                                          \
-            fprintf(stderr, "%s failed: %s: %s\n", #call, tf_status_name(s_), tf_last_error());      \
-            return 1;                                                                               \
-        }                                                                                           \
-    } while (0)
+#define CHECK(call) TF_CHECK(call)
 
 #endif

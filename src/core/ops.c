@@ -488,6 +488,9 @@ tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (axis == TF_ALL_AXES)
+        return tf__error(TF_ERR_AXIS, "%s: takes one axis, not TF_ALL_AXES (tf_reshape to 1-d first to sum along all)",
+                         fn);
     int ax = axis < 0 ? axis + t->ndim : axis;
     if (t->ndim == 0 && (axis == 0 || axis == -1)) ax = 0;
     else if (ax < 0 || ax >= t->ndim)

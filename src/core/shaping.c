@@ -48,6 +48,9 @@ static tf_status check_index_range(const char *fn, const tf_tensor *index, int64
         if (s != TF_OK) return s;
     }
     int64_t bad = lohi[0] < 0 ? lohi[0] : lohi[1] >= extent ? lohi[1] : 0;
+    if ((lohi[0] < 0 || lohi[1] >= extent) && !strcmp(fn, "tf_embedding"))
+        return tf__error(TF_ERR_INDEX, "%s: id %lld out of range for a table of %lld rows", fn, (long long)bad,
+                         (long long)extent);
     if (lohi[0] < 0 || lohi[1] >= extent)
         return tf__error(TF_ERR_INDEX, "%s: index %lld out of range for axis %d of extent %lld", fn, (long long)bad,
                          axis, (long long)extent);
@@ -73,6 +76,8 @@ static tf_status run_indexed(const char *fn, tf_op_kind kind, const tf_tensor *x
     return tf__op_end(&c, s, x->dtype, ndim, shape, out);
 }
 
+static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, tf_tensor **out);
+
 tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out) {
     static const char fn[] = "tf_index_select";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -87,6 +92,12 @@ tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, 
     if (tf_dtype_is_quantized(x->dtype) && ax == x->ndim - 1)
         return tf__error(TF_ERR_DTYPE, "%s: %s elements are picked by whole rows, not along the last axis", fn,
                          tf_dtype_name(x->dtype));
+    return select_rows(fn, x, ax, index, out);
+}
+
+/* index_select's op, errors in the caller's name (tf_embedding's ids are
+ * "ids" of a table, not indices of an axis). */
+static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, tf_tensor **out) {
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[ax] = tf_tensor_numel(index);
@@ -105,7 +116,7 @@ tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor 
     int64_t flat_n = tf_tensor_numel(ids), shape[TF_MAX_DIMS];
     tf_tensor *flat = NULL, *rows = NULL;
     s = tf_reshape(ids, 1, &flat_n, &flat);
-    if (s == TF_OK) s = tf_index_select(weight, 0, flat, &rows);
+    if (s == TF_OK) s = select_rows(fn, weight, 0, flat, &rows);
     if (s == TF_OK && tf_dtype_is_quantized(rows->dtype)) {   /* a quantized table gives f32 rows */
         tf_tensor *decoded = NULL;
         s = tf_cast(rows, TF_F32, &decoded);

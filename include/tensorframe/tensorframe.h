@@ -385,6 +385,13 @@ TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_te
  * result and is not read when beta == 0. Float dtypes. */
 TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
                          bool transpose_a, bool transpose_b, tf_tensor **out);
+/* A linear layer, as PyTorch's F.linear: x [..., K] @ w^T + bias with w
+ * [N, K] and bias [N] (or NULL), giving [..., N]. The leading axes fold
+ * into one product (no batched GEMM over them) and the bias rides the
+ * GEMM's epilogue; w may be block-quantized (then tf_matmul_quantized). Use
+ * it rather than tf_gemm for layers: tf_gemm follows BLAS, where c is not
+ * read when beta == 0. */
+TF_API tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out);
 /* A float activation times a block-quantized weight, as a linear layer:
  * x [..., K] (f32, f16, bf16 or f64) and w [N, K] quantized give
  * x @ dequantize(w)^T, [..., N] in x's dtype. Devices may round x to 8

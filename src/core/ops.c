@@ -348,6 +348,48 @@ tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, do
     return tf__in(fn, s);
 }
 
+static tf_status check_linear(const char *fn, const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias) {
+    if (x->ndim < 1) return tf__error(TF_ERR_SHAPE, "%s: x must have at least one axis (its features)", fn);
+    if (w->ndim != 2) return tf__error(TF_ERR_SHAPE, "%s: w must be [out_features, in_features], not %d-d", fn, w->ndim);
+    const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
+    if (w->shape[1] != k)
+        return tf__error(TF_ERR_SHAPE, "%s: x has %lld features, w [%lld, %lld] takes %lld", fn, (long long)k,
+                         (long long)n, (long long)w->shape[1], (long long)w->shape[1]);
+    if (bias && (bias->ndim != 1 || bias->shape[0] != n))
+        return tf__error(TF_ERR_SHAPE, "%s: bias must be [%lld] (w's out_features), not %d-d with %lld elements", fn,
+                         (long long)n, bias->ndim, (long long)tf_tensor_numel(bias));
+    return TF_OK;
+}
+
+tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out) {
+    static const char fn[] = "tf_linear";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !w) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or w is NULL", fn);
+    tf_status s = check_linear(fn, x, w, bias);
+    if (s != TF_OK) return s;
+    /* One [rows, K] product whatever the leading axes: a batched GEMM over
+     * them would multiply small matrices one by one. */
+    const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
+    int64_t rows = 1, shape[TF_MAX_DIMS];
+    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = n;
+    tf_tensor *x2 = NULL, *y = NULL, *biased = NULL;
+    s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
+    if (s == TF_OK && tf_dtype_is_quantized(w->dtype)) {
+        s = tf_matmul_quantized(x2, w, &y);
+        if (s == TF_OK && bias) s = tf_add(y, bias, &biased);
+    } else if (s == TF_OK) {
+        s = tf_gemm(x2, w, bias, 1, bias ? 1 : 0, false, true, &y);   /* the bias rides the GEMM's epilogue */
+    }
+    if (s == TF_OK) s = tf_reshape(biased ? biased : y, x->ndim, shape, out);
+    tf_tensor_release(x2);
+    tf_tensor_release(y);
+    tf_tensor_release(biased);
+    return tf__in(fn, s);
+}
+
 tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
     static const char fn[] = "tf_gemv";
     if (out) *out = NULL;

@@ -619,6 +619,65 @@ static void test_random_is_deterministic_across_devices(void **state) {
     tf_tensor_release(z);
 }
 
+/* tf_linear against a float64 reference: leading axes, bias or none, a 1-d
+ * x, a quantized weight; and its shape errors. */
+static void test_linear(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    enum { K = 32, N = 5 };
+    float xv[2 * 3 * K], wv[N * K], bv[N];
+    for (int i = 0; i < 2 * 3 * K; i++) xv[i] = (float)sin(i * 0.7);
+    for (int i = 0; i < N * K; i++) wv[i] = (float)cos(i * 0.3);
+    for (int i = 0; i < N; i++) bv[i] = (float)(i - 2);
+    int64_t xs[3] = {2, 3, K}, ws[2] = {N, K}, bs[1] = {N};
+    tf_tensor *x = NULL, *w = NULL, *b = NULL, *y = NULL, *wq = NULL, *x1 = NULL;
+    OK(tf_tensor_from_data(cpu, TF_F32, 3, xs, xv, &x));
+    OK(tf_tensor_from_data(cpu, TF_F32, 2, ws, wv, &w));
+    OK(tf_tensor_from_data(cpu, TF_F32, 1, bs, bv, &b));
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        OK(tf_linear(x, w, with_bias ? b : NULL, &y));
+        int64_t want_shape[3] = {2, 3, N};
+        expect_shape(y, 3, want_shape);
+        float got[6 * N];
+        OK(tf_tensor_read(y, got, sizeof got));
+        for (int r = 0; r < 6; r++)
+            for (int j = 0; j < N; j++) {
+                double ref = with_bias ? bv[j] : 0;
+                for (int k = 0; k < K; k++) ref += (double)xv[r * K + k] * wv[j * K + k];
+                if (fabs(got[r * N + j] - ref) > 1e-5 * (1 + fabs(ref)))
+                    fail_msg("bias %d: [%d, %d] = %g, float64 gives %g", with_bias, r, j, got[r * N + j], ref);
+            }
+        tf_tensor_release(y);
+    }
+    OK(tf_slice(x, 0, 1, 2, 1, &y));                       /* [1, 3, K] -> a 1-d row */
+    int64_t one_k[1] = {K};
+    tf_tensor *row = NULL, *r1 = NULL;
+    OK(tf_slice(y, 1, 2, 3, 1, &x1));
+    OK(tf_reshape(x1, 1, one_k, &row));
+    OK(tf_linear(row, w, b, &r1));
+    int64_t n1[1] = {N};
+    expect_shape(r1, 1, n1);
+    tf_tensor *list1[] = {y, x1, row, r1};
+    for (int i = 0; i < 4; i++) tf_tensor_release(list1[i]);
+    OK(tf_cast(w, TF_Q8_0, &wq));                           /* a quantized weight, then the bias */
+    tf_tensor *yq = NULL, *wd = NULL, *yd = NULL;
+    OK(tf_linear(x, wq, b, &yq));
+    OK(tf_cast(wq, TF_F32, &wd));
+    OK(tf_linear(x, wd, b, &yd));
+    float gq[6 * N], gd[6 * N];
+    OK(tf_tensor_read(yq, gq, sizeof gq));
+    OK(tf_tensor_read(yd, gd, sizeof gd));
+    for (int i = 0; i < 6 * N; i++) assert_true(fabsf(gq[i] - gd[i]) <= 0.02f * (1 + fabsf(gd[i])));
+    tf_tensor *o = NULL;
+    FAILS_WITH(TF_ERR_SHAPE, "tf_linear: x has 5 features, w [5, 32] takes 32", tf_linear(b, w, NULL, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_linear: bias must be [5]", tf_linear(x, w, x, &o));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_linear: w must be [out_features, in_features], not 3-d", tf_linear(x, x, NULL, &o));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_linear: x or w is NULL", tf_linear(x, NULL, NULL, &o));
+    assert_null(o);
+    tf_tensor *list[] = {x, w, b, wq, yq, wd, yd};
+    for (int i = 0; i < 7; i++) tf_tensor_release(list[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
@@ -641,6 +700,7 @@ int main(void) {
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_creation),
         cmocka_unit_test(test_random_is_deterministic_across_devices),
+        cmocka_unit_test(test_linear),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

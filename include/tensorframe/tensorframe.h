@@ -428,13 +428,21 @@ TF_API tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq
                          double theta, tf_rope_mode mode, tf_tensor **out);
 /* Scaled dot-product attention. q [B, Hq, Lq, D], k [B, Hkv, Lk, D],
  * v [B, Hkv, Lk, Dv] with Hkv dividing Hq (grouped-query attention); mask
- * (may be NULL) is additive and broadcasts to [B, Hq, Lq, Lk]; scale <= 0
+ * (may be NULL) broadcasts to [B, Hq, Lq, Lk] and is either bool (true:
+ * the query attends that key, PyTorch's convention) or additive float (added
+ * to the scores; -inf hides a key); tf_key_padding_mask makes one from a
+ * [B, Lk] padding mask. scale <= 0
  * or NaN means 1/sqrt(D). With causal, query i (at absolute position
  * q_offset + i; q_offset < 0 means Lk - Lq, the decoding case with a KV
  * cache) attends keys 0..q_offset+i. A query that sees no key gives NaN,
  * as in PyTorch. Result [B, Hq, Lq, Dv]. */
 TF_API tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask,
                          double scale, bool causal, int64_t q_offset, tf_tensor **out);
+/* The attention mask of a padded batch, as tokenizers give it: keep [B, Lk]
+ * (bool, or any dtype with nonzero for a real token and 0 for padding)
+ * becomes a bool [B, 1, 1, Lk] that tf_sdpa broadcasts over heads and
+ * queries. */
+TF_API tf_status tf_key_padding_mask(const tf_tensor *keep, tf_tensor **out);
 /* Decode-time primitives: scores[..., j] = scale * keys[..., j, :] . query[..., :]
  * (query [..., D], keys [..., L, D] -> [..., L]), and the weighted sum of
  * rows out[..., :] = sum_j weights[..., j] * values[..., j, :]

@@ -119,6 +119,39 @@ tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, 
 
 /* ---- scaled dot-product attention ---- */
 
+/* A bool mask as the additive one the op takes: 0 where true, -inf where false. */
+static tf_status additive_mask(const tf_tensor *mask, tf_dtype dt, tf_tensor **out) {
+    tf_device *dev = tf_tensor_device(mask);
+    tf_tensor *zero = NULL, *minus_inf = NULL;
+    tf_status s = tf_scalar(dev, dt, 0, &zero);
+    if (s == TF_OK) s = tf_scalar(dev, dt, -INFINITY, &minus_inf);
+    if (s == TF_OK) s = tf_where(mask, zero, minus_inf, out);
+    tf_tensor_release(zero);
+    tf_tensor_release(minus_inf);
+    return s;
+}
+
+tf_status tf_key_padding_mask(const tf_tensor *keep, tf_tensor **out) {
+    static const char fn[] = "tf_key_padding_mask";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!keep) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: keep is NULL", fn);
+    if (keep->ndim != 2)
+        return tf__error(TF_ERR_SHAPE, "%s: keep must be [batch, keys], not %d-d", fn, keep->ndim);
+    tf_tensor *zero = NULL, *truth = NULL;
+    tf_status s = TF_OK;
+    if (keep->dtype == TF_BOOL) {
+        truth = tf_tensor_retain((tf_tensor *)keep);
+    } else {
+        s = tf_scalar(tf_tensor_device(keep), keep->dtype, 0, &zero);
+        if (s == TF_OK) s = tf_ne(keep, zero, &truth);
+    }
+    if (s == TF_OK) s = tf_reshape(truth, 4, (int64_t[]){keep->shape[0], 1, 1, keep->shape[1]}, out);
+    tf_tensor_release(zero);
+    tf_tensor_release(truth);
+    return tf__in(fn, s);
+}
+
 tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask, double scale,
                   bool causal, int64_t q_offset, tf_tensor **out) {
     static const char fn[] = "tf_sdpa";
@@ -139,9 +172,16 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
                          fn, tf__shape_str(4, q->shape, a, sizeof a), tf__shape_str(4, k->shape, b, sizeof b),
                          tf__shape_str(4, v->shape, c, sizeof c));
     int64_t sshape[4] = {B, Hq, Lq, Lk}, oshape[4] = {B, Hq, Lq, Dv};
+    if (mask && mask->dtype == TF_BOOL) {           /* true: attend (PyTorch's convention) */
+        tf_tensor *additive = NULL;
+        s = additive_mask(mask, q->dtype, &additive);
+        if (s == TF_OK) s = tf_sdpa(q, k, v, additive, scale, causal, q_offset, out);
+        tf_tensor_release(additive);
+        return tf__in(fn, s);
+    }
     if (mask) {
         if (!tf_dtype_is_float(mask->dtype))
-            return tf__error(TF_ERR_DTYPE, "%s: the mask is additive and must be a float tensor, not %s", fn,
+            return tf__error(TF_ERR_DTYPE, "%s: the mask must be bool (true: attend) or additive float, not %s", fn,
                              tf_dtype_name(mask->dtype));
         bool ok = mask->ndim <= 4;
         for (int i = 0; ok && i < mask->ndim; i++) {

@@ -678,6 +678,60 @@ static void test_linear(void **state) {
     for (int i = 0; i < 7; i++) tf_tensor_release(list[i]);
 }
 
+/* A padded batch: tf_key_padding_mask's bool mask gives each sequence the
+ * attention over its own keys only (the padded keys sliced away), and a
+ * bool mask equals its additive form. */
+static void test_attention_masks(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    enum { B = 2, H = 2, L = 3, LK = 5, D = 4 };
+    int64_t qs[4] = {B, H, L, D}, ks[4] = {B, H, LK, D}, ms[2] = {B, LK};
+    tf_tensor *q = NULL, *k = NULL, *v = NULL, *keep = NULL, *mask = NULL, *o = NULL;
+    OK(tf_randn(cpu, TF_F32, 4, qs, 1, &q));
+    OK(tf_randn(cpu, TF_F32, 4, ks, 2, &k));
+    OK(tf_randn(cpu, TF_F32, 4, ks, 3, &v));
+    const int64_t lengths[B] = {3, 5}, keep_v[B * LK] = {1, 1, 1, 0, 0, 1, 1, 1, 1, 1};
+    OK(tf_tensor_from_data(cpu, TF_I64, 2, ms, keep_v, &keep));
+    OK(tf_key_padding_mask(keep, &mask));
+    int64_t mshape[4] = {B, 1, 1, LK};
+    expect_shape(mask, 4, mshape);
+    assert_int_equal(tf_tensor_dtype(mask), TF_BOOL);
+    OK(tf_sdpa(q, k, v, mask, 0, false, 0, &o));
+    float got[B * H * L * D];
+    OK(tf_tensor_read(o, got, sizeof got));
+    for (int b = 0; b < B; b++) {                           /* sequence b alone, its keys only */
+        tf_tensor *qb = NULL, *kb = NULL, *vb = NULL, *k2 = NULL, *v2 = NULL, *ob = NULL;
+        OK(tf_slice(q, 0, b, b + 1, 1, &qb));
+        OK(tf_slice(k, 0, b, b + 1, 1, &k2));
+        OK(tf_slice(v, 0, b, b + 1, 1, &v2));
+        OK(tf_slice(k2, 2, 0, lengths[b], 1, &kb));
+        OK(tf_slice(v2, 2, 0, lengths[b], 1, &vb));
+        OK(tf_sdpa(qb, kb, vb, NULL, 0, false, 0, &ob));
+        float want[H * L * D];
+        OK(tf_tensor_read(ob, want, sizeof want));
+        for (int i = 0; i < H * L * D; i++)
+            if (fabsf(got[b * H * L * D + i] - want[i]) > 1e-5f)
+                fail_msg("sequence %d element %d: %g with the padding mask, %g over its own keys", b, i,
+                         got[b * H * L * D + i], want[i]);
+        tf_tensor *list[] = {qb, kb, vb, k2, v2, ob};
+        for (int i = 0; i < 6; i++) tf_tensor_release(list[i]);
+    }
+    tf_tensor *keep_bool = NULL, *mask2 = NULL, *o2 = NULL;
+    OK(tf_cast(keep, TF_BOOL, &keep_bool));                  /* bool keep: the same mask */
+    OK(tf_key_padding_mask(keep_bool, &mask2));
+    OK(tf_sdpa(q, k, v, mask2, 0, false, 0, &o2));
+    float got2[B * H * L * D];
+    OK(tf_tensor_read(o2, got2, sizeof got2));
+    assert_memory_equal(got, got2, sizeof got);
+    tf_tensor *bad = NULL;
+    FAILS_WITH(TF_ERR_SHAPE, "tf_key_padding_mask: keep must be [batch, keys], not 4-d", tf_key_padding_mask(q, &bad));
+    FAILS_WITH(TF_ERR_DTYPE, "tf_sdpa: the mask must be bool (true: attend) or additive float, not i64",
+               tf_sdpa(q, k, v, keep, 0, false, 0, &bad));
+    assert_null(bad);
+    tf_tensor *list[] = {q, k, v, keep, mask, o, keep_bool, mask2, o2};
+    for (int i = 0; i < 9; i++) tf_tensor_release(list[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
@@ -701,6 +755,7 @@ int main(void) {
         cmocka_unit_test(test_creation),
         cmocka_unit_test(test_random_is_deterministic_across_devices),
         cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_attention_masks),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -347,6 +347,12 @@ TF_API tf_status tf_copy_into(tf_tensor *dst, const tf_tensor *src);
 /* ------------------------------------------------------------------------ */
 /* Ops. Inputs on different devices follow the mixed-device policy.        */
 
+/* The dtype two tensors combine to in elementwise ops and tf_where
+ * (PyTorch's rule for 0-d tensors): a 0-d tensor (tf_scalar) takes part
+ * only when its category is above the other's, so tf_mul(x_f16, half_f32)
+ * stays f16, i32[n] with an i64 0-d stays i32, and i32[n] with an f64 0-d
+ * gives f64; two dimensioned (or two 0-d) tensors follow tf_promote_types. */
+TF_API tf_status tf_result_type(const tf_tensor *a, const tf_tensor *b, tf_dtype *out);
 /* Elementwise with NumPy broadcasting and tf_promote_types. Integer
  * add/sub/mul wrap around; div always gives a float (f32 for integer
  * inputs); maximum/minimum propagate NaN; integer pow with a negative

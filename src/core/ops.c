@@ -24,6 +24,28 @@ static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtyp
     return TF_OK;
 }
 
+static int dtype_category(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
+
+/* The dtypes that promote for a and b: a 0-d tensor beside a dimensioned
+ * one counts only if its category is higher, and then alone (PyTorch). */
+static void promoting_dtypes(const tf_tensor *a, const tf_tensor *b, tf_dtype *da, tf_dtype *db) {
+    *da = a->dtype;
+    *db = b->dtype;
+    if ((a->ndim == 0) == (b->ndim == 0) || tf_dtype_is_quantized(a->dtype) || tf_dtype_is_quantized(b->dtype)) return;
+    const tf_tensor *zero_d = a->ndim == 0 ? a : b, *dimensioned = a->ndim == 0 ? b : a;
+    tf_dtype pick = dtype_category(zero_d->dtype) > dtype_category(dimensioned->dtype) ? zero_d->dtype : dimensioned->dtype;
+    *da = *db = pick;
+}
+
+tf_status tf_result_type(const tf_tensor *a, const tf_tensor *b, tf_dtype *out) {
+    static const char fn[] = "tf_result_type";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_dtype da, db;
+    promoting_dtypes(a, b, &da, &db);
+    return tf__in(fn, tf_promote_types(da, db, out));
+}
+
 /* The dtype inputs are converted to before the kernel runs, and the
  * output's, for a binary op's rule. */
 static tf_status binary_dtypes(const char *fn, tf_op_kind op, tf_dtype a, tf_dtype b, tf_dtype *compute,
@@ -91,10 +113,11 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
-    tf_dtype dt, out_dt;
+    tf_dtype dt, out_dt, da, db;
     int ndim = 0;
     int64_t shape[TF_MAX_DIMS];
-    tf_status s = binary_dtypes(fn, kind, a->dtype, b->dtype, &dt, &out_dt);
+    promoting_dtypes(a, b, &da, &db);
+    tf_status s = binary_dtypes(fn, kind, da, db, &dt, &out_dt);
     if (s == TF_OK) s = broadcast_shapes(fn, a, b, &ndim, shape);
     if (s != TF_OK) return s;
     const tf_tensor *in[2] = {a, b};
@@ -682,11 +705,12 @@ tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!cond || !a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
-    tf_dtype dt;
+    tf_dtype dt, da, db;
     int ndim = 0;
     int64_t shape[TF_MAX_DIMS];
     const tf_tensor *in[3] = {cond, a, b};
-    tf_status s = binary_dtype(fn, TF_OP_WHERE, a->dtype, b->dtype, &dt);
+    promoting_dtypes(a, b, &da, &db);
+    tf_status s = binary_dtype(fn, TF_OP_WHERE, da, db, &dt);
     if (s == TF_OK) s = broadcast_n(fn, 3, in, &ndim, shape);
     if (s != TF_OK) return s;
     tf_dtype want[3] = {TF_BOOL, dt, dt};

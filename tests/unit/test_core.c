@@ -323,11 +323,11 @@ static void test_comparisons_logic_and_where(void **state) {
     OK(tf_isnan(f, &mask));
     OK(tf_scalar(cpu_device(), TF_F64, 0.0, &zero));
     tf_tensor_release(o);
-    OK(tf_where(mask, zero, f, &o));           /* replace NaN with 0: f64 scalar promotes to f64 */
-    assert_int_equal(tf_tensor_dtype(o), TF_F64);
-    double dv[4];
+    OK(tf_where(mask, zero, f, &o));           /* replace NaN with 0: an f64 0-d keeps f32 (PyTorch's rule) */
+    assert_int_equal(tf_tensor_dtype(o), TF_F32);
+    float dv[4];
     OK(tf_tensor_read(o, dv, sizeof dv));
-    assert_true(dv[0] == 1.0 && dv[1] == 2.5 && dv[2] == 0.0 && dv[3] == 4.0);
+    assert_true(dv[0] == 1.0f && dv[1] == 2.5f && dv[2] == 0.0f && dv[3] == 4.0f);
     tf_tensor_release(o);
     int64_t s3[1] = {3};
     tf_tensor *three = NULL;
@@ -732,6 +732,48 @@ static void test_attention_masks(void **state) {
     for (int i = 0; i < 9; i++) tf_tensor_release(list[i]);
 }
 
+/* 0-d tensors in promotion (PyTorch's rule): they widen a dimensioned
+ * tensor only from a higher category, and two 0-d tensors promote as usual. */
+static void test_zero_d_promotion(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    static const struct { tf_dtype tensor, scalar, want; } cases[] = {
+        {TF_F16, TF_F32, TF_F16}, {TF_F32, TF_F64, TF_F32}, {TF_BF16, TF_F64, TF_BF16}, {TF_I32, TF_I64, TF_I32},
+        {TF_I8, TF_I64, TF_I8},   {TF_U8, TF_I8, TF_U8},    {TF_I32, TF_F64, TF_F64},   {TF_BOOL, TF_I64, TF_I64},
+        {TF_BOOL, TF_F16, TF_F16}, {TF_I64, TF_BOOL, TF_I64},
+    };
+    int64_t n = 3;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tf_tensor *x = NULL, *c = NULL, *o = NULL, *w = NULL, *cond = NULL;
+        tf_dtype dt;
+        OK(tf_ones(cpu, cases[i].tensor, 1, &n, &x));
+        OK(tf_scalar(cpu, cases[i].scalar, 1, &c));
+        OK(tf_result_type(x, c, &dt));
+        if (dt != cases[i].want)
+            fail_msg("%s[3] with a %s 0-d: %s, want %s", tf_dtype_name(cases[i].tensor), tf_dtype_name(cases[i].scalar),
+                     tf_dtype_name(dt), tf_dtype_name(cases[i].want));
+        OK(tf_result_type(c, x, &dt));                       /* either order */
+        assert_int_equal(dt, cases[i].want);
+        OK(tf_add(c, x, &o));
+        assert_int_equal(tf_tensor_dtype(o), cases[i].want);
+        OK(tf_ones(cpu, TF_BOOL, 1, &n, &cond));
+        OK(tf_where(cond, x, c, &w));
+        assert_int_equal(tf_tensor_dtype(w), cases[i].want);
+        tf_tensor *list[] = {x, c, o, w, cond};
+        for (int k = 0; k < 5; k++) tf_tensor_release(list[k]);
+    }
+    tf_tensor *a = NULL, *b = NULL, *o = NULL;              /* two 0-d: the usual promotion */
+    OK(tf_scalar(cpu, TF_F16, 1, &a));
+    OK(tf_scalar(cpu, TF_F64, 2, &b));
+    OK(tf_mul(a, b, &o));
+    assert_int_equal(tf_tensor_dtype(o), TF_F64);
+    tf_tensor_release(o);
+    tf_dtype dt;
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_result_type: input tensor is NULL", tf_result_type(a, NULL, &dt));
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
@@ -756,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_random_is_deterministic_across_devices),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_attention_masks),
+        cmocka_unit_test(test_zero_d_promotion),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -509,7 +509,23 @@ typedef struct tf_safetensors tf_safetensors;
 TF_API tf_status tf_safetensors_open(const char *path, tf_safetensors **out);
 TF_API int tf_safetensors_count(const tf_safetensors *f);
 TF_API const char *tf_safetensors_name(const tf_safetensors *f, int i);   /* NULL if out of range */
+/* What a tensor is, without loading it (name valid while f is open). */
+typedef struct tf_safetensors_tensor {
+    const char *name;
+    tf_dtype dtype;
+    int ndim;
+    int64_t shape[TF_MAX_DIMS];
+    uint64_t nbytes;
+} tf_safetensors_tensor;
+TF_API tf_status tf_safetensors_tensor_info(const tf_safetensors *f, int i, tf_safetensors_tensor *info);
+TF_API int tf_safetensors_find(const tf_safetensors *f, const char *name);   /* its index, or -1 */
+/* A missing name is TF_ERR_INVALID_ARGUMENT naming what the file has: the
+ * name with a prefix added or removed when there is one ("bert.encoder..."
+ * for "encoder..."), else its first names. */
 TF_API tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_device *dev, tf_tensor **out);
+/* Loaded, then cast to dtype on dev (bf16 weights from an f32 file, say). */
+TF_API tf_status tf_safetensors_load_as(const tf_safetensors *f, const char *name, tf_device *dev, tf_dtype dtype,
+                                        tf_tensor **out);
 TF_API void tf_safetensors_close(tf_safetensors *f);
 TF_API tf_status tf_safetensors_save(const char *path, int n, const char *const *names, const tf_tensor *const *tensors);
 /* GGUF, llama.cpp's format (versions 2 and 3): typed metadata, tensor

@@ -538,17 +538,83 @@ const char *tf_safetensors_name(const tf_safetensors *f, int i) {
     return f && i >= 0 && i < f->n ? f->entries[i].name : NULL;
 }
 
+int tf_safetensors_find(const tf_safetensors *f, const char *name) {
+    for (int i = 0; f && name && i < f->n; i++)
+        if (!strcmp(f->entries[i].name, name)) return i;
+    return -1;
+}
+
+tf_status tf_safetensors_tensor_info(const tf_safetensors *f, int i, tf_safetensors_tensor *info) {
+    static const char fn[] = "tf_safetensors_tensor_info";
+    if (!f || !info) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file or info is NULL", fn);
+    if (i < 0 || i >= f->n)
+        return tf__error(TF_ERR_INDEX, "%s: tensor %d out of range (%s has %d)", fn, i, f->path, f->n);
+    const st_entry *e = &f->entries[i];
+    memset(info, 0, sizeof *info);
+    info->name = e->name;
+    info->dtype = e->dtype;
+    info->ndim = e->ndim;
+    memcpy(info->shape, e->shape, sizeof(int64_t) * (size_t)e->ndim);
+    info->nbytes = (uint64_t)(e->end - e->begin);
+    return TF_OK;
+}
+
+/* The entry whose name is `name` with a prefix added or taken away
+ * ("bert." is the usual one), or -1. */
+static int prefix_twin(const tf_safetensors *f, const char *name) {
+    size_t n = strlen(name);
+    for (int i = 0; i < f->n; i++) {
+        const char *e = f->entries[i].name;
+        size_t m = strlen(e);
+        if ((m > n && !strcmp(e + m - n, name) && e[m - n - 1] == '.') ||
+            (n > m && !strcmp(name + n - m, e) && name[n - m - 1] == '.'))
+            return i;
+    }
+    return -1;
+}
+
+/* "has no tensor 'x'", with what it has: a prefixed twin, else the first names. */
+static tf_status missing_tensor(const char *fn, const tf_safetensors *f, const char *name) {
+    int twin = prefix_twin(f, name);
+    if (twin >= 0)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s' (it has '%s': a name prefix differs)", fn,
+                         f->path, name, f->entries[twin].name);
+    char list[600] = "";
+    size_t used = 0;
+    for (int i = 0; i < f->n && i < 6 && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'", i ? ", " : "", f->entries[i].name);
+    return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'; its %d tensors are %s%s", fn, f->path, name, f->n,
+                     list, f->n > 6 ? ", ..." : "");
+}
+
 tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_device *dev, tf_tensor **out) {
     static const char fn[] = "tf_safetensors_load";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
-    for (int i = 0; i < f->n; i++) {
-        const st_entry *e = &f->entries[i];
-        if (strcmp(e->name, name)) continue;
-        return tf__in("tf_safetensors_load", tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out));
+    int i = tf_safetensors_find(f, name);
+    if (i < 0) return missing_tensor(fn, f, name);
+    const st_entry *e = &f->entries[i];
+    return tf__in(fn, tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out));
+}
+
+tf_status tf_safetensors_load_as(const tf_safetensors *f, const char *name, tf_device *dev, tf_dtype dtype,
+                                 tf_tensor **out) {
+    static const char fn[] = "tf_safetensors_load_as";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
+    int i = tf_safetensors_find(f, name);
+    if (i < 0) return missing_tensor(fn, f, name);
+    tf_tensor *stored = NULL;
+    tf_status s = tf_safetensors_load(f, name, dev, &stored);
+    if (s == TF_OK && stored->dtype == dtype) {
+        *out = stored;
+        return TF_OK;
     }
-    return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s has no tensor '%s'", fn, f->path, name);
+    if (s == TF_OK) s = tf_cast(stored, dtype, out);
+    tf_tensor_release(stored);
+    return tf__in(fn, s);
 }
 
 void tf_safetensors_close(tf_safetensors *f) {

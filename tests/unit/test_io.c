@@ -214,7 +214,30 @@ static void test_safetensors_round_trip(void **state) {
         tf_tensor_release(back);
     }
     tf_tensor *none = NULL;
-    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "has no tensor 'nope'", tf_safetensors_load(f, "nope", cpu_device(), &none));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "has no tensor 'nope'; its 4 tensors are 'layer.0.weight', 'emb', 'empty', 'flag'",
+               tf_safetensors_load(f, "nope", cpu_device(), &none));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "has no tensor 'bert.layer.0.weight' (it has 'layer.0.weight': a name prefix differs)",
+               tf_safetensors_load(f, "bert.layer.0.weight", cpu_device(), &none));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_safetensors_load_as: ", tf_safetensors_load_as(f, "0.weight", cpu_device(), TF_F32, &none));
+    assert_null(none);
+    /* the infos, without loading */
+    tf_safetensors_tensor info;
+    assert_int_equal(tf_safetensors_find(f, "emb"), 1);
+    assert_int_equal(tf_safetensors_find(f, "nope"), -1);
+    OK(tf_safetensors_tensor_info(f, 0, &info));
+    assert_string_equal(info.name, "layer.0.weight");
+    assert_true(info.dtype == TF_F32 && info.ndim == 2 && info.shape[0] == 3 && info.shape[1] == 5 && info.nbytes == 60);
+    FAILS_WITH(TF_ERR_INDEX, "tf_safetensors_tensor_info: tensor 4 out of range", tf_safetensors_tensor_info(f, 4, &info));
+    /* loaded with a cast: the values of the stored tensor cast on the device */
+    tf_tensor *as_bf16 = NULL, *want = NULL;
+    OK(tf_safetensors_load_as(f, "layer.0.weight", cpu_device(), TF_BF16, &as_bf16));
+    OK(tf_cast(ts[0], TF_BF16, &want));
+    expect_same(want, as_bf16);
+    tf_tensor_release(as_bf16);
+    tf_tensor_release(want);
+    OK(tf_safetensors_load_as(f, "emb", cpu_device(), TF_BF16, &as_bf16));   /* already bf16: as stored */
+    expect_same(ts[1], as_bf16);
+    tf_tensor_release(as_bf16);
     tf_safetensors_close(f);
     const char *dup[2] = {"a", "a"};
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "name 'a' repeats", tf_safetensors_save(file("d.safetensors"), 2, dup, (const tf_tensor *const *)ts));

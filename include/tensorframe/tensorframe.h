@@ -289,6 +289,24 @@ TF_API tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *
 TF_API tf_tensor *tf_tensor_retain(tf_tensor *t);   /* returns t */
 /* NULL is a no-op; safe after tf_shutdown (see there). */
 TF_API void tf_tensor_release(tf_tensor *t);
+/* Scopes release a forward pass's temporaries at once. While a scope is
+ * open on a thread, every tensor made there (by any function, views and
+ * loads included) belongs to it; tf_scope_end releases each one still
+ * alive once. Keep a result past the scope by retaining it (then release it
+ * yourself); a tensor released early simply leaves the scope. Scopes nest
+ * (a tensor belongs to the innermost); ending one ends those opened inside
+ * it; they are per thread, and ending a scope not open on the calling
+ * thread is TF_ERR_INVALID_ARGUMENT.
+ *
+ *   tf_scope *sc;
+ *   TF_TRY(tf_scope_begin(&sc));
+ *   tf_tensor *h, *a, *y;            no release calls for h and a
+ *   ... tf_linear(x, w1, b1, &h); tf_gelu(h, false, &a); tf_linear(a, w2, b2, &y) ...
+ *   *out = tf_tensor_retain(y);      the result outlives the scope
+ *   tf_scope_end(sc);                 h, a and the scope's reference to y go */
+typedef struct tf_scope tf_scope;
+TF_API tf_status tf_scope_begin(tf_scope **out);
+TF_API tf_status tf_scope_end(tf_scope *scope);
 TF_API tf_device *tf_tensor_device(const tf_tensor *t);
 TF_API tf_dtype tf_tensor_dtype(const tf_tensor *t);
 TF_API int tf_tensor_ndim(const tf_tensor *t);

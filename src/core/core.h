@@ -124,7 +124,15 @@ struct tf_tensor {
     int64_t shape[TF_MAX_DIMS];
     int64_t strides[TF_MAX_DIMS];        /* elements */
     int64_t offset;                      /* bytes */
+    tf_scope *scope;                     /* the scope that owns its first reference (scope.c), or NULL */
+    size_t scope_slot;
 };
+
+/* scope.c: list a new tensor record in the thread's innermost open scope
+ * (false: no memory for the list), and take a tensor released to zero off
+ * its scope's list. */
+bool tf__scope_adopt(tf_tensor *t);
+void tf__scope_forget(tf_tensor *t);
 
 /* A whole file mapped read-only (the loaders read headers in place and copy
  * tensor bytes straight from the mapping to their device). */

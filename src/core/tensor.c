@@ -111,6 +111,10 @@ static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t
         t->strides[i] = strides[i];
     }
     t->offset = offset;
+    if (!tf__scope_adopt(t)) {
+        tf__free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -232,6 +236,7 @@ tf_tensor *tf_tensor_retain(tf_tensor *t) {
 
 void tf_tensor_release(tf_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    tf__scope_forget(t);
     storage_release(t->storage);
     tf__free(t);
 }

@@ -457,6 +457,27 @@ static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) 
     (void)ld;
 }
 
+/* A scope around a few ops, ended whatever happened: an allocation that
+ * fails (a tensor, or the scope's own list) leaves nothing behind, and the
+ * sweep's leak checks see the temporaries gone. */
+static void program_scope(world *w, tf_tensor *a) {
+    tf_scope *sc = NULL;
+    tf_status s = tf_scope_begin(&sc);
+    if (!finish_step(w, "tf_scope_begin", s, NULL, 0, false)) return;
+    tf_tensor *b = NULL, *c = NULL, *d = NULL, *v = NULL;
+    const char *what = "tf_add";                         /* the call that failed, if one did */
+    s = tf_add(a, a, &b);
+    if (s == TF_OK) s = tf_linear(b, b, NULL, &c), what = "tf_linear";
+    if (s == TF_OK) s = tf_slice(c, 0, 1, 3, 1, &v), what = "tf_slice";
+    if (s == TF_OK) s = tf_softmax(v, -1, &d), what = "tf_softmax";
+    tf_status ended = tf_scope_end(sc);
+    if (ended != TF_OK) {
+        fprintf(stderr, "[%s N=%lld] tf_scope_end failed: %s\n", w->sweep, (long long)w->nth, tf_last_error());
+        w->errors++;
+    }
+    finish_step(w, what, s, NULL, 0, false);
+}
+
 static void program(world *w) {
     program_creation_and_views(w);
     if (w->failed) return;
@@ -470,6 +491,7 @@ static void program(world *w) {
     if (!w->failed) program_indexing_and_composites(w, a, am, ap);
     if (!w->failed) program_nn_and_vision(w, a, am, ap);
     if (!w->failed) program_files(w, a, am, ap);
+    if (!w->failed) program_scope(w, a);
 }
 
 /* ---- one run of the program and its checks ---- */

@@ -1,6 +1,7 @@
 /* Statuses, dtypes and promotion, every class of bad input, op semantics
  * at the edges, casts, creation and the generator. */
 #include <math.h>
+#include <pthread.h>
 
 #include <tensorframe/numerics.h>
 
@@ -774,6 +775,66 @@ static void test_zero_d_promotion(void **state) {
     tf_tensor_release(b);
 }
 
+static uint64_t cpu_bytes_held(void) {
+    tf_memory_stats st;
+    OK(tf_device_memory_stats(cpu_device(), &st));
+    return st.allocated;
+}
+
+static void *end_scope_elsewhere(void *scope) {
+    return (void *)(intptr_t)tf_scope_end(scope);
+}
+
+/* Scopes: a pass's temporaries go at tf_scope_end, a retained result
+ * survives with its values, an early release leaves the scope, nested
+ * scopes end with their parent, and a scope ends only on its own thread. */
+static void test_scopes(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t shape[2] = {64, 64};
+    const uint64_t before = cpu_bytes_held();
+    tf_scope *sc = NULL, *inner = NULL;
+    tf_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL, *v = NULL, *kept = NULL, *early = NULL;
+    OK(tf_scope_begin(&sc));
+    OK(tf_ones(cpu, TF_F32, 2, shape, &a));
+    OK(tf_add(a, a, &b));                                    /* 2 */
+    OK(tf_matmul(b, a, &c));                                 /* 128 */
+    OK(tf_slice(c, 0, 0, 1, 1, &v));                         /* a view: a record of its own */
+    OK(tf_mul(c, b, &early));
+    tf_tensor_release(early);                                /* released early: leaves the scope */
+    OK(tf_scope_begin(&inner));
+    OK(tf_add(c, c, &d));                                    /* 256, in the inner scope */
+    kept = tf_tensor_retain(d);
+    assert_true(cpu_bytes_held() > before);
+    OK(tf_scope_end(sc));                                    /* ends inner first, then sc */
+    assert_int_equal(cpu_bytes_held(), before + 64 * 64 * 4); /* only the retained result is held */
+    static float got[64 * 64];
+    OK(tf_tensor_read(kept, got, sizeof got));
+    assert_true(got[0] == 256.0f && got[64 * 64 - 1] == 256.0f);
+    tf_tensor_release(kept);
+    assert_int_equal(cpu_bytes_held(), before);
+    tf_scope *other = NULL;                                  /* a scope is its thread's */
+    OK(tf_scope_begin(&other));
+    pthread_t th;
+    void *rc = NULL;
+    assert_int_equal(pthread_create(&th, NULL, end_scope_elsewhere, other), 0);
+    pthread_join(th, &rc);
+    assert_int_equal((tf_status)(intptr_t)rc, TF_ERR_INVALID_ARGUMENT);
+    OK(tf_scope_end(other));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_scope_end: not a scope open on this thread", tf_scope_end(other) == TF_OK ? TF_OK : tf_scope_end(sc));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_scope_end: scope is NULL", tf_scope_end(NULL));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_scope_begin: out is NULL", tf_scope_begin(NULL));
+    /* many temporaries: the list compacts as they are released */
+    OK(tf_scope_begin(&sc));
+    for (int i = 0; i < 1000; i++) {
+        tf_tensor *t = NULL;
+        OK(tf_ones(cpu, TF_F32, 2, shape, &t));
+        if (i % 10) tf_tensor_release(t);
+    }
+    OK(tf_scope_end(sc));
+    assert_int_equal(cpu_bytes_held(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
@@ -799,6 +860,7 @@ int main(void) {
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_attention_masks),
         cmocka_unit_test(test_zero_d_promotion),
+        cmocka_unit_test(test_scopes),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

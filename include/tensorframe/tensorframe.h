@@ -642,6 +642,17 @@ TF_API tf_status tf_max(const tf_tensor *t, int axis, bool keepdim, tf_tensor **
 TF_API tf_status tf_min(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 TF_API tf_status tf_argmax(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 TF_API tf_status tf_argmin(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
+/* The p-norm along an axis (or TF_ALL_AXES), float dtypes: p = 2 is
+ * sqrt(sum x^2), 1 sum |x|, INFINITY max |x|, any other p > 0
+ * (sum |x|^p)^(1/p). */
+TF_API tf_status tf_norm(const tf_tensor *x, double p, int axis, bool keepdim, tf_tensor **out);
+/* x / max(norm(x, p, axis), eps), as PyTorch's F.normalize (eps 1e-12 there). */
+TF_API tf_status tf_normalize(const tf_tensor *x, double p, int axis, double eps, tf_tensor **out);
+/* The mean along `axis` of the elements the mask keeps: mask (bool, or
+ * weights of any dtype) covers x's leading axes ([B, L] for x [B, L, D])
+ * and broadcasts over the rest; sum(x * mask) / max(sum(mask), 1e-9), so a
+ * row with nothing kept gives 0 (sentence-transformers' mean pooling). */
+TF_API tf_status tf_masked_mean(const tf_tensor *x, const tf_tensor *mask, int axis, bool keepdim, tf_tensor **out);
 /* Product (integers and bool give i64, wrapping; empty gives 1). */
 TF_API tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out);
 /* Variance and standard deviation with Bessel-style correction (>= 0: 1 for

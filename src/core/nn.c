@@ -261,3 +261,95 @@ tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values
     tf_tensor_release(prod);
     return tf__in(fn, s);
 }
+
+/* ---- norms and masked means ---- */
+
+tf_status tf_norm(const tf_tensor *x, double p, int axis, bool keepdim, tf_tensor **out) {
+    static const char fn[] = "tf_norm";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
+    if (!tf_dtype_is_float(x->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: needs a float dtype, not %s", fn, tf_dtype_name(x->dtype));
+    if (!(p > 0))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: p must be positive (1, 2, INFINITY, ...), not %g", fn, p);
+    tf_tensor *a = NULL, *t = NULL, *r = NULL, *e = NULL;
+    tf_status s = TF_OK;
+    if (p == 2) {                                        /* sqrt(sum x^2) */
+        s = tf_mul(x, x, &t);
+        if (s == TF_OK) s = tf_sum(t, axis, keepdim, &r);
+        if (s == TF_OK) s = tf_sqrt(r, out);
+    } else if (isinf(p)) {                               /* max |x| */
+        s = tf_abs(x, &a);
+        if (s == TF_OK) s = tf_max(a, axis, keepdim, out);
+    } else if (p == 1) {                                 /* sum |x| */
+        s = tf_abs(x, &a);
+        if (s == TF_OK) s = tf_sum(a, axis, keepdim, out);
+    } else {                                             /* (sum |x|^p)^(1/p) */
+        s = tf_abs(x, &a);
+        if (s == TF_OK) s = tf_scalar(tf_tensor_device(x), x->dtype, p, &e);
+        if (s == TF_OK) s = tf_pow(a, e, &t);
+        if (s == TF_OK) s = tf_sum(t, axis, keepdim, &r);
+        tf_tensor_release(e);
+        e = NULL;
+        if (s == TF_OK) s = tf_scalar(tf_tensor_device(x), x->dtype, 1 / p, &e);
+        if (s == TF_OK) s = tf_pow(r, e, out);
+    }
+    tf_tensor *temps[] = {a, t, r, e};
+    for (int i = 0; i < 4; i++) tf_tensor_release(temps[i]);
+    return tf__in(fn, s);
+}
+
+tf_status tf_normalize(const tf_tensor *x, double p, int axis, double eps, tf_tensor **out) {
+    static const char fn[] = "tf_normalize";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
+    tf_tensor *n = NULL, *floor = NULL;
+    tf_status s = tf_norm(x, p, axis, true, &n);
+    if (s == TF_OK) s = tf_clamp(n, eps, NAN, &floor);   /* F.normalize: x / max(||x||, eps) */
+    if (s == TF_OK) s = tf_div(x, floor, out);
+    tf_tensor_release(n);
+    tf_tensor_release(floor);
+    return tf__in(fn, s);
+}
+
+/* mask [d0, ..., dk-1] over x's first k axes, as x's shape with 1s after. */
+static tf_status mask_over(const char *fn, const tf_tensor *x, const tf_tensor *mask, tf_tensor **out) {
+    if (mask->ndim > x->ndim)
+        return tf__error(TF_ERR_SHAPE, "%s: the mask has %d axes, x only %d", fn, mask->ndim, x->ndim);
+    int64_t shape[TF_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) {
+        shape[i] = i < mask->ndim ? mask->shape[i] : 1;
+        if (i < mask->ndim && shape[i] != x->shape[i] && shape[i] != 1) {
+            char a[256], b[256];
+            return tf__error(TF_ERR_SHAPE, "%s: mask %s does not cover x %s's leading axes", fn,
+                             tf__shape_str(mask->ndim, mask->shape, a, sizeof a), tf__shape_str(x->ndim, x->shape, b, sizeof b));
+        }
+    }
+    tf_tensor *m = NULL;
+    tf_status s = tf_cast(mask, x->dtype, &m);          /* bool or 0/1 of any dtype: weights */
+    if (s == TF_OK) s = tf_reshape(m, x->ndim, shape, out);
+    tf_tensor_release(m);
+    return s;
+}
+
+tf_status tf_masked_mean(const tf_tensor *x, const tf_tensor *mask, int axis, bool keepdim, tf_tensor **out) {
+    static const char fn[] = "tf_masked_mean";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !mask) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or mask is NULL", fn);
+    if (!tf_dtype_is_float(x->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: needs a float x, not %s", fn, tf_dtype_name(x->dtype));
+    tf_tensor *m = NULL, *xm = NULL, *num = NULL, *den = NULL, *den_floor = NULL;
+    tf_status s = mask_over(fn, x, mask, &m);
+    if (s == TF_OK) s = tf_mul(x, m, &xm);
+    if (s == TF_OK) s = tf_sum(xm, axis, keepdim, &num);
+    if (s == TF_OK) s = tf_sum(m, axis, keepdim, &den);
+    const double tiny = x->dtype == TF_F16 ? 0x1p-14 : 1e-9;      /* f16's smallest normal: 1e-9 is 0 there */
+    if (s == TF_OK) s = tf_clamp(den, tiny, NAN, &den_floor);     /* all masked: 0, as sentence-transformers */
+    if (s == TF_OK) s = tf_div(num, den_floor, out);
+    tf_tensor *temps[] = {m, xm, num, den, den_floor};
+    for (int i = 0; i < 5; i++) tf_tensor_release(temps[i]);
+    return tf__in(fn, s);
+}

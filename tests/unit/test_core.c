@@ -835,6 +835,68 @@ static void test_scopes(void **state) {
     assert_int_equal(cpu_bytes_held(), before);
 }
 
+/* tf_norm for p = 2, 1, inf and 3, tf_normalize, and tf_masked_mean (a
+ * row with nothing kept gives 0), against float64; and their errors. */
+static void test_norms_and_masked_mean(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    enum { B = 2, L = 3, D = 4 };
+    float xv[B * L * D];
+    for (int i = 0; i < B * L * D; i++) xv[i] = (float)sin(i * 1.3) * 3;
+    int64_t xs[3] = {B, L, D}, ms[2] = {B, L};
+    tf_tensor *x = NULL, *o = NULL, *mask = NULL;
+    OK(tf_tensor_from_data(cpu, TF_F32, 3, xs, xv, &x));
+    const double ps[4] = {2, 1, INFINITY, 3};
+    for (int pi = 0; pi < 4; pi++) {
+        OK(tf_norm(x, ps[pi], -1, false, &o));
+        float got[B * L];
+        OK(tf_tensor_read(o, got, sizeof got));
+        for (int r = 0; r < B * L; r++) {
+            double acc = 0;
+            for (int d = 0; d < D; d++) {
+                double a = fabs(xv[r * D + d]);
+                acc = isinf(ps[pi]) ? fmax(acc, a) : acc + pow(a, ps[pi]);
+            }
+            double want = isinf(ps[pi]) ? acc : pow(acc, 1 / ps[pi]);
+            if (fabs(got[r] - want) > 1e-5 * want) fail_msg("p %g row %d: %g, float64 gives %g", ps[pi], r, got[r], want);
+        }
+        tf_tensor_release(o);
+    }
+    OK(tf_normalize(x, 2, -1, 1e-12, &o));
+    float nv[B * L * D];
+    OK(tf_tensor_read(o, nv, sizeof nv));
+    for (int r = 0; r < B * L; r++) {
+        double ss = 0;
+        for (int d = 0; d < D; d++) ss += (double)nv[r * D + d] * nv[r * D + d];
+        assert_true(fabs(ss - 1) < 1e-6);
+    }
+    tf_tensor_release(o);
+    const uint8_t keep[B * L] = {1, 1, 0, 0, 0, 0};         /* row 1 keeps nothing */
+    OK(tf_tensor_from_data(cpu, TF_BOOL, 2, ms, keep, &mask));
+    OK(tf_masked_mean(x, mask, 1, false, &o));
+    int64_t want_shape[2] = {B, D};
+    expect_shape(o, 2, want_shape);
+    float mv[B * D];
+    OK(tf_tensor_read(o, mv, sizeof mv));
+    for (int d = 0; d < D; d++) {
+        double want = ((double)xv[0 * D + d] + xv[1 * D + d]) / 2;
+        assert_true(fabs(mv[d] - want) < 1e-6);
+        assert_true(mv[D + d] == 0.0f);
+    }
+    tf_tensor_release(o);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_norm: p must be positive", tf_norm(x, 0, -1, false, &o));
+    FAILS_WITH(TF_ERR_DTYPE, "tf_norm: needs a float dtype, not bool", tf_norm(mask, 2, -1, false, &o));
+    tf_tensor *wrong = NULL;
+    int64_t s34[2] = {3, 4};
+    OK(tf_ones(cpu, TF_BOOL, 2, s34, &wrong));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_masked_mean: mask [3,4] does not cover x [2,3,4]'s leading axes",
+               tf_masked_mean(x, wrong, 1, false, &o));
+    assert_null(o);
+    tf_tensor_release(wrong);
+    tf_tensor_release(x);
+    tf_tensor_release(mask);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
@@ -861,6 +923,7 @@ int main(void) {
         cmocka_unit_test(test_attention_masks),
         cmocka_unit_test(test_zero_d_promotion),
         cmocka_unit_test(test_scopes),
+        cmocka_unit_test(test_norms_and_masked_mean),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -15,7 +15,7 @@
  *       tf_tensor *h = NULL, *a = NULL;
  *       tf_status s;
  *       TF_TRY_GOTO(s, tf_linear(x, L->w, L->b, &h), done);
- *       TF_TRY_GOTO(s, tf_gelu(h, false, &a), done);
+ *       TF_TRY_GOTO(s, tf_gelu(h, &a), done);
  *       ...
  *   done:
  *       tf_tensor_release(h);

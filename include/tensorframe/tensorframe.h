@@ -301,7 +301,7 @@ TF_API void tf_tensor_release(tf_tensor *t);
  *   tf_scope *sc;
  *   TF_TRY(tf_scope_begin(&sc));
  *   tf_tensor *h, *a, *y;            no release calls for h and a
- *   ... tf_linear(x, w1, b1, &h); tf_gelu(h, false, &a); tf_linear(a, w2, b2, &y) ...
+ *   ... tf_linear(x, w1, b1, &h); tf_gelu(h, &a); tf_linear(a, w2, b2, &y) ...
  *   *out = tf_tensor_retain(y);      the result outlives the scope
  *   tf_scope_end(sc);                 h, a and the scope's reference to y go */
 typedef struct tf_scope tf_scope;

@@ -1,0 +1,105 @@
+/* all-MiniLM-L6-v2 through examples/embed against the float64 reference
+ * (tests/embed/make_fixtures.py): every device present, f32 weights
+ * (cosine >= 0.9999 per sentence) and bf16 weights (>= 0.999), the eight
+ * sentences as one padded batch and the longest alone (batch 1, no padding).
+ *
+ * usage: test_embed MODEL.safetensors FIXTURE_DIR [DEVICE...]   (no devices: every one) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embed.h"
+#include "../cuda/expect.h"   /* EXPECT: counts checks and failures */
+
+#define N_SENT 8
+#define MAX_TOKENS 128
+#define HIDDEN 384
+
+static int32_t ids[N_SENT][MAX_TOKENS];
+static int64_t lengths[N_SENT];
+static double reference[N_SENT][HIDDEN];
+
+static bool read_fixtures(const char *dir) {
+    char path[1024], line[16384];
+    snprintf(path, sizeof path, "%s/ids.txt", dir);
+    FILE *f = fopen(path, "r");
+    for (int s = 0; f && s < N_SENT && fgets(line, sizeof line, f); s++)
+        for (char *p = strtok(line, " \n"); p && lengths[s] < MAX_TOKENS; p = strtok(NULL, " \n"))
+            ids[s][lengths[s]++] = atoi(p);
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/reference.txt", dir);
+    FILE *r = fopen(path, "r");
+    int got = 0;
+    for (int s = 0; r && s < N_SENT; s++)
+        for (int k = 0; k < HIDDEN; k++) got += fscanf(r, "%lf", &reference[s][k]) == 1;
+    if (r) fclose(r);
+    return f && r && got == N_SENT * HIDDEN && lengths[N_SENT - 1] > 0;
+}
+
+static double cosine(const float *a, const double *b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int k = 0; k < HIDDEN; k++) {
+        ab += a[k] * b[k];
+        aa += (double)a[k] * a[k];
+        bb += b[k] * b[k];
+    }
+    return ab / sqrt(aa * bb);
+}
+
+/* Sentences [first, first + n) as one batch: the smallest cosine. */
+static double run_batch(const embed_model *m, int first, int n) {
+    int64_t len = 1;
+    for (int s = first; s < first + n; s++) len = lengths[s] > len ? lengths[s] : len;
+    int32_t *batch = calloc((size_t)(n * len), sizeof *batch);
+    for (int s = 0; s < n; s++) memcpy(batch + s * len, ids[first + s], sizeof(int32_t) * (size_t)lengths[first + s]);
+    tf_tensor *e = NULL;
+    tf_status st = embed_forward(m, n, len, batch, lengths + first, &e);
+    EXPECT(st == TF_OK, "forward on %s: %s", tf_device_name(m->dev), tf_last_error());
+    float v[N_SENT * HIDDEN];
+    double worst = st == TF_OK ? 1 : -1;
+    if (st == TF_OK && tf_tensor_read(e, v, sizeof(float) * (size_t)(n * HIDDEN)) == TF_OK)
+        for (int s = 0; s < n; s++) worst = fmin(worst, cosine(v + s * HIDDEN, reference[first + s]));
+    tf_tensor_release(e);
+    free(batch);
+    return worst;
+}
+
+static void check_device(const char *path, tf_device *dev, tf_dtype weights, double bound) {
+    embed_model *m = NULL;
+    tf_status s = embed_model_load(path, dev, weights, &m);
+    EXPECT(s == TF_OK, "load on %s: %s", tf_device_name(dev), tf_last_error());
+    if (s != TF_OK) return;
+    double batch8 = run_batch(m, 0, N_SENT), alone = run_batch(m, 4, 1);   /* sentence 4 is the longest */
+    printf("%s, %s weights: smallest cosine %.7f (batch of 8), %.7f (one sentence); bound %g\n", tf_device_name(dev),
+           tf_dtype_name(weights), batch8, alone, bound);
+    EXPECT(batch8 >= bound && alone >= bound, "%s, %s weights: cosine %.7f / %.7f below %g", tf_device_name(dev),
+           tf_dtype_name(weights), batch8, alone, bound);
+    embed_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_embed MODEL.safetensors FIXTURE_DIR [DEVICE...]\n");
+        return 2;
+    }
+    FILE *probe = fopen(argv[1], "rb");
+    if (!probe) {
+        printf("skipped: %s is absent (scripts/fetch-models.sh fetches it)\n", argv[1]);
+        return 77;
+    }
+    fclose(probe);
+    EXPECT(read_fixtures(argv[2]), "cannot read the fixtures in %s", argv[2]);
+    int n = argc > 3 ? argc - 3 : tf_device_count();
+    for (int d = 0; d < n; d++) {
+        tf_device *dev = NULL;
+        if (argc > 3) EXPECT(tf_device_get(argv[3 + d], &dev) == TF_OK, "no device %s", argv[3 + d]);
+        else dev = tf_device_at(d);
+        if (!dev) continue;
+        check_device(argv[1], dev, TF_F32, 0.9999);
+        check_device(argv[1], dev, TF_BF16, 0.999);
+    }
+    tf_shutdown();
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}

@@ -587,6 +587,11 @@ static tf_status missing_tensor(const char *fn, const tf_safetensors *f, const c
                      list, f->n > 6 ? ", ..." : "");
 }
 
+static tf_status load_entry(const tf_safetensors *f, int i, tf_device *dev, tf_tensor **out) {
+    const st_entry *e = &f->entries[i];
+    return tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out);
+}
+
 tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_device *dev, tf_tensor **out) {
     static const char fn[] = "tf_safetensors_load";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -594,8 +599,7 @@ tf_status tf_safetensors_load(const tf_safetensors *f, const char *name, tf_devi
     if (!f || !name || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: file, name or device is NULL", fn);
     int i = tf_safetensors_find(f, name);
     if (i < 0) return missing_tensor(fn, f, name);
-    const st_entry *e = &f->entries[i];
-    return tf__in(fn, tf_tensor_from_data(dev, e->dtype, e->ndim, e->shape, f->data + e->begin, out));
+    return tf__in(fn, load_entry(f, i, dev, out));
 }
 
 tf_status tf_safetensors_load_as(const tf_safetensors *f, const char *name, tf_device *dev, tf_dtype dtype,
@@ -607,7 +611,7 @@ tf_status tf_safetensors_load_as(const tf_safetensors *f, const char *name, tf_d
     int i = tf_safetensors_find(f, name);
     if (i < 0) return missing_tensor(fn, f, name);
     tf_tensor *stored = NULL;
-    tf_status s = tf_safetensors_load(f, name, dev, &stored);
+    tf_status s = load_entry(f, i, dev, &stored);
     if (s == TF_OK && stored->dtype == dtype) {
         *out = stored;
         return TF_OK;

@@ -34,7 +34,7 @@ static tf_status check_index_dtype(const char *fn, const tf_tensor *index) {
 
 /* Every index must lie in [0, extent). Reads two scalars back (a sync on
  * asynchronous devices): the price of an error instead of a wild read. */
-static tf_status check_index_range(const char *fn, const tf_tensor *index, int64_t extent, int axis) {
+static tf_status check_index_range(const char *fn, const tf_tensor *index, int64_t extent, int axis, bool table_ids) {
     if (tf_tensor_numel(index) == 0) return TF_OK;
     int64_t lohi[2];
     tf_tensor *r = NULL, *r64 = NULL;
@@ -48,7 +48,7 @@ static tf_status check_index_range(const char *fn, const tf_tensor *index, int64
         if (s != TF_OK) return s;
     }
     int64_t bad = lohi[0] < 0 ? lohi[0] : lohi[1] >= extent ? lohi[1] : 0;
-    if ((lohi[0] < 0 || lohi[1] >= extent) && !strcmp(fn, "tf_embedding"))
+    if ((lohi[0] < 0 || lohi[1] >= extent) && table_ids)
         return tf__error(TF_ERR_INDEX, "%s: id %lld out of range for a table of %lld rows", fn, (long long)bad,
                          (long long)extent);
     if (lohi[0] < 0 || lohi[1] >= extent)
@@ -57,14 +57,15 @@ static tf_status check_index_range(const char *fn, const tf_tensor *index, int64
     return TF_OK;
 }
 
-/* Run an INDEXED op: x and index placed on one device, output `shape`. */
+/* Run an INDEXED op: x and index placed on one device, output `shape`;
+ * table_ids: the indices are ids of x's rows (tf_embedding's wording). */
 static tf_status run_indexed(const char *fn, tf_op_kind kind, const tf_tensor *x, int axis, const tf_tensor *index,
-                             int ndim, const int64_t *shape, tf_tensor **out) {
+                             int ndim, const int64_t *shape, bool table_ids, tf_tensor **out) {
     const tf_tensor *in[2] = {x, index};
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 2, in, NULL, NULL);
     if (s != TF_OK) return s;
-    s = check_index_range(fn, c.in[1], x->shape[axis], axis);
+    s = check_index_range(fn, c.in[1], x->shape[axis], axis, table_ids);
     c.op.inputs[0] = tf__desc(c.in[0]);
     c.op.inputs[1] = tf__desc(c.in[1]);
     if (c.in[1]->ndim == 0) {                        /* a 0-d index is one index */
@@ -76,7 +77,8 @@ static tf_status run_indexed(const char *fn, tf_op_kind kind, const tf_tensor *x
     return tf__op_end(&c, s, x->dtype, ndim, shape, out);
 }
 
-static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, tf_tensor **out);
+static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, bool table_ids,
+                             tf_tensor **out);
 
 tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, tf_tensor **out) {
     static const char fn[] = "tf_index_select";
@@ -92,16 +94,17 @@ tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, 
     if (tf_dtype_is_quantized(x->dtype) && ax == x->ndim - 1)
         return tf__error(TF_ERR_DTYPE, "%s: %s elements are picked by whole rows, not along the last axis", fn,
                          tf_dtype_name(x->dtype));
-    return select_rows(fn, x, ax, index, out);
+    return select_rows(fn, x, ax, index, false, out);
 }
 
 /* index_select's op, errors in the caller's name (tf_embedding's ids are
- * "ids" of a table, not indices of an axis). */
-static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, tf_tensor **out) {
+ * ids of a table's rows, not indices of an axis). */
+static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, bool table_ids,
+                             tf_tensor **out) {
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[ax] = tf_tensor_numel(index);
-    return tf__in(fn, run_indexed(fn, TF_OP_INDEX_SELECT, x, ax, index, x->ndim, shape, out));
+    return tf__in(fn, run_indexed(fn, TF_OP_INDEX_SELECT, x, ax, index, x->ndim, shape, table_ids, out));
 }
 
 tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor **out) {
@@ -116,7 +119,7 @@ tf_status tf_embedding(const tf_tensor *weight, const tf_tensor *ids, tf_tensor 
     int64_t flat_n = tf_tensor_numel(ids), shape[TF_MAX_DIMS];
     tf_tensor *flat = NULL, *rows = NULL;
     s = tf_reshape(ids, 1, &flat_n, &flat);
-    if (s == TF_OK) s = select_rows(fn, weight, 0, flat, &rows);
+    if (s == TF_OK) s = select_rows(fn, weight, 0, flat, true, &rows);
     if (s == TF_OK && tf_dtype_is_quantized(rows->dtype)) {   /* a quantized table gives f32 rows */
         tf_tensor *decoded = NULL;
         s = tf_cast(rows, TF_F32, &decoded);
@@ -149,7 +152,7 @@ tf_status tf_gather(const tf_tensor *x, int axis, const tf_tensor *index, tf_ten
             return tf__error(TF_ERR_SHAPE, "%s: index %s exceeds input %s along axis %d", fn,
                              tf__shape_str(index->ndim, index->shape, a, sizeof a),
                              tf__shape_str(x->ndim, x->shape, b, sizeof b), d);
-    return tf__in(fn, run_indexed(fn, TF_OP_GATHER, x, ax, index, index->ndim, index->shape, out));
+    return tf__in(fn, run_indexed(fn, TF_OP_GATHER, x, ax, index, index->ndim, index->shape, false, out));
 }
 
 /* ---- triangles ---- */

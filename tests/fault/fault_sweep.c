@@ -341,6 +341,15 @@ static void program_nn_and_vision(world *w, tf_tensor *a, tf_tensor *am, tf_tens
     OP(vv, tf_randn, w->plug, TF_F32, 4, kv_shape, 13);
     OP(mk, tf_zeros, w->cpu, TF_F32, 2, mask_shape);
     OP(at, tf_sdpa, q, kk, vv, mk, 0.0, true, -1);
+    /* the model-author composites: a padding mask as a bool mask, pooling, normalizing */
+    static const uint8_t keep[5] = {1, 1, 1, 0, 0};
+    OP(kp, tf_tensor_from_data, w->my, TF_BOOL, 2, (const int64_t[]){1, 5}, keep);
+    OP(pm4, tf_key_padding_mask, kp);
+    OP(atb, tf_sdpa, q, kk, vv, pm4, 0.0, false, 0);
+    OP(hx, tf_randn, w->cpu, TF_F32, 3, (const int64_t[]){1, 5, 4}, 17);
+    OP(mm, tf_masked_mean, hx, kp, 1, false);             /* mean over the 3 kept positions: [1, 4] */
+    OP(nz, tf_normalize, am, 2.0, -1, 1e-12);
+    (void)atb; (void)mm; (void)nz;
     OP(q1, tf_sum, q, 2, false);                           /* [1, 2, 4] */
     OP(sc, tf_attention_scores, q1, kk, 0.5);              /* keys [1, 1, 5, 4] broadcast: [1, 2, 5] */
     OP(ws, tf_weighted_sum_rows, sc, vv);                  /* [1, 2, 4] */
@@ -450,8 +459,14 @@ static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) 
     if (!finish_step(w, "tf_safetensors_open", s, NULL, 0, false)) return;
     tf_tensor *sb = (tf_tensor *)(uintptr_t)1;
     s = tf_safetensors_load(f, "b", w->my, &sb);
+    if (!finish_step(w, "tf_safetensors_load", s, &sb, 1, false)) {
+        tf_safetensors_close(f);
+        return;
+    }
+    tf_tensor *sc = (tf_tensor *)(uintptr_t)1;              /* with a cast on the device */
+    s = tf_safetensors_load_as(f, "a", w->my, TF_BF16, &sc);
     tf_safetensors_close(f);
-    if (!finish_step(w, "tf_safetensors_load", s, &sb, 1, false)) return;
+    if (!finish_step(w, "tf_safetensors_load_as", s, &sc, 1, false)) return;
     program_gguf(w);
     if (!w->failed) program_quantized(w);
     (void)ld;

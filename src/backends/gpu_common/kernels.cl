@@ -894,47 +894,10 @@ inline int q_block_bytes(int wt) {
 /* The f16 at p (every f16 of every layout sits at an even byte). */
 inline float q_f16(global const uchar *p) { return vload_half(0, (global const half *)p); }
 
-/* Element e (in element order) of the block at b. */
-inline float q_element(int wt, global const uchar *b, int e) {
-    switch (wt) {
-    case DT_Q4_0: return MUL_RN(q_f16(b), (float)(((b[2 + e % 16] >> (e < 16 ? 0 : 4)) & 15) - 8));
-    case DT_Q4_1:
-        return ADD_RN(MUL_RN(q_f16(b), (float)((b[4 + e % 16] >> (e < 16 ? 0 : 4)) & 15)), q_f16(b + 2));
-    case DT_Q8_0: return MUL_RN((float)(char)b[2 + e], q_f16(b));
-    case DT_Q4_K: {
-        int j = e / 32, sc, m;
-        global const uchar *s = b + 4;
-        if (j < 4) {
-            sc = s[j] & 63;
-            m = s[j + 4] & 63;
-        } else {
-            sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-            m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-        }
-        int q = (b[16 + 32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 15;
-        float ds = MUL_RN(q_f16(b), (float)sc), dm = MUL_RN(q_f16(b + 2), (float)m);
-        return ADD_RN(MUL_RN(ds, (float)q), -dm);
-    }
-    default: {                                       /* Q6_K: 8 rows of 32 */
-        int r = e / 32, c = e % 32;
-        int lo = (b[64 * (r / 4) + 32 * (r % 2) + c] >> (4 * ((r % 4) / 2))) & 15;
-        int hi = (b[128 + 32 * (r / 4) + c] >> (2 * (r % 4))) & 3;
-        float ds = MUL_RN(q_f16(b + 208), (float)(char)b[192 + e / 16]);
-        return MUL_RN(ds, (float)((lo | hi << 4) - 32));
-    }
-    }
-}
-
-/* Element e of a quantized row starting at `row`. */
-inline float q_row_element(int wt, global const uchar *row, long e) {
-    int n = q_block_elems(wt);
-    return q_element(wt, row + e / n * q_block_bytes(wt), (int)(e % n));
-}
-
 /* The 32 elements of chunk c (elements 32c .. 32c + 31) of a quantized
- * row, by the same arithmetic as q_element: a whole block of the 32-element
- * formats, a sub-block (one scale) of the K-quants. The products decode a
- * chunk at a time, so a block's header is read and its switch taken once. */
+ * row: a whole block of the 32-element formats, a sub-block (one scale) of
+ * the K-quants. Every kernel decodes a chunk at a time, so a block's header
+ * is read and its switch taken once per 32 elements. */
 inline void q_chunk32(int wt, global const uchar *row, long c, float *y) {
     switch (wt) {
     case DT_Q4_0: {
@@ -992,14 +955,18 @@ inline void q_chunk32(int wt, global const uchar *row, long c, float *y) {
     }
 }
 
-/* g: the shape, operand 0 = out, 1 = the quantized source in elements
- * (offset 0; its byte offset is src_off). A whole block never straddles
- * rows, so element i of the source is byte src_off + i / B * bytes. */
-kernel void quant_decode(int wt, long n, geom g, long src_off, global T *out, global const uchar *src) {
-    long i = get_global_id(0);
-    if (i >= n) return;
-    long is = g.contiguous ? i : offset_of(&g, 1, i), io = g.contiguous ? g.offset[0] + i : offset_of(&g, 0, i);
-    store_from_float(out, io, (wide_t)q_row_element(wt, src + src_off, is));
+/* One work-item per 32-element chunk. g: the shape, operand 0 = out, 1 =
+ * the quantized source in elements (offset 0; its byte offset is src_off).
+ * Chunks never straddle rows (rows are whole blocks, blocks whole chunks),
+ * so chunk i's source starts at element offset_of(g, 1, 32 i). */
+kernel void quant_decode(int wt, long nchunks, geom g, long src_off, global T *out, global const uchar *src) {
+    long c = get_global_id(0);
+    if (c >= nchunks) return;
+    long first = 32 * c, is = g.contiguous ? first : offset_of(&g, 1, first);
+    float y[32];
+    q_chunk32(wt, src + src_off, is / 32, y);
+    for (int e = 0; e < 32; e++)
+        store_from_float(out, g.contiguous ? g.offset[0] + first + e : offset_of(&g, 0, first + e), (wide_t)y[e]);
 }
 
 /* f32 -> f16 -> f32: the value an f16 field of a block will hold. */

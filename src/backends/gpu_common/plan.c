@@ -510,9 +510,9 @@ static tf_status run_quant_copy(const tf_pk_target *tg, const tf_op *op) {
     if (is_quantized(in->dtype)) {
         tf_pk_geom g = make_geom(o->ndim, o->shape, (const tf_tensor_desc *const[]){o, in}, 2);
         int32_t wt = in->dtype;
-        int64_t n = tf_desc_numel(o), src_off = (int64_t)in->offset;
-        arg args[] = {ARG(wt), ARG(n), ARG(g), ARG(src_off), ARG(mo), ARG(mi)};
-        size_t global = (size_t)n;
+        int64_t nchunks = tf_desc_numel(o) / 32, src_off = (int64_t)in->offset;   /* every block is whole chunks of 32 */
+        arg args[] = {ARG(wt), ARG(nchunks), ARG(g), ARG(src_off), ARG(mo), ARG(mi)};
+        size_t global = (size_t)nchunks;
         return launch(tg, o->dtype, TF_PK_QUANT_DECODE, 6, args, 1, &global, NULL);
     }
     tf_pk_geom g = make_geom(in->ndim, in->shape, (const tf_tensor_desc *const[]){in, o}, 2);

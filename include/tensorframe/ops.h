@@ -27,8 +27,9 @@
  *                        COMPOSITE  lowered by the core to views and copies: no
  *                                   kernel of its own, every backend runs it
  *                        CREATE     shape given by the caller
- *                        QMATMUL    x [M, K] (f32) times a block-quantized w [N, K]
- *                                   transposed: [M, N] (tf_matmul_quantized)
+ *                        QMATMUL    x [M, K] (f32) times a block-quantized, f16 or
+ *                                   bf16 w [N, K] transposed, w read as stored:
+ *                                   [M, N] f32 (tf_matmul_quantized, tf_linear)
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64

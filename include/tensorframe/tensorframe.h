@@ -412,9 +412,11 @@ TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor
 /* A linear layer, as PyTorch's F.linear: x [..., K] @ w^T + bias with w
  * [N, K] and bias [N] (or NULL), giving [..., N]. The leading axes fold
  * into one product (no batched GEMM over them) and the bias rides the
- * GEMM's epilogue; w may be block-quantized (then tf_matmul_quantized). Use
- * it rather than tf_gemm for layers: tf_gemm follows BLAS, where c is not
- * read when beta == 0. */
+ * GEMM's epilogue; w may be block-quantized (then tf_matmul_quantized).
+ * An f32 x with an f16 or bf16 w reads w as stored (never a converted copy
+ * per call) and gives f32: half the weight memory at f32's speed. Use it
+ * rather than tf_gemm for layers: tf_gemm follows BLAS, where c is not read
+ * when beta == 0. */
 TF_API tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out);
 /* A float activation times a block-quantized weight, as a linear layer:
  * x [..., K] (f32, f16, bf16 or f64) and w [N, K] quantized give

@@ -300,6 +300,20 @@ static tf_status as_rows(const tf_tensor *x, tf_tensor **rows) {
     return s;
 }
 
+/* rows [M, K] times w [N, K] transposed, w read in its stored dtype (block-
+ * quantized, or f16/bf16 under an f32 activation): f32 [M, N]. */
+static tf_status kept_weight_product(const char *fn, const tf_tensor *rows, const tf_tensor *w, tf_tensor **out) {
+    const tf_tensor *in[2] = {rows, w};
+    const tf_dtype want[2] = {TF_F32, TF_KEEP_DTYPE};     /* kernels take f32 activations */
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, TF_OP_QMATMUL, 2, in, want, NULL);
+    if (s != TF_OK) return s;
+    int64_t shape[2] = {rows->shape[0], w->shape[0]};
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.inputs[1] = tf__desc(c.in[1]);
+    return tf__op_end(&c, TF_OK, TF_F32, 2, shape, out);
+}
+
 tf_status tf_matmul_quantized(const tf_tensor *x, const tf_tensor *w, tf_tensor **out) {
     static const char fn[] = "tf_matmul_quantized";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -309,16 +323,7 @@ tf_status tf_matmul_quantized(const tf_tensor *x, const tf_tensor *w, tf_tensor 
     if (s != TF_OK) return s;
     tf_tensor *rows = NULL, *product = NULL;
     s = as_rows(x, &rows);
-    const tf_tensor *in[2] = {rows, w};
-    const tf_dtype want[2] = {TF_F32, TF_KEEP_DTYPE};     /* kernels take f32 activations */
-    tf_op_call c;
-    if (s == TF_OK) s = tf__op_begin(&c, fn, TF_OP_QMATMUL, 2, in, want, NULL);
-    if (s == TF_OK) {
-        int64_t shape[2] = {rows->shape[0], w->shape[0]};
-        c.op.inputs[0] = tf__desc(c.in[0]);
-        c.op.inputs[1] = tf__desc(c.in[1]);
-        s = tf__op_end(&c, TF_OK, TF_F32, 2, shape, &product);
-    }
+    if (s == TF_OK) s = kept_weight_product(fn, rows, w, &product);
     tf_tensor_release(rows);
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
@@ -402,6 +407,12 @@ tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bia
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
     if (s == TF_OK && tf_dtype_is_quantized(w->dtype)) {
         s = tf_matmul_quantized(x2, w, &y);
+        if (s == TF_OK && bias) s = tf_add(y, bias, &biased);
+    } else if (s == TF_OK && x->dtype == TF_F32 && (w->dtype == TF_BF16 || w->dtype == TF_F16)) {
+        /* Half-precision weights under f32 activations are read as stored
+         * (the product tf_matmul_quantized runs): casting them to f32 on every
+         * call would cost a full pass over the weight and its memory. */
+        s = kept_weight_product(fn, x2, w, &y);
         if (s == TF_OK && bias) s = tf_add(y, bias, &biased);
     } else if (s == TF_OK) {
         s = tf_gemm(x2, w, bias, 1, bias ? 1 : 0, false, true, &y);   /* the bias rides the GEMM's epilogue */

@@ -2,6 +2,7 @@
  * stores, unaligned tails, the pool's splits, BLAS panels (plain, transposed,
  * batched, with c), blocked attention over several query and key blocks,
  * and two threads running large ops at once. Checked against float64 loops. */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -522,6 +523,112 @@ static void *large_adds(void *arg) {
     return ok ? arg : NULL;
 }
 
+/* tf_linear through the register-blocked dot products (fewer rows than the
+ * sgemm threshold, f32 weights) and with f16/bf16 weights under f32
+ * activations (dot products for few rows, a widened sgemm for many): edge
+ * tiles in both directions, k tails and k past one block, with and without
+ * a bias. Each element is held to its own bound: 1e-6 of sum |x w|. */
+static void test_linear_layers(void **state) {
+    (void)state;
+    static const int64_t shapes[][3] = {{1, 5, 16}, {7, 97, 100}, {13, 3, 800}, {31, 50, 17}, {5, 2, 1030}, {40, 66, 130}};
+    static const tf_dtype wdt[] = {TF_F32, TF_BF16, TF_F16};
+    for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
+        for (size_t d = 0; d < 3; d++)
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                int64_t M = shapes[c][0], N = shapes[c][1], K = shapes[c][2];
+                float *x = randv(M * K, 50 + c), *w = randv(N * K, 60 + c), *b = randv(N, 70 + c);
+                tf_tensor *tx = NULL, *tw32 = NULL, *tw = NULL, *wback = NULL, *tb = NULL, *o = NULL;
+                OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, (int64_t[]){M, K}, x, &tx));
+                OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, (int64_t[]){N, K}, w, &tw32));
+                OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &N, b, &tb));
+                OK(tf_cast(tw32, wdt[d], &tw));
+                OK(tf_cast(tw, TF_F32, &wback));                 /* the weight's values as stored */
+                float *wv = read_all(wback);
+                OK(tf_linear(tx, tw, with_bias ? tb : NULL, &o));
+                assert_int_equal(tf_tensor_dtype(o), TF_F32);
+                float *got = read_all(o);
+                for (int64_t i = 0; i < M; i++)
+                    for (int64_t j = 0; j < N; j++) {
+                        double acc = with_bias ? b[j] : 0, mag = fabs(acc);
+                        for (int64_t k = 0; k < K; k++) {
+                            acc += (double)x[i * K + k] * wv[j * K + k];
+                            mag += fabs((double)x[i * K + k] * wv[j * K + k]);
+                        }
+                        if (fabs(got[i * N + j] - acc) > 1e-6 * mag + 1e-30)
+                            fail_msg("linear %lldx%lldx%lld (%s weight%s): [%lld, %lld] = %.9g, want %.9g", (long long)M,
+                                     (long long)N, (long long)K, tf_dtype_name(wdt[d]), with_bias ? ", bias" : "",
+                                     (long long)i, (long long)j, got[i * N + j], acc);
+                    }
+                free(got);
+                free(wv);
+                free(x);
+                free(w);
+                free(b);
+                tf_tensor_release(tx);
+                tf_tensor_release(tw32);
+                tf_tensor_release(tw);
+                tf_tensor_release(wback);
+                tf_tensor_release(tb);
+                tf_tensor_release(o);
+            }
+}
+
+/* gelu's vector erf: over [-12, 12] and past it, each value within
+ * 2e-7 |x| + 4 ulp of float64, and on the negative tail [-9, -2] within 2%
+ * of it (erfc is computed directly, so 1 + erf never cancels to 0); f16/bf16
+ * through the same kernel within their rounding; NaN stays NaN, +inf stays
+ * +inf. */
+static void test_gelu(void **state) {
+    (void)state;
+    int64_t n = 100003;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(-12.0 + 24.0 * (double)i / (double)(n - 1));
+    x[0] = NAN;
+    x[1] = INFINITY;
+    x[2] = -30.0f;
+    x[3] = 1e-20f;
+    tf_tensor *t = NULL, *o = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &n, x, &t));
+    OK(tf_gelu(t, &o));
+    float *got = read_all(o);
+    assert_true(isnan(got[0]));
+    assert_true(isinf(got[1]) && got[1] > 0);
+    for (int64_t i = 2; i < n; i++) {
+        double v = x[i], want = 0.5 * v * erfc(-v / sqrt(2.0));
+        if (fabs(got[i] - want) > 2e-7 * fabs(v) + 4 * FLT_EPSILON * fabs(want))
+            fail_msg("gelu(%.9g) = %.9g, want %.9g", v, got[i], want);
+        if (v >= -9 && v <= -2 && fabs(got[i] - want) > 0.02 * fabs(want))   /* the tail: no cancellation to 0 */
+            fail_msg("gelu(%.9g) = %.9g, want %.9g (relative error past 2%%)", v, got[i], want);
+    }
+    tf_tensor_release(o);
+    static const tf_dtype halves[] = {TF_BF16, TF_F16};
+    for (int h = 0; h < 2; h++) {
+        tf_tensor *th = NULL, *oh = NULL, *back = NULL;
+        OK(tf_cast(t, halves[h], &th));
+        OK(tf_gelu(th, &oh));
+        OK(tf_cast(oh, TF_F32, &back));
+        float *hv = read_all(back), *xin = NULL;
+        tf_tensor *xback = NULL;
+        OK(tf_cast(th, TF_F32, &xback));
+        xin = read_all(xback);
+        double ulp = halves[h] == TF_BF16 ? 1.0 / 256 : 1.0 / 2048;
+        for (int64_t i = 2; i < n; i++) {
+            double v = xin[i], want = 0.5 * v * erfc(-v / sqrt(2.0));
+            if (fabs(hv[i] - want) > ulp * fabs(want) + 2e-7 * fabs(v) + (halves[h] == TF_F16 ? 6e-8 : 0))
+                fail_msg("%s gelu(%.9g) = %.9g, want %.9g", tf_dtype_name(halves[h]), v, hv[i], want);
+        }
+        free(hv);
+        free(xin);
+        tf_tensor_release(th);
+        tf_tensor_release(oh);
+        tf_tensor_release(back);
+        tf_tensor_release(xback);
+    }
+    free(got);
+    free(x);
+    tf_tensor_release(t);
+}
+
 static void test_pool_under_concurrency(void **state) {
     (void)state;
     pthread_t th[3];
@@ -544,6 +651,8 @@ int main(void) {
         cmocka_unit_test(test_half_elementwise),
         cmocka_unit_test(test_half_skinny_matmul),
         cmocka_unit_test(test_blocked_attention),
+        cmocka_unit_test(test_linear_layers),
+        cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_pool_under_concurrency),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

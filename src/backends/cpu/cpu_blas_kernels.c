@@ -165,7 +165,9 @@ typedef struct blas_job {
 /* Rows [begin, end) of one batch entry. */
 static void blas_rows(void *ctx, int64_t begin, int64_t end) {
     const blas_job *j = ctx;
-    if (j->has_c)                        /* beta * c enters through BLAS's C */
+    if (j->has_c && j->cs_m == 0 && j->cs_n == j->es)      /* a bias row: copied whole */
+        for (int64_t i = begin; i < end; i++) memcpy(j->o + i * j->n * j->es, j->c.base, (size_t)(j->n * j->es));
+    else if (j->has_c)                   /* beta * c enters through BLAS's C */
         for (int64_t i = begin; i < end; i++)
             for (int64_t x = 0; x < j->n; x++) {
                 double v = load_f64(j->dt, j->c.base + i * j->cs_m + x * j->cs_n);

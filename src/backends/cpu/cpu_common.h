@@ -202,6 +202,12 @@ void tf_cpu_free(void *p);
 /* A kernel out of scratch memory: TF_ERR_OUT_OF_MEMORY with a message. */
 tf_status tf_cpu_oom(const char *kernel, size_t nbytes);
 
+/* A linear layer's product c [m, n] = a @ W^T (+ bias) through the fast
+ * kernel, column blocks over the pool (cpu_simd.c; the quantized-weight
+ * product takes f16/bf16 weights through it too). */
+void tf_cpu_run_linear(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
+                       const void *w, int64_t ldw, int wkind, const float *bias, float *c);
+
 #define ELEMENT_GRAIN (1 << 16)          /* below this many elements one thread does the work */
 
 static inline bool all_strides_zero(const tf_tensor_desc *d) {

@@ -84,8 +84,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
         return !tf_dtype_is_quantized(out) || is_float(in);
     case TF_OP_FILL: return true;
     case TF_OP_QMATMUL:
-        return out == TF_F32 && in == TF_F32 && tf_dtype_is_quantized(op->inputs[1].dtype) && op->inputs[0].ndim == 2 &&
-               op->inputs[1].ndim == 2;
+        return out == TF_F32 && in == TF_F32 && op->inputs[0].ndim == 2 && op->inputs[1].ndim == 2 &&
+               (tf_dtype_is_quantized(op->inputs[1].dtype) || op->inputs[1].dtype == TF_F16 ||
+                op->inputs[1].dtype == TF_BF16);
     case TF_OP_ARANGE: return out != TF_BOOL;
     case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
     default: return is_float(out) && same_dtype_inputs(op);

@@ -10,6 +10,9 @@
 
 #include "tensorframe/ops.h"   /* binary kernels take the op's own value: TF_OP_ADD, ... */
 
+/* The weight's storage in tf_fast_kernels.linear. */
+enum { TF_FAST_W_F32, TF_FAST_W_F16, TF_FAST_W_BF16 };
+
 typedef struct tf_fast_kernels {
     const char *name;
     /* o = a op b over n elements; sa/sb 1 = contiguous, 0 = a repeated scalar */
@@ -45,6 +48,13 @@ typedef struct tf_fast_kernels {
      * multiplied exactly, summed in f32); NULL where the CPU lacks them. */
     void (*gemm_rows_bf16_dp)(int64_t m, int64_t j0, int64_t j1, int64_t k, const uint16_t *a, int64_t lda,
                               const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
+    /* A linear layer: c[i, j] = bias[j] (0 when bias is NULL) + dot(a row i,
+     * w row j) for every row i < m and columns [j0, j1); W row-major [n, k]
+     * stored as wkind (TF_FAST_W_*), a f32, f32 accumulation. */
+    void (*linear)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const void *w,
+                   int64_t ldw, int wkind, const float *bias, float *c, int64_t ldc);
+    /* o = gelu(x) (the erf form) over n elements; o may be x. */
+    void (*gelu)(int64_t n, float *o, const float *x);
 } tf_fast_kernels;
 
 /* The table for this CPU, or NULL when fast kernels are off. */

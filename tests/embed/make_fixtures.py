@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Reference fixtures for all-MiniLM-L6-v2 (tests/embed): token ids from the
 model's own tokenizer.json (the `tokenizers` package), and each sentence's
-embedding computed in float64 by an independent PyTorch implementation of
-the sentence-transformers pipeline this model declares in modules.json
-(BertModel -> mean pooling over the attention mask -> L2 normalize).
+embedding from sentence-transformers itself run in float64, checked against
+an independent float64 PyTorch implementation of the pipeline this model
+declares in modules.json (BertModel -> mean pooling over the attention mask
+-> L2 normalize): the two must agree to 1e-8 and use the same token ids.
 
-usage: make_fixtures.py MODEL_DIR OUT_DIR     (python with torch, numpy, tokenizers)
+usage: make_fixtures.py MODEL_DIR OUT_DIR
+Run it with the python of scripts/embed-venv.sh BUILD_DIR (Debian's torch
+plus sentence-transformers and tokenizers).
 Writes OUT_DIR/ids.txt (one sentence per line: its token ids) and
 OUT_DIR/reference.txt (one line per sentence: 384 floats)."""
 import json
@@ -15,6 +18,7 @@ import sys
 
 import numpy as np
 import torch
+from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer
 
 SENTENCES = [
@@ -79,11 +83,19 @@ def main():
     tok = Tokenizer.from_file(f"{model}/tokenizer.json")
     tok.no_padding()                                              # the file pads to 128: each sentence alone
     W = load_safetensors(f"{model}/model.safetensors")
+    st = SentenceTransformer(model, device="cpu").double()
+    features = st.tokenize(SENTENCES)
+    with torch.no_grad():
+        reference = st(features)["sentence_embedding"]
     with open(f"{out}/ids.txt", "w") as fi, open(f"{out}/reference.txt", "w") as fr:
-        for s in SENTENCES:
+        for i, s in enumerate(SENTENCES):
             ids = tok.encode(s).ids
+            assert features["input_ids"][i][:len(ids)].tolist() == ids, f"sentence {i}: the tokenizers disagree"
+            ours = embed(W, ids)
+            gap = float((ours - reference[i]).abs().max())
+            assert gap < 1e-8, f"sentence {i}: sentence-transformers and the float64 pipeline differ by {gap}"
             fi.write(" ".join(map(str, ids)) + "\n")
-            fr.write(" ".join(f"{v:.9g}" for v in embed(W, ids).tolist()) + "\n")
+            fr.write(" ".join(f"{v:.9g}" for v in reference[i].tolist()) + "\n")
     print(f"{len(SENTENCES)} sentences written to {out}")
 
 

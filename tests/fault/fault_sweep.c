@@ -427,7 +427,8 @@ static void program_gguf(world *w) {
 
 /* Quantized dtypes: quantizing, both product paths (8-bit rows; decoded
  * panels for 16 rows), a GEMM that decodes first, an embedding, and a cast
- * on a device without the kernel (the CPU fallback's staging). */
+ * on a device without the kernel (the CPU fallback's staging); then the
+ * same product with a bf16 weight (tf_linear), both of its paths. */
 static void program_quantized(world *w) {
     int64_t s_w[2] = {4, 64}, s_x[2] = {2, 64}, s_xs[2] = {16, 64}, n_ids = 2;
     static const int32_t ids[2] = {3, 1};
@@ -442,7 +443,15 @@ static void program_quantized(world *w) {
     OP(e, tf_embedding, q, id);
     OP(qm, tf_tensor_to, q, w->my);
     OP(dm, tf_cast, qm, TF_F32);
-    (void)y; (void)ys; (void)g; (void)e; (void)dm;
+    /* a bf16 weight under f32 activations: dot products for a few rows, a
+     * widened copy of the weight for sgemm from 128 rows */
+    int64_t s_xl[2] = {130, 64}, n_b = 4;
+    OP(wh, tf_cast, wf, TF_BF16);
+    OP(bias, tf_rand, w->cpu, TF_F32, 1, &n_b, 14);
+    OP(xl, tf_rand, w->cpu, TF_F32, 2, s_xl, 15);
+    OP(lh, tf_linear, x, wh, bias);
+    OP(ll, tf_linear, xl, wh, bias);
+    (void)y; (void)ys; (void)g; (void)e; (void)dm; (void)lh; (void)ll;
 }
 
 static void program_files(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {

@@ -107,7 +107,7 @@ static tf_status split_heads(const embed_model *m, const tf_tensor *x, int64_t B
 
 static tf_status attention(const embed_model *m, const embed_layer *l, const tf_tensor *x, const tf_tensor *mask,
                            int64_t B, int64_t L, tf_tensor **out) {
-    tf_tensor *q, *k, *v, *qh, *kh, *vh, *a, *at, *merged, *o, *res;
+    tf_tensor *q, *k, *v, *qh, *kh, *vh, *a, *at, *merged, *o;
     TF_TRY(tf_linear(x, l->wq, l->bq, &q));
     TF_TRY(tf_linear(x, l->wk, l->bk, &k));
     TF_TRY(tf_linear(x, l->wv, l->bv, &v));
@@ -118,17 +118,17 @@ static tf_status attention(const embed_model *m, const embed_layer *l, const tf_
     TF_TRY(tf_permute(a, (int[]){0, 2, 1, 3}, &at));
     TF_TRY(tf_reshape(at, 3, (int64_t[]){B, L, m->hidden}, &merged));
     TF_TRY(tf_linear(merged, l->wo, l->bo, &o));
-    TF_TRY(tf_add(o, x, &res));
-    return tf_layernorm(res, l->ln1_w, l->ln1_b, 1e-12, out);
+    TF_TRY(tf_binary_into(o, TF_OP_ADD, o, x));             /* the residual, in place */
+    return tf_layernorm(o, l->ln1_w, l->ln1_b, 1e-12, out);
 }
 
 static tf_status feed_forward(const embed_layer *l, const tf_tensor *x, tf_tensor **out) {
-    tf_tensor *up, *act, *down, *res;
+    tf_tensor *up, *down;
     TF_TRY(tf_linear(x, l->w_up, l->b_up, &up));
-    TF_TRY(tf_gelu(up, &act));
-    TF_TRY(tf_linear(act, l->w_down, l->b_down, &down));
-    TF_TRY(tf_add(down, x, &res));
-    return tf_layernorm(res, l->ln2_w, l->ln2_b, 1e-12, out);
+    TF_TRY(tf_unary_into(up, TF_OP_GELU, up));
+    TF_TRY(tf_linear(up, l->w_down, l->b_down, &down));
+    TF_TRY(tf_binary_into(down, TF_OP_ADD, down, x));
+    return tf_layernorm(down, l->ln2_w, l->ln2_b, 1e-12, out);
 }
 
 static tf_status encode(const embed_model *m, int64_t B, int64_t L, const int32_t *ids, const int64_t *lengths,
@@ -137,7 +137,7 @@ static tf_status encode(const embed_model *m, int64_t B, int64_t L, const int32_
     if (!keep) return TF_ERR_OUT_OF_MEMORY;
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < L; j++) keep[b * L + j] = j < lengths[b];
-    tf_tensor *id_t, *keep_t, *mask, *x, *pos, *with_pos, *type0, *summed, *h, *pooled;
+    tf_tensor *id_t, *keep_t, *mask, *x, *pos, *type0, *h, *pooled;
     tf_status s = tf_tensor_from_data(m->dev, TF_BOOL, 2, (int64_t[]){B, L}, keep, &keep_t);
     free(keep);
     TF_TRY(s);
@@ -145,10 +145,10 @@ static tf_status encode(const embed_model *m, int64_t B, int64_t L, const int32_
     TF_TRY(tf_key_padding_mask(keep_t, &mask));
     TF_TRY(tf_embedding(m->word, id_t, &x));
     TF_TRY(tf_slice(m->position, 0, 0, L, 1, &pos));       /* [L, hidden] broadcasts over the batch */
-    TF_TRY(tf_add(x, pos, &with_pos));
+    TF_TRY(tf_binary_into(x, TF_OP_ADD, x, pos));          /* x is the gather's own output */
     TF_TRY(tf_slice(m->token_type, 0, 0, 1, 1, &type0));   /* every token is segment 0 */
-    TF_TRY(tf_add(with_pos, type0, &summed));
-    TF_TRY(tf_layernorm(summed, m->ln_w, m->ln_b, 1e-12, &h));
+    TF_TRY(tf_binary_into(x, TF_OP_ADD, x, type0));
+    TF_TRY(tf_layernorm(x, m->ln_w, m->ln_b, 1e-12, &h));
     for (int i = 0; i < m->n_layers; i++) {
         tf_tensor *a, *f;
         TF_TRY(attention(m, &m->layer[i], h, mask, B, L, &a));

@@ -75,10 +75,14 @@
  *    stride, padding (max: dilation; padding is -inf for max, zero for avg).
  *  - ADAM is in place: inputs param, grad, m, v of one shape and dtype; the
  *    output descriptor is the param's; param, m and v are written.
- *  - The output is freshly allocated, contiguous, row-major, and does not
- *    alias an input. The exception is COPY, whose output may be a strided,
- *    non-overlapping view into part of a tensor (concat and pad write
- *    through it): a backend must write only the elements the view names.
+ *  - The output is contiguous, row-major, and does not alias an input,
+ *    with two exceptions. COPY's output may be a strided, non-overlapping
+ *    view into part of a tensor (concat and pad write through it): a
+ *    backend must write only the elements the view names. And the output
+ *    of an elementwise op (kernels ARITH, MATH, COMPARE, PREDICATE, SELECT)
+ *    may be exactly one of its inputs, same buffer, offset and strides
+ *    (tf_binary_into and friends, in place): a kernel must read an
+ *    element's inputs before it writes that element.
  */
 #ifndef TENSORFRAME_BACKEND_H
 #define TENSORFRAME_BACKEND_H

@@ -404,6 +404,30 @@ TF_API tf_status tf_isinf(const tf_tensor *x, tf_tensor **out);
 /* cond ? a : b elementwise, all three broadcast together; cond is read as
  * truth values, the result has the promoted dtype of a and b. */
 TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* The elementwise ops above, written into an existing tensor (PyTorch's
+ * out= and in-place forms): tf_binary_into(x, TF_OP_ADD, x, y) is x += y,
+ * tf_unary_into(h, TF_OP_GELU, h) applies GELU in place, and dst may be a
+ * view (a slice of a bigger buffer). One rule for every op:
+ *  - op is any op of two inputs with broadcasting (TF_OP_ADD ... TF_OP_POW,
+ *    comparisons, logical and/or, TF_OP_SWIGLU), or of one input with no
+ *    parameter (TF_OP_EXP, TF_OP_GELU, TF_OP_LOGICAL_NOT, ...; not
+ *    TF_OP_CLAMP or TF_OP_LEAKY_RELU); else TF_ERR_INVALID_ARGUMENT;
+ *  - the result is computed exactly as by tf_add, tf_gelu, ... and must
+ *    have dst's shape (inputs broadcast to it; TF_ERR_SHAPE otherwise);
+ *  - it is stored into dst's dtype when that is of the same kind or a
+ *    higher one (bool < integer < float: an f32 sum into f16 rounds, a
+ *    comparison into f32 gives 0/1), never lower (TF_ERR_DTYPE);
+ *  - inputs may be dst itself or share its storage: each element is read
+ *    before it is written, as if the result were made apart first;
+ *  - a dst that maps two indices to one element (a broadcast view) is
+ *    TF_ERR_INVALID_ARGUMENT; on any error dst is unchanged.
+ * No memory is allocated when dst is contiguous, of the result's dtype, on
+ * the device the op runs on (the mixed-device policy picks it from the
+ * inputs), and each input either is dst or shares no byte with it; else
+ * the result is made apart and copied in (converted, moved, strided). */
+TF_API tf_status tf_unary_into(tf_tensor *dst, tf_op_kind op, const tf_tensor *x);
+TF_API tf_status tf_binary_into(tf_tensor *dst, tf_op_kind op, const tf_tensor *a, const tf_tensor *b);
+TF_API tf_status tf_where_into(tf_tensor *dst, const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b);
 /* BLAS-style GEMM, batched: alpha * op(a) @ op(b) + beta * c, where op
  * transposes the last two axes when asked; c (may be NULL) broadcasts to the
  * result and is not read when beta == 0. Float dtypes. */

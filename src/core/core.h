@@ -187,6 +187,7 @@ typedef struct tf_op_call {
     int n;
     tf_tensor *in[TF_OP_MAX_INPUTS];     /* placed and converted; owned by the call */
     tf_device *dev;
+    tf_tensor *into;                     /* an existing tensor the result goes to (the _into forms), or NULL */
     tf_op op;
 } tf_op_call;
 tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,

@@ -90,6 +90,7 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
     c->fn = fn;
     c->n = n;
     c->dev = dev;
+    c->into = NULL;
     c->op.struct_size = (uint32_t)sizeof c->op;
     c->op.kind = kind;                   /* the hot path: set what a backend reads, not all 1 KB */
     c->op.n_inputs = n;
@@ -123,7 +124,74 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
     return s;
 }
 
+/* ---- results written into an existing tensor ---- */
+
+static int dtype_kind_rank(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
+
+static tf_status check_into(const tf_op_call *c, tf_dtype dt, int ndim, const int64_t *shape) {
+    const tf_tensor *dst = c->into;
+    bool same = dst->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = dst->shape[i] == shape[i];
+    if (!same) {
+        char want[256], have[256];
+        return tf__error(TF_ERR_SHAPE, "%s: the result has shape %s but dst has %s", c->fn,
+                         tf__shape_str(ndim, shape, want, sizeof want),
+                         tf__shape_str(dst->ndim, dst->shape, have, sizeof have));
+    }
+    /* PyTorch's out= rule: a result may be stored into a dtype of its own
+     * kind or a higher one (bool < integer < float), never narrowed across. */
+    if (dtype_kind_rank(dt) > dtype_kind_rank(dst->dtype) || tf_dtype_is_quantized(dst->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: a %s result cannot be stored into a %s dst", c->fn, tf_dtype_name(dt),
+                         tf_dtype_name(dst->dtype));
+    return TF_OK;
+}
+
+/* Whether input i shares no byte with dst, or is exactly dst (same bytes
+ * read and written per element: an in-place elementwise op). */
+static bool input_safe_for(const tf_op_call *c, int i, const tf_tensor *dst) {
+    if (!tf__overlap(c->in[i], dst)) return true;
+    const tf_tensor_desc *d = &c->op.inputs[i];
+    tf_tensor_desc o = tf__desc(dst);
+    if (d->offset != o.offset || d->ndim != o.ndim) return false;
+    for (int k = 0; k < d->ndim; k++)
+        if (d->shape[k] > 1 && d->strides[k] != o.strides[k]) return false;
+    return true;
+}
+
+/* The kernel writes dst itself when it is a contiguous tensor of the
+ * result's dtype on the op's device that inputs either miss or are; else
+ * the result is made apart and copied in (cast, moved, strided). */
+static bool writes_directly(const tf_op_call *c, tf_dtype dt) {
+    const tf_tensor *dst = c->into;
+    if (dst->dtype != dt || dst->storage->dev != c->dev || !tf_tensor_is_contiguous(dst)) return false;
+    for (int i = 0; i < c->n; i++)
+        if (!input_safe_for(c, i, dst)) return false;
+    return true;
+}
+
+static tf_status op_end_into(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape) {
+    tf_tensor *dst = c->into, *apart = NULL;
+    if (s == TF_OK) s = check_into(c, dt, ndim, shape);
+    if (s == TF_OK && tf_tensor_numel(dst)) {
+        if (writes_directly(c, dt)) {
+            c->op.output = tf__desc(dst);
+        } else {
+            s = tf__op_output(c->fn, c->dev, dt, ndim, shape, &apart);
+            if (s == TF_OK) c->op.output = tf__desc(apart);
+        }
+        if (s == TF_OK) s = tf__dispatch(c->fn, c->dev, &c->op);
+    }
+    for (int i = 0; i < c->n; i++) {
+        tf_tensor_release(c->in[i]);
+        c->in[i] = NULL;
+    }
+    if (s == TF_OK && apart) s = tf__in(c->fn, tf_copy_into(dst, apart));
+    tf_tensor_release(apart);
+    return s;
+}
+
 tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
+    if (c->into) return op_end_into(c, s, dt, ndim, shape);
     tf_tensor *o = NULL;
     if (s == TF_OK) s = tf__op_output(c->fn, c->dev, dt, ndim, shape, &o);
     if (s == TF_OK && tf_tensor_numel(o)) {

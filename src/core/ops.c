@@ -109,9 +109,12 @@ static tf_tensor_desc broadcast_desc(const tf_tensor *t, int ndim, const int64_t
 
 /* ---- elementwise binary ---- */
 
-static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+/* The elementwise ops below return a new tensor through `out`, or, given
+ * `into` (and a NULL out), write their result into that existing tensor. */
+static tf_status elementwise_binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
+                                    tf_tensor *into, tf_tensor **out) {
+    if (!out && !into) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    if (out) *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     tf_dtype dt, out_dt, da, db;
     int ndim = 0;
@@ -125,9 +128,15 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     tf_op_call c;
     s = tf__op_begin(&c, fn, kind, 2, in, want, NULL);
     if (s != TF_OK) return s;
+    c.into = into;
     c.op.inputs[0] = broadcast_desc(c.in[0], ndim, shape);
     c.op.inputs[1] = broadcast_desc(c.in[1], ndim, shape);
     return tf__op_end(&c, TF_OK, out_dt, ndim, shape, out);
+}
+
+static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    return elementwise_binary(fn, kind, a, b, NULL, out);
 }
 
 tf_status tf_add(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_add", TF_OP_ADD, a, b, out); }
@@ -637,18 +646,25 @@ tf_status tf_randn(tf_device *dev, tf_dtype dt, int ndim, const int64_t *shape, 
 
 /* ---- elementwise unary ---- */
 
-static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
-                       tf_tensor **out) {
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+static tf_status elementwise_unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
+                                   tf_tensor *into, tf_tensor **out) {
+    if (!out && !into) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    if (out) *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (!accepts(kind, x->dtype)) return dtype_not_accepted(fn, kind, x->dtype);
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
+    c.into = into;
     c.op.inputs[0] = tf__desc(c.in[0]);
     if (params) c.op.params = *params;
     return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
+}
+
+static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
+                       tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    return elementwise_unary(fn, kind, x, params, NULL, out);
 }
 
 #define TF__UNARY_FN(name, KIND) \
@@ -693,16 +709,23 @@ tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out) 
 
 /* ---- ops with a bool result over one input ---- */
 
-static tf_status unary_to_bool(const char *fn, tf_op_kind kind, const tf_tensor *x, tf_tensor **out) {
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+static tf_status unary_to_bool_into(const char *fn, tf_op_kind kind, const tf_tensor *x, tf_tensor *into,
+                                    tf_tensor **out) {
+    if (!out && !into) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    if (out) *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     tf_dtype want = tf__op_table[kind].dtype_rule == TF_DTRULE_LOGICAL ? TF_BOOL : TF_KEEP_DTYPE;
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, &want, NULL);
     if (s != TF_OK) return s;
+    c.into = into;
     c.op.inputs[0] = tf__desc(c.in[0]);
     return tf__op_end(&c, TF_OK, TF_BOOL, x->ndim, x->shape, out);
+}
+
+static tf_status unary_to_bool(const char *fn, tf_op_kind kind, const tf_tensor *x, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    return unary_to_bool_into(fn, kind, x, NULL, out);
 }
 
 tf_status tf_logical_not(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("tf_logical_not", TF_OP_LOGICAL_NOT, x, out); }
@@ -711,10 +734,10 @@ tf_status tf_isinf(const tf_tensor *x, tf_tensor **out) { return unary_to_bool("
 
 /* ---- where ---- */
 
-tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
-    static const char fn[] = "tf_where";
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+static tf_status where_to(const char *fn, const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b,
+                          tf_tensor *into, tf_tensor **out) {
+    if (!out && !into) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    if (out) *out = NULL;
     if (!cond || !a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     tf_dtype dt, da, db;
     int ndim = 0;
@@ -728,6 +751,54 @@ tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b
     tf_op_call c;
     s = tf__op_begin(&c, fn, TF_OP_WHERE, 3, in, want, NULL);
     if (s != TF_OK) return s;
+    c.into = into;
     for (int i = 0; i < 3; i++) c.op.inputs[i] = broadcast_desc(c.in[i], ndim, shape);
     return tf__op_end(&c, TF_OK, dt, ndim, shape, out);
+}
+
+tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_where: out is NULL");
+    return where_to("tf_where", cond, a, b, NULL, out);
+}
+
+/* ---- elementwise results into an existing tensor ---- */
+
+/* dst must be a tensor no two indices share; the rest is checked once the
+ * result's shape and dtype are known (tf__op_end). */
+static tf_status into_target(const char *fn, const tf_tensor *dst) {
+    if (!dst) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: dst is NULL", fn);
+    if (tf__overlaps_itself(dst))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: dst maps several indices to one element (a broadcast view)", fn);
+    return TF_OK;
+}
+
+static bool takes_parameters(tf_op_kind op) { return op == TF_OP_CLAMP || op == TF_OP_LEAKY_RELU; }
+
+tf_status tf_unary_into(tf_tensor *dst, tf_op_kind op, const tf_tensor *x) {
+    static const char fn[] = "tf_unary_into";
+    tf_status s = into_target(fn, dst);
+    if (s != TF_OK) return s;
+    if ((unsigned)op >= TF_OP_COUNT || tf__op_table[op].shape_rule != TF_SHAPE_UNARY)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s is not an elementwise op of one input", fn, tf_op_name(op));
+    if (takes_parameters(op))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s takes parameters (use tf_%s, then tf_copy_into)", fn,
+                         tf_op_name(op), tf_op_name(op));
+    if (tf_op_kernel_of(op) == TF_KERNEL_PREDICATE) return unary_to_bool_into(fn, op, x, dst, NULL);
+    return elementwise_unary(fn, op, x, NULL, dst, NULL);
+}
+
+tf_status tf_binary_into(tf_tensor *dst, tf_op_kind op, const tf_tensor *a, const tf_tensor *b) {
+    static const char fn[] = "tf_binary_into";
+    tf_status s = into_target(fn, dst);
+    if (s != TF_OK) return s;
+    if ((unsigned)op >= TF_OP_COUNT || tf__op_table[op].shape_rule != TF_SHAPE_BROADCAST)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s is not an elementwise op of two inputs", fn,
+                         tf_op_name(op));
+    return elementwise_binary(fn, op, a, b, dst, NULL);
+}
+
+tf_status tf_where_into(tf_tensor *dst, const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b) {
+    static const char fn[] = "tf_where_into";
+    tf_status s = into_target(fn, dst);
+    return s != TF_OK ? s : where_to(fn, cond, a, b, dst, NULL);
 }

@@ -275,8 +275,17 @@ static void program_elementwise(world *w, tf_tensor *a, tf_tensor *am, tf_tensor
     OP(cl, tf_clamp, ap, -1.0, 1.0);
     OP(nan, tf_isnan, a);
     OP(cmp, tf_ge, mixed, mixed2);
-    (void)add; (void)mixed3; (void)dv; (void)mx; (void)pw; (void)sw; (void)ln; (void)wh; (void)ng; (void)ex;
-    (void)gl; (void)sg; (void)lr; (void)cl; (void)nan; (void)cmp;
+    /* written into existing tensors: in place (no allocation), converted
+     * into f16 and moved across devices (the result made apart first) */
+    CALL(true, tf_binary_into, add, TF_OP_ADD, add, a);
+    CALL(true, tf_unary_into, gl, TF_OP_TANH, gl);
+    CALL(true, tf_where_into, wh, lt, am, a);
+    OP(h16, tf_cast, a, TF_F16);
+    CALL(true, tf_binary_into, h16, TF_OP_MUL, a, k);
+    CALL(true, tf_binary_into, mixed3, TF_OP_ADD, a, a);
+    CALL(true, tf_unary_into, eq, TF_OP_ISNAN, mixed2);
+    (void)mixed3; (void)dv; (void)mx; (void)pw; (void)sw; (void)ln; (void)ng; (void)ex;
+    (void)sg; (void)lr; (void)cl; (void)nan; (void)cmp;
 }
 
 static void program_reductions_and_linalg(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {

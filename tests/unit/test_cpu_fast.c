@@ -217,6 +217,33 @@ static void test_blas_paths(void **state) {
     expect_close("gemm, transposed a", got, want, M * N, 1e-12);
     free(got);
     tf_tensor_release(o);
+    /* fewer rows than columns, w stored [N, K] as a linear layer's: the pool
+     * splits the columns (the first case split rows) */
+    {
+        int64_t m2 = 100, n2 = 333, k2 = 200;
+        float *x2 = randv(m2 * k2, 11), *w2v = randv(n2 * k2, 12), *bias2 = randv(n2, 13);
+        tf_tensor *tx2 = NULL, *tw2 = NULL, *tb2 = NULL, *o2 = NULL;
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, (int64_t[]){m2, k2}, x2, &tx2));
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, (int64_t[]){n2, k2}, w2v, &tw2));
+        OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &n2, bias2, &tb2));
+        OK(tf_gemm(tx2, tw2, tb2, 1.0, 1.0, false, true, &o2));
+        double *want2 = malloc(sizeof(double) * (size_t)(m2 * n2));
+        for (int64_t i = 0; i < m2; i++)
+            for (int64_t j = 0; j < n2; j++) {
+                double acc = bias2[j];
+                for (int64_t k = 0; k < k2; k++) acc += (double)x2[i * k2 + k] * w2v[j * k2 + k];
+                want2[i * n2 + j] = acc;
+            }
+        float *got2 = read_all(o2);
+        expect_close("gemm, w transposed, bias, split by columns", got2, want2, m2 * n2, 1e-12);
+        free(got2);
+        free(want2);
+        free(x2);
+        free(w2v);
+        free(bias2);
+        tf_tensor *t2[] = {tx2, tw2, tb2, o2};
+        for (int i = 0; i < 4; i++) tf_tensor_release(t2[i]);
+    }
     /* batched: row panels inside the pool */
     int64_t bs[3] = {3, 64, 96}, bw[2] = {96, 80};
     float *x = randv(3 * 64 * 96, 9), *y = randv(96 * 80, 10);
@@ -530,7 +557,8 @@ static void *large_adds(void *arg) {
  * a bias. Each element is held to its own bound: 1e-6 of sum |x w|. */
 static void test_linear_layers(void **state) {
     (void)state;
-    static const int64_t shapes[][3] = {{1, 5, 16}, {7, 97, 100}, {13, 3, 800}, {31, 50, 17}, {5, 2, 1030}, {40, 66, 130}};
+    static const int64_t shapes[][3] = {{1, 5, 16},   {7, 97, 100},  {13, 3, 800},  {31, 50, 17},
+                                        {5, 2, 1030}, {40, 66, 130}, {100, 37, 1600}, {127, 9, 800}};
     static const tf_dtype wdt[] = {TF_F32, TF_BF16, TF_F16};
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
         for (size_t d = 0; d < 3; d++)

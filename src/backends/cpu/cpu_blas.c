@@ -13,22 +13,13 @@ void openblas_set_num_threads(int n) __attribute__((weak));
 void bli_thread_set_num_threads(long n) __attribute__((weak));
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static _Atomic int current = 0;
 static _Atomic uint64_t calls;
 
 uint64_t tf_cpu_blas_calls(void) { return atomic_load(&calls); }
 
-static void set_threads(int n) {
-    if (openblas_set_num_threads) openblas_set_num_threads(n);
-    if (bli_thread_set_num_threads) bli_thread_set_num_threads(n);
-    current = n;
-}
-
-static void single_threaded(void) { set_threads(1); }
-
-void tf_cpu_blas_threads(int n) {
-    pthread_once(&once, single_threaded);
-    if (current != n) set_threads(n);
+static void single_threaded(void) {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+    if (bli_thread_set_num_threads) bli_thread_set_num_threads(1);
 }
 
 bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -77,6 +68,5 @@ bool tf_cpu_blas_gemv(bool is_f64, bool trans, int64_t rows, int64_t cols, doubl
 
 bool tf_cpu_have_blas(void) { return false; }
 uint64_t tf_cpu_blas_calls(void) { return 0; }
-void tf_cpu_blas_threads(int n) { (void)n; }
 const char *tf_cpu_blas_name(void) { return "none"; }
 #endif

@@ -17,11 +17,12 @@ bool tf_cpu_blas_gemm(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_
  * memory); x's elements incx apart. False if no BLAS was built in. */
 bool tf_cpu_blas_gemv(bool is_f64, bool trans, int64_t rows, int64_t cols, double alpha, const void *m, int64_t ldm,
                       const void *x, int64_t incx, double beta, void *y);
-/* Threads the library may use in the calls that follow on this path: 1
- * inside tensorframe's parallel regions, the pool's size for a single
- * top-level GEMM (the library partitions one big GEMM better than rows
- * handed to it one panel at a time). */
-void tf_cpu_blas_threads(int n);
+/* tf_cpu_blas_gemm sliced over the CPU backend's pool, one single-threaded
+ * library call per slice (cpu_blas_kernels.c); the library's own threads
+ * stay asleep. Called outside a parallel region it uses every thread. */
+void tf_cpu_blas_gemm_pooled(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                             const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                             int64_t ldc);
 bool tf_cpu_have_blas(void);
 /* GEMM calls made through the library so far (the tf_cpu_blas_calls extra). */
 uint64_t tf_cpu_blas_calls(void);

@@ -162,20 +162,67 @@ typedef struct blas_job {
     tf_dtype dt;
 } blas_job;
 
-/* Rows [begin, end) of one batch entry. */
-static void blas_rows(void *ctx, int64_t begin, int64_t end) {
+/* GEMM's c copied into rows [begin, end) of the output, where beta * c
+ * enters through BLAS's C. */
+static void fill_c_rows(void *ctx, int64_t begin, int64_t end) {
     const blas_job *j = ctx;
-    if (j->has_c && j->cs_m == 0 && j->cs_n == j->es)      /* a bias row: copied whole */
+    if (!j->has_c) return;
+    if (j->cs_m == 0 && j->cs_n == j->es)                   /* a bias row: copied whole */
         for (int64_t i = begin; i < end; i++) memcpy(j->o + i * j->n * j->es, j->c.base, (size_t)(j->n * j->es));
-    else if (j->has_c)                   /* beta * c enters through BLAS's C */
+    else
         for (int64_t i = begin; i < end; i++)
             for (int64_t x = 0; x < j->n; x++) {
                 double v = load_f64(j->dt, j->c.base + i * j->cs_m + x * j->cs_n);
                 store_f64(j->dt, j->o + (i * j->n + x) * j->es, v);
             }
+}
+
+/* Rows [begin, end) of one batch entry. */
+static void blas_rows(void *ctx, int64_t begin, int64_t end) {
+    const blas_job *j = ctx;
+    fill_c_rows(ctx, begin, end);
     const char *a = j->a + (j->ta ? begin : begin * j->lda) * j->es;
     tf_cpu_blas_gemm(j->f64, j->ta, j->tb, end - begin, j->n, j->k, j->alpha, a, j->lda, j->b, j->ldb,
                      j->has_c ? j->beta : 0.0, j->o + begin * j->n * j->es, j->n);
+}
+
+/* ---- one GEMM over the pool ----
+ * The library runs single-threaded and each of the pool's threads takes a
+ * slice of the output: columns when A is the smaller operand (each thread
+ * packs all of A and its share of B), else rows. The library's own
+ * threads are never woken: OpenBLAS's spin with sched_yield for about
+ * 0.1 s after each threaded call, and on a machine with as many cores as
+ * threads they take time from the pool's next op (10% of a sentence
+ * encoder's time at 8 x 40 tokens was such yielding). */
+typedef struct pooled_gemm {
+    bool f64, ta, tb, by_columns;
+    int64_t m, n, k, lda, ldb, ldc, es;
+    double alpha, beta;
+    const char *a, *b;
+    char *c;
+} pooled_gemm;
+
+static void pooled_slice(void *ctx, int64_t begin, int64_t end) {
+    const pooled_gemm *g = ctx;
+    if (g->by_columns) {
+        const char *b = g->b + (g->tb ? begin * g->ldb : begin) * g->es;
+        tf_cpu_blas_gemm(g->f64, g->ta, g->tb, g->m, end - begin, g->k, g->alpha, g->a, g->lda, b, g->ldb, g->beta,
+                         g->c + begin * g->es, g->ldc);
+    } else {
+        const char *a = g->a + (g->ta ? begin : begin * g->lda) * g->es;
+        tf_cpu_blas_gemm(g->f64, g->ta, g->tb, end - begin, g->n, g->k, g->alpha, a, g->lda, g->b, g->ldb, g->beta,
+                         g->c + begin * g->ldc * g->es, g->ldc);
+    }
+}
+
+void tf_cpu_blas_gemm_pooled(bool is_f64, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                             const void *a, int64_t lda, const void *b, int64_t ldb, double beta, void *c,
+                             int64_t ldc) {
+    pooled_gemm g = {is_f64, trans_a, trans_b, m <= n, m, n, k, lda, ldb, ldc, is_f64 ? 8 : 4, alpha, beta, a, b, c};
+    int64_t extent = g.by_columns ? n : m, threads = tf_cpu_num_threads();
+    int64_t per = (extent + threads - 1) / threads;
+    per = (per + 15) / 16 * 16;                  /* whole register tiles of the library's kernels */
+    tf_cpu_parallel_for(extent, per, pooled_slice, &g);
 }
 
 /* One output row (m == 1, the decode step of a language model): GEMV over
@@ -259,10 +306,10 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
         if (m == 1) {
             gemv_job g = {&bj, j.ta ? j.lda : 1};
             tf_cpu_parallel_for(n, grain / (k + 1) + 1, gemv_cols, &g);
-        } else if (single) {                     /* one big GEMM: the library threads it */
-            tf_cpu_blas_threads(tf_cpu_num_threads());
-            blas_rows(&bj, 0, m);
-            tf_cpu_blas_threads(1);
+        } else if (single) {                     /* one big GEMM: sliced over the pool */
+            if (bj.has_c) tf_cpu_parallel_for(m, ((int64_t)1 << 16) / (n + 1) + 1, fill_c_rows, &bj);
+            tf_cpu_blas_gemm_pooled(j.f64, j.ta, j.tb, m, n, k, j.alpha, bj.a, j.lda, bj.b, j.ldb,
+                                    bj.has_c ? j.beta : 0.0, bj.o, n);
         } else {
             int64_t rows_per_grain = grain / (n * k) + 1;
             tf_cpu_parallel_for(m, rows_per_grain, blas_rows, &bj);
@@ -299,9 +346,7 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
         widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
         tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
         tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
-        tf_cpu_blas_threads(tf_cpu_num_threads());
-        tf_cpu_blas_gemm(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, o32, n);
-        tf_cpu_blas_threads(1);
+        tf_cpu_blas_gemm_pooled(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, o32, n);
         widen_job wo = {dt, o.base + oo, o.stride[nb], o.stride[nb + 1], n, o32};
         tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, narrow_rows, &wo);
     } while (nb > 0 && next_index(nb, O->shape, idx));

@@ -586,9 +586,7 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
         if (!w32) return tf_cpu_oom("a half-precision weight's product", sizeof(float) * (size_t)(n * k));
         widen_job wj = {Wd->dtype, (const char *)w, Wd->strides[0] * 2, 2, k, w32};
         tf_cpu_parallel_for(n, 4096 / (k + 1) + 1, widen_rows, &wj);
-        tf_cpu_blas_threads(tf_cpu_num_threads());
-        tf_cpu_blas_gemm(false, false, true, m, n, k, 1.0, x, X->strides[0], w32, k, 0.0, c, n);
-        tf_cpu_blas_threads(1);
+        tf_cpu_blas_gemm_pooled(false, false, true, m, n, k, 1.0, x, X->strides[0], w32, k, 0.0, c, n);
         tf_cpu_free(w32);
         return TF_OK;
     }

@@ -48,6 +48,8 @@ bool tf__dtype_valid(tf_dtype dt);
 /* Bytes of n elements of dt (n a whole number of blocks for a quantized
  * dtype: the layout checks keep it so). */
 int64_t tf__bytes_of(tf_dtype dt, int64_t n);
+/* A dtype's kind for PyTorch's promotion and out= rules: bool 0 < integer 1 < float 2. */
+int tf__dtype_category(tf_dtype dt);
 /* A layout a block-quantized tensor may take: the last axis whole blocks
  * with stride 1, every other stride a whole number of blocks, the element
  * offset too. TF_OK for element dtypes; else TF_ERR_DTYPE naming fn. */

@@ -126,8 +126,6 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
 
 /* ---- results written into an existing tensor ---- */
 
-static int dtype_kind_rank(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
-
 static tf_status check_into(const tf_op_call *c, tf_dtype dt, int ndim, const int64_t *shape) {
     const tf_tensor *dst = c->into;
     bool same = dst->ndim == ndim;
@@ -140,7 +138,7 @@ static tf_status check_into(const tf_op_call *c, tf_dtype dt, int ndim, const in
     }
     /* PyTorch's out= rule: a result may be stored into a dtype of its own
      * kind or a higher one (bool < integer < float), never narrowed across. */
-    if (dtype_kind_rank(dt) > dtype_kind_rank(dst->dtype) || tf_dtype_is_quantized(dst->dtype))
+    if (tf__dtype_category(dt) > tf__dtype_category(dst->dtype) || tf_dtype_is_quantized(dst->dtype))
         return tf__error(TF_ERR_DTYPE, "%s: a %s result cannot be stored into a %s dst", c->fn, tf_dtype_name(dt),
                          tf_dtype_name(dst->dtype));
     return TF_OK;

@@ -22,6 +22,8 @@ size_t tf_dtype_size(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt].size
 size_t tf_dtype_block_size(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt].block : 0; }
 bool tf_dtype_is_quantized(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].block > 1; }
 int64_t tf__bytes_of(tf_dtype dt, int64_t n) { return n / (int64_t)dtypes[dt].block * (int64_t)dtypes[dt].size; }
+
+int tf__dtype_category(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
 bool tf_dtype_is_float(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_float; }
 bool tf_dtype_is_integer(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_integer; }
 

@@ -24,8 +24,6 @@ static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtyp
     return TF_OK;
 }
 
-static int dtype_category(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
-
 /* The dtypes that promote for a and b: a 0-d tensor beside a dimensioned
  * one counts only if its category is higher, and then alone (PyTorch). */
 static void promoting_dtypes(const tf_tensor *a, const tf_tensor *b, tf_dtype *da, tf_dtype *db) {
@@ -33,7 +31,7 @@ static void promoting_dtypes(const tf_tensor *a, const tf_tensor *b, tf_dtype *d
     *db = b->dtype;
     if ((a->ndim == 0) == (b->ndim == 0) || tf_dtype_is_quantized(a->dtype) || tf_dtype_is_quantized(b->dtype)) return;
     const tf_tensor *zero_d = a->ndim == 0 ? a : b, *dimensioned = a->ndim == 0 ? b : a;
-    tf_dtype pick = dtype_category(zero_d->dtype) > dtype_category(dimensioned->dtype) ? zero_d->dtype : dimensioned->dtype;
+    tf_dtype pick = tf__dtype_category(zero_d->dtype) > tf__dtype_category(dimensioned->dtype) ? zero_d->dtype : dimensioned->dtype;
     *da = *db = pick;
 }
 

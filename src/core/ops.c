@@ -396,6 +396,15 @@ static tf_status check_linear(const char *fn, const tf_tensor *x, const tf_tenso
     return TF_OK;
 }
 
+/* y + bias after a product that could not take it: in place when the sum
+ * keeps y's dtype (f32 y, a half or f32 bias), so no second [rows, n]
+ * tensor is made; otherwise as a new tensor in *biased. */
+static tf_status add_bias(tf_tensor *y, const tf_tensor *bias, tf_tensor **biased) {
+    if (y->dtype == TF_F32 && (bias->dtype == TF_F32 || bias->dtype == TF_BF16 || bias->dtype == TF_F16))
+        return tf_binary_into(y, TF_OP_ADD, y, bias);
+    return tf_add(y, bias, biased);
+}
+
 tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out) {
     static const char fn[] = "tf_linear";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -414,13 +423,13 @@ tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bia
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
     if (s == TF_OK && tf_dtype_is_quantized(w->dtype)) {
         s = tf_matmul_quantized(x2, w, &y);
-        if (s == TF_OK && bias) s = tf_add(y, bias, &biased);
+        if (s == TF_OK && bias) s = add_bias(y, bias, &biased);
     } else if (s == TF_OK && x->dtype == TF_F32 && (w->dtype == TF_BF16 || w->dtype == TF_F16)) {
         /* Half-precision weights under f32 activations are read as stored
          * (the product tf_matmul_quantized runs): casting them to f32 on every
          * call would cost a full pass over the weight and its memory. */
         s = kept_weight_product(fn, x2, w, &y);
-        if (s == TF_OK && bias) s = tf_add(y, bias, &biased);
+        if (s == TF_OK && bias) s = add_bias(y, bias, &biased);
     } else if (s == TF_OK) {
         s = tf_gemm(x2, w, bias, 1, bias ? 1 : 0, false, true, &y);   /* the bias rides the GEMM's epilogue */
     }

@@ -550,15 +550,17 @@ static void *large_adds(void *arg) {
     return ok ? arg : NULL;
 }
 
-/* tf_linear through the register-blocked dot products (fewer rows than the
- * sgemm threshold, f32 weights) and with f16/bf16 weights under f32
- * activations (dot products for few rows, a widened sgemm for many): edge
- * tiles in both directions, k tails and k past one block, with and without
- * a bias. Each element is held to its own bound: 1e-6 of sum |x w|. */
+/* tf_linear through both fast kernels, f32, bf16 and f16 weights under f32
+ * activations: the dot products (fewer than 12 rows) and the panel kernel
+ * (from 12: W packed into L1 per panel of 16 columns, 256 of k per panel,
+ * 384 rows per task). Edge tiles in both directions, k tails shorter than a
+ * vector and k past one block, several row blocks, with and without a bias.
+ * Each element is held to its own bound: 1e-6 of sum |x w|. */
 static void test_linear_layers(void **state) {
     (void)state;
     static const int64_t shapes[][3] = {{1, 5, 16},   {7, 97, 100},  {13, 3, 800},  {31, 50, 17},
-                                        {5, 2, 1030}, {40, 66, 130}, {100, 37, 1600}, {127, 9, 800}};
+                                        {5, 2, 1030}, {40, 66, 130}, {100, 37, 1600}, {127, 9, 800},
+                                        {12, 33, 257}, {24, 200, 384}, {390, 45, 517}, {800, 17, 40}};
     static const tf_dtype wdt[] = {TF_F32, TF_BF16, TF_F16};
     for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++)
         for (size_t d = 0; d < 3; d++)

@@ -562,14 +562,11 @@ static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
  * handful of rows, where each weight byte feeds few multiplies). */
 #define PANEL_ROWS 12
 
-/* Rows from which sgemm over a widened f16/bf16 weight beats the dot
- * products (as LINEAR_BLAS_ROWS in f32, cpu_simd.c). */
-#define HALF_PANEL_ROWS 128
-
 /* f32 x [M, K] times an f16/bf16 weight [N, K] transposed (tf_linear's
- * half-precision weights): for a few rows the fast kernel widens W in
- * registers; from HALF_PANEL_ROWS rows W is widened once and sgemm runs; without
- * either, or with a W that is not row-major, a plain loop. */
+ * half-precision weights): the fast linear kernels widen W as they read it
+ * (in registers for a few rows, into an L1 panel for more), so no f32 copy
+ * of the weight is made; without them, or with a W that is not row-major, a
+ * plain loop. */
 static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *Wd = &op->inputs[1], *C = &op->output;
     int64_t m = C->shape[0], n = C->shape[1], k = X->shape[1];
@@ -579,17 +576,6 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
     bool bf16 = Wd->dtype == TF_BF16;
     const tf_fast_kernels *fast = tf_fast();
     bool plain = X->strides[1] == 1 && Wd->strides[1] == 1 && C->strides[1] == 1 && C->strides[0] == n && k > 0;
-    if (plain && m >= HALF_PANEL_ROWS && tf_cpu_have_blas()) {
-        /* Many rows: the packed sgemm beats the dot products by more than one
-         * pass widening W costs (a few percent of the product). */
-        float *w32 = tf_cpu_alloc(sizeof(float) * (size_t)(n * k));
-        if (!w32) return tf_cpu_oom("a half-precision weight's product", sizeof(float) * (size_t)(n * k));
-        widen_job wj = {Wd->dtype, (const char *)w, Wd->strides[0] * 2, 2, k, w32};
-        tf_cpu_parallel_for(n, 4096 / (k + 1) + 1, widen_rows, &wj);
-        tf_cpu_blas_gemm_pooled(false, false, true, m, n, k, 1.0, x, X->strides[0], w32, k, 0.0, c, n);
-        tf_cpu_free(w32);
-        return TF_OK;
-    }
     if (fast && plain) {
         tf_cpu_run_linear(fast, m, n, k, x, X->strides[0], w, Wd->strides[0], bf16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
                           NULL, c);

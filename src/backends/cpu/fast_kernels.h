@@ -53,6 +53,10 @@ typedef struct tf_fast_kernels {
      * stored as wkind (TF_FAST_W_*), a f32, f32 accumulation. */
     void (*linear)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const void *w,
                    int64_t ldw, int wkind, const float *bias, float *c, int64_t ldc);
+    /* The same product for many rows (from a few dozen): W copied panel by
+     * panel into L1 and multiplied as outer products. */
+    void (*linear_packed)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const void *w,
+                          int64_t ldw, int wkind, const float *bias, float *c, int64_t ldc);
     /* o = gelu(x) (the erf form) over n elements; o may be x. */
     void (*gelu)(int64_t n, float *o, const float *x);
 } tf_fast_kernels;

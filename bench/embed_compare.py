@@ -11,7 +11,12 @@ Cases: batch 8 x 40 tokens, and one sentence at several lengths (8, 11, 16,
 with bf16 weights. Every input row is real tokens (no padding), cut from one
 tokenized paragraph: [CLS] ... [SEP].
 
-usage: bench/embed_compare.py BUILD_DIR [--rounds N] [--threads T] [--cases LIST]
+This machine's timings drift by 20-30% from minute to minute (a shared
+VM), so each case is measured --repeat times in turn (onnxruntime, then
+tensorframe f32, then bf16, back to back), each ratio is taken within one
+turn, and the medians over the turns are reported.
+
+usage: bench/embed_compare.py BUILD_DIR [--rounds N] [--repeat R] [--threads T] [--cases LIST]
 Run it with any python: it re-runs itself in BUILD_DIR/embed-venv (made by
 scripts/embed-venv.sh: Debian's torch plus sentence-transformers, onnxruntime
 and tokenizers from PyPI)."""
@@ -19,6 +24,7 @@ import argparse
 import os
 import subprocess
 import sys
+import statistics
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +37,7 @@ TEXT = ("Sentence embeddings map text to vectors so that similar meanings land c
 ap = argparse.ArgumentParser()
 ap.add_argument("build")
 ap.add_argument("--rounds", type=int, default=30)
+ap.add_argument("--repeat", type=int, default=5)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--cases", default="8x40,1x8,1x11,1x16,1x24,1x32")
 args = ap.parse_args()
@@ -110,23 +117,28 @@ def main():
     st = SentenceTransformer(MODEL_DIR, device="cpu")
     model = Pooled(st).eval()
     sess = onnx_session(st)
-    print(f"all-MiniLM-L6-v2, {args.threads} threads, median of {args.rounds} passes (ms); "
-          f"ratio = peer / tensorframe")
+    print(f"all-MiniLM-L6-v2, {args.threads} threads, median of {args.rounds} passes (ms), median over "
+          f"{args.repeat} turns; ratio = peer / tensorframe (onnxruntime's: within each turn)")
     print("case    tf f32   tf bf16  onnxrt   torch   ort/f32  ort/bf16  torch/f32")
     for case in args.cases.split(","):
         batch, length = map(int, case.split("x"))
         ids = inputs(batch, length, st.tokenizer)
         mask = np.ones_like(ids)
         feeds = {"input_ids": ids, "attention_mask": mask}
-        t_ort = median_ms(lambda: sess.run(None, feeds), args.rounds)
         tid, tmask = torch.from_numpy(ids), torch.from_numpy(mask)
         with torch.inference_mode():
             t_torch = median_ms(lambda: model(tid, tmask), args.rounds)
             check = model(tid, tmask).numpy()
         got = sess.run(None, feeds)[0]
         assert np.min(np.sum(got * check, 1)) > 0.9999, "onnxruntime and PyTorch disagree"
-        f32, bf16 = tensorframe(ids, "f32"), tensorframe(ids, "bf16")
-        print(f"{case:6} {f32:8.2f} {bf16:8.2f} {t_ort:8.2f} {t_torch:7.2f} {t_ort / f32:8.2f} {t_ort / bf16:8.2f} "
+        turns = []
+        for _ in range(args.repeat):
+            t_ort = median_ms(lambda: sess.run(None, feeds), args.rounds)
+            turns.append((t_ort, tensorframe(ids, "f32"), tensorframe(ids, "bf16")))
+        t_ort, f32, bf16 = (statistics.median(t[i] for t in turns) for i in range(3))
+        r32 = statistics.median(t[0] / t[1] for t in turns)
+        r16 = statistics.median(t[0] / t[2] for t in turns)
+        print(f"{case:6} {f32:8.2f} {bf16:8.2f} {t_ort:8.2f} {t_torch:7.2f} {r32:8.2f} {r16:8.2f} "
               f"{t_torch / f32:9.2f}", flush=True)
 
 

@@ -11,18 +11,19 @@ JOBS       ?= $(shell nproc)
 
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/fetch-wgpu.sh $(BUILD)/wgpu
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 	@cmake --build $(BUILD) -j$(JOBS) > $(BUILD).log 2>&1 || { cat $(BUILD).log; exit 1; }
 
 build-asan: deps
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_SANITIZE=ON > /dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_SANITIZE=ON -DTF_WGPU_DIR=$(CURDIR)/$(BUILD)/wgpu > /dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS) > $(ASAN_BUILD).log 2>&1 || { cat $(ASAN_BUILD).log; exit 1; }
 
 # ThreadSanitizer: the library and its concurrency tests, CPU only.
 build-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF > /dev/null
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF -DTF_WEBGPU=OFF > /dev/null
 	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
 
 # The main job: what tensorframe sees here, the demo on the best device,

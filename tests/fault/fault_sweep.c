@@ -28,7 +28,7 @@
 #define MAX_STEPS 512
 
 typedef struct world {
-    tf_device *cpu, *my, *plug, *ocl;         /* ocl may be NULL */
+    tf_device *cpu, *my, *plug, *ocl, *wgpu;  /* ocl and wgpu may be NULL */
     const char *dir;                          /* scratch directory for files */
     bool recording;                           /* the clean run */
     int step;                                 /* current step */
@@ -249,6 +249,12 @@ static void program_creation_and_views(world *w) {
         OP(o2, tf_add, o1, a);                             /* mixed: opencl and cpu */
         OP(o3, tf_sum, o2, 1, false);
         (void)o3;
+    }
+    if (w->wgpu) {                                         /* no kernels there yet: ops fall back */
+        OP(g1, tf_tensor_to, a, w->wgpu);
+        OP(g2, tf_add, g1, a);                             /* mixed: webgpu and cpu */
+        OP(g3, tf_tensor_to, g2, w->cpu);
+        (void)g3;
     }
 }
 
@@ -535,8 +541,8 @@ static void release_all(world *w) {
 }
 
 static void empty_caches(world *w) {
-    tf_device *devs[4] = {w->cpu, w->my, w->plug, w->ocl};
-    for (int i = 0; i < 4; i++)
+    tf_device *devs[5] = {w->cpu, w->my, w->plug, w->ocl, w->wgpu};
+    for (int i = 0; i < 5; i++)
         if (devs[i]) tf_device_empty_cache(devs[i]);
 }
 
@@ -547,6 +553,13 @@ static void check_nothing_left(world *w) {
                 (long long)w->nth, (unsigned long long)ms.allocated);
         w->errors++;
     }
+    tf_device *gpus[2] = {w->ocl, w->wgpu};                /* the GPU plugins' allocators */
+    for (int i = 0; i < 2; i++)
+        if (gpus[i] && tf_device_memory_stats(gpus[i], &ms) == TF_OK && ms.allocated) {
+            fprintf(stderr, "[%s N=%lld] %llu bytes still allocated on %s after releasing everything\n", w->sweep,
+                    (long long)w->nth, (unsigned long long)ms.allocated, tf_device_name(gpus[i]));
+            w->errors++;
+        }
     const char *backends[2] = {"mybackend", "testplug"};
     for (int i = 0; i < 2; i++) {
         mybackend_stats st = stats_of(backends[i]);
@@ -628,6 +641,7 @@ int main(void) {
     w.my = device("mybackend:0");
     w.plug = device("testplug:0");
     w.ocl = getenv("TF_FAULT_NO_OPENCL") ? NULL : device("opencl:0");
+    w.wgpu = getenv("TF_FAULT_NO_WEBGPU") ? NULL : device("webgpu:0");
     if (!w.cpu || !w.my || !w.plug || !fail_after_of("mybackend") || !fail_after_of("testplug")) {
         fprintf(stderr, "fault_sweep needs cpu, mybackend:0 and testplug:0 (TF_PLUGIN_PATH) with their extras\n");
         return 1;
@@ -645,7 +659,8 @@ int main(void) {
     check_nothing_left(&w);
     errors += w.errors;
     w.recording = false;
-    printf("clean run: %d steps%s\n", clean_steps, w.ocl ? " (opencl:0 included)" : "");
+    printf("clean run: %d steps%s%s\n", clean_steps, w.ocl ? " (opencl:0 included)" : "",
+           w.wgpu ? " (webgpu:0 included)" : "");
     if (errors) return 1;
 
     static const char *const names[3] = {"library allocations (host and device)", "mybackend's allocator",

@@ -122,7 +122,9 @@ int main(int argc, char **argv) {
             tf_device *dev = tf_device_at(di);
             tf_device_props props;
             tf_device_get_props(dev, &props);
-            if (strcmp(props.backend, "cpu") && strcmp(props.backend, "opencl") && strcmp(props.backend, "cuda")) continue;
+            if (strcmp(props.backend, "cpu") && strcmp(props.backend, "opencl") && strcmp(props.backend, "cuda") &&
+                strcmp(props.backend, "webgpu"))
+                continue;
             tf_tensor *in[8] = {NULL}, *got[3] = {NULL}, *want = NULL;
             tf_status s = TF_OK;
             for (int i = 0; i < n_in && s == TF_OK; i++) s = load(argv[1], name, "in", i, dev, &in[i]);

@@ -24,25 +24,16 @@
 
 #include "gpu_runtime.h"
 #include "vendor.h"
-#include "wgpu_api.h"
+#include "webgpu_internal.h"
 
 #define MAX_WG_DEVICES 16
 #define STAGING_CHUNK ((size_t)64 << 20)     /* downloads are mapped in pieces of at most this */
 
-typedef struct wg_dev {
-    tf_gpu_dev gd;
-    int index;
-    WGPUAdapter adapter;
-    WGPUDevice device;
-    WGPUQueue queue;
-    WGPUAdapterType adapter_type;
-    WGPULimits limits;
-    bool shader_f16;
-    char adapter_name[128], driver[128], backend_api[16];
-} wg_dev;
 
-static const tf_host_api *host;
-static tf_wgpu_api wg;
+const tf_host_api *tf_wg_host;
+tf_wgpu_api tf_wg;
+#define host tf_wg_host
+#define wg tf_wg
 static WGPUInstance instance;
 static wg_dev devs[MAX_WG_DEVICES];
 static tf_backend_device bdevs[MAX_WG_DEVICES];
@@ -94,7 +85,7 @@ static void on_pop_scope(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGP
 }
 
 /* The error the work since push_scope raised (WGPUErrorType_NoError if none). */
-static WGPUErrorType pop_scope(wg_dev *d, char *message, size_t n) {
+WGPUErrorType tf_wg_pop_scope(wg_dev *d, char *message, size_t n) {
     wait_flag f = {0};
     WGPUPopErrorScopeCallbackInfo cb = WGPU_POP_ERROR_SCOPE_CALLBACK_INFO_INIT;
     cb.mode = WGPUCallbackMode_AllowProcessEvents;
@@ -123,7 +114,7 @@ static tf_status raw_alloc(void *ctx, size_t capacity, void **handle) {
     wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
     WGPUBuffer b = wg.DeviceCreateBuffer(d->device, &desc);
     char msg[200];
-    WGPUErrorType invalid = pop_scope(d, msg, sizeof msg), oom = pop_scope(d, msg, sizeof msg);
+    WGPUErrorType invalid = tf_wg_pop_scope(d, msg, sizeof msg), oom = tf_wg_pop_scope(d, msg, sizeof msg);
     if (!b || invalid != WGPUErrorType_NoError || oom != WGPUErrorType_NoError) {
         if (b) wg.BufferRelease(b);
         bool out_of_memory = !b || oom != WGPUErrorType_NoError;
@@ -309,19 +300,18 @@ static tf_status wg_synchronize(void *ctx, tf_backend_stream *stream) {
     return TF_OK;
 }
 
-/* ---- ops: none yet, so the core runs each on the CPU (counted) ---- */
+/* ---- ops: the WGSL kernels (wgsl_kernels.c) ---- */
 
-static bool wg_supports(void *ctx, const tf_op *op) {
-    (void)ctx;
-    (void)op;
-    return false;
-}
+static bool wg_supports(void *ctx, const tf_op *op) { return tf_wg_supports(ctx, op); }
 
 static tf_status wg_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)stream;
-    (void)op;
     wg_dev *d = ctx;
-    return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WebGPU kernels yet", d->gd.name);
+    tf_status s = tf_gpu_enter(&d->gd);
+    if (s != TF_OK) return s;
+    s = tf_wg_run(d, op);
+    tf_gpu_leave(&d->gd);
+    return s;
 }
 
 /* ---- what the device is ---- */
@@ -350,12 +340,11 @@ static tf_status wg_get_info(void *ctx, tf_backend_device_info *info) {
     tf_gpu_memory_stats(&d->gd, &ms);
     info->memory_total = total;
     info->memory_free = total > ms.reserved ? total - ms.reserved : 0;
-    /* The plain dtypes; the block-quantized ones are left out until WGSL
-     * kernels decode them (a device that lists them is expected to run a
-     * quantized model itself). */
-    uint32_t dts = 0;
-    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
-        if (!tf_dtype_is_quantized((tf_dtype)dt)) dts |= 1u << dt;
+    /* The dtypes WGSL computes with: no f64 and no i64 (WGSL has no 64-bit
+     * types), and the block-quantized ones are left out until WGSL kernels
+     * decode them (a device that lists them is expected to run a quantized
+     * model itself). */
+    uint32_t dts = 1u << TF_F32 | 1u << TF_F16 | 1u << TF_BF16 | 1u << TF_I8 | 1u << TF_I32 | 1u << TF_U8 | 1u << TF_BOOL;
     info->caps.dtypes = dts;
     info->caps.async = true;
     info->caps.pinned_host_memory = false;
@@ -441,6 +430,11 @@ static bool open_device(wg_dev *d, WGPUAdapter adapter, int index) {
     if (!r.device) return false;
     d->device = r.device;
     d->queue = wg.DeviceGetQueue(d->device);
+    if (!tf_wg_kernels_init(d)) {
+        wg.QueueRelease(d->queue);
+        wg.DeviceRelease(d->device);
+        return false;
+    }
     char name[32];
     snprintf(name, sizeof name, "webgpu:%d", index);
     tf_gpu_dev_init(&d->gd, host, name, &mem_ops, d);
@@ -470,7 +464,7 @@ static void discover(void) {
         }
     }
     uint32_t v = wg.GetVersion();
-    snprintf(note, sizeof note, "wgpu-native %u.%u.%u.%u from %.300s%s; no WebGPU kernels yet (every op falls back to the CPU)",
+    snprintf(note, sizeof note, "wgpu-native %u.%u.%u.%u from %.300s%s",
              v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff, v & 0xff, wg.path,
              failed ? "; an adapter refused a device" : "");
 }
@@ -481,6 +475,7 @@ static void wg_shutdown(void *ctx) {
         wg_dev *d = &devs[i];
         wg.DevicePoll(d->device, true, NULL);
         tf_gpu_dev_destroy(&d->gd);
+        tf_wg_kernels_release(d);
         wg.QueueRelease(d->queue);
         wg.DeviceRelease(d->device);
         wg.AdapterRelease(d->adapter);

@@ -42,6 +42,24 @@
     X(void, QueueSubmit, (WGPUQueue, size_t, WGPUCommandBuffer const *))                                              \
     X(void, QueueWriteBuffer, (WGPUQueue, WGPUBuffer, uint64_t, void const *, size_t))                                \
     X(void, QueueRelease, (WGPUQueue))                                                                                \
+    X(uint64_t, BufferGetSize, (WGPUBuffer))                                                                          \
+    X(WGPUShaderModule, DeviceCreateShaderModule, (WGPUDevice, WGPUShaderModuleDescriptor const *))                   \
+    X(void, ShaderModuleRelease, (WGPUShaderModule))                                                                  \
+    X(WGPUBindGroupLayout, DeviceCreateBindGroupLayout, (WGPUDevice, WGPUBindGroupLayoutDescriptor const *))          \
+    X(void, BindGroupLayoutRelease, (WGPUBindGroupLayout))                                                            \
+    X(WGPUPipelineLayout, DeviceCreatePipelineLayout, (WGPUDevice, WGPUPipelineLayoutDescriptor const *))             \
+    X(void, PipelineLayoutRelease, (WGPUPipelineLayout))                                                              \
+    X(WGPUComputePipeline, DeviceCreateComputePipeline, (WGPUDevice, WGPUComputePipelineDescriptor const *))          \
+    X(void, ComputePipelineRelease, (WGPUComputePipeline))                                                            \
+    X(WGPUBindGroup, DeviceCreateBindGroup, (WGPUDevice, WGPUBindGroupDescriptor const *))                            \
+    X(void, BindGroupRelease, (WGPUBindGroup))                                                                        \
+    X(WGPUComputePassEncoder, CommandEncoderBeginComputePass, (WGPUCommandEncoder, WGPUComputePassDescriptor const *)) \
+    X(void, ComputePassEncoderSetPipeline, (WGPUComputePassEncoder, WGPUComputePipeline))                             \
+    X(void, ComputePassEncoderSetBindGroup, (WGPUComputePassEncoder, uint32_t, WGPUBindGroup, size_t,                 \
+                                             uint32_t const *))                                                       \
+    X(void, ComputePassEncoderDispatchWorkgroups, (WGPUComputePassEncoder, uint32_t, uint32_t, uint32_t))             \
+    X(void, ComputePassEncoderEnd, (WGPUComputePassEncoder))                                                          \
+    X(void, ComputePassEncoderRelease, (WGPUComputePassEncoder))                                                      \
     X(uint32_t, GetVersion, (void))
 
 typedef struct tf_wgpu_api {

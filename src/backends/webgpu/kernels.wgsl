@@ -1,0 +1,1326 @@
+// tensorframe's WebGPU kernels: WGSL ports of the portable kernels
+// (gpu_common/kernels.cl), launched with the same arguments by plan.c.
+//
+// The plugin builds one shader module per (kernel, dtype) from three parts:
+//   - a prelude it generates: TF_DT, IS_FLOAT, the workgroup sizes (WG for
+//     1-D kernels, RWG for reductions, TS for matmul tiles) and the op codes
+//     of the op table (TF_OP_ADD, ...);
+//   - the `common` section below;
+//   - the kernel's own section (`//@kernel NAME`): its Args struct (the
+//     scalar arguments in plan.c's order, 64-bit integers narrowed to i32,
+//     after gx and gy, the launch's global size) and its entry point NAME.
+// Between the prelude and the common part come the bindings: Args at
+// binding 0, then one `array<u32>` per buffer argument (b_NAME), each with
+// accessors b_NAME_ldf/_ldi (element i of dtype dt as f32/i32), _stf/_sti,
+// _ld64/_st64. Tensors of every dtype are stored as 32-bit words: f16, bf16,
+// i8, u8 and bool are unpacked in the accessors, and a buffer written with
+// elements narrower than a word is an array of atomic<u32> whose stores
+// replace their own bytes only (no two invocations race on a word).
+//
+// WGSL has no 64-bit types: f64 is not a device dtype, i64 appears only as
+// positions (argmax, index and position inputs, whose values fit in i32) and
+// as integer sums, kept as (lo, hi) word pairs.
+
+//@common
+const DT_F32: i32 = 0;
+const DT_F64: i32 = 1;
+const DT_F16: i32 = 2;
+const DT_BF16: i32 = 3;
+const DT_I8: i32 = 4;
+const DT_I32: i32 = 5;
+const DT_I64: i32 = 6;
+const DT_U8: i32 = 7;
+const DT_BOOL: i32 = 8;
+
+struct Geom {
+    shape: array<i32, 8>,
+    stride: array<array<i32, 8>, 4>,
+    offset: array<i32, 4>,
+    ndim: i32,
+    contiguous: i32,
+}
+
+// Infinity and NaN cannot be written as constants in WGSL (a constant
+// expression that overflows is an error): they come from private variables.
+var<private> BITS_INF: u32 = 0x7f800000u;
+var<private> BITS_NAN: u32 = 0x7fc00000u;
+fn inf() -> f32 { return bitcast<f32>(BITS_INF); }
+fn nan() -> f32 { return bitcast<f32>(BITS_NAN); }
+// Bit tests: a compiler may fold x != x away.
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+
+fn dt_size(dt: i32) -> i32 {
+    switch dt {
+        case 0, 5: { return 4; }
+        case 1, 6: { return 8; }
+        case 2, 3: { return 2; }
+        default: { return 1; }
+    }
+}
+
+fn f16_to_f32(h: u32) -> f32 {
+    let s = (h & 0x8000u) << 16u;
+    let e = (h >> 10u) & 0x1fu;
+    let m = h & 0x3ffu;
+    if (e == 0u) {
+        let v = f32(m) * 5.9604644775390625e-8;          // m * 2^-24, exact
+        return select(v, -v, s != 0u);
+    }
+    if (e == 31u) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
+    return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u));
+}
+
+// Round to nearest even, as the CPU's tf_f32_to_f16.
+fn f32_to_f16(f: f32) -> u32 {
+    let x = bitcast<u32>(f);
+    let s = (x >> 16u) & 0x8000u;
+    let a = x & 0x7fffffffu;
+    if (a > 0x7f800000u) { return s | 0x7e00u | ((a >> 13u) & 0x3ffu); }
+    if (a >= 0x477ff000u) { return s | 0x7c00u; }
+    if (a >= 0x38800000u) {
+        let m = a - 0x38000000u;
+        return s | ((m + 0xfffu + ((m >> 13u) & 1u)) >> 13u);
+    }
+    return s | u32(round(abs(f) * 16777216.0));        // subnormal: units of 2^-24, ties to even
+}
+
+fn f32_to_bf16(f: f32) -> u32 {
+    let u = bitcast<u32>(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) { return (u >> 16u) | 0x40u; }
+    return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}
+
+// Element bits (zero-extended; an i64's low word) to a value.
+fn int_of_bits(dt: i32, b: u32) -> i32 {
+    switch dt {
+        case 4: { return bitcast<i32>(b << 24u) >> 24u; }
+        case 7, 8: { return i32(b); }
+        default: { return bitcast<i32>(b); }
+    }
+}
+
+fn float_of_bits(dt: i32, b: u32) -> f32 {
+    switch dt {
+        case 0: { return bitcast<f32>(b); }
+        case 2: { return f16_to_f32(b); }
+        case 3: { return bitcast<f32>(b << 16u); }
+        default: { return 0.0; }
+    }
+}
+
+fn is_float_dt(dt: i32) -> bool { return dt <= DT_BF16; }
+
+// Truncate toward zero and saturate, NaN -> 0 (the CPU reference's casts).
+fn sat_int(v: f32, lo: f32, hi: f32) -> i32 {
+    if (is_nan(v)) { return 0; }
+    let t = trunc(v);
+    if (t <= lo) { return i32(lo); }
+    if (t >= hi) { return select(i32(hi), 2147483647, hi >= 2147483647.0); }
+    return i32(t);
+}
+
+fn f32_of_bits(dt: i32, b: u32) -> f32 {
+    if (is_float_dt(dt)) { return float_of_bits(dt, b); }
+    return f32(int_of_bits(dt, b));
+}
+
+fn i32_of_bits(dt: i32, b: u32) -> i32 {
+    if (is_float_dt(dt)) { return sat_int(float_of_bits(dt, b), -2147483648.0, 2147483648.0); }
+    return int_of_bits(dt, b);
+}
+
+fn bits_of_f32(dt: i32, v: f32) -> u32 {
+    switch dt {
+        case 0: { return bitcast<u32>(v); }
+        case 2: { return f32_to_f16(v); }
+        case 3: { return f32_to_bf16(v); }
+        case 4: { return bitcast<u32>(sat_int(v, -128.0, 127.0)); }
+        case 7: { return bitcast<u32>(sat_int(v, 0.0, 255.0)); }
+        case 8: { return select(0u, 1u, v != 0.0 || is_nan(v)); }
+        default: { return bitcast<u32>(sat_int(v, -2147483648.0, 2147483648.0)); }
+    }
+}
+
+fn bits_of_i32(dt: i32, v: i32) -> u32 {
+    if (is_float_dt(dt)) { return bits_of_f32(dt, f32(v)); }
+    if (dt == DT_BOOL) { return select(0u, 1u, v != 0); }
+    return bitcast<u32>(v);                               // narrower integers wrap when stored
+}
+
+// 64-bit integers as (lo, hi) words.
+fn i64_of(v: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0)); }
+
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.x + b.x;
+    return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+
+// The low 64 bits of a * b (wrapping, as the CPU's int64 arithmetic).
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let a0 = a.x & 0xffffu;
+    let a1 = a.x >> 16u;
+    let b0 = b.x & 0xffffu;
+    let b1 = b.x >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+    let lo = (p00 & 0xffffu) | (mid << 16u);
+    let hi = p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(lo, hi + a.x * b.y + a.y * b.x);
+}
+
+fn neg64(a: vec2<u32>) -> vec2<u32> { return add64(~a, vec2<u32>(1u, 0u)); }
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return add64(a, neg64(b)); }
+
+// x << n for n in [0, 63], as a (lo, hi) pair.
+fn shl64(x: u32, n: u32) -> vec2<u32> {
+    if (n == 0u) { return vec2<u32>(x, 0u); }
+    if (n < 32u) { return vec2<u32>(x << n, x >> (32u - n)); }
+    return vec2<u32>(0u, x << (n - 32u));
+}
+
+// An i64 as f32 (within an ulp: the CPU's (float) rounds once).
+fn f32_of_i64(v: vec2<u32>) -> f32 {
+    if (v.y == select(0u, 0xffffffffu, (v.x & 0x80000000u) != 0u)) { return f32(bitcast<i32>(v.x)); }
+    return f32(bitcast<i32>(v.y)) * 4294967296.0 + f32(v.x);
+}
+
+// Truncated toward zero and saturated, NaN -> 0 (the CPU reference's cast).
+fn i64_of_f32(v: f32) -> vec2<u32> {
+    if (is_nan(v)) { return vec2<u32>(0u, 0u); }
+    let t = trunc(v);
+    if (abs(t) < 2147483648.0) { return i64_of(i32(t)); }
+    if (t >= 9223372036854775808.0) { return vec2<u32>(0xffffffffu, 0x7fffffffu); }
+    if (t <= -9223372036854775808.0) { return vec2<u32>(0u, 0x80000000u); }
+    let b = bitcast<u32>(abs(t));
+    let e = (b >> 23u) - 127u;                            // 31..62
+    let m = (b & 0x7fffffu) | 0x800000u;
+    let r = shl64(m, e - 23u);
+    return select(r, neg64(r), t < 0.0);
+}
+
+// f64 bits of an f32 (exact).
+fn f64_of_f32(v: f32) -> vec2<u32> {
+    let b = bitcast<u32>(v);
+    let s = b & 0x80000000u;
+    let e = (b >> 23u) & 0xffu;
+    let m = b & 0x7fffffu;
+    if (e == 255u) { return vec2<u32>(m << 29u, s | 0x7ff00000u | (m >> 3u)); }
+    if (e == 0u) {
+        if (m == 0u) { return vec2<u32>(0u, s); }
+        let p = 31u - countLeadingZeros(m);               // top bit of the subnormal's mantissa
+        let f = shl64(m & ~(1u << p), 52u - p);
+        return vec2<u32>(f.x, s | ((p + 874u) << 20u) | f.y);   // exponent p - 149 + 1023
+    }
+    return vec2<u32>(m << 29u, s | ((e + 896u) << 20u) | (m >> 3u));
+}
+
+// f64 bits of an i32 (exact).
+fn f64_of_i32(v: i32) -> vec2<u32> {
+    if (v == 0) { return vec2<u32>(0u, 0u); }
+    let a = select(bitcast<u32>(v), 0u - bitcast<u32>(v), v < 0);
+    let p = 31u - countLeadingZeros(a);
+    let f = shl64(a & ~(1u << p), 52u - p);
+    return vec2<u32>(f.x, select(0u, 0x80000000u, v < 0) | ((p + 1023u) << 20u) | f.y);
+}
+
+fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool {     // signed
+    let ah = bitcast<i32>(a.y);
+    let bh = bitcast<i32>(b.y);
+    return ah < bh || (ah == bh && a.x < b.x);
+}
+
+// Element offset of flat index i (row-major over g.shape) for operand k.
+fn offset_of(g: Geom, k: i32, i0: i32) -> i32 {
+    var gg = g;
+    var off = gg.offset[k];
+    var i = i0;
+    for (var d = gg.ndim - 1; d >= 0; d--) {
+        let e = gg.shape[d];
+        off += (i % e) * gg.stride[k][d];
+        i /= e;
+    }
+    return off;
+}
+
+fn operand(g: Geom, k: i32, i: i32) -> i32 {
+    if (g.contiguous != 0) { return g.offset[k] + i; }
+    return offset_of(g, k, i);
+}
+
+// The flat index of a 1-D launch, whose workgroups are folded into x and y
+// (at most 65535 per dimension).
+fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> i32 { return i32(gid.y * nwg.x * WG + gid.x); }
+// The flat workgroup index of a 1-D launch of one group per item.
+fn group_id(wid: vec3<u32>, nwg: vec3<u32>) -> i32 { return i32(wid.y * nwg.x + wid.x); }
+
+fn erf_f32(x: f32) -> f32 {
+    // Abramowitz and Stegun 7.1.26 is too coarse near 0; this is the
+    // rational approximation of W. J. Cody's erf for |x| < 0.5, and
+    // erfc = exp(-x^2) * P/Q beyond (max relative error near 1e-7).
+    let a = abs(x);
+    if (a < 0.5) {
+        let t = x * x;
+        let p = ((((0.18577770618460315 * t + 3.1611237438705655) * t + 113.86415415105016) * t + 377.485237685302) * t + 3209.3775891384694);
+        let q = ((((t + 23.601290952344122) * t + 244.02463793444417) * t + 1282.6165260773723) * t + 2844.236833439171);
+        return x * p / q;
+    }
+    if (a >= 4.0) { return select(1.0, -1.0, x < 0.0); }
+    let p = (((((((5.6418849698867008e-1 * a + 8.8831497943883759) * a + 6.6119190637141634e1) * a + 2.9863513852555214e2) * a + 8.8195222124176909e2) * a + 1.7120476126340707e3) * a + 2.0510783778260716e3) * a + 1.2303921611411231e3);
+    let q = (((((((a + 1.5744926110709835e1) * a + 1.1769395089131250e2) * a + 5.3718113160738318e2) * a + 1.6213895745666902e3) * a + 3.2907992357334830e3) * a + 4.3626190901432472e3) * a + 3.4393676741437216e3) * a + 1.2303921611411230e3;
+    let erfc = exp(-a * a) * p / q;
+    return select(1.0 - erfc, erfc - 1.0, x < 0.0);
+}
+
+// log1p and expm1 from series near 0, where log(1 + x) and exp(x) - 1 would
+// cancel (the identities that repair them need a correctly rounded log,
+// which a driver's need not be).
+fn log1p_f32(x: f32) -> f32 {
+    if (abs(x) >= 0.5 || is_nan(x)) { return log(1.0 + x); }
+    let t = x / (2.0 + x);                               // log1p(x) = 2 atanh(t), |t| < 1/3
+    let t2 = t * t;
+    let p = 1.0 + t2 * (1.0 / 3.0 + t2 * (0.2 + t2 * (1.0 / 7.0 + t2 * (1.0 / 9.0 + t2 * (1.0 / 11.0 + t2 * (1.0 / 13.0 + t2 * (1.0 / 15.0 + t2 * (1.0 / 17.0 + t2 * (1.0 / 19.0)))))))));
+    return 2.0 * t * p;
+}
+
+fn expm1_f32(x: f32) -> f32 {
+    if (abs(x) >= 0.5 || is_nan(x)) { return exp(x) - 1.0; }
+    var term = x;
+    var sum = x;
+    for (var k = 2; k <= 11; k++) {                      // x^11 / 11! < 2^-35 for |x| < 1/2
+        term *= x / f32(k);
+        sum += term;
+    }
+    return sum;
+}
+
+fn tanh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (a > 10.0) { return select(1.0, -1.0, x < 0.0); }
+    if (a < 0.0004) { return x; }
+    let e = expm1_f32(2.0 * a);
+    let t = e / (e + 2.0);
+    return select(t, -t, x < 0.0);
+}
+
+fn pow_f32(x: f32, y: f32) -> f32 {
+    // WGSL's pow is undefined for x < 0 (and x = 0); C's pow is not.
+    if (y == 0.0) { return 1.0; }
+    if (x == 1.0) { return 1.0; }
+    if (is_nan(x) || is_nan(y)) { return nan(); }
+    let ay = abs(y);
+    let yint = trunc(y) == y;
+    let odd = yint && ay < 16777216.0 && (i32(ay) & 1) == 1;
+    if (x == 0.0) {
+        if (y < 0.0) { return select(inf(), bitcast<f32>(bitcast<u32>(x) | 0x7f800000u), odd); }
+        return select(0.0, x, odd);
+    }
+    if (x < 0.0 && !yint) { return nan(); }
+    let r = exp2_of_product(y, abs(x));
+    return select(r, -r, x < 0.0 && odd);
+}
+
+// 2^(y * log2(x)) for x > 0, to about an ulp: exp2(y * log2(x)) loses
+// |y * log2(x)| ulps, and a driver's log2 and exp2 may be a few ulps off
+// themselves (lavapipe's are). x = m 2^e with m in [sqrt(1/2), sqrt(2)):
+// log2(m) from the atanh series, y * e split exactly, the fraction's
+// exp2 from its series and the integer part through ldexp.
+fn exp2_of_product(y: f32, x: f32) -> f32 {
+    if (is_inf(x)) { return select(0.0, inf(), y > 0.0); }
+    let fe = frexp(x);                                   // x = fract * 2^exp, fract in [0.5, 1)
+    var m = fe.fract;
+    var e = f32(fe.exp);
+    if (m < 0.70710678) { m *= 2.0; e -= 1.0; }
+    let t = (m - 1.0) / (m + 1.0);                       // |t| < 0.172
+    let t2 = t * t;
+    let ln_m = 2.0 * t * (1.0 + t2 * (1.0 / 3.0 + t2 * (0.2 + t2 * (1.0 / 7.0 + t2 * (1.0 / 9.0 + t2 * (1.0 / 11.0))))));
+    let l = ln_m * 1.4426950408889634;
+    // y * e exactly, as yh * e + yl * e with y's top 12 bits in yh (a
+    // driver's fma need not be fused).
+    let yh = bitcast<f32>(bitcast<u32>(y) & 0xfffff000u);
+    let hi = yh * e;
+    let lo = (y - yh) * e;
+    let p = y * l;
+    let n = round(hi + (lo + p));
+    if (abs(n) > 300.0) { return select(0.0, inf(), n > 0.0); }
+    let f = ((hi - n) + lo + p) * 0.6931471805599453;      // |f| < 0.36: e^f by its series
+    var term = 1.0;
+    var sum = 1.0;
+    for (var k = 1; k <= 9; k++) {
+        term *= f / f32(k);
+        sum += term;
+    }
+    return ldexp(sum, i32(n));
+}
+
+//@kernel binary
+struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
+
+fn apply_f(op: i32, x: f32, y: f32) -> f32 {
+    switch op {
+        case TF_OP_ADD: { return x + y; }
+        case TF_OP_SUB: { return x - y; }
+        case TF_OP_MUL: { return x * y; }
+        case TF_OP_DIV: { return x / y; }
+        case TF_OP_MAXIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x > y); }
+        case TF_OP_MINIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x < y); }
+        case TF_OP_SWIGLU: { return x / (1.0 + exp(-x)) * y; }
+        default: { return pow_f32(x, y); }
+    }
+}
+
+fn apply_i(op: i32, x: i32, y0: i32) -> i32 {
+    switch op {
+        case TF_OP_ADD: { return x + y0; }
+        case TF_OP_SUB: { return x - y0; }
+        case TF_OP_MUL: { return x * y0; }
+        case TF_OP_MAXIMUM: { return max(x, y0); }
+        case TF_OP_MINIMUM: { return min(x, y0); }
+        default: {
+            var y = y0;
+            if (y < 0) { return select(select(0, select(1, -1, (y & 1) != 0), x == -1), 1, x == 1); }
+            var r = 1;
+            var b = x;
+            while (y != 0) {
+                if ((y & 1) != 0) { r *= b; }
+                b *= b;
+                y >>= 1u;
+            }
+            return r;
+        }
+    }
+}
+
+fn apply_64(op: i32, x: vec2<u32>, y0: vec2<u32>) -> vec2<u32> {
+    switch op {
+        case TF_OP_ADD: { return add64(x, y0); }
+        case TF_OP_SUB: { return sub64(x, y0); }
+        case TF_OP_MUL: { return mul64(x, y0); }
+        case TF_OP_MAXIMUM: { return select(x, y0, lt64(x, y0)); }
+        case TF_OP_MINIMUM: { return select(x, y0, lt64(y0, x)); }
+        default: {
+            let one = vec2<u32>(1u, 0u);
+            if (lt64(y0, vec2<u32>(0u, 0u))) {
+                if (all(x == one)) { return one; }
+                if (all(x == vec2<u32>(0xffffffffu, 0xffffffffu))) { return select(one, x, (y0.x & 1u) != 0u); }
+                return vec2<u32>(0u, 0u);
+            }
+            var y = y0;
+            var r = one;
+            var b = x;
+            while (any(y != vec2<u32>(0u, 0u))) {
+                if ((y.x & 1u) != 0u) { r = mul64(r, b); }
+                b = mul64(b, b);
+                y = vec2<u32>((y.x >> 1u) | (y.y << 31u), y.y >> 1u);
+            }
+            return r;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let ia = operand(A.g, 1, i);
+    let ib = operand(A.g, 2, i);
+    let io = A.g.offset[0] + i;
+    if (IS_I64) {
+        b_out_st64(io, apply_64(A.op, b_a_ld64(ia), b_b_ld64(ib)));
+    } else if (IS_FLOAT) {
+        b_out_stf(TF_DT, io, apply_f(A.op, b_a_ldf(TF_DT, ia), b_b_ldf(TF_DT, ib)));
+    } else {
+        b_out_sti(TF_DT, io, apply_i(A.op, b_a_ldi(TF_DT, ia), b_b_ldi(TF_DT, ib)));
+    }
+}
+
+//@kernel binary4
+struct Args { gx: i32, gy: i32, op: i32, n4: i32, oo: i32, ao: i32, bo: i32 }
+
+fn apply_f(op: i32, x: f32, y: f32) -> f32 {
+    switch op {
+        case TF_OP_ADD: { return x + y; }
+        case TF_OP_SUB: { return x - y; }
+        case TF_OP_MUL: { return x * y; }
+        case TF_OP_DIV: { return x / y; }
+        case TF_OP_MAXIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x > y); }
+        case TF_OP_MINIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x < y); }
+        case TF_OP_SWIGLU: { return x / (1.0 + exp(-x)) * y; }
+        default: { return pow_f32(x, y); }
+    }
+}
+
+// f32, contiguous, offsets multiples of 4: four elements per invocation.
+@compute @workgroup_size(WG)
+fn binary4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n4) { return; }
+    for (var k = 0; k < 4; k++) {
+        let x = bitcast<f32>(b_a[A.ao + 4 * i + k]);
+        let y = bitcast<f32>(b_b[A.bo + 4 * i + k]);
+        b_out[A.oo + 4 * i + k] = bitcast<u32>(apply_f(A.op, x, y));
+    }
+}
+
+//@kernel unary
+struct Args { gx: i32, gy: i32, op: i32, alpha: f32, lo: f32, hi: f32, n: i32, g: Geom }
+
+fn apply_unary(op: i32, x0: f32) -> f32 {
+    var x = x0;
+    switch op {
+        case TF_OP_NEG: { return -x; }
+        case TF_OP_ABS: { return abs(x); }
+        case TF_OP_SIGN: { if (x > 0.0) { return 1.0; } if (x < 0.0) { return -1.0; } return 0.0; }
+        case TF_OP_EXP: { return exp(x); }
+        case TF_OP_LOG: { return log(x); }
+        case TF_OP_LOG1P: { return log1p_f32(x); }
+        case TF_OP_EXPM1: { return expm1_f32(x); }
+        case TF_OP_SQRT: { return sqrt(x); }
+        case TF_OP_RSQRT: { return 1.0 / sqrt(x); }
+        case TF_OP_SIN: { return sin(x); }
+        case TF_OP_COS: { return cos(x); }
+        case TF_OP_TANH: { return tanh_f32(x); }
+        case TF_OP_SIGMOID: { return 1.0 / (1.0 + exp(-x)); }
+        case TF_OP_RELU: { return select(x, 0.0, x < 0.0); }
+        case TF_OP_LEAKY_RELU: { return select(x, A.alpha * x, x < 0.0); }
+        case TF_OP_GELU: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752440)); }
+        case TF_OP_GELU_TANH: { return 0.5 * x * (1.0 + tanh_f32(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }
+        case TF_OP_SILU: { return x / (1.0 + exp(-x)); }
+        case TF_OP_SOFTPLUS: { if (x > 20.0) { return x; } return log1p_f32(exp(x)); }
+        case TF_OP_FLOOR: { return floor(x); }
+        case TF_OP_CEIL: { return ceil(x); }
+        case TF_OP_ROUND: { return round(x); }            // half to even, as rint
+        default: {                                         // TF_OP_CLAMP
+            if (is_nan(x)) { return x; }
+            if (!is_nan(A.lo) && x < A.lo) { x = A.lo; }
+            if (!is_nan(A.hi) && x > A.hi) { x = A.hi; }
+            return x;
+        }
+    }
+}
+
+@compute @workgroup_size(WG)
+fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    b_out_stf(TF_DT, A.g.offset[0] + i, apply_unary(A.op, b_x_ldf(TF_DT, operand(A.g, 1, i))));
+}
+
+//@kernel compare
+struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
+
+@compute @workgroup_size(WG)
+fn compare(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let ia = operand(A.g, 1, i);
+    let ib = operand(A.g, 2, i);
+    var lt: bool;
+    var eq: bool;
+    var xz: bool;
+    var yz: bool;
+    if (IS_I64) {
+        let x = b_a_ld64(ia);
+        let y = b_b_ld64(ib);
+        lt = lt64(x, y); eq = all(x == y); xz = any(x != vec2<u32>(0u, 0u)); yz = any(y != vec2<u32>(0u, 0u));
+        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = lt64(y, x); }
+    } else if (IS_FLOAT) {
+        let x = b_a_ldf(TF_DT, ia);
+        let y = b_b_ldf(TF_DT, ib);
+        lt = x < y; eq = x == y; xz = x != 0.0; yz = y != 0.0;
+        if (A.op == TF_OP_NE) { eq = !(x != y); }       // NaN: unequal, yet neither < nor ==
+        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = x > y; }
+        if (A.op == TF_OP_LOGICAL_AND || A.op == TF_OP_LOGICAL_OR) { xz = xz || is_nan(x); yz = yz || is_nan(y); }
+    } else {
+        let x = b_a_ldi(TF_DT, ia);
+        let y = b_b_ldi(TF_DT, ib);
+        lt = x < y; eq = x == y; xz = x != 0; yz = y != 0;
+        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = x > y; }
+    }
+    var r: bool;
+    switch A.op {
+        case TF_OP_EQ: { r = eq; }
+        case TF_OP_NE: { r = !eq; }
+        case TF_OP_LT, TF_OP_GT: { r = lt; }
+        case TF_OP_LE, TF_OP_GE: { r = lt || eq; }
+        case TF_OP_LOGICAL_AND: { r = xz && yz; }
+        default: { r = xz || yz; }
+    }
+    b_out_sti(DT_BOOL, A.g.offset[0] + i, select(0, 1, r));
+}
+
+//@kernel bool_unary
+struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
+
+@compute @workgroup_size(WG)
+fn bool_unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let ix = operand(A.g, 1, i);
+    var r = false;
+    if (IS_FLOAT) {
+        let v = b_x_ldf(TF_DT, ix);
+        if (A.op == TF_OP_LOGICAL_NOT) { r = v == 0.0; }
+        else if (A.op == TF_OP_ISNAN) { r = is_nan(v); }
+        else { r = is_inf(v); }
+    } else if (IS_I64) {
+        r = A.op == TF_OP_LOGICAL_NOT && all(b_x_ld64(ix) == vec2<u32>(0u, 0u));
+    } else {
+        r = A.op == TF_OP_LOGICAL_NOT && b_x_ldi(TF_DT, ix) == 0;
+    }
+    b_out_sti(DT_BOOL, A.g.offset[0] + i, select(0, 1, r));
+}
+
+//@kernel where_select
+struct Args { gx: i32, gy: i32, n: i32, g: Geom }
+
+@compute @workgroup_size(WG)
+fn where_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let c = b_cond_ldi(DT_BOOL, operand(A.g, 1, i)) != 0;
+    if (dt_size(TF_DT) == 8) {
+        if (c) { b_out_st64(A.g.offset[0] + i, b_a_ld64(operand(A.g, 2, i))); }
+        else { b_out_st64(A.g.offset[0] + i, b_b_ld64(operand(A.g, 3, i))); }
+        return;
+    }
+    var bits: u32;
+    if (c) { bits = b_a_bits(TF_DT, operand(A.g, 2, i)); } else { bits = b_b_bits(TF_DT, operand(A.g, 3, i)); }
+    b_out_setbits(TF_DT, A.g.offset[0] + i, bits);
+}
+
+//@kernel copy_from
+struct Args { gx: i32, gy: i32, src_dt: i32, n: i32, g: Geom }
+
+// g: operand 0 = out (contiguous, or a strided view into part of a tensor),
+// 1 = source. Same dtype: the bits; else the CPU reference's conversions.
+@compute @workgroup_size(WG)
+fn copy_from(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let is = operand(A.g, 1, i);
+    let io = operand(A.g, 0, i);
+    if (A.src_dt == TF_DT && dt_size(TF_DT) == 8) {
+        b_out_st64(io, b_src_ld64(is));
+    } else if (A.src_dt == TF_DT) {
+        b_out_setbits(TF_DT, io, b_src_bits(TF_DT, is));
+    } else if (TF_DT == DT_F64) {                        // from a dtype of 32 bits or fewer (f64 is no device dtype)
+        if (is_float_dt(A.src_dt)) { b_out_st64(io, f64_of_f32(b_src_ldf(A.src_dt, is))); }
+        else { b_out_st64(io, f64_of_i32(b_src_ldi(A.src_dt, is))); }
+    } else if (TF_DT == DT_I64) {
+        if (is_float_dt(A.src_dt)) { b_out_st64(io, i64_of_f32(b_src_ldf(A.src_dt, is))); }
+        else { b_out_st64(io, i64_of(b_src_ldi(A.src_dt, is))); }
+    } else if (A.src_dt == DT_I64 && is_float_dt(TF_DT)) {
+        b_out_stf(TF_DT, io, f32_of_i64(b_src_ld64(is)));
+    } else if (is_float_dt(A.src_dt)) {
+        b_out_stf(TF_DT, io, b_src_ldf(A.src_dt, is));
+    } else {
+        b_out_sti(TF_DT, io, b_src_ldi(A.src_dt, is));
+    }
+}
+
+//@kernel fill
+struct Args { gx: i32, gy: i32, n: i32, lo: u32, hi: u32, off: i32 }
+
+@compute @workgroup_size(WG)
+fn fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    if (dt_size(TF_DT) == 8) { b_out_st64(A.off + i, vec2<u32>(A.lo, A.hi)); } else { b_out_setbits(TF_DT, A.off + i, A.lo); }
+}
+
+//@kernel arange
+struct Args { gx: i32, gy: i32, n: i32, start: f32, step: f32, off: i32 }
+
+@compute @workgroup_size(WG)
+fn arange(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    b_out_stf(TF_DT, A.off + i, A.start + f32(i) * A.step);
+}
+
+//@kernel rand
+struct Args { gx: i32, gy: i32, normal: i32, n: i32, seed_lo: u32, seed_hi: u32, off: i32 }
+
+fn mul_hi(a: u32, b: u32) -> u32 { return mul64(vec2<u32>(a, 0u), vec2<u32>(b, 0u)).y; }
+
+// Philox4x32-10, as in tensorframe/numerics.h: counter = element index.
+fn philox(counter: u32, k0i: u32, k1i: u32) -> vec4<u32> {
+    var c0 = counter; var c1 = 0u; var c2 = 0u; var c3 = 0u;
+    var k0 = k0i; var k1 = k1i;
+    for (var r = 0; r < 10; r++) {
+        let h0 = mul_hi(0xD2511F53u, c0); let l0 = 0xD2511F53u * c0;
+        let h1 = mul_hi(0xCD9E8D57u, c2); let l1 = 0xCD9E8D57u * c2;
+        let n0 = h1 ^ c1 ^ k0; let n2 = h0 ^ c3 ^ k1;
+        c1 = l1; c3 = l0; c0 = n0; c2 = n2;
+        k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+    }
+    return vec4<u32>(c0, c1, c2, c3);
+}
+
+@compute @workgroup_size(WG)
+fn rand(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let w = philox(u32(i), A.seed_lo, A.seed_hi);
+    var v: f32;
+    if (A.normal != 0) {
+        // u1 = (w.z + 1) / 2^32 and u2 = w.w / 2^32, as the CPU's doubles:
+        // log(u1) through log1p(-(1 - u1)) near 1, where f32 u1 would round;
+        // cos(2 pi u2) from the exact quadrant of u2's top 24 bits, the low
+        // 8 bits as a first-order term (the argument 2 pi u2 would round).
+        let d = f32(~w.z) * (1.0 / 4294967296.0);
+        var lg: f32;
+        if (d < 0.5) { lg = log1p_f32(-d); } else { lg = log(f32(w.z + 1u) * (1.0 / 4294967296.0) + select(0.0, 2.3283064365386963e-10, w.z == 0xffffffffu)); }
+        let a_hi = f32(w.w >> 8u) * (1.0 / 16777216.0);
+        let a_lo = f32(w.w & 0xffu) * (1.0 / 4294967296.0);
+        let q = round(4.0 * a_hi);
+        let r = (a_hi - q * 0.25) * 6.283185307179586;
+        var c = cos(r);
+        var sn = sin(r);
+        let qi = i32(q) & 3;
+        if (qi == 1) { let t = c; c = -sn; sn = t; }
+        else if (qi == 2) { c = -c; sn = -sn; }
+        else if (qi == 3) { let t = c; c = sn; sn = -t; }
+        v = sqrt(-2.0 * lg) * (c - sn * 6.283185307179586 * a_lo);
+    } else {
+        var nb = 24u;
+        if (TF_DT == DT_F16) { nb = 11u; }
+        if (TF_DT == DT_BF16) { nb = 8u; }
+        v = f32(w.x >> (32u - nb)) / f32(1u << nb);
+    }
+    b_out_stf(TF_DT, A.off + i, v);
+}
+
+//@kernel triangle
+struct Args { gx: i32, gy: i32, upper: i32, k: i32, n: i32, g: Geom }
+
+@compute @workgroup_size(WG)
+fn triangle(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    var gg = A.g;
+    let cols = gg.shape[gg.ndim - 1];
+    let rows = gg.shape[gg.ndim - 2];
+    let above = i % cols - (i / cols) % rows;
+    let keep = select(above <= A.k, above >= A.k, A.upper != 0);
+    if (dt_size(TF_DT) == 8) {
+        var w = vec2<u32>(0u, 0u);
+        if (keep) { w = b_x_ld64(operand(A.g, 1, i)); }
+        b_out_st64(A.g.offset[0] + i, w);
+        return;
+    }
+    var bits = 0u;
+    if (keep) { bits = b_x_bits(TF_DT, operand(A.g, 1, i)); }
+    b_out_setbits(TF_DT, A.g.offset[0] + i, bits);
+}
+
+//@kernel index_pick
+struct Args { gx: i32, gy: i32, gather: i32, axis: i32, n: i32, g: Geom, index64: i32 }
+
+// index_select (gather = 0) and gather (1); g: shape = the output's,
+// operand 0 = x, 1 = index, 2 = out (contiguous).
+@compute @workgroup_size(WG)
+fn index_pick(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    var gg = A.g;
+    var rest = i;
+    var xo = gg.offset[0];
+    var io = gg.offset[1];
+    var c_axis = 0;
+    for (var d = gg.ndim - 1; d >= 0; d--) {
+        let e = gg.shape[d];
+        let c = rest % e;
+        rest /= e;
+        if (d == A.axis) { c_axis = c; } else { xo += c * gg.stride[0][d]; }
+        if (A.gather != 0) { io += c * gg.stride[1][d]; }
+    }
+    if (A.gather == 0) { io += c_axis * gg.stride[1][0]; }
+    let pick = b_index_ldi(select(DT_I32, DT_I64, A.index64 != 0), io);
+    let src_at = xo + pick * gg.stride[0][A.axis];
+    if (dt_size(TF_DT) == 8) { b_out_st64(gg.offset[2] + i, b_x_ld64(src_at)); }
+    else { b_out_setbits(TF_DT, gg.offset[2] + i, b_x_bits(TF_DT, src_at)); }
+}
+
+//@kernel reduce_partial
+struct Args { gx: i32, gy: i32, M: i32, R: i32, G: i32, go: Geom, gr: Geom }
+
+fn in_ld64(at: i32) -> vec2<u32> { if (IS_I64) { return b_in_ld64(at); } return i64_of(b_in_ldi(TF_DT, at)); }
+
+var<workgroup> sf: array<f32, RWG>;
+var<workgroup> si: array<vec2<u32>, RWG>;
+
+// One (output, group) per workgroup; float partials are f32, integer ones
+// (lo, hi) pairs.
+@compute @workgroup_size(RWG, 1)
+fn reduce_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let m = i32(wid.z * nwg.y + wid.y);
+    let grp = i32(wid.x);
+    if (m >= A.M) { return; }
+    let lid = i32(lid3.x);
+    let base = offset_of(A.go, 0, m);
+    var gr = A.gr;
+    gr.offset[0] = 0;
+    var af = 0.0;
+    var ai = vec2<u32>(0u, 0u);
+    for (var r = grp * i32(RWG) + lid; r < A.R; r += A.G * i32(RWG)) {
+        let at = base + offset_of(gr, 0, r);
+        if (IS_FLOAT) { af += b_in_ldf(TF_DT, at); } else { ai = add64(ai, in_ld64(at)); }
+    }
+    sf[lid] = af;
+    si[lid] = ai;
+    workgroupBarrier();
+    for (var s = i32(RWG) / 2; s > 0; s >>= 1u) {
+        if (lid < s) {
+            sf[lid] += sf[lid + s];
+            si[lid] = add64(si[lid], si[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0) {
+        if (IS_FLOAT) { b_partial[m * A.G + grp] = bitcast<u32>(sf[0]); } else { b_partial_st64(m * A.G + grp, si[0]); }
+    }
+}
+
+//@kernel reduce_final
+struct Args { gx: i32, gy: i32, M: i32, G: i32, count: i32, mean: i32, off: i32 }
+
+@compute @workgroup_size(WG)
+fn reduce_final(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let m = flat_id(gid, nwg);
+    if (m >= A.M) { return; }
+    if (IS_FLOAT) {
+        var s = 0.0;
+        for (var k = 0; k < A.G; k++) { s += bitcast<f32>(b_partial[m * A.G + k]); }
+        if (A.mean != 0) { s = select(nan(), s / f32(A.count), A.count != 0); }
+        b_out_stf(TF_DT, A.off + m, s);
+    } else {
+        var s = vec2<u32>(0u, 0u);
+        for (var k = 0; k < A.G; k++) { s = add64(s, b_partial_ld64(m * A.G + k)); }
+        b_out_st64(A.off + m, s);
+    }
+}
+
+//@kernel reduce_full
+struct Args { gx: i32, gy: i32, op: i32, R: i32, correction: i32, go: Geom, gr: Geom, out_off: i32, out_long: i32 }
+
+fn in_ld64(at: i32) -> vec2<u32> { if (IS_I64) { return b_in_ld64(at); } return i64_of(b_in_ldi(TF_DT, at)); }
+
+const P_SUM: i32 = 0;
+const P_PROD: i32 = 1;
+const P_MAX: i32 = 2;
+const P_MIN: i32 = 3;
+const P_ARGMAX: i32 = 4;
+const P_ARGMIN: i32 = 5;
+
+var<workgroup> vf: array<f32, RWG>;
+var<workgroup> vi: array<vec2<u32>, RWG>;
+var<workgroup> ix: array<i32, RWG>;
+
+// A running result: a float, or an integer as a (lo, hi) pair.
+struct Acc { f: f32, i: vec2<u32>, at: i32 }
+
+fn nan_of(a: Acc) -> bool { return IS_FLOAT && is_nan(a.f); }
+fn greater(a: Acc, b: Acc) -> bool { if (IS_FLOAT) { return a.f > b.f; } return lt64(b.i, a.i); }
+fn equal(a: Acc, b: Acc) -> bool { if (IS_FLOAT) { return a.f == b.f; } return all(a.i == b.i); }
+
+// Fold x into a (NaN sticky for max/min and first NaN wins arg*; ties keep
+// the smaller position).
+fn fold(p: i32, a: Acc, x: Acc) -> Acc {
+    var r = a;
+    switch p {
+        case P_SUM: { r.f = a.f + x.f; r.i = add64(a.i, x.i); }
+        case P_PROD: { r.f = a.f * x.f; r.i = mul64(a.i, x.i); }
+        case P_MAX, P_MIN: {
+            if (!nan_of(a) && (nan_of(x) || select(greater(a, x), greater(x, a), p == P_MAX))) { r = x; r.at = a.at; }
+        }
+        default: {
+            var take: bool;
+            if (x.at < 0) { take = false; }
+            else if (a.at < 0) { take = true; }
+            else if (nan_of(a)) { take = nan_of(x) && x.at < a.at; }
+            else if (nan_of(x)) { take = true; }
+            else if (equal(x, a)) { take = x.at < a.at; }
+            else { take = select(greater(a, x), greater(x, a), p == P_ARGMAX); }
+            if (take) { r = x; }
+        }
+    }
+    return r;
+}
+
+fn identity_of(p: i32) -> Acc {
+    var a = Acc(0.0, vec2<u32>(0u, 0u), -1);
+    if (p == P_PROD) { a.f = 1.0; a.i = vec2<u32>(1u, 0u); }
+    if (p == P_MAX) { a.f = -inf(); a.i = vec2<u32>(0u, 0x80000000u); }
+    if (p == P_MIN) { a.f = inf(); a.i = vec2<u32>(0xffffffffu, 0x7fffffffu); }
+    return a;
+}
+
+fn load_acc(at: i32, r: i32) -> Acc {
+    if (IS_FLOAT) { return Acc(b_in_ldf(TF_DT, at), vec2<u32>(0u, 0u), r); }
+    return Acc(0.0, in_ld64(at), r);
+}
+
+fn slot_put(lid: i32, a: Acc) { vf[lid] = a.f; vi[lid] = a.i; ix[lid] = a.at; }
+fn slot_get(lid: i32) -> Acc { return Acc(vf[lid], vi[lid], ix[lid]); }
+
+// Tree over the workgroup's partial results; the answer lands in slot 0.
+fn tree(p: i32, lid: i32) {
+    workgroupBarrier();
+    for (var s = i32(RWG) / 2; s > 0; s >>= 1u) {
+        if (lid < s) { slot_put(lid, fold(p, slot_get(lid), slot_get(lid + s))); }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(RWG)
+fn reduce_full(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let m = group_id(wid, nwg);
+    if (m * i32(RWG) >= A.gx) { return; }
+    let lid = i32(lid3.x);
+    let base = offset_of(A.go, 0, m);
+    var gr = A.gr;
+    gr.offset[0] = 0;
+    let op = A.op;
+    var p = P_SUM;
+    if (op == TF_OP_PROD) { p = P_PROD; }
+    else if (op == TF_OP_MAX || op == TF_OP_LOGSUMEXP) { p = P_MAX; }
+    else if (op == TF_OP_MIN) { p = P_MIN; }
+    else if (op == TF_OP_ARGMAX) { p = P_ARGMAX; }
+    else if (op == TF_OP_ARGMIN) { p = P_ARGMIN; }
+    var acc = identity_of(p);
+    for (var r = lid; r < A.R; r += i32(RWG)) { acc = fold(p, acc, load_acc(base + offset_of(gr, 0, r), r)); }
+    slot_put(lid, acc);
+    tree(p, lid);
+    var result = slot_get(0);
+    if (IS_FLOAT) {
+        let R = f32(A.R);
+        if (op == TF_OP_MEAN) { result.f = select(nan(), result.f / R, A.R != 0); }
+        let lse = op == TF_OP_LOGSUMEXP;
+        if (op == TF_OP_VAR || op == TF_OP_STD || lse) {     // a second pass around the mean or the max
+            var center = result.f;
+            if (!lse) { center = select(nan(), result.f / R, A.R != 0); }
+            if (!(lse && (is_nan(center) || is_inf(center)))) {
+                workgroupBarrier();
+                var acc2 = 0.0;
+                for (var r = lid; r < A.R; r += i32(RWG)) {
+                    let d = b_in_ldf(TF_DT, base + offset_of(gr, 0, r)) - center;
+                    if (lse) { acc2 += exp(d); } else { acc2 += d * d; }
+                }
+                slot_put(lid, Acc(acc2, vec2<u32>(0u, 0u), -1));
+                tree(P_SUM, lid);
+                let ss = vf[0];
+                if (lse) {
+                    result.f = center + log(ss);
+                } else {
+                    let div = f32(A.R - A.correction);
+                    var v: f32;
+                    if (div > 0.0) { v = ss / div; } else if (ss == 0.0 || is_nan(ss)) { v = nan(); } else { v = inf(); }
+                    result.f = select(v, sqrt(v), op == TF_OP_STD);
+                }
+            } else {
+                result.f = center;
+            }
+        }
+    }
+    if (lid == 0) {
+        let at = A.out_off + m;
+        if (op == TF_OP_ARGMAX || op == TF_OP_ARGMIN) { b_out_st64(at, i64_of(result.at)); }
+        else if (A.out_long != 0) { b_out_st64(at, result.i); }
+        else if (IS_FLOAT) { b_out_stf(TF_DT, at, result.f); }
+        else if (IS_I64) { b_out_st64(at, result.i); }
+        else { b_out_sti(TF_DT, at, bitcast<i32>(result.i.x)); }
+    }
+}
+
+//@kernel cumsum
+struct Args { gx: i32, gy: i32, lines: i32, len: i32, g: Geom, is: i32, os: i32, out_long: i32 }
+
+fn in_ld64(at: i32) -> vec2<u32> { if (IS_I64) { return b_in_ld64(at); } return i64_of(b_in_ldi(TF_DT, at)); }
+
+// One invocation per line; g covers the lines (operand 0 = in, 1 = out).
+@compute @workgroup_size(WG)
+fn cumsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.lines) { return; }
+    let ip = offset_of(A.g, 0, i);
+    let op = offset_of(A.g, 1, i);
+    var af = 0.0;
+    var ai = vec2<u32>(0u, 0u);
+    for (var j = 0; j < A.len; j++) {
+        if (IS_FLOAT) {
+            af += b_in_ldf(TF_DT, ip + j * A.is);
+            b_out_stf(TF_DT, op + j * A.os, af);
+        } else {
+            ai = add64(ai, in_ld64(ip + j * A.is));
+            if (A.out_long != 0) { b_out_st64(op + j * A.os, ai); } else { b_out_sti(TF_DT, op + j * A.os, bitcast<i32>(ai.x)); }
+        }
+    }
+}
+
+//@kernel matmul
+struct Args { gx: i32, gy: i32, M: i32, N: i32, K: i32, ms: array<i32, 4>, g: Geom, epilogue: i32, alpha: f32, beta: f32,
+              cs: array<i32, 2> }
+
+var<workgroup> As: array<array<f32, TS>, TS>;
+var<workgroup> Bs: array<array<f32, TS>, TS>;
+var<workgroup> Ai: array<array<i32, TS>, TS>;
+var<workgroup> Bi: array<array<i32, TS>, TS>;
+
+// TS x TS tiles in workgroup memory; the batch is folded into the second
+// dimension (rows rounded up to the tile, then batches). With `epilogue`
+// (GEMM): out = alpha * a@b + beta * c, c not read when beta == 0.
+@compute @workgroup_size(TS, TS)
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_id) lid: vec3<u32>) {
+    let tx = i32(lid.x);
+    let ty = i32(lid.y);
+    let ts = i32(TS);
+    let rows = (A.M + ts - 1) / ts * ts;
+    let gy = i32(wid.z * nwg.y + wid.y) * ts + ty;
+    let j = i32(wid.x) * ts + tx;
+    let i = gy % rows;
+    let bi = gy / rows;
+    var batches = 1;
+    var gg = A.g;
+    for (var d = 0; d < gg.ndim; d++) { batches *= gg.shape[d]; }
+    if (bi >= batches) { return; }                        // a whole workgroup past the end
+    let ao = offset_of(A.g, 0, bi);
+    let bo = offset_of(A.g, 1, bi);
+    let oo = gg.offset[2] + bi * A.M * A.N;
+    var accf = 0.0;
+    var acci = 0;
+    for (var t = 0; t < A.K; t += ts) {
+        let a_in = i < A.M && t + tx < A.K;
+        let b_in = t + ty < A.K && j < A.N;
+        let a_at = ao + i * A.ms[0] + (t + tx) * A.ms[1];
+        let b_at = bo + (t + ty) * A.ms[2] + j * A.ms[3];
+        if (IS_FLOAT) {
+            As[ty][tx] = select(0.0, b_a_ldf(TF_DT, a_at), a_in);
+            Bs[ty][tx] = select(0.0, b_b_ldf(TF_DT, b_at), b_in);
+        } else {
+            Ai[ty][tx] = select(0, b_a_ldi(TF_DT, a_at), a_in);
+            Bi[ty][tx] = select(0, b_b_ldi(TF_DT, b_at), b_in);
+        }
+        workgroupBarrier();
+        for (var k = 0; k < ts; k++) {
+            if (IS_FLOAT) { accf += As[ty][k] * Bs[k][tx]; } else { acci += Ai[ty][k] * Bi[k][tx]; }
+        }
+        workgroupBarrier();
+    }
+    if (i < A.M && j < A.N) {
+        let at = oo + i * A.N + j;
+        if (!IS_FLOAT) {
+            b_out_sti(TF_DT, at, acci);
+        } else if (A.epilogue == 0) {
+            b_out_stf(TF_DT, at, accf);
+        } else {
+            var v = A.alpha * accf;
+            if (A.beta != 0.0) { v += A.beta * b_c_ldf(TF_DT, offset_of(A.g, 3, bi) + i * A.cs[0] + j * A.cs[1]); }
+            b_out_stf(TF_DT, at, v);
+        }
+    }
+}
+
+//@kernel row_op
+struct Args { gx: i32, gy: i32, op: i32, len: i32, xs: i32, os: i32, eps: f32, has_w: i32, has_b: i32, g: Geom,
+              w_off: i32, ws: i32, b_off: i32, bs: i32 }
+
+var<workgroup> v: array<f32, RWG>;
+
+fn tree_sum(lid: i32) -> f32 {
+    workgroupBarrier();
+    for (var s = i32(RWG) / 2; s > 0; s >>= 1u) {
+        if (lid < s) { v[lid] += v[lid + s]; }
+        workgroupBarrier();
+    }
+    let r = v[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn tree_max(lid: i32) -> f32 {                         // NaN sticky
+    workgroupBarrier();
+    for (var s = i32(RWG) / 2; s > 0; s >>= 1u) {
+        if (lid < s) {
+            let a = v[lid];
+            let b = v[lid + s];
+            if (!is_nan(a) && (is_nan(b) || b > a)) { v[lid] = b; }
+        }
+        workgroupBarrier();
+    }
+    let r = v[0];
+    workgroupBarrier();
+    return r;
+}
+
+// One workgroup per line: softmax, log_softmax, rmsnorm, layernorm; g covers
+// the lines (operand 0 = x, 1 = out); xs/os step along the line.
+@compute @workgroup_size(RWG)
+fn row_op(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let line = group_id(wid, nwg);
+    if (line * i32(RWG) >= A.gx) { return; }
+    let lid = i32(lid3.x);
+    let xb = offset_of(A.g, 0, line);
+    let ob = offset_of(A.g, 1, line);
+    let step = i32(RWG);
+    if (A.op == TF_OP_SOFTMAX || A.op == TF_OP_LOG_SOFTMAX) {
+        var m = -inf();
+        for (var j = lid; j < A.len; j += step) {
+            let x = b_x_ldf(TF_DT, xb + j * A.xs);
+            if (!is_nan(m) && (is_nan(x) || x > m)) { m = x; }
+        }
+        v[lid] = m;
+        m = tree_max(lid);
+        var acc = 0.0;
+        for (var j = lid; j < A.len; j += step) { acc += exp(b_x_ldf(TF_DT, xb + j * A.xs) - m); }
+        v[lid] = acc;
+        let sum = tree_sum(lid);
+        for (var j = lid; j < A.len; j += step) {
+            let d = b_x_ldf(TF_DT, xb + j * A.xs) - m;
+            b_out_stf(TF_DT, ob + j * A.os, select(d - log(sum), exp(d) / sum, A.op == TF_OP_SOFTMAX));
+        }
+        return;
+    }
+    var mean = 0.0;
+    var acc = 0.0;
+    if (A.op == TF_OP_LAYERNORM) {
+        for (var j = lid; j < A.len; j += step) { acc += b_x_ldf(TF_DT, xb + j * A.xs); }
+        v[lid] = acc;
+        mean = tree_sum(lid) / f32(A.len);
+        acc = 0.0;
+    }
+    for (var j = lid; j < A.len; j += step) {
+        let d = b_x_ldf(TF_DT, xb + j * A.xs) - mean;
+        acc += d * d;
+    }
+    v[lid] = acc;
+    let inv = 1.0 / sqrt(tree_sum(lid) / f32(A.len) + A.eps);
+    for (var j = lid; j < A.len; j += step) {
+        var r = (b_x_ldf(TF_DT, xb + j * A.xs) - mean) * inv;
+        if (A.has_w != 0) { r *= b_w_ldf(TF_DT, A.w_off + j * A.ws); }
+        if (A.has_b != 0) { r += b_b_ldf(TF_DT, A.b_off + j * A.bs); }
+        b_out_stf(TF_DT, ob + j * A.os, r);
+    }
+}
+
+//@kernel rope
+struct Args { gx: i32, gy: i32, n: i32, neox: i32, rot: i32, theta: f32, ax: i32, g: Geom, p_off: i32, ps: i32,
+              pos64: i32 }
+
+// One invocation per element; g: the shape of x, operand 0 = x, 1 = out.
+@compute @workgroup_size(WG)
+fn rope(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    var gg = A.g;
+    var rest = i;
+    var xo = gg.offset[0];
+    var c_ax = 0;
+    var e = 0;
+    for (var d = gg.ndim - 1; d >= 0; d--) {
+        let c = rest % gg.shape[d];
+        rest /= gg.shape[d];
+        xo += c * gg.stride[0][d];
+        if (d == A.ax) { c_ax = c; }
+        if (d == gg.ndim - 1) { e = c; }
+    }
+    var val = b_x_ldf(TF_DT, xo);
+    if (e < A.rot) {
+        let hd = A.rot / 2;
+        let k = select(e / 2, e % hd, A.neox != 0);
+        let partner = select(e ^ 1, select(e - hd, e + hd, e < hd), A.neox != 0);
+        let first = select((e % 2) == 0, e < hd, A.neox != 0);
+        let p = b_pos_ldi(select(DT_I32, DT_I64, A.pos64 != 0), A.p_off + c_ax * A.ps);
+        let angle = f32(p) * pow(A.theta, f32(-2 * k) / f32(A.rot));
+        let u = b_x_ldf(TF_DT, xo + (partner - e) * gg.stride[0][gg.ndim - 1]);
+        let cs = cos(angle);
+        let sn = sin(angle);
+        val = select(u * sn + val * cs, val * cs - u * sn, first);
+    }
+    b_out_stf(TF_DT, operand(A.g, 1, i), val);
+}
+
+//@kernel sdpa
+struct AttnGeom { B: i32, Hq: i32, Lq: i32, D: i32, Hkv: i32, Lk: i32, Dv: i32, q_off: i32,
+                  st: array<array<i32, 4>, 5>, off: array<i32, 5> }
+struct Args { gx: i32, gy: i32, scale: f32, causal: i32, has_mask: i32, a: AttnGeom }
+
+const DV_PER: i32 = 4;                                  // MAX_DV (256) / WG value dimensions per invocation
+
+var<workgroup> score: array<f32, WG>;
+
+// One workgroup per query row (the plugin launches gx rows as gx groups):
+// keys in tiles of WG, one score per invocation, then an online softmax
+// over the tile that every invocation follows alike, each accumulating its
+// own value dimensions e = lid + t * WG. Strides st[t] and offsets off[t]
+// for t = q, k, v, mask, out; axes (b, h, l, d). A row with no visible key
+// is 0/0 = NaN.
+@compute @workgroup_size(WG)
+fn sdpa(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let r = group_id(wid, nwg);
+    if (r >= A.gx) { return; }
+    var a = A.a;
+    let lid = i32(lid3.x);
+    let wg = i32(WG);
+    let i = r % a.Lq;
+    let h = (r / a.Lq) % a.Hq;
+    let b = r / (a.Lq * a.Hq);
+    let kh = h / (a.Hq / a.Hkv);
+    let qb = a.off[0] + b * a.st[0][0] + h * a.st[0][1] + i * a.st[0][2];
+    let kb = a.off[1] + b * a.st[1][0] + kh * a.st[1][1];
+    let vb = a.off[2] + b * a.st[2][0] + kh * a.st[2][1];
+    let mb = a.off[3] + b * a.st[3][0] + h * a.st[3][1] + i * a.st[3][2];
+    var kend = a.Lk;
+    if (A.causal != 0) { kend = clamp(a.q_off + i + 1, 0, a.Lk); }
+    var acc: array<f32, DV_PER>;
+    for (var t = 0; t < DV_PER; t++) { acc[t] = 0.0; }
+    var m = -inf();
+    var l = 0.0;
+    for (var j0 = 0; j0 < kend; j0 += wg) {
+        let j = j0 + lid;
+        var s = -inf();
+        if (j < kend) {
+            var dot = 0.0;
+            for (var d = 0; d < a.D; d++) {
+                dot += b_q_ldf(TF_DT, qb + d * a.st[0][3]) * b_k_ldf(TF_DT, kb + j * a.st[1][2] + d * a.st[1][3]);
+            }
+            s = dot * A.scale;
+            if (A.has_mask != 0) { s += b_mask_ldf(TF_DT, mb + j * a.st[3][3]); }
+        }
+        score[lid] = s;
+        workgroupBarrier();
+        let n = min(wg, kend - j0);
+        var m_new = m;
+        for (var t = 0; t < n; t++) {
+            let x = score[t];
+            if (!is_nan(m_new) && (is_nan(x) || x > m_new)) { m_new = x; }
+        }
+        if (!(is_inf(m_new) && m_new < 0.0)) {           // else every key so far is masked out
+            let keep = exp(m - m_new);
+            l *= keep;
+            for (var u = 0; u < DV_PER; u++) { acc[u] *= keep; }
+            for (var t = 0; t < n; t++) {
+                let x = score[t];
+                if (is_inf(x) && x < 0.0) { continue; }
+                let p = exp(x - m_new);
+                l += p;
+                let vrow = vb + (j0 + t) * a.st[2][2];
+                for (var u = 0; u < DV_PER; u++) {
+                    let e = lid + u * wg;
+                    if (e < a.Dv) { acc[u] += p * b_v_ldf(TF_DT, vrow + e * a.st[2][3]); }
+                }
+            }
+            m = m_new;
+        }
+        workgroupBarrier();
+    }
+    let ob = a.off[4] + b * a.st[4][0] + h * a.st[4][1] + i * a.st[4][2];
+    for (var u = 0; u < DV_PER; u++) {
+        let e = lid + u * wg;
+        if (e < a.Dv) { b_out_stf(TF_DT, ob + e * a.st[4][3], acc[u] / l); }
+    }
+}
+
+//@kernel conv2d
+struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
+                  stride: array<i32, 2>, pad: array<i32, 2>, dil: array<i32, 2>,
+                  xs: array<i32, 4>, ws: array<i32, 4>, os: array<i32, 4>, bs: i32,
+                  x_off: i32, w_off: i32, o_off: i32, b_off: i32 }
+struct Args { gx: i32, gy: i32, has_bias: i32, g: ConvGeom }
+
+@compute @workgroup_size(WG)
+fn conv2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    var g = A.g;
+    if (i >= g.N * g.O * g.Ho * g.Wo) { return; }
+    let xo = i % g.Wo;
+    let y = (i / g.Wo) % g.Ho;
+    let oc = (i / (g.Wo * g.Ho)) % g.O;
+    let n = i / (g.Wo * g.Ho * g.O);
+    let c0 = (oc / (g.O / g.groups)) * g.cg;
+    var acc = 0.0;
+    if (A.has_bias != 0) { acc = b_b_ldf(TF_DT, g.b_off + oc * g.bs); }
+    for (var c = 0; c < g.cg; c++) {
+        for (var a = 0; a < g.kh; a++) {
+            let yi = y * g.stride[0] - g.pad[0] + a * g.dil[0];
+            if (yi < 0 || yi >= g.H) { continue; }
+            for (var bb = 0; bb < g.kw; bb++) {
+                let xi = xo * g.stride[1] - g.pad[1] + bb * g.dil[1];
+                if (xi < 0 || xi >= g.W) { continue; }
+                acc += b_x_ldf(TF_DT, g.x_off + n * g.xs[0] + (c0 + c) * g.xs[1] + yi * g.xs[2] + xi * g.xs[3]) *
+                       b_w_ldf(TF_DT, g.w_off + oc * g.ws[0] + c * g.ws[1] + a * g.ws[2] + bb * g.ws[3]);
+            }
+        }
+    }
+    b_out_stf(TF_DT, g.o_off + n * g.os[0] + oc * g.os[1] + y * g.os[2] + xo * g.os[3], acc);
+}
+
+//@kernel pool2d
+struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
+                  stride: array<i32, 2>, pad: array<i32, 2>, dil: array<i32, 2>,
+                  xs: array<i32, 4>, ws: array<i32, 4>, os: array<i32, 4>, bs: i32,
+                  x_off: i32, w_off: i32, o_off: i32, b_off: i32 }
+struct Args { gx: i32, gy: i32, is_max: i32, count_pad: i32, g: ConvGeom }
+
+// Max pooling (NaN sticky, -inf padding) or average pooling, count_pad
+// deciding whether padding counts in the divisor.
+@compute @workgroup_size(WG)
+fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    var g = A.g;
+    if (i >= g.N * g.C * g.Ho * g.Wo) { return; }
+    let xo = i % g.Wo;
+    let y = (i / g.Wo) % g.Ho;
+    let c = (i / (g.Wo * g.Ho)) % g.C;
+    let n = i / (g.Wo * g.Ho * g.C);
+    let is_max = A.is_max != 0;
+    var acc = select(0.0, -inf(), is_max);
+    var counted = 0;
+    for (var a = 0; a < g.kh; a++) {
+        for (var bb = 0; bb < g.kw; bb++) {
+            let yi = y * g.stride[0] - g.pad[0] + a * g.dil[0];
+            let xi = xo * g.stride[1] - g.pad[1] + bb * g.dil[1];
+            let inside = yi >= 0 && yi < g.H && xi >= 0 && xi < g.W;
+            if (!is_max && (inside || A.count_pad != 0) && yi < g.H + g.pad[0] && xi < g.W + g.pad[1]) { counted++; }
+            if (!inside) { continue; }
+            let v = b_x_ldf(TF_DT, g.x_off + n * g.xs[0] + c * g.xs[1] + yi * g.xs[2] + xi * g.xs[3]);
+            if (!is_max) { acc += v; }
+            else if ((is_nan(v) || v > acc) && !is_nan(acc)) { acc = v; }
+        }
+    }
+    if (!is_max) { acc = select(nan(), acc / f32(counted), counted != 0); }
+    b_out_stf(TF_DT, g.o_off + n * g.os[0] + c * g.os[1] + y * g.os[2] + xo * g.os[3], acc);
+}
+
+//@kernel adam
+struct Args { gx: i32, gy: i32, n: i32, g: Geom, lr: f32, b1: f32, b2: f32, eps: f32, wd: f32, c1: f32, c2: f32,
+              decoupled: i32 }
+
+// Adam / AdamW in place: operands param (0), grad (1), m (2), v (3).
+@compute @workgroup_size(WG)
+fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= A.n) { return; }
+    let po = offset_of(A.g, 0, i);
+    let go = offset_of(A.g, 1, i);
+    let mo = offset_of(A.g, 2, i);
+    let vo = offset_of(A.g, 3, i);
+    var pv = b_p_ldf(TF_DT, po);
+    var gv = b_grad_ldf(TF_DT, go);
+    if (A.decoupled != 0) { pv *= 1.0 - A.lr * A.wd; } else { gv += A.wd * pv; }
+    let mv = A.b1 * b_m_ldf(TF_DT, mo) + (1.0 - A.b1) * gv;
+    let vv = A.b2 * b_v_ldf(TF_DT, vo) + (1.0 - A.b2) * gv * gv;
+    pv -= A.lr * (mv / A.c1) / (sqrt(vv / A.c2) + A.eps);
+    b_m_stf(TF_DT, mo, mv);
+    b_v_stf(TF_DT, vo, vv);
+    b_p_stf(TF_DT, po, pv);
+}

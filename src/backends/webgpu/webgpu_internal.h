@@ -1,0 +1,60 @@
+/* What the WebGPU plugin's two halves share: the device (webgpu_backend.c
+ * opens it and moves bytes; wgsl_kernels.c builds and launches kernels on it). */
+#ifndef TF_WEBGPU_INTERNAL_H
+#define TF_WEBGPU_INTERNAL_H
+
+#include <stdbool.h>
+
+#include <tensorframe/backend.h>
+
+#include "gpu_runtime.h"
+#include "plan.h"
+#include "wgpu_api.h"
+
+/* The kernels' workgroup sizes: WG for 1-D kernels, RWG for a reduction's
+ * workgroup (and plan.c's rwg), TS x TS for a matmul tile (plan.c's ts).
+ * 256 invocations is WebGPU's guaranteed minimum. */
+#define WG_SIZE 64
+#define WG_RWG 256
+#define WG_TS 16
+
+typedef enum { PIPE_NONE, PIPE_READY, PIPE_FAILED } wg_pipe_state;
+
+typedef struct wg_pipe {
+    wg_pipe_state state;
+    WGPUComputePipeline pipeline;
+    WGPUBindGroupLayout layout;
+} wg_pipe;
+
+typedef struct wg_dev {
+    tf_gpu_dev gd;
+    int index;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    WGPUAdapterType adapter_type;
+    WGPULimits limits;
+    bool shader_f16;
+    char adapter_name[128], driver[128], backend_api[16];
+    WGPUBuffer params;                   /* the launch's scalar arguments (one launch at a time) */
+    wg_pipe pipes[TF_DTYPE_COUNT][TF_PK_KERNEL_COUNT];
+    char build_error[512];               /* the last pipeline that failed to build */
+    uint64_t launches;
+} wg_dev;
+
+extern const tf_host_api *tf_wg_host;
+extern tf_wgpu_api tf_wg;
+
+/* The error the work since the last push of an error scope raised
+ * (WGPUErrorType_NoError if none), its message in `message`. */
+WGPUErrorType tf_wg_pop_scope(wg_dev *d, char *message, size_t n);
+
+/* Can the WGSL kernels run op on d? */
+bool tf_wg_supports(wg_dev *d, const tf_op *op);
+/* Run op through plan.c with the WGSL kernels (caller holds the device). */
+tf_status tf_wg_run(wg_dev *d, const tf_op *op);
+/* Create and free the per-device kernel state (the parameter buffer, pipelines). */
+bool tf_wg_kernels_init(wg_dev *d);
+void tf_wg_kernels_release(wg_dev *d);
+
+#endif

@@ -1,0 +1,548 @@
+/* The WebGPU plugin's kernels: kernels.wgsl, launched by plan.c (the same
+ * host side as the OpenCL and CUDA plugins run kernels.cl with).
+ *
+ * plan.c hands each launch over as OpenCL-style arguments: scalars, geometry
+ * structs and buffer handles, in the kernel's order. Here a table gives each
+ * kernel's argument kinds and buffer names; a launch narrows the scalars to
+ * 32-bit words (WGSL has no 64-bit integers: values outside i32 are refused),
+ * writes them to the device's parameter buffer (binding 0), binds the
+ * buffers after it and dispatches. Pipelines are built per (dtype, kernel)
+ * on first use from the WGSL the plugin assembles, and cached.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "webgpu_internal.h"
+
+#include "kernels_wgsl.h"      /* generated: kernels_wgsl[], kernels_wgsl_len */
+
+#define PARAM_BYTES 1024       /* the largest Args: two geometries and a few scalars */
+#define MAX_BUFFERS 6
+
+/* Argument kinds, one letter per plan.c argument: i int32, f float, l int64
+ * (narrowed), U uint64 (two words), g tf_pk_geom, 4 tf_pk_long4, 2
+ * tf_pk_long2, c tf_pk_conv_geom, a tf_pk_attn_geom, B a buffer. Buffers are
+ * named in order; ":w" marks one written with elements of the program's
+ * dtype, ":b" with bools, ":W" with whole words. */
+typedef struct kernel_info {
+    const char *args;
+    const char *buffers;
+    bool group_per_item;                 /* plan.c's 1-D items each get a workgroup of WG */
+} kernel_info;
+
+static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
+    [TF_PK_BINARY] = {"ilgBBB", "out:w a b"},
+    [TF_PK_BINARY4] = {"illllBBB", "out:W a b"},
+    [TF_PK_UNARY] = {"iffflgBB", "out:w x"},
+    [TF_PK_COMPARE] = {"ilgBBB", "out:b a b"},
+    [TF_PK_BOOL_UNARY] = {"ilgBB", "out:b x"},
+    [TF_PK_WHERE] = {"lgBBBB", "out:w cond a b"},
+    [TF_PK_COPY_FROM] = {"ilgBB", "out:w src"},
+    [TF_PK_FILL] = {"lUBl", "out:w"},
+    [TF_PK_ARANGE] = {"lffBl", "out:w"},
+    [TF_PK_RAND] = {"ilUBl", "out:w"},
+    [TF_PK_TRIANGLE] = {"illgBB", "out:w x"},
+    [TF_PK_INDEX_PICK] = {"iilgBBBi", "out:w x index"},
+    [TF_PK_REDUCE_PARTIAL] = {"lllggBB", "in partial:W"},
+    [TF_PK_REDUCE_FINAL] = {"llliBBl", "partial out:w"},
+    [TF_PK_REDUCE_FULL] = {"illggBBli", "in out:w"},
+    [TF_PK_CUMSUM] = {"llgllBBi", "in out:w"},
+    [TF_PK_MATMUL] = {"lll4gBBBiffB2", "out:w a b c"},
+    [TF_PK_ROW_OP] = {"illlfiigBBBllBll", "x out:w w b"},
+    [TF_PK_ROPE] = {"lilfigBBBlli", "x out:w pos"},
+    [TF_PK_SDPA] = {"fiiaBBBBB", "q k v mask out:w", true},
+    [TF_PK_CONV2D] = {"icBBBB", "x w b out:w"},
+    [TF_PK_POOL2D] = {"iicBB", "x out:w"},
+    [TF_PK_ADAM] = {"lgfffffffiBBBB", "p:w grad m:w v:w"},
+};
+
+#define host tf_wg_host
+#define wg tf_wg
+
+/* ---- dtype facts (header-only list: plugins never link the core) ---- */
+
+static size_t elsize(tf_dtype dt) {
+    static const size_t sizes[TF_DTYPE_COUNT] = {
+#define TF__SZ(E, n, sz, fl, in) sz,
+        TF_DTYPE_LIST(TF__SZ)
+#undef TF__SZ
+    };
+    return (unsigned)dt < TF_DTYPE_COUNT ? sizes[dt] : 0;
+}
+
+static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F16 || dt == TF_BF16; }
+
+/* ---- WGSL assembly ---- */
+
+/* The text of section `name` of kernels.wgsl ("common" or a kernel's). */
+static bool find_section(const char *name, const char **start, size_t *len) {
+    char marker[64];
+    snprintf(marker, sizeof marker, "\n//@%s%s\n", strcmp(name, "common") ? "kernel " : "", name);
+    const char *p = strstr(kernels_wgsl, marker);
+    if (!p) return false;
+    p += strlen(marker);
+    const char *end = strstr(p, "\n//@kernel ");
+    *start = p;
+    *len = end ? (size_t)(end - p) + 1 : strlen(p);
+    return true;
+}
+
+/* One buffer's binding and accessors; `@` stands for its name. */
+static const char accessors_plain[] =
+    "fn @_word(w: i32) -> u32 { return @[w]; }\n"
+    "fn @_put(w: i32, keep: u32, bits: u32) { if (keep == 0u) { @[w] = bits; } else { @[w] = (@[w] & keep) | bits; } }\n";
+static const char accessors_atomic[] =
+    "fn @_word(w: i32) -> u32 { return atomicLoad(&@[w]); }\n"
+    "fn @_put(w: i32, keep: u32, bits: u32) {\n"
+    "    if (keep == 0u) { atomicStore(&@[w], bits); } else { atomicAnd(&@[w], keep | bits); atomicOr(&@[w], bits); }\n"
+    "}\n";
+static const char accessors_typed[] =
+    "fn @_bits(dt: i32, i: i32) -> u32 {\n"
+    "    let sz = dt_size(dt);\n"
+    "    if (sz == 4) { return @_word(i); }\n"
+    "    if (sz == 8) { return @_word(2 * i); }\n"
+    "    if (sz == 2) { return (@_word(i >> 1u) >> (u32(i & 1) * 16u)) & 0xffffu; }\n"
+    "    return (@_word(i >> 2u) >> (u32(i & 3) * 8u)) & 0xffu;\n"
+    "}\n"
+    "fn @_setbits(dt: i32, i: i32, b: u32) {\n"
+    "    let sz = dt_size(dt);\n"
+    "    if (sz == 4) { @_put(i, 0u, b); }\n"
+    "    else if (sz == 8) { @_put(2 * i, 0u, b); @_put(2 * i + 1, 0u, select(0u, 0xffffffffu, (b & 0x80000000u) != 0u)); }\n"
+    "    else if (sz == 2) { let s = u32(i & 1) * 16u; @_put(i >> 1u, ~(0xffffu << s), (b & 0xffffu) << s); }\n"
+    "    else { let s = u32(i & 3) * 8u; @_put(i >> 2u, ~(0xffu << s), (b & 0xffu) << s); }\n"
+    "}\n"
+    "fn @_ldf(dt: i32, i: i32) -> f32 { return f32_of_bits(dt, @_bits(dt, i)); }\n"
+    "fn @_ldi(dt: i32, i: i32) -> i32 { return i32_of_bits(dt, @_bits(dt, i)); }\n"
+    "fn @_stf(dt: i32, i: i32, v: f32) { @_setbits(dt, i, bits_of_f32(dt, v)); }\n"
+    "fn @_sti(dt: i32, i: i32, v: i32) { @_setbits(dt, i, bits_of_i32(dt, v)); }\n"
+    "fn @_ld64(i: i32) -> vec2<u32> { return vec2<u32>(@_word(2 * i), @_word(2 * i + 1)); }\n"
+    "fn @_st64(i: i32, v: vec2<u32>) { @_put(2 * i, 0u, v.x); @_put(2 * i + 1, 0u, v.y); }\n";
+
+static void put_named(FILE *f, const char *text, const char *name) {
+    for (const char *p = text; *p; p++) {
+        if (*p == '@') fprintf(f, "b_%s", name);
+        else fputc(*p, f);
+    }
+}
+
+/* Whether a buffer with flag `flag` is written with stores narrower than a
+ * word for program dtype dt (then its words are atomic). */
+static bool narrow_writes(char flag, tf_dtype dt) { return flag == 'b' || (flag == 'w' && elsize(dt) < 4); }
+
+static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char flags[MAX_BUFFERS]) {
+    int n = 0;
+    for (const char *p = spec; *p && n < MAX_BUFFERS;) {
+        while (*p == ' ') p++;
+        size_t len = strcspn(p, " :");
+        snprintf(names[n], 16, "%.*s", (int)len, p);
+        p += len;
+        flags[n] = 'r';
+        if (*p == ':') {
+            flags[n] = p[1];
+            p += 2;
+        }
+        n++;
+        while (*p == ' ') p++;
+    }
+    return n;
+}
+
+/* The whole module for (dtype, kernel): prelude, bindings, common, kernel. */
+static char *assemble(tf_dtype dt, tf_pk_kernel k, int *n_buffers) {
+    const char *common, *body;
+    size_t common_len, body_len;
+    if (!find_section("common", &common, &common_len) || !find_section(tf_pk_kernel_names[k], &body, &body_len))
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return NULL;
+    fprintf(f, "const TF_DT: i32 = %d;\nconst IS_FLOAT: bool = %s;\nconst IS_I64: bool = %s;\n", (int)dt,
+            is_float(dt) ? "true" : "false", dt == TF_I64 ? "true" : "false");
+    fprintf(f, "const WG: u32 = %uu;\nconst RWG: u32 = %uu;\nconst TS: u32 = %uu;\n", WG_SIZE, WG_RWG, WG_TS);
+#define TF__CODE(E, ...) fprintf(f, "const TF_OP_%s: i32 = %d;\n", #E, (int)TF_OP_##E);
+    TF_OP_LIST(TF__CODE)
+#undef TF__CODE
+    fprintf(f, "@group(0) @binding(0) var<storage, read> A: Args;\n");
+    char names[MAX_BUFFERS][16], flags[MAX_BUFFERS];
+    int nb = parse_buffers(kernel_table[k].buffers, names, flags);
+    for (int b = 0; b < nb; b++) {
+        bool atomic = narrow_writes(flags[b], dt);
+        fprintf(f, "@group(0) @binding(%d) var<storage, read_write> b_%s: array<%s>;\n", b + 1, names[b],
+                atomic ? "atomic<u32>" : "u32");
+        put_named(f, atomic ? accessors_atomic : accessors_plain, names[b]);
+        put_named(f, accessors_typed, names[b]);
+    }
+    fwrite(common, 1, common_len, f);
+    fwrite(body, 1, body_len, f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    *n_buffers = nb;
+    return text;
+}
+
+/* ---- pipelines ---- */
+
+static WGPUStringView view(const char *s) { return (WGPUStringView){s, strlen(s)}; }
+
+static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers) {
+    WGPUBindGroupLayoutEntry entries[MAX_BUFFERS + 1];
+    for (int b = 0; b <= n_buffers; b++) {
+        entries[b] = (WGPUBindGroupLayoutEntry)WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+        entries[b].binding = (uint32_t)b;
+        entries[b].visibility = WGPUShaderStage_Compute;
+        entries[b].buffer.type = b == 0 ? WGPUBufferBindingType_ReadOnlyStorage : WGPUBufferBindingType_Storage;
+    }
+    WGPUBindGroupLayoutDescriptor desc = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
+    desc.entryCount = (size_t)n_buffers + 1;
+    desc.entries = entries;
+    return wg.DeviceCreateBindGroupLayout(d->device, &desc);
+}
+
+static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe *p) {
+    const char *name = tf_pk_kernel_names[k];
+    int nb = 0;
+    char *source = assemble(dt, k, &nb);
+    if (!source) return host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no memory to assemble kernel %s", d->gd.name, name);
+    wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
+    WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
+    wgsl.code = view(source);
+    WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
+    md.nextInChain = &wgsl.chain;
+    md.label = view(name);
+    WGPUShaderModule module = wg.DeviceCreateShaderModule(d->device, &md);
+    WGPUBindGroupLayout layout = make_layout(d, nb);
+    WGPUPipelineLayoutDescriptor pd = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
+    pd.bindGroupLayoutCount = 1;
+    pd.bindGroupLayouts = &layout;
+    WGPUPipelineLayout pl = wg.DeviceCreatePipelineLayout(d->device, &pd);
+    WGPUComputePipelineDescriptor cd = WGPU_COMPUTE_PIPELINE_DESCRIPTOR_INIT;
+    cd.label = view(name);
+    cd.layout = pl;
+    cd.compute.module = module;
+    cd.compute.entryPoint = view(name);
+    WGPUComputePipeline pipeline = wg.DeviceCreateComputePipeline(d->device, &cd);
+    char message[400];
+    WGPUErrorType e = tf_wg_pop_scope(d, message, sizeof message);
+    if (getenv("TF_WEBGPU_DUMP_WGSL")) fprintf(stderr, "---- %s (%d) ----\n%s\n", name, (int)dt, source);
+    free(source);
+    if (module) wg.ShaderModuleRelease(module);
+    if (pl) wg.PipelineLayoutRelease(pl);
+    if (e != WGPUErrorType_NoError || !pipeline || !layout) {
+        if (pipeline) wg.ComputePipelineRelease(pipeline);
+        if (layout) wg.BindGroupLayoutRelease(layout);
+        p->state = PIPE_FAILED;
+        snprintf(d->build_error, sizeof d->build_error, "%s: building WGSL kernel '%s' for dtype %d failed: %s",
+                 d->gd.name, name, (int)dt, message);
+        return host->set_error(TF_ERR_BACKEND, "%s", d->build_error);
+    }
+    p->pipeline = pipeline;
+    p->layout = layout;
+    p->state = PIPE_READY;
+    return TF_OK;
+}
+
+static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe **out) {
+    if ((unsigned)dt >= TF_DTYPE_COUNT || (unsigned)k >= TF_PK_KERNEL_COUNT || !kernel_table[k].args)
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name,
+                               (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?");
+    wg_pipe *p = &d->pipes[dt][k];
+    if (p->state == PIPE_FAILED) return host->set_error(TF_ERR_BACKEND, "%s", d->build_error);
+    if (p->state == PIPE_NONE) {
+        tf_status s = build_pipe(d, dt, k, p);
+        if (s != TF_OK) return s;
+    }
+    *out = p;
+    return TF_OK;
+}
+
+/* ---- arguments ---- */
+
+typedef struct packed {
+    uint32_t words[PARAM_BYTES / 4];
+    int n;
+    WGPUBuffer buffers[MAX_BUFFERS];
+    int n_buffers;
+} packed;
+
+static bool put_word(packed *p, uint32_t w) {
+    if (p->n >= PARAM_BYTES / 4) return false;
+    p->words[p->n++] = w;
+    return true;
+}
+
+/* int64 values narrowed to i32; false when one does not fit. */
+static bool put_narrowed(packed *p, const int64_t *v, size_t count) {
+    for (size_t i = 0; i < count; i++) {
+        if (v[i] < INT32_MIN || v[i] > INT32_MAX) return false;
+        if (!put_word(p, (uint32_t)(int32_t)v[i])) return false;
+    }
+    return true;
+}
+
+static bool put_geom(packed *p, const tf_pk_geom *g) {
+    if (!put_narrowed(p, g->shape, 8) || !put_narrowed(p, &g->stride[0][0], 32) || !put_narrowed(p, g->offset, 4))
+        return false;
+    return put_word(p, (uint32_t)g->ndim) && put_word(p, (uint32_t)g->contiguous);
+}
+
+static size_t arg_size(char kind) {
+    switch (kind) {
+    case 'i': case 'f': return 4;
+    case 'l': case 'U': return 8;
+    case 'g': return sizeof(tf_pk_geom);
+    case '4': return sizeof(tf_pk_long4);
+    case '2': return sizeof(tf_pk_long2);
+    case 'c': return sizeof(tf_pk_conv_geom);
+    case 'a': return sizeof(tf_pk_attn_geom);
+    case 'B': return sizeof(void *);
+    default: return 0;
+    }
+}
+
+static bool pack_arg(packed *p, char kind, const void *value) {
+    switch (kind) {
+    case 'i': case 'f': {
+        uint32_t w;
+        memcpy(&w, value, 4);
+        return put_word(p, w);
+    }
+    case 'U': {
+        uint64_t v;
+        memcpy(&v, value, 8);
+        return put_word(p, (uint32_t)v) && put_word(p, (uint32_t)(v >> 32));
+    }
+    case 'g': return put_geom(p, value);
+    case 'B':
+        if (p->n_buffers >= MAX_BUFFERS) return false;
+        memcpy(&p->buffers[p->n_buffers++], value, sizeof(WGPUBuffer));
+        return true;
+    default:                                  /* l, 4, 2, c, a: int64 values throughout */
+        return put_narrowed(p, value, arg_size(kind) / 8);
+    }
+}
+
+static tf_status pack(wg_dev *d, tf_pk_kernel k, int nargs, const tf_pk_arg *args, const size_t *global, int dims,
+                      packed *p) {
+    const char *kinds = kernel_table[k].args, *name = tf_pk_kernel_names[k];
+    p->n = p->n_buffers = 0;
+    if ((size_t)nargs != strlen(kinds))
+        return host->set_error(TF_ERR_BACKEND, "%s: kernel '%s' takes %zu arguments, got %d", d->gd.name, name,
+                               strlen(kinds), nargs);
+    int64_t extent[2] = {(int64_t)global[0], dims > 1 ? (int64_t)global[1] : 1};
+    if (!put_narrowed(p, extent, 2))
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' over more than 2^31 items", d->gd.name, name);
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].size != arg_size(kinds[i]))
+            return host->set_error(TF_ERR_BACKEND, "%s: kernel '%s' argument %d has %zu bytes, expected %zu", d->gd.name,
+                                   name, i, args[i].size, arg_size(kinds[i]));
+        if (!pack_arg(p, kinds[i], args[i].value))
+            return host->set_error(TF_ERR_UNSUPPORTED,
+                                   "%s: kernel '%s' argument %d is outside the 32-bit range WGSL indexes with",
+                                   d->gd.name, name, i);
+    }
+    return TF_OK;
+}
+
+/* ---- launches ---- */
+
+/* Workgroup counts: 1-D launches fold their groups into x and y, 2-D ones
+ * their second dimension into y and z (at most the device's limit each). */
+static bool dispatch_size(wg_dev *d, int dims, const size_t *global, const size_t *local, uint32_t n[3]) {
+    size_t cap = d->limits.maxComputeWorkgroupsPerDimension;
+    size_t l0 = local ? local[0] : WG_SIZE, g0 = (global[0] + l0 - 1) / l0;
+    if (dims == 1) {
+        size_t x = g0 < cap ? g0 : cap, y = x ? (g0 + x - 1) / x : 0;
+        n[0] = (uint32_t)x;
+        n[1] = (uint32_t)y;
+        n[2] = 1;
+        return y <= cap;
+    }
+    size_t g1 = (global[1] + local[1] - 1) / local[1], y = g1 < cap ? g1 : cap, z = y ? (g1 + y - 1) / y : 0;
+    n[0] = (uint32_t)g0;
+    n[1] = (uint32_t)y;
+    n[2] = (uint32_t)z;
+    return g0 <= cap && z <= cap;
+}
+
+/* The bytes of b a kernel may see: the whole buffer up to the binding limit. */
+static uint64_t binding_size(wg_dev *d, WGPUBuffer b) {
+    uint64_t size = wg.BufferGetSize(b), cap = d->limits.maxStorageBufferBindingSize;
+    return (size < cap ? size : cap) & ~(uint64_t)3;
+}
+
+static tf_status encode(wg_dev *d, wg_pipe *pipe, const packed *p, const uint32_t groups[3]) {
+    WGPUBindGroupEntry entries[MAX_BUFFERS + 1];
+    entries[0] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
+    entries[0].binding = 0;
+    entries[0].buffer = d->params;
+    entries[0].size = PARAM_BYTES;
+    for (int b = 0; b < p->n_buffers; b++) {
+        entries[b + 1] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
+        entries[b + 1].binding = (uint32_t)b + 1;
+        entries[b + 1].buffer = p->buffers[b];
+        entries[b + 1].size = binding_size(d, p->buffers[b]);
+    }
+    wg.QueueWriteBuffer(d->queue, d->params, 0, p->words, (size_t)p->n * 4);
+    WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+    bd.layout = pipe->layout;
+    bd.entryCount = (size_t)p->n_buffers + 1;
+    bd.entries = entries;
+    WGPUBindGroup group = wg.DeviceCreateBindGroup(d->device, &bd);
+    WGPUCommandEncoder enc = wg.DeviceCreateCommandEncoder(d->device, NULL);
+    WGPUComputePassEncoder pass = wg.CommandEncoderBeginComputePass(enc, NULL);
+    wg.ComputePassEncoderSetPipeline(pass, pipe->pipeline);
+    wg.ComputePassEncoderSetBindGroup(pass, 0, group, 0, NULL);
+    wg.ComputePassEncoderDispatchWorkgroups(pass, groups[0], groups[1], groups[2]);
+    wg.ComputePassEncoderEnd(pass);
+    WGPUCommandBuffer cmd = wg.CommandEncoderFinish(enc, NULL);
+    /* The parameters were written to the queue just before: each launch is
+     * its own submission, so the next launch's write lands after this one. */
+    wg.QueueSubmit(d->queue, 1, &cmd);
+    wg.CommandBufferRelease(cmd);
+    wg.ComputePassEncoderRelease(pass);
+    wg.CommandEncoderRelease(enc);
+    if (group) wg.BindGroupRelease(group);
+    return TF_OK;
+}
+
+static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int nargs, const tf_pk_arg *args, int dims,
+                           const size_t *global, const size_t *local) {
+    wg_dev *d = ctx;
+    wg_pipe *pipe = NULL;
+    tf_status s = ensure_pipe(d, program, k, &pipe);
+    if (s != TF_OK) return s;
+    bool local_ok = dims == 1 ? (!local || local[0] == WG_RWG)
+                              : local && local[0] * local[1] == (k == TF_PK_MATMUL ? WG_TS * WG_TS : WG_RWG);
+    if (!local_ok)
+        return host->set_error(TF_ERR_BACKEND, "%s: kernel '%s' launched with a workgroup its WGSL was not built for",
+                               d->gd.name, tf_pk_kernel_names[k]);
+    packed p;
+    s = pack(d, k, nargs, args, global, dims, &p);
+    if (s != TF_OK) return s;
+    uint32_t groups[3];
+    size_t per_group[1] = {kernel_table[k].group_per_item ? global[0] * WG_SIZE : 0};
+    if (!dispatch_size(d, dims, per_group[0] ? per_group : global, local, groups))
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' needs more workgroups than the device dispatches",
+                               d->gd.name, tf_pk_kernel_names[k]);
+    if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return TF_OK;
+    wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
+    encode(d, pipe, &p, groups);
+    char message[400];
+    if (tf_wg_pop_scope(d, message, sizeof message) != WGPUErrorType_NoError)
+        return tf_gpu_fail(&d->gd, TF_GPU_ERROR_OTHER, tf_pk_kernel_names[k], "validation error", message);
+    d->launches++;
+    return TF_OK;
+}
+
+static void *mem_of(const tf_tensor_desc *t) { return ((tf_gpu_block *)t->buffer)->handle; }
+
+static tf_status scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
+    wg_dev *d = ctx;
+    tf_gpu_block *b = NULL;
+    tf_status s = tf_gpu_alloc(&d->gd, nbytes, &b);
+    if (s == TF_OK) {
+        *handle = b->handle;
+        *token = b;
+    }
+    return s;
+}
+
+/* Safe right after the launches: wgpu keeps a buffer alive while submitted
+ * work uses it, and the block's next user is later on the same queue. */
+static void scratch_free(void *ctx, void *token) { tf_gpu_free(&((wg_dev *)ctx)->gd, token); }
+
+tf_status tf_wg_run(wg_dev *d, const tf_op *op) {
+    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free};
+    return tf_pk_run(&tg, op);
+}
+
+/* ---- what runs here ---- */
+
+/* The dtypes a tensor may have here. WGSL has no 64-bit types: i64 is kept
+ * as (lo, hi) word pairs by the kernels that move, compare, select, reduce
+ * and add (not by matmul), and f64 only moves: a cast into it from a 32-bit
+ * or narrower dtype, a fill, a same-dtype copy. Any other op with them runs
+ * on the CPU (counted); neither is listed in the device's caps. */
+static bool device_dtype(tf_dtype dt) {
+    return dt == TF_F32 || dt == TF_F16 || dt == TF_BF16 || dt == TF_I8 || dt == TF_I32 || dt == TF_U8 ||
+           dt == TF_BOOL;
+}
+
+static bool known_dtype(tf_dtype dt) { return device_dtype(dt) || dt == TF_I64 || dt == TF_F64; }
+
+static bool has_dtype(const tf_op *op, tf_dtype dt) {
+    if (op->output.dtype == dt) return true;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].dtype == dt) return true;
+    return false;
+}
+
+static bool wide_dtypes_allowed(const tf_op *op) {
+    if (has_dtype(op, TF_F64)) {
+        if (op->kind == TF_OP_FILL) return true;
+        return op->kind == TF_OP_COPY && op->output.dtype == TF_F64 &&
+               (op->inputs[0].dtype == TF_F64 || device_dtype(op->inputs[0].dtype));
+    }
+    switch (tf_op_kernel_of(op->kind)) {
+    case TF_KERNEL_MATMUL: case TF_KERNEL_MATH: case TF_KERNEL_ROW: case TF_KERNEL_ROPE: case TF_KERNEL_ATTENTION:
+    case TF_KERNEL_CONV: case TF_KERNEL_POOL: case TF_KERNEL_OPTIMIZER: case TF_KERNEL_RANDOM: case TF_KERNEL_ARANGE:
+        /* positions, the only i64 operand these kernels read */
+        return op->kind == TF_OP_ROPE && op->inputs[0].dtype != TF_I64;
+    default:
+        return true;
+    }
+}
+
+/* Does t lie within the bytes a binding shows, with element indices in i32? */
+static bool fits_binding(wg_dev *d, const tf_tensor_desc *t) {
+    size_t es = elsize(t->dtype);
+    if (!es) return false;
+    int64_t lo = (int64_t)(t->offset / es), hi = lo;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return true;
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) lo += span;
+        else hi += span;
+    }
+    uint64_t end = (uint64_t)(hi + 1) * es;
+    return lo >= 0 && hi < INT32_MAX / 2 && end <= d->limits.maxStorageBufferBindingSize;
+}
+
+bool tf_wg_supports(wg_dev *d, const tf_op *op) {
+    if (!tf_pk_supports(op, true)) return false;
+    if (!known_dtype(op->output.dtype)) return false;       /* no quantized kernels in WGSL yet */
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!known_dtype(op->inputs[i].dtype)) return false;
+    bool wide = has_dtype(op, TF_F64) || has_dtype(op, TF_I64);
+    if (wide && !wide_dtypes_allowed(op)) return false;
+    if (!fits_binding(d, &op->output)) return false;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (!fits_binding(d, &op->inputs[i])) return false;
+    return true;
+}
+
+bool tf_wg_kernels_init(wg_dev *d) {
+    WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
+    desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst;
+    desc.size = PARAM_BYTES;
+    d->params = wg.DeviceCreateBuffer(d->device, &desc);
+    return d->params != NULL;
+}
+
+void tf_wg_kernels_release(wg_dev *d) {
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
+        for (int k = 0; k < TF_PK_KERNEL_COUNT; k++) {
+            wg_pipe *p = &d->pipes[dt][k];
+            if (p->pipeline) wg.ComputePipelineRelease(p->pipeline);
+            if (p->layout) wg.BindGroupLayoutRelease(p->layout);
+            *p = (wg_pipe){0};
+        }
+    if (d->params) wg.BufferRelease(d->params);
+    d->params = NULL;
+}

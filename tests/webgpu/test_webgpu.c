@@ -6,6 +6,7 @@
  * fallback for what WGSL cannot hold, and an allocation over the adapter's
  * buffer limit. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,6 +192,55 @@ static void test_f64_falls_back_and_is_counted(void **state) {
     tf_tensor_release(s);
 }
 
+/* Every element of t is `want` (to a relative 1e-6). */
+static void expect_all(const tf_tensor *t, float want, int64_t n) {
+    float *got = malloc((size_t)n * sizeof *got);
+    assert_non_null(got);
+    OK(tf_tensor_read(t, got, (size_t)n * sizeof *got));
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabsf(got[i] - want) <= 1e-6f * fabsf(want))) fail_msg("element %lld: got %g, want %g", (long long)i, got[i], want);
+    free(got);
+}
+
+/* A tensor over the 128 MiB a binding shows (lavapipe's
+ * maxStorageBufferBindingSize): an op on all of it runs on the CPU, counted,
+ * with the right answer; views deep inside it bind a window of the buffer
+ * around themselves and run on the device, for each op family. */
+static void test_tensor_over_the_binding_limit(void **state) {
+    (void)state;
+    tf_device *dev = wgpu();
+    int64_t n = (int64_t)36 << 20, side = 64;            /* 144 MiB of f32 */
+    tf_tensor *big = NULL, *twice = NULL, *tail = NULL, *view = NULL, *r = NULL;
+    uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
+    OK(tf_full(dev, TF_F32, 1, &n, 0.5, &big));
+    OK(tf_add(big, big, &twice));
+    assert_true(tf_device_fallback_count(dev, TF_OP_COUNT) >= before + 2);   /* fill and add */
+    tf_tensor *end = NULL;
+    OK(tf_slice(twice, 0, n - 1, n, 1, &end));
+    expect_f32(end, (float[]){1}, 1);
+    OK(tf_slice(big, 0, n - side * side, n, 1, &tail));
+    OK(tf_reshape(tail, 2, (int64_t[]){side, side}, &view));
+    before = tf_device_fallback_count(dev, TF_OP_COUNT);
+    OK(tf_exp(view, &r));                                /* elementwise */
+    expect_all(r, expf(0.5f), side * side);
+    tf_tensor_release(r);
+    OK(tf_sum(view, 1, false, &r));                      /* reduction */
+    expect_all(r, 0.5f * (float)side, side);
+    tf_tensor_release(r);
+    OK(tf_matmul(view, view, &r));                       /* matmul */
+    expect_all(r, 0.25f * (float)side, side * side);
+    tf_tensor_release(r);
+    OK(tf_softmax(view, 1, &r));                         /* row op */
+    expect_all(r, 1.0f / (float)side, side * side);
+    tf_tensor_release(r);
+    assert_int_equal(tf_device_fallback_count(dev, TF_OP_COUNT), before);
+    tf_tensor_release(end);
+    tf_tensor_release(view);
+    tf_tensor_release(tail);
+    tf_tensor_release(twice);
+    tf_tensor_release(big);
+}
+
 /* More than the adapter's maxBufferSize (lavapipe: 2 GiB - 1): the
  * allocation is refused with TF_ERR_OUT_OF_MEMORY naming the limit, and
  * the device goes on working. */
@@ -215,6 +265,7 @@ int main(void) {
         cmocka_unit_test(test_ops_run_on_the_device),
         cmocka_unit_test(test_in_place_on_narrow_dtypes),
         cmocka_unit_test(test_f64_falls_back_and_is_counted),
+        cmocka_unit_test(test_tensor_over_the_binding_limit),
         cmocka_unit_test(test_buffer_over_the_limit_is_out_of_memory),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

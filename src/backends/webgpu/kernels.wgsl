@@ -10,7 +10,9 @@
 //     scalar arguments in plan.c's order, 64-bit integers narrowed to i32,
 //     after gx and gy, the launch's global size) and its entry point NAME.
 // Between the prelude and the common part come the bindings: Args at
-// binding 0, then one `array<u32>` per buffer argument (b_NAME), each with
+// binding 0, then one `array<u32>` per buffer argument (b_NAME), a window of
+// its buffer around the tensor that starts at word BASES[k] (so a tensor
+// deep in a large buffer binds within the binding limit), each with
 // accessors b_NAME_ldf/_ldi (element i of dtype dt as f32/i32), _stf/_sti,
 // _ld64/_st64. Tensors of every dtype are stored as 32-bit words: f16, bf16,
 // i8, u8 and bool are unpacked in the accessors, and a buffer written with
@@ -459,9 +461,9 @@ fn binary4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let i = flat_id(gid, nwg);
     if (i >= A.n4) { return; }
     for (var k = 0; k < 4; k++) {
-        let x = bitcast<f32>(b_a[A.ao + 4 * i + k]);
-        let y = bitcast<f32>(b_b[A.bo + 4 * i + k]);
-        b_out[A.oo + 4 * i + k] = bitcast<u32>(apply_f(A.op, x, y));
+        let x = bitcast<f32>(b_a_word(A.ao + 4 * i + k));
+        let y = bitcast<f32>(b_b_word(A.bo + 4 * i + k));
+        b_out_put(A.oo + 4 * i + k, 0u, bitcast<u32>(apply_f(A.op, x, y)));
     }
 }
 
@@ -783,7 +785,7 @@ fn reduce_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         workgroupBarrier();
     }
     if (lid == 0) {
-        if (IS_FLOAT) { b_partial[m * A.G + grp] = bitcast<u32>(sf[0]); } else { b_partial_st64(m * A.G + grp, si[0]); }
+        if (IS_FLOAT) { b_partial_put(m * A.G + grp, 0u, bitcast<u32>(sf[0])); } else { b_partial_st64(m * A.G + grp, si[0]); }
     }
 }
 
@@ -796,7 +798,7 @@ fn reduce_final(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     if (m >= A.M) { return; }
     if (IS_FLOAT) {
         var s = 0.0;
-        for (var k = 0; k < A.G; k++) { s += bitcast<f32>(b_partial[m * A.G + k]); }
+        for (var k = 0; k < A.G; k++) { s += bitcast<f32>(b_partial_word(m * A.G + k)); }
         if (A.mean != 0) { s = select(nan(), s / f32(A.count), A.count != 0); }
         b_out_stf(TF_DT, A.off + m, s);
     } else {

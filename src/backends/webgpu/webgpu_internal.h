@@ -26,6 +26,16 @@ typedef struct wg_pipe {
     WGPUBindGroupLayout layout;
 } wg_pipe;
 
+/* A tensor's bytes [lo, hi) in its buffer: what a launch binds (a window of
+ * the buffer, so that a tensor far into a large buffer stays within the
+ * binding limit). */
+typedef struct wg_window {
+    WGPUBuffer buffer;
+    uint64_t lo, hi;
+} wg_window;
+
+#define WG_MAX_WINDOWS 64
+
 typedef struct wg_dev {
     tf_gpu_dev gd;
     int index;
@@ -40,6 +50,8 @@ typedef struct wg_dev {
     wg_pipe pipes[TF_DTYPE_COUNT][TF_PK_KERNEL_COUNT];
     char build_error[512];               /* the last pipeline that failed to build */
     uint64_t launches;
+    wg_window windows[WG_MAX_WINDOWS];   /* the running op's (plan.c's mem() hands out pointers to these) */
+    int n_windows;
 } wg_dev;
 
 extern const tf_host_api *tf_wg_host;

@@ -19,8 +19,10 @@
 
 #include "kernels_wgsl.h"      /* generated: kernels_wgsl[], kernels_wgsl_len */
 
-#define PARAM_BYTES 1024       /* the largest Args: two geometries and a few scalars */
+#define PARAM_BYTES 1024       /* Args (at most ARGS_BYTES), then the bindings' word bases */
+#define ARGS_BYTES 768         /* the largest Args: two geometries and a few scalars; a multiple of 256 */
 #define MAX_BUFFERS 6
+#define BASES_BINDING 7
 
 /* Argument kinds, one letter per plan.c argument: i int32, f float, l int64
  * (narrowed), U uint64 (two words), g tf_pk_geom, 4 tf_pk_long4, 2
@@ -92,11 +94,15 @@ static bool find_section(const char *name, const char **start, size_t *len) {
 
 /* One buffer's binding and accessors; `@` stands for its name. */
 static const char accessors_plain[] =
-    "fn @_word(w: i32) -> u32 { return @[w]; }\n"
-    "fn @_put(w: i32, keep: u32, bits: u32) { if (keep == 0u) { @[w] = bits; } else { @[w] = (@[w] & keep) | bits; } }\n";
+    "fn @_word(w0: i32) -> u32 { let w = w0 - $; return @[w]; }\n"
+    "fn @_put(w0: i32, keep: u32, bits: u32) {\n"
+    "    let w = w0 - $;\n"
+    "    if (keep == 0u) { @[w] = bits; } else { @[w] = (@[w] & keep) | bits; }\n"
+    "}\n";
 static const char accessors_atomic[] =
-    "fn @_word(w: i32) -> u32 { return atomicLoad(&@[w]); }\n"
-    "fn @_put(w: i32, keep: u32, bits: u32) {\n"
+    "fn @_word(w0: i32) -> u32 { let w = w0 - $; return atomicLoad(&@[w]); }\n"
+    "fn @_put(w0: i32, keep: u32, bits: u32) {\n"
+    "    let w = w0 - $;\n"
     "    if (keep == 0u) { atomicStore(&@[w], bits); } else { atomicAnd(&@[w], keep | bits); atomicOr(&@[w], bits); }\n"
     "}\n";
 static const char accessors_typed[] =
@@ -121,9 +127,11 @@ static const char accessors_typed[] =
     "fn @_ld64(i: i32) -> vec2<u32> { return vec2<u32>(@_word(2 * i), @_word(2 * i + 1)); }\n"
     "fn @_st64(i: i32, v: vec2<u32>) { @_put(2 * i, 0u, v.x); @_put(2 * i + 1, 0u, v.y); }\n";
 
-static void put_named(FILE *f, const char *text, const char *name) {
+/* `@` becomes the buffer's name, `$` the word its window starts at. */
+static void put_named(FILE *f, const char *text, const char *name, int index) {
     for (const char *p = text; *p; p++) {
         if (*p == '@') fprintf(f, "b_%s", name);
+        else if (*p == '$') fprintf(f, "i32(BASES[%d])", index);
         else fputc(*p, f);
     }
 }
@@ -167,14 +175,15 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int *n_buffers) {
     TF_OP_LIST(TF__CODE)
 #undef TF__CODE
     fprintf(f, "@group(0) @binding(0) var<storage, read> A: Args;\n");
+    fprintf(f, "@group(0) @binding(%d) var<storage, read> BASES: array<u32, %d>;\n", BASES_BINDING, MAX_BUFFERS);
     char names[MAX_BUFFERS][16], flags[MAX_BUFFERS];
     int nb = parse_buffers(kernel_table[k].buffers, names, flags);
     for (int b = 0; b < nb; b++) {
         bool atomic = narrow_writes(flags[b], dt);
         fprintf(f, "@group(0) @binding(%d) var<storage, read_write> b_%s: array<%s>;\n", b + 1, names[b],
                 atomic ? "atomic<u32>" : "u32");
-        put_named(f, atomic ? accessors_atomic : accessors_plain, names[b]);
-        put_named(f, accessors_typed, names[b]);
+        put_named(f, atomic ? accessors_atomic : accessors_plain, names[b], b);
+        put_named(f, accessors_typed, names[b], b);
     }
     fwrite(common, 1, common_len, f);
     fwrite(body, 1, body_len, f);
@@ -190,16 +199,19 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int *n_buffers) {
 
 static WGPUStringView view(const char *s) { return (WGPUStringView){s, strlen(s)}; }
 
+/* Bindings 0 (Args) and BASES_BINDING (the word bases) read the parameter
+ * buffer; 1 .. n_buffers are the tensors' windows. */
 static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers) {
-    WGPUBindGroupLayoutEntry entries[MAX_BUFFERS + 1];
-    for (int b = 0; b <= n_buffers; b++) {
+    WGPUBindGroupLayoutEntry entries[MAX_BUFFERS + 2];
+    for (int b = 0; b <= n_buffers + 1; b++) {
+        bool param = b == 0 || b == n_buffers + 1;
         entries[b] = (WGPUBindGroupLayoutEntry)WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
-        entries[b].binding = (uint32_t)b;
+        entries[b].binding = b == n_buffers + 1 ? BASES_BINDING : (uint32_t)b;
         entries[b].visibility = WGPUShaderStage_Compute;
-        entries[b].buffer.type = b == 0 ? WGPUBufferBindingType_ReadOnlyStorage : WGPUBufferBindingType_Storage;
+        entries[b].buffer.type = param ? WGPUBufferBindingType_ReadOnlyStorage : WGPUBufferBindingType_Storage;
     }
     WGPUBindGroupLayoutDescriptor desc = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
-    desc.entryCount = (size_t)n_buffers + 1;
+    desc.entryCount = (size_t)n_buffers + 2;
     desc.entries = entries;
     return wg.DeviceCreateBindGroupLayout(d->device, &desc);
 }
@@ -264,14 +276,14 @@ static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe **o
 /* ---- arguments ---- */
 
 typedef struct packed {
-    uint32_t words[PARAM_BYTES / 4];
+    uint32_t words[PARAM_BYTES / 4];     /* Args from word 0, the bases from ARGS_BYTES / 4 */
     int n;
-    WGPUBuffer buffers[MAX_BUFFERS];
+    wg_window buffers[MAX_BUFFERS];
     int n_buffers;
 } packed;
 
 static bool put_word(packed *p, uint32_t w) {
-    if (p->n >= PARAM_BYTES / 4) return false;
+    if (p->n >= ARGS_BYTES / 4) return false;
     p->words[p->n++] = w;
     return true;
 }
@@ -318,10 +330,13 @@ static bool pack_arg(packed *p, char kind, const void *value) {
         return put_word(p, (uint32_t)v) && put_word(p, (uint32_t)(v >> 32));
     }
     case 'g': return put_geom(p, value);
-    case 'B':
-        if (p->n_buffers >= MAX_BUFFERS) return false;
-        memcpy(&p->buffers[p->n_buffers++], value, sizeof(WGPUBuffer));
+    case 'B': {
+        const wg_window *w;
+        memcpy(&w, value, sizeof w);
+        if (p->n_buffers >= MAX_BUFFERS || !w) return false;
+        p->buffers[p->n_buffers++] = *w;
         return true;
+    }
     default:                                  /* l, 4, 2, c, a: int64 values throughout */
         return put_narrowed(p, value, arg_size(kind) / 8);
     }
@@ -370,10 +385,13 @@ static bool dispatch_size(wg_dev *d, int dims, const size_t *global, const size_
     return g0 <= cap && z <= cap;
 }
 
-/* The bytes of b a kernel may see: the whole buffer up to the binding limit. */
-static uint64_t binding_size(wg_dev *d, WGPUBuffer b) {
-    uint64_t size = wg.BufferGetSize(b), cap = d->limits.maxStorageBufferBindingSize;
-    return (size < cap ? size : cap) & ~(uint64_t)3;
+/* The bytes a binding of w shows: from its start rounded down to the
+ * device's offset alignment to its end rounded up to a word. */
+static void window_range(wg_dev *d, const wg_window *w, uint64_t *offset, uint64_t *size) {
+    uint64_t align = d->limits.minStorageBufferOffsetAlignment ? d->limits.minStorageBufferOffsetAlignment : 256;
+    *offset = w->lo / align * align;
+    *size = ((w->hi + 3) & ~(uint64_t)3) - *offset;
+    if (*size == 0) *size = 4;
 }
 
 static tf_status encode(wg_dev *d, wg_pipe *pipe, const packed *p, const uint32_t groups[3]) {
@@ -381,17 +399,32 @@ static tf_status encode(wg_dev *d, wg_pipe *pipe, const packed *p, const uint32_
     entries[0] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
     entries[0].binding = 0;
     entries[0].buffer = d->params;
-    entries[0].size = PARAM_BYTES;
+    entries[0].size = ARGS_BYTES;
+    uint32_t bases[MAX_BUFFERS] = {0};
     for (int b = 0; b < p->n_buffers; b++) {
+        uint64_t offset, size;
+        window_range(d, &p->buffers[b], &offset, &size);
+        if (size > d->limits.maxStorageBufferBindingSize)
+            return host->set_error(TF_ERR_UNSUPPORTED, "%s: a window of %" PRIu64 " bytes is over the binding limit",
+                                   d->gd.name, size);
+        bases[b] = (uint32_t)(offset / 4);
         entries[b + 1] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
         entries[b + 1].binding = (uint32_t)b + 1;
-        entries[b + 1].buffer = p->buffers[b];
-        entries[b + 1].size = binding_size(d, p->buffers[b]);
+        entries[b + 1].buffer = p->buffers[b].buffer;
+        entries[b + 1].offset = offset;
+        entries[b + 1].size = size;
     }
+    WGPUBindGroupEntry *last = &entries[p->n_buffers + 1];
+    *last = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
+    last->binding = BASES_BINDING;
+    last->buffer = d->params;
+    last->offset = ARGS_BYTES;
+    last->size = sizeof bases;
     wg.QueueWriteBuffer(d->queue, d->params, 0, p->words, (size_t)p->n * 4);
+    wg.QueueWriteBuffer(d->queue, d->params, ARGS_BYTES, bases, sizeof bases);
     WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
     bd.layout = pipe->layout;
-    bd.entryCount = (size_t)p->n_buffers + 1;
+    bd.entryCount = (size_t)p->n_buffers + 2;
     bd.entries = entries;
     WGPUBindGroup group = wg.DeviceCreateBindGroup(d->device, &bd);
     WGPUCommandEncoder enc = wg.DeviceCreateCommandEncoder(d->device, NULL);
@@ -432,22 +465,55 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
                                d->gd.name, tf_pk_kernel_names[k]);
     if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return TF_OK;
     wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
-    encode(d, pipe, &p, groups);
+    tf_status es = encode(d, pipe, &p, groups);
     char message[400];
     if (tf_wg_pop_scope(d, message, sizeof message) != WGPUErrorType_NoError)
         return tf_gpu_fail(&d->gd, TF_GPU_ERROR_OTHER, tf_pk_kernel_names[k], "validation error", message);
+    if (es != TF_OK) return es;
     d->launches++;
     return TF_OK;
 }
 
-static void *mem_of(const tf_tensor_desc *t) { return ((tf_gpu_block *)t->buffer)->handle; }
+/* The bytes [lo, hi) a descriptor's elements occupy in its buffer. */
+static void extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
+    int64_t es = (int64_t)elsize(t->dtype), first = (int64_t)t->offset / (es ? es : 1), last = first;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) {
+            *lo = *hi = t->offset;
+            return;
+        }
+        int64_t span = (t->shape[i] - 1) * t->strides[i];
+        if (span < 0) first += span;
+        else last += span;
+    }
+    *lo = (uint64_t)(first * es);
+    *hi = (uint64_t)((last + 1) * es);
+}
+
+/* plan.c names a tensor's buffer through mem(), which has no device
+ * argument: the device running an op is this thread's (runs hold its lock). */
+static _Thread_local wg_dev *running;
+
+static wg_window *new_window(WGPUBuffer buffer, uint64_t lo, uint64_t hi) {
+    wg_dev *d = running;
+    if (!d || d->n_windows >= WG_MAX_WINDOWS) return NULL;    /* packing refuses a NULL buffer */
+    wg_window *w = &d->windows[d->n_windows++];
+    *w = (wg_window){buffer, lo, hi};
+    return w;
+}
+
+static void *mem_of(const tf_tensor_desc *t) {
+    uint64_t lo, hi;
+    extent_of(t, &lo, &hi);
+    return new_window(((tf_gpu_block *)t->buffer)->handle, lo, hi);
+}
 
 static tf_status scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     wg_dev *d = ctx;
     tf_gpu_block *b = NULL;
     tf_status s = tf_gpu_alloc(&d->gd, nbytes, &b);
     if (s == TF_OK) {
-        *handle = b->handle;
+        *handle = new_window(b->handle, 0, nbytes);
         *token = b;
     }
     return s;
@@ -459,7 +525,11 @@ static void scratch_free(void *ctx, void *token) { tf_gpu_free(&((wg_dev *)ctx)-
 
 tf_status tf_wg_run(wg_dev *d, const tf_op *op) {
     tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free};
-    return tf_pk_run(&tg, op);
+    running = d;
+    d->n_windows = 0;
+    tf_status s = tf_pk_run(&tg, op);
+    running = NULL;
+    return s;
 }
 
 /* ---- what runs here ---- */
@@ -499,19 +569,15 @@ static bool wide_dtypes_allowed(const tf_op *op) {
     }
 }
 
-/* Does t lie within the bytes a binding shows, with element indices in i32? */
+/* Does t's window fit one binding, with its element indices in i32? */
 static bool fits_binding(wg_dev *d, const tf_tensor_desc *t) {
     size_t es = elsize(t->dtype);
     if (!es) return false;
-    int64_t lo = (int64_t)(t->offset / es), hi = lo;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0) return true;
-        int64_t span = (t->shape[i] - 1) * t->strides[i];
-        if (span < 0) lo += span;
-        else hi += span;
-    }
-    uint64_t end = (uint64_t)(hi + 1) * es;
-    return lo >= 0 && hi < INT32_MAX / 2 && end <= d->limits.maxStorageBufferBindingSize;
+    uint64_t lo, hi, offset, size;
+    extent_of(t, &lo, &hi);
+    wg_window w = {NULL, lo, hi};
+    window_range(d, &w, &offset, &size);
+    return hi / es < INT32_MAX / 2 && size <= d->limits.maxStorageBufferBindingSize;
 }
 
 bool tf_wg_supports(wg_dev *d, const tf_op *op) {

@@ -2,7 +2,10 @@
 // (gpu_common/kernels.cl), launched with the same arguments by plan.c.
 //
 // The plugin builds one shader module per (kernel, dtype) from three parts:
-//   - a prelude it generates: TF_DT, IS_FLOAT, the workgroup sizes (WG for
+//   - a prelude it generates: TF_DT, IS_FLOAT, IS_I64, OP (the op code of a
+//     kernel that serves several ops: each op gets its own pipeline, since a
+//     switch on a value the compiler cannot see as uniform costs every case
+//     on a SIMD emulation such as llvmpipe), the workgroup sizes (WG for
 //     1-D kernels, RWG for reductions, TS for matmul tiles) and the op codes
 //     of the op table (TF_OP_ADD, ...);
 //   - the `common` section below;
@@ -254,8 +257,11 @@ fn operand(g: Geom, k: i32, i: i32) -> i32 {
 }
 
 // The flat index of a 1-D launch, whose workgroups are folded into x and y
-// (at most 65535 per dimension).
+// (at most 65535 per dimension), and its stride: 1-D kernels loop over
+// their gx items, the plugin dispatching no more workgroups than keep the
+// device busy (each costs llvmpipe several microseconds).
 fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> i32 { return i32(gid.y * nwg.x * WG + gid.x); }
+fn flat_stride(nwg: vec3<u32>) -> i32 { return i32(nwg.x * nwg.y * WG); }
 // The flat workgroup index of a 1-D launch of one group per item.
 fn group_id(wid: vec3<u32>, nwg: vec3<u32>) -> i32 { return i32(wid.y * nwg.x + wid.x); }
 
@@ -277,11 +283,43 @@ fn erf_f32(x: f32) -> f32 {
     return select(1.0 - erfc, erfc - 1.0, x < 0.0);
 }
 
+// exp and log to about an ulp (a driver's may be several off: lavapipe's
+// are). ln 2 is split so that n * LN2_HI is exact.
+const LN2_HI: f32 = 0.693145751953125;
+const LN2_LO: f32 = 1.4286068203094172e-06;
+
+fn exp_f32(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    if (x > 88.73) { return inf(); }
+    if (x < -104.0) { return 0.0; }
+    let n = round(x * 1.4426950408889634);
+    let f = (x - n * LN2_HI) - n * LN2_LO;               // |f| <= 0.35
+    var term = 1.0;
+    var sum = 1.0;
+    for (var k = 1; k <= 10; k++) {
+        term *= f / f32(k);
+        sum += term;
+    }
+    return ldexp(sum, i32(n));
+}
+
+fn log_f32(x: f32) -> f32 {
+    if (!(x > 0.0) || is_inf(x)) { return log(x); }      // 0, negatives, NaN, infinity
+    let fe = frexp(x);
+    var m = fe.fract;
+    var e = f32(fe.exp);
+    if (m < 0.70710678) { m *= 2.0; e -= 1.0; }
+    let t = (m - 1.0) / (m + 1.0);                       // |t| < 0.172
+    let t2 = t * t;
+    let ln_m = 2.0 * t * (1.0 + t2 * (1.0 / 3.0 + t2 * (0.2 + t2 * (1.0 / 7.0 + t2 * (1.0 / 9.0 + t2 * (1.0 / 11.0))))));
+    return e * LN2_HI + (e * LN2_LO + ln_m);
+}
+
 // log1p and expm1 from series near 0, where log(1 + x) and exp(x) - 1 would
 // cancel (the identities that repair them need a correctly rounded log,
 // which a driver's need not be).
 fn log1p_f32(x: f32) -> f32 {
-    if (abs(x) >= 0.5 || is_nan(x)) { return log(1.0 + x); }
+    if (abs(x) >= 0.5 || is_nan(x)) { return log_f32(1.0 + x); }
     let t = x / (2.0 + x);                               // log1p(x) = 2 atanh(t), |t| < 1/3
     let t2 = t * t;
     let p = 1.0 + t2 * (1.0 / 3.0 + t2 * (0.2 + t2 * (1.0 / 7.0 + t2 * (1.0 / 9.0 + t2 * (1.0 / 11.0 + t2 * (1.0 / 13.0 + t2 * (1.0 / 15.0 + t2 * (1.0 / 17.0 + t2 * (1.0 / 19.0)))))))));
@@ -289,7 +327,7 @@ fn log1p_f32(x: f32) -> f32 {
 }
 
 fn expm1_f32(x: f32) -> f32 {
-    if (abs(x) >= 0.5 || is_nan(x)) { return exp(x) - 1.0; }
+    if (abs(x) >= 0.5 || is_nan(x)) { return exp_f32(x) - 1.0; }
     var term = x;
     var sum = x;
     for (var k = 2; k <= 11; k++) {                      // x^11 / 11! < 2^-35 for |x| < 1/2
@@ -425,17 +463,20 @@ fn apply_64(op: i32, x: vec2<u32>, y0: vec2<u32>) -> vec2<u32> {
 
 @compute @workgroup_size(WG)
 fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { binary_item(i); }
+}
+
+fn binary_item(i: i32) {
     if (i >= A.n) { return; }
     let ia = operand(A.g, 1, i);
     let ib = operand(A.g, 2, i);
     let io = A.g.offset[0] + i;
     if (IS_I64) {
-        b_out_st64(io, apply_64(A.op, b_a_ld64(ia), b_b_ld64(ib)));
+        b_out_st64(io, apply_64(OP, b_a_ld64(ia), b_b_ld64(ib)));
     } else if (IS_FLOAT) {
-        b_out_stf(TF_DT, io, apply_f(A.op, b_a_ldf(TF_DT, ia), b_b_ldf(TF_DT, ib)));
+        b_out_stf(TF_DT, io, apply_f(OP, b_a_ldf(TF_DT, ia), b_b_ldf(TF_DT, ib)));
     } else {
-        b_out_sti(TF_DT, io, apply_i(A.op, b_a_ldi(TF_DT, ia), b_b_ldi(TF_DT, ib)));
+        b_out_sti(TF_DT, io, apply_i(OP, b_a_ldi(TF_DT, ia), b_b_ldi(TF_DT, ib)));
     }
 }
 
@@ -458,12 +499,15 @@ fn apply_f(op: i32, x: f32, y: f32) -> f32 {
 // f32, contiguous, offsets multiples of 4: four elements per invocation.
 @compute @workgroup_size(WG)
 fn binary4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { binary4_item(i); }
+}
+
+fn binary4_item(i: i32) {
     if (i >= A.n4) { return; }
     for (var k = 0; k < 4; k++) {
         let x = bitcast<f32>(b_a_word(A.ao + 4 * i + k));
         let y = bitcast<f32>(b_b_word(A.bo + 4 * i + k));
-        b_out_put(A.oo + 4 * i + k, 0u, bitcast<u32>(apply_f(A.op, x, y)));
+        b_out_put(A.oo + 4 * i + k, 0u, bitcast<u32>(apply_f(OP, x, y)));
     }
 }
 
@@ -476,8 +520,8 @@ fn apply_unary(op: i32, x0: f32) -> f32 {
         case TF_OP_NEG: { return -x; }
         case TF_OP_ABS: { return abs(x); }
         case TF_OP_SIGN: { if (x > 0.0) { return 1.0; } if (x < 0.0) { return -1.0; } return 0.0; }
-        case TF_OP_EXP: { return exp(x); }
-        case TF_OP_LOG: { return log(x); }
+        case TF_OP_EXP: { return exp_f32(x); }
+        case TF_OP_LOG: { return log_f32(x); }
         case TF_OP_LOG1P: { return log1p_f32(x); }
         case TF_OP_EXPM1: { return expm1_f32(x); }
         case TF_OP_SQRT: { return sqrt(x); }
@@ -485,13 +529,13 @@ fn apply_unary(op: i32, x0: f32) -> f32 {
         case TF_OP_SIN: { return sin(x); }
         case TF_OP_COS: { return cos(x); }
         case TF_OP_TANH: { return tanh_f32(x); }
-        case TF_OP_SIGMOID: { return 1.0 / (1.0 + exp(-x)); }
+        case TF_OP_SIGMOID: { return 1.0 / (1.0 + exp_f32(-x)); }
         case TF_OP_RELU: { return select(x, 0.0, x < 0.0); }
         case TF_OP_LEAKY_RELU: { return select(x, A.alpha * x, x < 0.0); }
         case TF_OP_GELU: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752440)); }
         case TF_OP_GELU_TANH: { return 0.5 * x * (1.0 + tanh_f32(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }
-        case TF_OP_SILU: { return x / (1.0 + exp(-x)); }
-        case TF_OP_SOFTPLUS: { if (x > 20.0) { return x; } return log1p_f32(exp(x)); }
+        case TF_OP_SILU: { return x / (1.0 + exp_f32(-x)); }
+        case TF_OP_SOFTPLUS: { if (x > 20.0) { return x; } return log1p_f32(exp_f32(x)); }
         case TF_OP_FLOOR: { return floor(x); }
         case TF_OP_CEIL: { return ceil(x); }
         case TF_OP_ROUND: { return round(x); }            // half to even, as rint
@@ -506,9 +550,12 @@ fn apply_unary(op: i32, x0: f32) -> f32 {
 
 @compute @workgroup_size(WG)
 fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { unary_item(i); }
+}
+
+fn unary_item(i: i32) {
     if (i >= A.n) { return; }
-    b_out_stf(TF_DT, A.g.offset[0] + i, apply_unary(A.op, b_x_ldf(TF_DT, operand(A.g, 1, i))));
+    b_out_stf(TF_DT, A.g.offset[0] + i, apply_unary(OP, b_x_ldf(TF_DT, operand(A.g, 1, i))));
 }
 
 //@kernel compare
@@ -516,7 +563,10 @@ struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
 @compute @workgroup_size(WG)
 fn compare(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { compare_item(i); }
+}
+
+fn compare_item(i: i32) {
     if (i >= A.n) { return; }
     let ia = operand(A.g, 1, i);
     let ib = operand(A.g, 2, i);
@@ -528,22 +578,22 @@ fn compare(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
         let x = b_a_ld64(ia);
         let y = b_b_ld64(ib);
         lt = lt64(x, y); eq = all(x == y); xz = any(x != vec2<u32>(0u, 0u)); yz = any(y != vec2<u32>(0u, 0u));
-        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = lt64(y, x); }
+        if (OP == TF_OP_GT || OP == TF_OP_GE) { lt = lt64(y, x); }
     } else if (IS_FLOAT) {
         let x = b_a_ldf(TF_DT, ia);
         let y = b_b_ldf(TF_DT, ib);
         lt = x < y; eq = x == y; xz = x != 0.0; yz = y != 0.0;
-        if (A.op == TF_OP_NE) { eq = !(x != y); }       // NaN: unequal, yet neither < nor ==
-        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = x > y; }
-        if (A.op == TF_OP_LOGICAL_AND || A.op == TF_OP_LOGICAL_OR) { xz = xz || is_nan(x); yz = yz || is_nan(y); }
+        if (OP == TF_OP_NE) { eq = !(x != y); }       // NaN: unequal, yet neither < nor ==
+        if (OP == TF_OP_GT || OP == TF_OP_GE) { lt = x > y; }
+        if (OP == TF_OP_LOGICAL_AND || OP == TF_OP_LOGICAL_OR) { xz = xz || is_nan(x); yz = yz || is_nan(y); }
     } else {
         let x = b_a_ldi(TF_DT, ia);
         let y = b_b_ldi(TF_DT, ib);
         lt = x < y; eq = x == y; xz = x != 0; yz = y != 0;
-        if (A.op == TF_OP_GT || A.op == TF_OP_GE) { lt = x > y; }
+        if (OP == TF_OP_GT || OP == TF_OP_GE) { lt = x > y; }
     }
     var r: bool;
-    switch A.op {
+    switch OP {
         case TF_OP_EQ: { r = eq; }
         case TF_OP_NE: { r = !eq; }
         case TF_OP_LT, TF_OP_GT: { r = lt; }
@@ -559,19 +609,22 @@ struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
 @compute @workgroup_size(WG)
 fn bool_unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { bool_unary_item(i); }
+}
+
+fn bool_unary_item(i: i32) {
     if (i >= A.n) { return; }
     let ix = operand(A.g, 1, i);
     var r = false;
     if (IS_FLOAT) {
         let v = b_x_ldf(TF_DT, ix);
-        if (A.op == TF_OP_LOGICAL_NOT) { r = v == 0.0; }
-        else if (A.op == TF_OP_ISNAN) { r = is_nan(v); }
+        if (OP == TF_OP_LOGICAL_NOT) { r = v == 0.0; }
+        else if (OP == TF_OP_ISNAN) { r = is_nan(v); }
         else { r = is_inf(v); }
     } else if (IS_I64) {
-        r = A.op == TF_OP_LOGICAL_NOT && all(b_x_ld64(ix) == vec2<u32>(0u, 0u));
+        r = OP == TF_OP_LOGICAL_NOT && all(b_x_ld64(ix) == vec2<u32>(0u, 0u));
     } else {
-        r = A.op == TF_OP_LOGICAL_NOT && b_x_ldi(TF_DT, ix) == 0;
+        r = OP == TF_OP_LOGICAL_NOT && b_x_ldi(TF_DT, ix) == 0;
     }
     b_out_sti(DT_BOOL, A.g.offset[0] + i, select(0, 1, r));
 }
@@ -581,7 +634,10 @@ struct Args { gx: i32, gy: i32, n: i32, g: Geom }
 
 @compute @workgroup_size(WG)
 fn where_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { where_select_item(i); }
+}
+
+fn where_select_item(i: i32) {
     if (i >= A.n) { return; }
     let c = b_cond_ldi(DT_BOOL, operand(A.g, 1, i)) != 0;
     if (dt_size(TF_DT) == 8) {
@@ -601,7 +657,10 @@ struct Args { gx: i32, gy: i32, src_dt: i32, n: i32, g: Geom }
 // 1 = source. Same dtype: the bits; else the CPU reference's conversions.
 @compute @workgroup_size(WG)
 fn copy_from(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { copy_from_item(i); }
+}
+
+fn copy_from_item(i: i32) {
     if (i >= A.n) { return; }
     let is = operand(A.g, 1, i);
     let io = operand(A.g, 0, i);
@@ -629,7 +688,10 @@ struct Args { gx: i32, gy: i32, n: i32, lo: u32, hi: u32, off: i32 }
 
 @compute @workgroup_size(WG)
 fn fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { fill_item(i); }
+}
+
+fn fill_item(i: i32) {
     if (i >= A.n) { return; }
     if (dt_size(TF_DT) == 8) { b_out_st64(A.off + i, vec2<u32>(A.lo, A.hi)); } else { b_out_setbits(TF_DT, A.off + i, A.lo); }
 }
@@ -639,7 +701,10 @@ struct Args { gx: i32, gy: i32, n: i32, start: f32, step: f32, off: i32 }
 
 @compute @workgroup_size(WG)
 fn arange(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { arange_item(i); }
+}
+
+fn arange_item(i: i32) {
     if (i >= A.n) { return; }
     b_out_stf(TF_DT, A.off + i, A.start + f32(i) * A.step);
 }
@@ -665,7 +730,10 @@ fn philox(counter: u32, k0i: u32, k1i: u32) -> vec4<u32> {
 
 @compute @workgroup_size(WG)
 fn rand(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { rand_item(i); }
+}
+
+fn rand_item(i: i32) {
     if (i >= A.n) { return; }
     let w = philox(u32(i), A.seed_lo, A.seed_hi);
     var v: f32;
@@ -702,7 +770,10 @@ struct Args { gx: i32, gy: i32, upper: i32, k: i32, n: i32, g: Geom }
 
 @compute @workgroup_size(WG)
 fn triangle(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { triangle_item(i); }
+}
+
+fn triangle_item(i: i32) {
     if (i >= A.n) { return; }
     var gg = A.g;
     let cols = gg.shape[gg.ndim - 1];
@@ -727,7 +798,10 @@ struct Args { gx: i32, gy: i32, gather: i32, axis: i32, n: i32, g: Geom, index64
 // operand 0 = x, 1 = index, 2 = out (contiguous).
 @compute @workgroup_size(WG)
 fn index_pick(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { index_pick_item(i); }
+}
+
+fn index_pick_item(i: i32) {
     if (i >= A.n) { return; }
     var gg = A.g;
     var rest = i;
@@ -794,7 +868,10 @@ struct Args { gx: i32, gy: i32, M: i32, G: i32, count: i32, mean: i32, off: i32 
 
 @compute @workgroup_size(WG)
 fn reduce_final(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let m = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { reduce_final_item(i); }
+}
+
+fn reduce_final_item(m: i32) {
     if (m >= A.M) { return; }
     if (IS_FLOAT) {
         var s = 0.0;
@@ -889,7 +966,7 @@ fn reduce_full(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let base = offset_of(A.go, 0, m);
     var gr = A.gr;
     gr.offset[0] = 0;
-    let op = A.op;
+    let op = OP;
     var p = P_SUM;
     if (op == TF_OP_PROD) { p = P_PROD; }
     else if (op == TF_OP_MAX || op == TF_OP_LOGSUMEXP) { p = P_MAX; }
@@ -949,7 +1026,10 @@ fn in_ld64(at: i32) -> vec2<u32> { if (IS_I64) { return b_in_ld64(at); } return 
 // One invocation per line; g covers the lines (operand 0 = in, 1 = out).
 @compute @workgroup_size(WG)
 fn cumsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { cumsum_item(i); }
+}
+
+fn cumsum_item(i: i32) {
     if (i >= A.lines) { return; }
     let ip = offset_of(A.g, 0, i);
     let op = offset_of(A.g, 1, i);
@@ -1073,7 +1153,7 @@ fn row_op(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let xb = offset_of(A.g, 0, line);
     let ob = offset_of(A.g, 1, line);
     let step = i32(RWG);
-    if (A.op == TF_OP_SOFTMAX || A.op == TF_OP_LOG_SOFTMAX) {
+    if (OP == TF_OP_SOFTMAX || OP == TF_OP_LOG_SOFTMAX) {
         var m = -inf();
         for (var j = lid; j < A.len; j += step) {
             let x = b_x_ldf(TF_DT, xb + j * A.xs);
@@ -1087,13 +1167,13 @@ fn row_op(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
         let sum = tree_sum(lid);
         for (var j = lid; j < A.len; j += step) {
             let d = b_x_ldf(TF_DT, xb + j * A.xs) - m;
-            b_out_stf(TF_DT, ob + j * A.os, select(d - log(sum), exp(d) / sum, A.op == TF_OP_SOFTMAX));
+            b_out_stf(TF_DT, ob + j * A.os, select(d - log(sum), exp(d) / sum, OP == TF_OP_SOFTMAX));
         }
         return;
     }
     var mean = 0.0;
     var acc = 0.0;
-    if (A.op == TF_OP_LAYERNORM) {
+    if (OP == TF_OP_LAYERNORM) {
         for (var j = lid; j < A.len; j += step) { acc += b_x_ldf(TF_DT, xb + j * A.xs); }
         v[lid] = acc;
         mean = tree_sum(lid) / f32(A.len);
@@ -1120,7 +1200,10 @@ struct Args { gx: i32, gy: i32, n: i32, neox: i32, rot: i32, theta: f32, ax: i32
 // One invocation per element; g: the shape of x, operand 0 = x, 1 = out.
 @compute @workgroup_size(WG)
 fn rope(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { rope_item(i); }
+}
+
+fn rope_item(i: i32) {
     if (i >= A.n) { return; }
     var gg = A.g;
     var rest = i;
@@ -1155,7 +1238,7 @@ struct AttnGeom { B: i32, Hq: i32, Lq: i32, D: i32, Hkv: i32, Lk: i32, Dv: i32, 
                   st: array<array<i32, 4>, 5>, off: array<i32, 5> }
 struct Args { gx: i32, gy: i32, scale: f32, causal: i32, has_mask: i32, a: AttnGeom }
 
-const DV_PER: i32 = 4;                                  // MAX_DV (256) / WG value dimensions per invocation
+const DV_PER: i32 = (256 + i32(WG) - 1) / i32(WG);     // value dimensions per invocation (MAX_DV is 256)
 
 var<workgroup> score: array<f32, WG>;
 
@@ -1241,7 +1324,10 @@ struct Args { gx: i32, gy: i32, has_bias: i32, g: ConvGeom }
 
 @compute @workgroup_size(WG)
 fn conv2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { conv2d_item(i); }
+}
+
+fn conv2d_item(i: i32) {
     var g = A.g;
     if (i >= g.N * g.O * g.Ho * g.Wo) { return; }
     let xo = i % g.Wo;
@@ -1277,7 +1363,10 @@ struct Args { gx: i32, gy: i32, is_max: i32, count_pad: i32, g: ConvGeom }
 // deciding whether padding counts in the divisor.
 @compute @workgroup_size(WG)
 fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { pool2d_item(i); }
+}
+
+fn pool2d_item(i: i32) {
     var g = A.g;
     if (i >= g.N * g.C * g.Ho * g.Wo) { return; }
     let xo = i % g.Wo;
@@ -1310,7 +1399,10 @@ struct Args { gx: i32, gy: i32, n: i32, g: Geom, lr: f32, b1: f32, b2: f32, eps:
 // Adam / AdamW in place: operands param (0), grad (1), m (2), v (3).
 @compute @workgroup_size(WG)
 fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { adam_item(i); }
+}
+
+fn adam_item(i: i32) {
     if (i >= A.n) { return; }
     let po = offset_of(A.g, 0, i);
     let go = offset_of(A.g, 1, i);

@@ -2,13 +2,12 @@
  * Metal and D3D12 through the standard WebGPU C API, implemented by
  * wgpu-native, which is loaded at run time (wgpu_api.c).
  *
- * This first step discovers the adapters, opens a device on each with the
+ * This file discovers the adapters, opens a device on each with the
  * adapter's own limits, and keeps tensors on it: buffers from the shared
  * caching allocator, uploads through the queue, downloads through a mapped
- * staging buffer, device-to-device copies, synchronization. It runs no
- * kernel yet: supports() answers false, so every op on a webgpu tensor goes
- * to the CPU through the core's counted fallback. The WGSL kernels are the
- * next step (docs/ARCHITECTURE.md, "The WebGPU backend"). */
+ * staging buffer, device-to-device copies, synchronization. Ops run in the
+ * WGSL kernels of wgsl_kernels.c (docs/ARCHITECTURE.md, "The WebGPU
+ * backend"). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
@@ -396,6 +395,17 @@ static void on_lost(WGPUDevice const *device, WGPUDeviceLostReason reason, WGPUS
     tf_gpu_fail(&d->gd, TF_GPU_ERROR_STICKY, "the WebGPU device", "lost", msg);
 }
 
+/* An error no scope caught: a launch's validation error (a bug of ours).
+ * Recorded for the launch to report; wgpu-native's default would abort. */
+static void on_uncaptured(WGPUDevice const *device, WGPUErrorType type, WGPUStringView message, void *u1, void *u2) {
+    (void)device;
+    (void)type;
+    (void)u2;
+    wg_dev *d = u1;
+    d->uncaptured = true;
+    copy_view(d->uncaptured_message, sizeof d->uncaptured_message, message);
+}
+
 static bool open_device(wg_dev *d, WGPUAdapter adapter, int index) {
     memset(d, 0, sizeof *d);
     d->index = index;
@@ -420,6 +430,8 @@ static bool open_device(wg_dev *d, WGPUAdapter adapter, int index) {
     desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowProcessEvents;
     desc.deviceLostCallbackInfo.callback = on_lost;
     desc.deviceLostCallbackInfo.userdata1 = d;
+    desc.uncapturedErrorCallbackInfo.callback = on_uncaptured;
+    desc.uncapturedErrorCallbackInfo.userdata1 = d;
     device_request r = {0};
     WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
     cb.mode = WGPUCallbackMode_AllowProcessEvents;

@@ -20,7 +20,10 @@
 
 typedef enum { PIPE_NONE, PIPE_READY, PIPE_FAILED } wg_pipe_state;
 
+/* A pipeline: kernel k for dtype dt, specialised to op code `op` (-1 for a
+ * kernel that serves one op). */
 typedef struct wg_pipe {
+    int dt, kernel, op;
     wg_pipe_state state;
     WGPUComputePipeline pipeline;
     WGPUBindGroupLayout layout;
@@ -47,9 +50,13 @@ typedef struct wg_dev {
     bool shader_f16;
     char adapter_name[128], driver[128], backend_api[16];
     WGPUBuffer params;                   /* the launch's scalar arguments (one launch at a time) */
-    wg_pipe pipes[TF_DTYPE_COUNT][TF_PK_KERNEL_COUNT];
+    wg_pipe *pipes;                      /* built so far (n_pipes of cap_pipes) */
+    int n_pipes, cap_pipes;
+    bool uncaptured;                     /* a launch raised an error no scope caught */
+    char uncaptured_message[400];
     char build_error[512];               /* the last pipeline that failed to build */
     uint64_t launches;
+    size_t flat_groups;                  /* the most workgroups a 1-D (grid-stride) kernel gets */
     wg_window windows[WG_MAX_WINDOWS];   /* the running op's (plan.c's mem() hands out pointers to these) */
     int n_windows;
 } wg_dev;

@@ -33,14 +33,15 @@ typedef struct kernel_info {
     const char *args;
     const char *buffers;
     bool group_per_item;                 /* plan.c's 1-D items each get a workgroup of WG */
+    bool per_op;                         /* argument 0 is the op code: a pipeline per op */
 } kernel_info;
 
 static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
-    [TF_PK_BINARY] = {"ilgBBB", "out:w a b"},
-    [TF_PK_BINARY4] = {"illllBBB", "out:W a b"},
-    [TF_PK_UNARY] = {"iffflgBB", "out:w x"},
-    [TF_PK_COMPARE] = {"ilgBBB", "out:b a b"},
-    [TF_PK_BOOL_UNARY] = {"ilgBB", "out:b x"},
+    [TF_PK_BINARY] = {"ilgBBB", "out:w a b", false, true},
+    [TF_PK_BINARY4] = {"illllBBB", "out:W a b", false, true},
+    [TF_PK_UNARY] = {"iffflgBB", "out:w x", false, true},
+    [TF_PK_COMPARE] = {"ilgBBB", "out:b a b", false, true},
+    [TF_PK_BOOL_UNARY] = {"ilgBB", "out:b x", false, true},
     [TF_PK_WHERE] = {"lgBBBB", "out:w cond a b"},
     [TF_PK_COPY_FROM] = {"ilgBB", "out:w src"},
     [TF_PK_FILL] = {"lUBl", "out:w"},
@@ -50,10 +51,10 @@ static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
     [TF_PK_INDEX_PICK] = {"iilgBBBi", "out:w x index"},
     [TF_PK_REDUCE_PARTIAL] = {"lllggBB", "in partial:W"},
     [TF_PK_REDUCE_FINAL] = {"llliBBl", "partial out:w"},
-    [TF_PK_REDUCE_FULL] = {"illggBBli", "in out:w"},
+    [TF_PK_REDUCE_FULL] = {"illggBBli", "in out:w", false, true},
     [TF_PK_CUMSUM] = {"llgllBBi", "in out:w"},
     [TF_PK_MATMUL] = {"lll4gBBBiffB2", "out:w a b c"},
-    [TF_PK_ROW_OP] = {"illlfiigBBBllBll", "x out:w w b"},
+    [TF_PK_ROW_OP] = {"illlfiigBBBllBll", "x out:w w b", false, true},
     [TF_PK_ROPE] = {"lilfigBBBlli", "x out:w pos"},
     [TF_PK_SDPA] = {"fiiaBBBBB", "q k v mask out:w", true},
     [TF_PK_CONV2D] = {"icBBBB", "x w b out:w"},
@@ -159,7 +160,7 @@ static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char fla
 }
 
 /* The whole module for (dtype, kernel): prelude, bindings, common, kernel. */
-static char *assemble(tf_dtype dt, tf_pk_kernel k, int *n_buffers) {
+static char *assemble(tf_dtype dt, tf_pk_kernel k, int op, int *n_buffers) {
     const char *common, *body;
     size_t common_len, body_len;
     if (!find_section("common", &common, &common_len) || !find_section(tf_pk_kernel_names[k], &body, &body_len))
@@ -170,6 +171,7 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int *n_buffers) {
     if (!f) return NULL;
     fprintf(f, "const TF_DT: i32 = %d;\nconst IS_FLOAT: bool = %s;\nconst IS_I64: bool = %s;\n", (int)dt,
             is_float(dt) ? "true" : "false", dt == TF_I64 ? "true" : "false");
+    fprintf(f, "const OP: i32 = %d;\n", op);
     fprintf(f, "const WG: u32 = %uu;\nconst RWG: u32 = %uu;\nconst TS: u32 = %uu;\n", WG_SIZE, WG_RWG, WG_TS);
 #define TF__CODE(E, ...) fprintf(f, "const TF_OP_%s: i32 = %d;\n", #E, (int)TF_OP_##E);
     TF_OP_LIST(TF__CODE)
@@ -216,10 +218,10 @@ static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers) {
     return wg.DeviceCreateBindGroupLayout(d->device, &desc);
 }
 
-static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe *p) {
+static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_pipe *p) {
     const char *name = tf_pk_kernel_names[k];
     int nb = 0;
-    char *source = assemble(dt, k, &nb);
+    char *source = assemble(dt, k, op, &nb);
     if (!source) return host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no memory to assemble kernel %s", d->gd.name, name);
     wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
     WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
@@ -259,14 +261,29 @@ static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe *p) 
     return TF_OK;
 }
 
-static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, wg_pipe **out) {
+/* The pipeline for (dt, k, op), built on first use. A linear search: a
+ * process uses a few hundred at most, and a launch costs far more. */
+static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_pipe **out) {
     if ((unsigned)dt >= TF_DTYPE_COUNT || (unsigned)k >= TF_PK_KERNEL_COUNT || !kernel_table[k].args)
         return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name,
                                (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?");
-    wg_pipe *p = &d->pipes[dt][k];
+    wg_pipe *p = NULL;
+    for (int i = 0; i < d->n_pipes && !p; i++)
+        if (d->pipes[i].dt == (int)dt && d->pipes[i].kernel == (int)k && d->pipes[i].op == op) p = &d->pipes[i];
+    if (!p) {
+        if (d->n_pipes == d->cap_pipes) {
+            int cap = d->cap_pipes ? d->cap_pipes * 2 : 64;
+            wg_pipe *grown = realloc(d->pipes, (size_t)cap * sizeof *grown);
+            if (!grown) return host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no memory for a pipeline", d->gd.name);
+            d->pipes = grown;
+            d->cap_pipes = cap;
+        }
+        p = &d->pipes[d->n_pipes++];
+        *p = (wg_pipe){(int)dt, (int)k, op, PIPE_NONE, NULL, NULL};
+    }
     if (p->state == PIPE_FAILED) return host->set_error(TF_ERR_BACKEND, "%s", d->build_error);
     if (p->state == PIPE_NONE) {
-        tf_status s = build_pipe(d, dt, k, p);
+        tf_status s = build_pipe(d, dt, k, op, p);
         if (s != TF_OK) return s;
     }
     *out = p;
@@ -371,6 +388,7 @@ static tf_status pack(wg_dev *d, tf_pk_kernel k, int nargs, const tf_pk_arg *arg
 static bool dispatch_size(wg_dev *d, int dims, const size_t *global, const size_t *local, uint32_t n[3]) {
     size_t cap = d->limits.maxComputeWorkgroupsPerDimension;
     size_t l0 = local ? local[0] : WG_SIZE, g0 = (global[0] + l0 - 1) / l0;
+    if (dims == 1 && !local && g0 > d->flat_groups) g0 = d->flat_groups;   /* grid-stride kernels */
     if (dims == 1) {
         size_t x = g0 < cap ? g0 : cap, y = x ? (g0 + x - 1) / x : 0;
         n[0] = (uint32_t)x;
@@ -448,7 +466,10 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
                            const size_t *global, const size_t *local) {
     wg_dev *d = ctx;
     wg_pipe *pipe = NULL;
-    tf_status s = ensure_pipe(d, program, k, &pipe);
+    int32_t op = -1;
+    if ((unsigned)k < TF_PK_KERNEL_COUNT && kernel_table[k].per_op && nargs > 0 && args[0].size == sizeof op)
+        memcpy(&op, args[0].value, sizeof op);
+    tf_status s = ensure_pipe(d, program, k, op, &pipe);
     if (s != TF_OK) return s;
     bool local_ok = dims == 1 ? (!local || local[0] == WG_RWG)
                               : local && local[0] * local[1] == (k == TF_PK_MATMUL ? WG_TS * WG_TS : WG_RWG);
@@ -459,16 +480,19 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     s = pack(d, k, nargs, args, global, dims, &p);
     if (s != TF_OK) return s;
     uint32_t groups[3];
-    size_t per_group[1] = {kernel_table[k].group_per_item ? global[0] * WG_SIZE : 0};
-    if (!dispatch_size(d, dims, per_group[0] ? per_group : global, local, groups))
+    size_t per_group[1] = {global[0] * WG_SIZE}, group_local[1] = {WG_SIZE};
+    bool grouped = kernel_table[k].group_per_item;
+    if (!dispatch_size(d, dims, grouped ? per_group : global, grouped ? group_local : local, groups))
         return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' needs more workgroups than the device dispatches",
                                d->gd.name, tf_pk_kernel_names[k]);
     if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return TF_OK;
-    wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
+    /* No error scope here: popping one waits for the queue. A validation
+     * error (a bug of ours) reaches the device's uncaptured-error callback,
+     * which wgpu-native calls while the call that raised it runs. */
+    d->uncaptured = false;
     tf_status es = encode(d, pipe, &p, groups);
-    char message[400];
-    if (tf_wg_pop_scope(d, message, sizeof message) != WGPUErrorType_NoError)
-        return tf_gpu_fail(&d->gd, TF_GPU_ERROR_OTHER, tf_pk_kernel_names[k], "validation error", message);
+    if (d->uncaptured)
+        return tf_gpu_fail(&d->gd, TF_GPU_ERROR_OTHER, tf_pk_kernel_names[k], "validation error", d->uncaptured_message);
     if (es != TF_OK) return es;
     d->launches++;
     return TF_OK;
@@ -594,6 +618,9 @@ bool tf_wg_supports(wg_dev *d, const tf_op *op) {
 }
 
 bool tf_wg_kernels_init(wg_dev *d) {
+    /* Workgroups for a 1-D kernel: a CPU adapter runs a few per core at a
+     * time and pays for each; a GPU wants enough to fill every unit. */
+    d->flat_groups = d->adapter_type == WGPUAdapterType_CPU ? 1024 : 16384;
     WGPUBufferDescriptor desc = WGPU_BUFFER_DESCRIPTOR_INIT;
     desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopyDst;
     desc.size = PARAM_BYTES;
@@ -602,13 +629,14 @@ bool tf_wg_kernels_init(wg_dev *d) {
 }
 
 void tf_wg_kernels_release(wg_dev *d) {
-    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
-        for (int k = 0; k < TF_PK_KERNEL_COUNT; k++) {
-            wg_pipe *p = &d->pipes[dt][k];
-            if (p->pipeline) wg.ComputePipelineRelease(p->pipeline);
-            if (p->layout) wg.BindGroupLayoutRelease(p->layout);
-            *p = (wg_pipe){0};
-        }
+    for (int i = 0; i < d->n_pipes; i++) {
+        wg_pipe *p = &d->pipes[i];
+        if (p->pipeline) wg.ComputePipelineRelease(p->pipeline);
+        if (p->layout) wg.BindGroupLayoutRelease(p->layout);
+    }
+    free(d->pipes);
+    d->pipes = NULL;
+    d->n_pipes = d->cap_pipes = 0;
     if (d->params) wg.BufferRelease(d->params);
     d->params = NULL;
 }

@@ -250,11 +250,12 @@ static void program_creation_and_views(world *w) {
         OP(o3, tf_sum, o2, 1, false);
         (void)o3;
     }
-    if (w->wgpu) {                                         /* no kernels there yet: ops fall back */
+    if (w->wgpu) {
         OP(g1, tf_tensor_to, a, w->wgpu);
         OP(g2, tf_add, g1, a);                             /* mixed: webgpu and cpu */
         OP(g3, tf_tensor_to, g2, w->cpu);
-        (void)g3;
+        OP(g4, tf_sum, g2, 1, false);                      /* WGSL kernels with device scratch */
+        (void)g3; (void)g4;
     }
 }
 

@@ -24,7 +24,7 @@ typedef tf_pk_arg arg;
 
 /* ---- dtype facts, from the header-only list (plugins never link the core) ---- */
 
-static size_t elsize(tf_dtype dt) {
+size_t tf_pk_elsize(tf_dtype dt) {
     static const size_t sizes[TF_DTYPE_COUNT] = {
 #define TF__SZ(E, n, sz, fl, in) sz,
         TF_DTYPE_LIST(TF__SZ)
@@ -58,7 +58,7 @@ static bool dt_is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt
 
 /* A descriptor's offset in elements (0 for a quantized one, whose kernels take its byte offset). */
 static int64_t elem_offset(const tf_tensor_desc *t) {
-    size_t size = elsize(t->dtype);
+    size_t size = tf_pk_elsize(t->dtype);
     return size ? (int64_t)(t->offset / size) : 0;
 }
 
@@ -578,9 +578,9 @@ static bool has_quantized_operand(const tf_op *op) {
 
 bool tf_pk_supports(const tf_op *op, bool fp64) {
     if (has_quantized_operand(op)) return quant_supported(op, fp64);
-    if (!elsize(op->output.dtype)) return false;        /* not a dtype these kernels know */
+    if (!tf_pk_elsize(op->output.dtype)) return false;        /* not a dtype these kernels know */
     for (int i = 0; i < op->n_inputs; i++)
-        if (!elsize(op->inputs[i].dtype)) return false;
+        if (!tf_pk_elsize(op->inputs[i].dtype)) return false;
     if (!fp64) {
         if (op->output.dtype == TF_F64) return false;
         for (int i = 0; i < op->n_inputs; i++)

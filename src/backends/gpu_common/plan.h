@@ -86,6 +86,8 @@ typedef struct tf_pk_target {
     void (*scratch_free)(void *ctx, void *token);
 } tf_pk_target;
 
+/* Bytes per element of a plain dtype (0 for a block-quantized or unknown one). */
+size_t tf_pk_elsize(tf_dtype dt);
 /* Can the portable kernels run op? (fp64: the device has doubles) */
 bool tf_pk_supports(const tf_op *op, bool fp64);
 /* The dtype whose program (-DTF_DT) holds op's kernel. */

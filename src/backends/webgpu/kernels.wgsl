@@ -396,9 +396,7 @@ fn exp2_of_product(y: f32, x: f32) -> f32 {
     return ldexp(sum, i32(n));
 }
 
-//@kernel binary
-struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
-
+// Binary arithmetic on floats (binary, binary4).
 fn apply_f(op: i32, x: f32, y: f32) -> f32 {
     switch op {
         case TF_OP_ADD: { return x + y; }
@@ -411,6 +409,15 @@ fn apply_f(op: i32, x: f32, y: f32) -> f32 {
         default: { return pow_f32(x, y); }
     }
 }
+
+// conv2d's and pool2d's geometry (mirrors tf_pk_conv_geom).
+struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
+                  stride: array<i32, 2>, pad: array<i32, 2>, dil: array<i32, 2>,
+                  xs: array<i32, 4>, ws: array<i32, 4>, os: array<i32, 4>, bs: i32,
+                  x_off: i32, w_off: i32, o_off: i32, b_off: i32 }
+
+//@kernel binary
+struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
 fn apply_i(op: i32, x: i32, y0: i32) -> i32 {
     switch op {
@@ -482,19 +489,6 @@ fn binary_item(i: i32) {
 
 //@kernel binary4
 struct Args { gx: i32, gy: i32, op: i32, n4: i32, oo: i32, ao: i32, bo: i32 }
-
-fn apply_f(op: i32, x: f32, y: f32) -> f32 {
-    switch op {
-        case TF_OP_ADD: { return x + y; }
-        case TF_OP_SUB: { return x - y; }
-        case TF_OP_MUL: { return x * y; }
-        case TF_OP_DIV: { return x / y; }
-        case TF_OP_MAXIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x > y); }
-        case TF_OP_MINIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x < y); }
-        case TF_OP_SWIGLU: { return x / (1.0 + exp(-x)) * y; }
-        default: { return pow_f32(x, y); }
-    }
-}
 
 // f32, contiguous, offsets multiples of 4: four elements per invocation.
 @compute @workgroup_size(WG)
@@ -1316,10 +1310,6 @@ fn sdpa(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 
 //@kernel conv2d
-struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
-                  stride: array<i32, 2>, pad: array<i32, 2>, dil: array<i32, 2>,
-                  xs: array<i32, 4>, ws: array<i32, 4>, os: array<i32, 4>, bs: i32,
-                  x_off: i32, w_off: i32, o_off: i32, b_off: i32 }
 struct Args { gx: i32, gy: i32, has_bias: i32, g: ConvGeom }
 
 @compute @workgroup_size(WG)
@@ -1353,10 +1343,6 @@ fn conv2d_item(i: i32) {
 }
 
 //@kernel pool2d
-struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
-                  stride: array<i32, 2>, pad: array<i32, 2>, dil: array<i32, 2>,
-                  xs: array<i32, 4>, ws: array<i32, 4>, os: array<i32, 4>, bs: i32,
-                  x_off: i32, w_off: i32, o_off: i32, b_off: i32 }
 struct Args { gx: i32, gy: i32, is_max: i32, count_pad: i32, g: ConvGeom }
 
 // Max pooling (NaN sticky, -inf padding) or average pooling, count_pad

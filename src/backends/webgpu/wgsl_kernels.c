@@ -67,15 +67,6 @@ static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
 
 /* ---- dtype facts (header-only list: plugins never link the core) ---- */
 
-static size_t elsize(tf_dtype dt) {
-    static const size_t sizes[TF_DTYPE_COUNT] = {
-#define TF__SZ(E, n, sz, fl, in) sz,
-        TF_DTYPE_LIST(TF__SZ)
-#undef TF__SZ
-    };
-    return (unsigned)dt < TF_DTYPE_COUNT ? sizes[dt] : 0;
-}
-
 static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F16 || dt == TF_BF16; }
 
 /* ---- WGSL assembly ---- */
@@ -139,7 +130,7 @@ static void put_named(FILE *f, const char *text, const char *name, int index) {
 
 /* Whether a buffer with flag `flag` is written with stores narrower than a
  * word for program dtype dt (then its words are atomic). */
-static bool narrow_writes(char flag, tf_dtype dt) { return flag == 'b' || (flag == 'w' && elsize(dt) < 4); }
+static bool narrow_writes(char flag, tf_dtype dt) { return flag == 'b' || (flag == 'w' && tf_pk_elsize(dt) < 4); }
 
 static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char flags[MAX_BUFFERS]) {
     int n = 0;
@@ -500,7 +491,7 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
 
 /* The bytes [lo, hi) a descriptor's elements occupy in its buffer. */
 static void extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
-    int64_t es = (int64_t)elsize(t->dtype), first = (int64_t)t->offset / (es ? es : 1), last = first;
+    int64_t es = (int64_t)tf_pk_elsize(t->dtype), first = (int64_t)t->offset / (es ? es : 1), last = first;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
             *lo = *hi = t->offset;
@@ -595,7 +586,7 @@ static bool wide_dtypes_allowed(const tf_op *op) {
 
 /* Does t's window fit one binding, with its element indices in i32? */
 static bool fits_binding(wg_dev *d, const tf_tensor_desc *t) {
-    size_t es = elsize(t->dtype);
+    size_t es = tf_pk_elsize(t->dtype);
     if (!es) return false;
     uint64_t lo, hi, offset, size;
     extent_of(t, &lo, &hi);

@@ -202,6 +202,44 @@ static void expect_all(const tf_tensor *t, float want, int64_t n) {
     free(got);
 }
 
+/* The math a driver's builtins get wrong by many ulps (lavapipe's exp, log,
+ * log2, exp2; GELU's 1 + erf cancelling below x = -5): sweeps against
+ * double, within 32 ulps everywhere (conformance's bound for a lone value
+ * of GELU), so that no random draw is needed to find a bad region. */
+typedef tf_status (*unary_fn)(const tf_tensor *, tf_tensor **);
+static double ref_gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
+static double ref_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+
+static void expect_ulps(tf_device *dev, const char *name, unary_fn fn, double (*ref)(double), float lo, float hi) {
+    enum { N = 20000 };
+    static float x[N], got[N];
+    for (int i = 0; i < N; i++) x[i] = lo + (hi - lo) * (float)i / (float)(N - 1);
+    int64_t n = N;
+    tf_tensor *a = NULL, *r = NULL;
+    OK(tf_tensor_from_data(dev, TF_F32, 1, &n, x, &a));
+    OK(fn(a, &r));
+    OK(tf_tensor_read(r, got, sizeof got));
+    for (int i = 0; i < N; i++) {
+        double want = ref(x[i]);
+        float w = (float)want;
+        if (w == 0 || isinf(w)) continue;                 /* outside f32: no ulp to count in */
+        double ulp = fabs((double)nextafterf(w, INFINITY) - (double)w), err = fabs(got[i] - want) / ulp;
+        if (!(err <= 32)) fail_msg("%s(%g): got %.9g, want %.9g (%.0f ulps)", name, x[i], got[i], want, err);
+    }
+    tf_tensor_release(a);
+    tf_tensor_release(r);
+}
+
+static void test_math_within_ulps(void **state) {
+    (void)state;
+    tf_device *dev = wgpu();
+    expect_ulps(dev, "gelu", tf_gelu, ref_gelu, -13, 8);
+    expect_ulps(dev, "softplus", tf_softplus, ref_softplus, -30, 25);
+    expect_ulps(dev, "exp", tf_exp, exp, -87, 88);
+    expect_ulps(dev, "log", tf_log, log, 1e-3f, 1e4f);
+    expect_ulps(dev, "tanh", tf_tanh, tanh, -12, 12);
+}
+
 /* A tensor over the 128 MiB a binding shows (lavapipe's
  * maxStorageBufferBindingSize): an op on all of it runs on the CPU, counted,
  * with the right answer; views deep inside it bind a window of the buffer
@@ -265,6 +303,7 @@ int main(void) {
         cmocka_unit_test(test_ops_run_on_the_device),
         cmocka_unit_test(test_in_place_on_narrow_dtypes),
         cmocka_unit_test(test_f64_falls_back_and_is_counted),
+        cmocka_unit_test(test_math_within_ulps),
         cmocka_unit_test(test_tensor_over_the_binding_limit),
         cmocka_unit_test(test_buffer_over_the_limit_is_out_of_memory),
     };

@@ -265,10 +265,55 @@ fn flat_stride(nwg: vec3<u32>) -> i32 { return i32(nwg.x * nwg.y * WG); }
 // The flat workgroup index of a 1-D launch of one group per item.
 fn group_id(wid: vec3<u32>, nwg: vec3<u32>) -> i32 { return i32(wid.y * nwg.x + wid.x); }
 
+// exp(-s * s / k) with s * s split (s = sh + sl, sh of 12 bits) so that
+// the exponent carries no rounding; k = 1 or 2.
+fn exp_neg_square(s: f32, k: f32) -> f32 {
+    let sh = bitcast<f32>(bitcast<u32>(s) & 0xfffff000u);
+    return exp_f32(-(sh * sh) / k) * exp_f32(-((s - sh) * (s + sh)) / k);
+}
+
+// erfc(a) * exp(a^2) for a >= 0.5 (W. J. Cody's rational approximations):
+// the caller multiplies by exp(-a^2) from its own argument, exactly squared.
+fn erfc_scaled(a: f32) -> f32 {
+    if (a >= 4.0) {                                      // Cody's asymptotic range
+        let z = 1.0 / (a * a);
+        var num = 1.63153871373020978e-2 * z;
+        var den = z;
+        num = (num + 3.05326634961232344e-1) * z;
+        den = (den + 2.56852019228982242) * z;
+        num = (num + 3.60344899949804439e-1) * z;
+        den = (den + 1.87295284992346725) * z;
+        num = (num + 1.25781726111229246e-1) * z;
+        den = (den + 5.27905102951428412e-1) * z;
+        num = (num + 1.60837851487422766e-2) * z;
+        den = (den + 6.05183413124413191e-2) * z;
+        let r = z * (num + 6.58749161529837803e-4) / (den + 2.33520497626869185e-3);
+        return (5.6418958354775628695e-1 - r) / a;
+    }
+    // Cody's second interval (his table III): P of degree 8, Q of 8, monic.
+    var num = 2.15311535474403846e-8 * a;
+    var den = a;
+    num = (num + 5.64188496988670089e-1) * a;
+    den = (den + 1.57449261107098347e1) * a;
+    num = (num + 8.88314979438837594) * a;
+    den = (den + 1.17693950891312499e2) * a;
+    num = (num + 6.61191906371416295e1) * a;
+    den = (den + 5.37181101862009858e2) * a;
+    num = (num + 2.98635138197400131e2) * a;
+    den = (den + 1.62138957456669019e3) * a;
+    num = (num + 8.81952221241769090e2) * a;
+    den = (den + 3.29079923573345963e3) * a;
+    num = (num + 1.71204761263407058e3) * a;
+    den = (den + 4.36261909014324716e3) * a;
+    num = (num + 2.05107837782607147e3) * a;
+    den = (den + 3.43936767414372164e3) * a;
+    let p = num + 1.23033935479799725e3;
+    let q = den + 1.23033935480374942e3;
+    return p / q;
+}
+
+// erf for |x| < 0.5 (Cody's rational approximation), beyond from erfc.
 fn erf_f32(x: f32) -> f32 {
-    // Abramowitz and Stegun 7.1.26 is too coarse near 0; this is the
-    // rational approximation of W. J. Cody's erf for |x| < 0.5, and
-    // erfc = exp(-x^2) * P/Q beyond (max relative error near 1e-7).
     let a = abs(x);
     if (a < 0.5) {
         let t = x * x;
@@ -276,11 +321,20 @@ fn erf_f32(x: f32) -> f32 {
         let q = ((((t + 23.601290952344122) * t + 244.02463793444417) * t + 1282.6165260773723) * t + 2844.236833439171);
         return x * p / q;
     }
-    if (a >= 4.0) { return select(1.0, -1.0, x < 0.0); }
-    let p = (((((((5.6418849698867008e-1 * a + 8.8831497943883759) * a + 6.6119190637141634e1) * a + 2.9863513852555214e2) * a + 8.8195222124176909e2) * a + 1.7120476126340707e3) * a + 2.0510783778260716e3) * a + 1.2303921611411231e3);
-    let q = (((((((a + 1.5744926110709835e1) * a + 1.1769395089131250e2) * a + 5.3718113160738318e2) * a + 1.6213895745666902e3) * a + 3.2907992357334830e3) * a + 4.3626190901432472e3) * a + 3.4393676741437216e3) * a + 1.2303921611411230e3;
-    let erfc = exp(-a * a) * p / q;
+    if (a >= 10.0) { return select(1.0, -1.0, x < 0.0); }
+    let erfc = erfc_scaled(a) * exp_neg_square(a, 1.0);
     return select(1.0 - erfc, erfc - 1.0, x < 0.0);
+}
+
+// GELU: 0.5 x (1 + erf(x / sqrt 2)); at x < -0.5 sqrt 2 that is
+// 0.5 x erfc(|x| / sqrt 2), taken directly rather than as 1 + (erfc - 1),
+// with exp(-x^2 / 2) from x itself: the rounding of x / sqrt 2 would cost
+// x^2 ulps there.
+fn gelu_f32(x: f32) -> f32 {
+    let u = x * 0.70710678118654752440;
+    if (u <= -14.0) { return 0.0 * x; }                  // below f32's range (keeps -0 and NaN)
+    if (u <= -0.5) { return 0.5 * x * erfc_scaled(-u) * exp_neg_square(x, 2.0); }
+    return 0.5 * x * (1.0 + erf_f32(u));
 }
 
 // exp and log to about an ulp (a driver's may be several off: lavapipe's
@@ -526,7 +580,7 @@ fn apply_unary(op: i32, x0: f32) -> f32 {
         case TF_OP_SIGMOID: { return 1.0 / (1.0 + exp_f32(-x)); }
         case TF_OP_RELU: { return select(x, 0.0, x < 0.0); }
         case TF_OP_LEAKY_RELU: { return select(x, A.alpha * x, x < 0.0); }
-        case TF_OP_GELU: { return 0.5 * x * (1.0 + erf_f32(x * 0.70710678118654752440)); }
+        case TF_OP_GELU: { return gelu_f32(x); }
         case TF_OP_GELU_TANH: { return 0.5 * x * (1.0 + tanh_f32(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }
         case TF_OP_SILU: { return x / (1.0 + exp_f32(-x)); }
         case TF_OP_SOFTPLUS: { if (x > 20.0) { return x; } return log1p_f32(exp_f32(x)); }

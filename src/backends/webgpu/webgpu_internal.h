@@ -21,9 +21,11 @@
 typedef enum { PIPE_NONE, PIPE_READY, PIPE_FAILED } wg_pipe_state;
 
 /* A pipeline: kernel k for dtype dt, specialised to op code `op` (-1 for a
- * kernel that serves one op). */
+ * kernel that serves one op) and to how many bindings each buffer's window
+ * is split into (`parts`, 0 when none is). */
 typedef struct wg_pipe {
     int dt, kernel, op;
+    uint32_t parts;
     wg_pipe_state state;
     WGPUComputePipeline pipeline;
     WGPUBindGroupLayout layout;

@@ -23,6 +23,9 @@
 #define ARGS_BYTES 768         /* the largest Args: two geometries and a few scalars; a multiple of 256 */
 #define MAX_BUFFERS 6
 #define BASES_BINDING 7
+#define PART_BITS 5            /* a pipeline's parts key: 5 bits per buffer */
+#define MAX_PARTS 32           /* bindings one window may be split into (32 x 128 MiB > lavapipe's 2 GiB buffers) */
+#define MAX_BINDINGS 64        /* every binding of one launch, parts included */
 
 /* Argument kinds, one letter per plan.c argument: i int32, f float, l int64
  * (narrowed), U uint64 (two words), g tf_pk_geom, 4 tf_pk_long4, 2
@@ -84,19 +87,14 @@ static bool find_section(const char *name, const char **start, size_t *len) {
     return true;
 }
 
-/* One buffer's binding and accessors; `@` stands for its name. */
-static const char accessors_plain[] =
-    "fn @_word(w0: i32) -> u32 { let w = w0 - $; return @[w]; }\n"
-    "fn @_put(w0: i32, keep: u32, bits: u32) {\n"
-    "    let w = w0 - $;\n"
-    "    if (keep == 0u) { @[w] = bits; } else { @[w] = (@[w] & keep) | bits; }\n"
-    "}\n";
-static const char accessors_atomic[] =
-    "fn @_word(w0: i32) -> u32 { let w = w0 - $; return atomicLoad(&@[w]); }\n"
-    "fn @_put(w0: i32, keep: u32, bits: u32) {\n"
-    "    let w = w0 - $;\n"
-    "    if (keep == 0u) { atomicStore(&@[w], bits); } else { atomicAnd(&@[w], keep | bits); atomicOr(&@[w], bits); }\n"
-    "}\n";
+/* The bodies of a binding's two raw accessors: `@` stands for the binding's
+ * name, `w` for the word within it (see put_raw_accessors). */
+static const char word_plain[] = "return @[w];";
+static const char put_plain[] = "if (keep == 0u) { @[w] = bits; } else { @[w] = (@[w] & keep) | bits; } return;";
+static const char word_atomic[] = "return atomicLoad(&@[w]);";
+static const char put_atomic[] =
+    "if (keep == 0u) { atomicStore(&@[w], bits); } else { atomicAnd(&@[w], keep | bits); atomicOr(&@[w], bits); } "
+    "return;";
 static const char accessors_typed[] =
     "fn @_bits(dt: i32, i: i32) -> u32 {\n"
     "    let sz = dt_size(dt);\n"
@@ -119,13 +117,57 @@ static const char accessors_typed[] =
     "fn @_ld64(i: i32) -> vec2<u32> { return vec2<u32>(@_word(2 * i), @_word(2 * i + 1)); }\n"
     "fn @_st64(i: i32, v: vec2<u32>) { @_put(2 * i, 0u, v.x); @_put(2 * i + 1, 0u, v.y); }\n";
 
-/* `@` becomes the buffer's name, `$` the word its window starts at. */
-static void put_named(FILE *f, const char *text, const char *name, int index) {
+/* `@` becomes the buffer's name. */
+static void put_named(FILE *f, const char *text, const char *name) {
     for (const char *p = text; *p; p++) {
         if (*p == '@') fprintf(f, "b_%s", name);
-        else if (*p == '$') fprintf(f, "i32(BASES[%d])", index);
         else fputc(*p, f);
     }
+}
+
+/* The binding that shows part j of a buffer's window: b_NAME, b_NAME_1, ... */
+static void put_part_name(FILE *f, const char *name, int j) {
+    if (j) fprintf(f, "b_%s_%d", name, j);
+    else fprintf(f, "b_%s", name);
+}
+
+/* Raw accessor `head` of buffer `index`, whose window is bound as `parts`
+ * bindings of PART words each (a tensor larger than one binding may show):
+ * the word's offset in the window picks the binding. */
+static void put_raw_accessor(FILE *f, const char *head, const char *body, const char *name, int index, int parts) {
+    put_named(f, head, name);
+    fprintf(f, "\n    let v = w0 - i32(BASES[%d]);\n", index);
+    for (int j = 0; j < parts; j++) {
+        fprintf(f, j < parts - 1 ? "    if (v < %d * PART) " : "    ", j + 1);
+        fprintf(f, "{ let w = v - %d * PART; ", j);
+        for (const char *p = body; *p; p++) {
+            if (*p == '@') put_part_name(f, name, j);
+            else fputc(*p, f);
+        }
+        fprintf(f, " }\n");
+    }
+    fprintf(f, "}\n");
+}
+
+/* How many bindings buffer b's window takes under a pipeline's parts key
+ * (PART_BITS per buffer, holding the count less one). */
+static int parts_in(uint32_t key, int b) { return (int)((key >> (PART_BITS * b)) & (MAX_PARTS - 1)) + 1; }
+
+/* The binding number of part j of buffer b: part 0 of each is b + 1, as
+ * without parts; the further parts follow BASES_BINDING, buffer by buffer. */
+static uint32_t binding_of(uint32_t key, int b, int j) {
+    if (j == 0) return (uint32_t)b + 1;
+    uint32_t n = BASES_BINDING + 1;
+    for (int i = 0; i < b; i++) n += (uint32_t)parts_in(key, i) - 1;
+    return n + (uint32_t)j - 1;
+}
+
+/* The bytes one binding of a split window shows: the binding limit,
+ * rounded down to the offset alignment so that every part starts aligned. */
+static uint64_t part_bytes(const wg_dev *d) {
+    uint64_t align = d->limits.minStorageBufferOffsetAlignment ? d->limits.minStorageBufferOffsetAlignment : 256;
+    if (align < 4) align = 4;
+    return d->limits.maxStorageBufferBindingSize / align * align;
 }
 
 /* Whether a buffer with flag `flag` is written with stores narrower than a
@@ -151,7 +193,7 @@ static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char fla
 }
 
 /* The whole module for (dtype, kernel): prelude, bindings, common, kernel. */
-static char *assemble(tf_dtype dt, tf_pk_kernel k, int op, int *n_buffers) {
+static char *assemble(const wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, int *n_buffers) {
     const char *common, *body;
     size_t common_len, body_len;
     if (!find_section("common", &common, &common_len) || !find_section(tf_pk_kernel_names[k], &body, &body_len))
@@ -164,6 +206,7 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int op, int *n_buffers) {
             is_float(dt) ? "true" : "false", dt == TF_I64 ? "true" : "false");
     fprintf(f, "const OP: i32 = %d;\n", op);
     fprintf(f, "const WG: u32 = %uu;\nconst RWG: u32 = %uu;\nconst TS: u32 = %uu;\n", WG_SIZE, WG_RWG, WG_TS);
+    fprintf(f, "const PART: i32 = %d;\n", (int)(part_bytes(d) / 4));
 #define TF__CODE(E, ...) fprintf(f, "const TF_OP_%s: i32 = %d;\n", #E, (int)TF_OP_##E);
     TF_OP_LIST(TF__CODE)
 #undef TF__CODE
@@ -173,10 +216,16 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int op, int *n_buffers) {
     int nb = parse_buffers(kernel_table[k].buffers, names, flags);
     for (int b = 0; b < nb; b++) {
         bool atomic = narrow_writes(flags[b], dt);
-        fprintf(f, "@group(0) @binding(%d) var<storage, read_write> b_%s: array<%s>;\n", b + 1, names[b],
-                atomic ? "atomic<u32>" : "u32");
-        put_named(f, atomic ? accessors_atomic : accessors_plain, names[b], b);
-        put_named(f, accessors_typed, names[b], b);
+        int n = parts_in(parts, b);
+        for (int j = 0; j < n; j++) {
+            fprintf(f, "@group(0) @binding(%u) var<storage, read_write> ", binding_of(parts, b, j));
+            put_part_name(f, names[b], j);
+            fprintf(f, ": array<%s>;\n", atomic ? "atomic<u32>" : "u32");
+        }
+        put_raw_accessor(f, "fn @_word(w0: i32) -> u32 {", atomic ? word_atomic : word_plain, names[b], b, n);
+        put_raw_accessor(f, "fn @_put(w0: i32, keep: u32, bits: u32) {", atomic ? put_atomic : put_plain, names[b], b,
+                         n);
+        put_named(f, accessors_typed, names[b]);
     }
     fwrite(common, 1, common_len, f);
     fwrite(body, 1, body_len, f);
@@ -193,26 +242,31 @@ static char *assemble(tf_dtype dt, tf_pk_kernel k, int op, int *n_buffers) {
 static WGPUStringView view(const char *s) { return (WGPUStringView){s, strlen(s)}; }
 
 /* Bindings 0 (Args) and BASES_BINDING (the word bases) read the parameter
- * buffer; 1 .. n_buffers are the tensors' windows. */
-static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers) {
-    WGPUBindGroupLayoutEntry entries[MAX_BUFFERS + 2];
-    for (int b = 0; b <= n_buffers + 1; b++) {
-        bool param = b == 0 || b == n_buffers + 1;
-        entries[b] = (WGPUBindGroupLayoutEntry)WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
-        entries[b].binding = b == n_buffers + 1 ? BASES_BINDING : (uint32_t)b;
-        entries[b].visibility = WGPUShaderStage_Compute;
-        entries[b].buffer.type = param ? WGPUBufferBindingType_ReadOnlyStorage : WGPUBufferBindingType_Storage;
+ * buffer; the others are the tensors' windows (binding_of numbers them). */
+static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers, uint32_t parts) {
+    WGPUBindGroupLayoutEntry entries[MAX_BINDINGS];
+    size_t n = 0;
+    for (int b = -1; b <= n_buffers; b++) {
+        bool param = b < 0 || b == n_buffers;
+        int count = param ? 1 : parts_in(parts, b);
+        for (int j = 0; j < count && n < MAX_BINDINGS; j++) {
+            WGPUBindGroupLayoutEntry *e = &entries[n++];
+            *e = (WGPUBindGroupLayoutEntry)WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;
+            e->binding = b < 0 ? 0 : b == n_buffers ? BASES_BINDING : binding_of(parts, b, j);
+            e->visibility = WGPUShaderStage_Compute;
+            e->buffer.type = param ? WGPUBufferBindingType_ReadOnlyStorage : WGPUBufferBindingType_Storage;
+        }
     }
     WGPUBindGroupLayoutDescriptor desc = WGPU_BIND_GROUP_LAYOUT_DESCRIPTOR_INIT;
-    desc.entryCount = (size_t)n_buffers + 2;
+    desc.entryCount = n;
     desc.entries = entries;
     return wg.DeviceCreateBindGroupLayout(d->device, &desc);
 }
 
-static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_pipe *p) {
+static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, wg_pipe *p) {
     const char *name = tf_pk_kernel_names[k];
     int nb = 0;
-    char *source = assemble(dt, k, op, &nb);
+    char *source = assemble(d, dt, k, op, parts, &nb);
     if (!source) return host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no memory to assemble kernel %s", d->gd.name, name);
     wg.DevicePushErrorScope(d->device, WGPUErrorFilter_Validation);
     WGPUShaderSourceWGSL wgsl = WGPU_SHADER_SOURCE_WGSL_INIT;
@@ -221,7 +275,7 @@ static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_p
     md.nextInChain = &wgsl.chain;
     md.label = view(name);
     WGPUShaderModule module = wg.DeviceCreateShaderModule(d->device, &md);
-    WGPUBindGroupLayout layout = make_layout(d, nb);
+    WGPUBindGroupLayout layout = make_layout(d, nb, parts);
     WGPUPipelineLayoutDescriptor pd = WGPU_PIPELINE_LAYOUT_DESCRIPTOR_INIT;
     pd.bindGroupLayoutCount = 1;
     pd.bindGroupLayouts = &layout;
@@ -252,15 +306,17 @@ static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_p
     return TF_OK;
 }
 
-/* The pipeline for (dt, k, op), built on first use. A linear search: a
- * process uses a few hundred at most, and a launch costs far more. */
-static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_pipe **out) {
+/* The pipeline for (dt, k, op, parts), built on first use. A linear search:
+ * a process uses a few hundred at most, and a launch costs far more. */
+static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, wg_pipe **out) {
     if ((unsigned)dt >= TF_DTYPE_COUNT || (unsigned)k >= TF_PK_KERNEL_COUNT || !kernel_table[k].args)
         return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name,
                                (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?");
     wg_pipe *p = NULL;
     for (int i = 0; i < d->n_pipes && !p; i++)
-        if (d->pipes[i].dt == (int)dt && d->pipes[i].kernel == (int)k && d->pipes[i].op == op) p = &d->pipes[i];
+        if (d->pipes[i].dt == (int)dt && d->pipes[i].kernel == (int)k && d->pipes[i].op == op &&
+            d->pipes[i].parts == parts)
+            p = &d->pipes[i];
     if (!p) {
         if (d->n_pipes == d->cap_pipes) {
             int cap = d->cap_pipes ? d->cap_pipes * 2 : 64;
@@ -270,11 +326,11 @@ static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, wg_
             d->cap_pipes = cap;
         }
         p = &d->pipes[d->n_pipes++];
-        *p = (wg_pipe){(int)dt, (int)k, op, PIPE_NONE, NULL, NULL};
+        *p = (wg_pipe){(int)dt, (int)k, op, parts, PIPE_NONE, NULL, NULL};
     }
     if (p->state == PIPE_FAILED) return host->set_error(TF_ERR_BACKEND, "%s", d->build_error);
     if (p->state == PIPE_NONE) {
-        tf_status s = build_pipe(d, dt, k, op, p);
+        tf_status s = build_pipe(d, dt, k, op, parts, p);
         if (s != TF_OK) return s;
     }
     *out = p;
@@ -403,37 +459,60 @@ static void window_range(wg_dev *d, const wg_window *w, uint64_t *offset, uint64
     if (*size == 0) *size = 4;
 }
 
+/* How many bindings w's window takes (0 when more than MAX_PARTS). */
+static int window_parts(wg_dev *d, const wg_window *w) {
+    uint64_t offset, size, part = part_bytes(d);
+    window_range(d, w, &offset, &size);
+    if (size <= d->limits.maxStorageBufferBindingSize) return 1;
+    uint64_t n = part ? (size + part - 1) / part : 0;
+    return n >= 1 && n <= MAX_PARTS ? (int)n : 0;
+}
+
+/* The parts key of a launch's buffers; false when a window cannot be bound
+ * or the bindings would be more than the stage takes. */
+static bool parts_key(wg_dev *d, const packed *p, uint32_t *key) {
+    uint32_t k = 0, bindings = 2;                       /* Args and BASES */
+    for (int b = 0; b < p->n_buffers; b++) {
+        int n = window_parts(d, &p->buffers[b]);
+        if (n == 0) return false;
+        k |= (uint32_t)(n - 1) << (PART_BITS * b);
+        bindings += (uint32_t)n;
+    }
+    *key = k;
+    return bindings <= MAX_BINDINGS && bindings <= d->limits.maxStorageBuffersPerShaderStage;
+}
+
+static WGPUBindGroupEntry buffer_entry(uint32_t binding, WGPUBuffer buffer, uint64_t offset, uint64_t size) {
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = binding;
+    e.buffer = buffer;
+    e.offset = offset;
+    e.size = size;
+    return e;
+}
+
 static tf_status encode(wg_dev *d, wg_pipe *pipe, const packed *p, const uint32_t groups[3]) {
-    WGPUBindGroupEntry entries[MAX_BUFFERS + 1];
-    entries[0] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
-    entries[0].binding = 0;
-    entries[0].buffer = d->params;
-    entries[0].size = ARGS_BYTES;
+    WGPUBindGroupEntry entries[MAX_BINDINGS];
+    size_t n = 0;
+    entries[n++] = buffer_entry(0, d->params, 0, ARGS_BYTES);
     uint32_t bases[MAX_BUFFERS] = {0};
+    uint64_t part = part_bytes(d);
     for (int b = 0; b < p->n_buffers; b++) {
         uint64_t offset, size;
         window_range(d, &p->buffers[b], &offset, &size);
-        if (size > d->limits.maxStorageBufferBindingSize)
-            return host->set_error(TF_ERR_UNSUPPORTED, "%s: a window of %" PRIu64 " bytes is over the binding limit",
-                                   d->gd.name, size);
         bases[b] = (uint32_t)(offset / 4);
-        entries[b + 1] = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
-        entries[b + 1].binding = (uint32_t)b + 1;
-        entries[b + 1].buffer = p->buffers[b].buffer;
-        entries[b + 1].offset = offset;
-        entries[b + 1].size = size;
+        int count = parts_in(pipe->parts, b);
+        for (int j = 0; j < count; j++) {
+            uint64_t start = (uint64_t)j * part, len = size - start < part ? size - start : part;
+            entries[n++] = buffer_entry(binding_of(pipe->parts, b, j), p->buffers[b].buffer, offset + start, len);
+        }
     }
-    WGPUBindGroupEntry *last = &entries[p->n_buffers + 1];
-    *last = (WGPUBindGroupEntry)WGPU_BIND_GROUP_ENTRY_INIT;
-    last->binding = BASES_BINDING;
-    last->buffer = d->params;
-    last->offset = ARGS_BYTES;
-    last->size = sizeof bases;
+    entries[n++] = buffer_entry(BASES_BINDING, d->params, ARGS_BYTES, sizeof bases);
     wg.QueueWriteBuffer(d->queue, d->params, 0, p->words, (size_t)p->n * 4);
     wg.QueueWriteBuffer(d->queue, d->params, ARGS_BYTES, bases, sizeof bases);
     WGPUBindGroupDescriptor bd = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
     bd.layout = pipe->layout;
-    bd.entryCount = (size_t)p->n_buffers + 2;
+    bd.entryCount = n;
     bd.entries = entries;
     WGPUBindGroup group = wg.DeviceCreateBindGroup(d->device, &bd);
     WGPUCommandEncoder enc = wg.DeviceCreateCommandEncoder(d->device, NULL);
@@ -460,16 +539,23 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     int32_t op = -1;
     if ((unsigned)k < TF_PK_KERNEL_COUNT && kernel_table[k].per_op && nargs > 0 && args[0].size == sizeof op)
         memcpy(&op, args[0].value, sizeof op);
-    tf_status s = ensure_pipe(d, program, k, op, &pipe);
+    if ((unsigned)k >= TF_PK_KERNEL_COUNT || !kernel_table[k].args)
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name,
+                               (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?");
+    packed p;
+    tf_status s = pack(d, k, nargs, args, global, dims, &p);
+    if (s != TF_OK) return s;
+    uint32_t parts = 0;
+    if (!parts_key(d, &p, &parts))
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' needs more storage bindings than the device has",
+                               d->gd.name, tf_pk_kernel_names[k]);
+    s = ensure_pipe(d, program, k, op, parts, &pipe);
     if (s != TF_OK) return s;
     bool local_ok = dims == 1 ? (!local || local[0] == WG_RWG)
                               : local && local[0] * local[1] == (k == TF_PK_MATMUL ? WG_TS * WG_TS : WG_RWG);
     if (!local_ok)
         return host->set_error(TF_ERR_BACKEND, "%s: kernel '%s' launched with a workgroup its WGSL was not built for",
                                d->gd.name, tf_pk_kernel_names[k]);
-    packed p;
-    s = pack(d, k, nargs, args, global, dims, &p);
-    if (s != TF_OK) return s;
     uint32_t groups[3];
     size_t per_group[1] = {global[0] * WG_SIZE}, group_local[1] = {WG_SIZE};
     bool grouped = kernel_table[k].group_per_item;
@@ -584,15 +670,30 @@ static bool wide_dtypes_allowed(const tf_op *op) {
     }
 }
 
-/* Does t's window fit one binding, with its element indices in i32? */
-static bool fits_binding(wg_dev *d, const tf_tensor_desc *t) {
+/* The bindings t's window takes (0: it cannot be bound, or its element
+ * indices are outside the i32 the kernels index with). */
+static int bindings_for(wg_dev *d, const tf_tensor_desc *t) {
     size_t es = tf_pk_elsize(t->dtype);
-    if (!es) return false;
-    uint64_t lo, hi, offset, size;
+    if (!es) return 0;
+    uint64_t lo, hi;
     extent_of(t, &lo, &hi);
     wg_window w = {NULL, lo, hi};
-    window_range(d, &w, &offset, &size);
-    return hi / es < INT32_MAX / 2 && size <= d->limits.maxStorageBufferBindingSize;
+    return hi / es < INT32_MAX / 2 ? window_parts(d, &w) : 0;
+}
+
+/* Can every tensor of op be bound, a large one as several bindings, within
+ * the stage's storage-buffer limit? Counted as if each tensor were bound
+ * once, plus the parameters, the bases and a reduction's scratch. */
+static bool fits_bindings(wg_dev *d, const tf_op *op) {
+    int n = bindings_for(d, &op->output), total = n + 3;
+    bool split = n > 1;
+    for (int i = 0; i < op->n_inputs && n; i++) {
+        n = bindings_for(d, &op->inputs[i]);
+        total += n;
+        split = split || n > 1;
+    }
+    if (n == 0) return false;
+    return !split || (total <= MAX_BINDINGS && (uint32_t)total <= d->limits.maxStorageBuffersPerShaderStage);
 }
 
 bool tf_wg_supports(wg_dev *d, const tf_op *op) {
@@ -602,10 +703,7 @@ bool tf_wg_supports(wg_dev *d, const tf_op *op) {
         if (!known_dtype(op->inputs[i].dtype)) return false;
     bool wide = has_dtype(op, TF_F64) || has_dtype(op, TF_I64);
     if (wide && !wide_dtypes_allowed(op)) return false;
-    if (!fits_binding(d, &op->output)) return false;
-    for (int i = 0; i < op->n_inputs; i++)
-        if (!fits_binding(d, &op->inputs[i])) return false;
-    return true;
+    return fits_bindings(d, op);
 }
 
 bool tf_wg_kernels_init(wg_dev *d) {

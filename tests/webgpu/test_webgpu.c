@@ -94,10 +94,10 @@ static void test_moving_is_bit_exact(void **state) {
     }
     tf_device_props p;
     OK(tf_device_get_props(dev, &p));
-    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {               /* every dtype it stores, 9 x 7 elements */
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {   /* every dtype it stores, 9 x 7 elements (9 blocks) */
         if (!((p.caps.dtypes >> dt) & 1u)) continue;
-        int64_t shape[2] = {9, 7};
-        unsigned char src[9 * 7 * 8], out[9 * 7 * 8];
+        int64_t shape[2] = {9, tf_dtype_is_quantized((tf_dtype)dt) ? (int64_t)tf_dtype_block_size((tf_dtype)dt) : 7};
+        unsigned char src[9 * 210], out[9 * 210];
         for (size_t i = 0; i < sizeof src; i++) src[i] = dt == TF_BOOL ? (unsigned char)(i % 2) : (unsigned char)(i * 31 + 7);
         tf_tensor *a = NULL, *there = NULL, *back = NULL;
         OK(tf_tensor_from_data(cpu, (tf_dtype)dt, 2, shape, src, &a));
@@ -190,6 +190,30 @@ static void test_f64_falls_back_and_is_counted(void **state) {
     tf_tensor_release(a);
     tf_tensor_release(b);
     tf_tensor_release(s);
+}
+
+/* i64 positions (a model's arange) run on the device, counted exactly in
+ * i32 past f32's 2^24; a range outside i32 falls back, counted, and is
+ * still exact. */
+static void test_i64_arange(void **state) {
+    (void)state;
+    tf_device *dev = wgpu();
+    static const struct { double start, stop, step; bool on_device; } cases[] = {
+        {16777200, 16777300, 3, true}, {-5, 7, 1, true}, {0, 3e9, 1e9, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tf_tensor *t = NULL;
+        uint64_t before = tf_device_fallback_count(dev, TF_OP_ARANGE);
+        OK(tf_arange(dev, TF_I64, cases[c].start, cases[c].stop, cases[c].step, &t));
+        assert_int_equal(tf_device_fallback_count(dev, TF_OP_ARANGE), before + (cases[c].on_device ? 0 : 1));
+        int64_t n = tf_tensor_numel(t), got[64];
+        assert_true(n > 0 && n <= 64);
+        OK(tf_tensor_read(t, got, (size_t)n * sizeof *got));
+        for (int64_t i = 0; i < n; i++)
+            if (got[i] != (int64_t)(cases[c].start + (double)i * cases[c].step))
+                fail_msg("case %zu element %lld: %lld", c, (long long)i, (long long)got[i]);
+        tf_tensor_release(t);
+    }
 }
 
 /* Every element of t is `want` (to a relative 1e-6). */
@@ -549,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_ops_run_on_the_device),
         cmocka_unit_test(test_in_place_on_narrow_dtypes),
         cmocka_unit_test(test_f64_falls_back_and_is_counted),
+        cmocka_unit_test(test_i64_arange),
         cmocka_unit_test(test_math_within_ulps),
         cmocka_unit_test(test_every_family_on_a_tensor_over_the_binding_limit),
         cmocka_unit_test(test_views_deep_in_a_large_buffer),

@@ -642,7 +642,7 @@ static bool cu_supports(void *ctx, const tf_op *op) {
 
 static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     cuda_dev *d = ctx;
-    tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free};
+    tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free, false};
     tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
     bool taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? try_cublas(d, &tg, op, &s) : try_fast(d, op, &s);

@@ -33,8 +33,7 @@ size_t tf_pk_elsize(tf_dtype dt) {
     return (unsigned)dt < TF_DTYPE_COUNT ? sizes[dt] : 0;
 }
 
-/* A block-quantized dtype: elements per block and bytes per block (0 for any other). */
-static int64_t q_block_elems(tf_dtype dt) {
+int64_t tf_pk_block_elems(tf_dtype dt) {
     switch (dt) {
 #define TF__QB(E, n, blk, bytes) case TF_##E: return blk;
         TF_QDTYPE_LIST(TF__QB)
@@ -43,7 +42,7 @@ static int64_t q_block_elems(tf_dtype dt) {
     }
 }
 
-static int64_t q_block_bytes(tf_dtype dt) {
+int64_t tf_pk_block_bytes(tf_dtype dt) {
     switch (dt) {
 #define TF__QB(E, n, blk, bytes) case TF_##E: return bytes;
         TF_QDTYPE_LIST(TF__QB)
@@ -52,7 +51,7 @@ static int64_t q_block_bytes(tf_dtype dt) {
     }
 }
 
-static bool is_quantized(tf_dtype dt) { return q_block_elems(dt) != 0; }
+static bool is_quantized(tf_dtype dt) { return tf_pk_block_elems(dt) != 0; }
 
 static bool dt_is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
 
@@ -481,7 +480,7 @@ static tf_status run_fill(const tf_pk_target *tg, const tf_op *op) {
  * kernels. Leading strides are whole blocks, so they convert exactly. */
 static tf_tensor_desc as_row_bytes(const tf_tensor_desc *t) {
     tf_tensor_desc b = *t;
-    int64_t blk = q_block_elems(t->dtype), bytes = q_block_bytes(t->dtype);
+    int64_t blk = tf_pk_block_elems(t->dtype), bytes = tf_pk_block_bytes(t->dtype);
     int last = t->ndim - 1;
     b.dtype = TF_U8;
     for (int i = 0; i < last; i++) b.strides[i] = t->strides[i] / blk * bytes;
@@ -517,7 +516,7 @@ static tf_status run_quant_copy(const tf_pk_target *tg, const tf_op *op) {
     }
     tf_pk_geom g = make_geom(in->ndim, in->shape, (const tf_tensor_desc *const[]){in, o}, 2);
     int32_t wt = o->dtype;
-    int64_t nblocks = tf_desc_numel(o) / q_block_elems(o->dtype), dst_off = (int64_t)o->offset;
+    int64_t nblocks = tf_desc_numel(o) / tf_pk_block_elems(o->dtype), dst_off = (int64_t)o->offset;
     arg args[] = {ARG(wt), ARG(nblocks), ARG(g), ARG(dst_off), ARG(mo), ARG(mi)};
     size_t global = (size_t)nblocks;
     return launch(tg, in->dtype, TF_PK_QUANT_ENCODE, 6, args, 1, &global, NULL);
@@ -535,12 +534,12 @@ static tf_status run_qmatmul(const tf_pk_target *tg, const tf_op *op) {
     int32_t wt = w->dtype;
     int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
     int64_t x_off = elem_offset(x), ldx = x->strides[0], o_off = elem_offset(o), ldo = o->strides[0];
-    int64_t w_off = (int64_t)w->offset, ldw = w->strides[0] / q_block_elems(w->dtype) * q_block_bytes(w->dtype);
+    int64_t w_off = (int64_t)w->offset, ldw = w->strides[0] / tf_pk_block_elems(w->dtype) * tf_pk_block_bytes(w->dtype);
     if (M == 0 || N == 0) return TF_OK;
     pk_mem mo = MEM(tg, o), mx = MEM(tg, x), mw = MEM(tg, w);
     arg args[] = {ARG(wt), ARG(M), ARG(N), ARG(K), ARG(x_off), ARG(ldx), ARG(w_off), ARG(ldw), ARG(o_off), ARG(ldo),
                   ARG(mo), ARG(mx), ARG(mw)};
-    if (M <= QGEMV_ROWS && tg->rwg >= QGEMV_LANES) {
+    if (M <= QGEMV_ROWS && tg->rwg >= QGEMV_LANES && !tg->no_qgemv) {
         size_t columns_per_group = (size_t)tg->rwg / QGEMV_LANES, local = (size_t)tg->rwg;
         size_t global = round_up((size_t)N, columns_per_group) / columns_per_group * local;
         return launch(tg, TF_F32, TF_PK_QGEMV, 13, args, 1, &global, &local);

@@ -84,10 +84,16 @@ typedef struct tf_pk_target {
      * the launches that use it must be safe (queued work keeps it alive). */
     tf_status (*scratch_alloc)(void *ctx, size_t nbytes, void **handle, void **token);
     void (*scratch_free)(void *ctx, void *token);
+    /* qmatmul for every activation count, never qgemv: a device whose
+     * barriers cost more than decoding a weight once per row (llvmpipe). */
+    bool no_qgemv;
 } tf_pk_target;
 
 /* Bytes per element of a plain dtype (0 for a block-quantized or unknown one). */
 size_t tf_pk_elsize(tf_dtype dt);
+/* A block-quantized dtype's elements and bytes per block (0 for any other). */
+int64_t tf_pk_block_elems(tf_dtype dt);
+int64_t tf_pk_block_bytes(tf_dtype dt);
 /* Can the portable kernels run op? (fp64: the device has doubles) */
 bool tf_pk_supports(const tf_op *op, bool fp64);
 /* The dtype whose program (-DTF_DT) holds op's kernel. */

@@ -480,7 +480,8 @@ static bool cl_supports(void *ctx, const tf_op *op) {
 static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)stream;
     cl_dev *d = ctx;
-    tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free};
+    tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free,
+                       false};
     tf_status s = tf_gpu_enter(&d->gd);
     if (s != TF_OK) return s;
     s = ensure_program(d, tf_pk_program_dtype(op));

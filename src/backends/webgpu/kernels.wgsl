@@ -752,8 +752,16 @@ fn arange(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { arange_item(i); }
 }
 
+// i32 and i64 with a whole start and step count in integers, exactly past
+// f32's 2^24 (supports() admits i64 only so, within i32); the narrower
+// integers saturate from f32, as the CPU's conversion does.
 fn arange_item(i: i32) {
     if (i >= A.n) { return; }
+    if ((TF_DT == DT_I32 || IS_I64) && A.start == trunc(A.start) && A.step == trunc(A.step)) {
+        let v = i32(A.start) + i * i32(A.step);
+        if (IS_I64) { b_out_st64(A.off + i, i64_of(v)); } else { b_out_sti(TF_DT, A.off + i, v); }
+        return;
+    }
     b_out_stf(TF_DT, A.off + i, A.start + f32(i) * A.step);
 }
 
@@ -1457,4 +1465,448 @@ fn adam_item(i: i32) {
     b_m_stf(TF_DT, mo, mv);
     b_v_stf(TF_DT, vo, vv);
     b_p_stf(TF_DT, po, pv);
+}
+
+//@kernel quant
+// ---- block-quantized dtypes (ggml's layouts; kernels.cl's quantized
+// section, whose comments say why) ----
+// Assembled after `common` into the four quantized kernels, each of which
+// names its quantized buffer `q` (bytes; offsets below are absolute bytes).
+// Decoding matches the CPU bit for bit with or without fused multiply-adds:
+// every product of a scale (an f16, or an f16 times a 6- or 8-bit integer)
+// and a quant of at most 6 bits fits f32's 24-bit significand exactly but
+// Q6_K's, which is a lone product.
+const DT_Q4_0: i32 = 9;
+const DT_Q4_1: i32 = 10;
+const DT_Q8_0: i32 = 11;
+const DT_Q4_K: i32 = 12;
+
+fn q_block_elems(wt: i32) -> i32 { return select(32, 256, wt >= DT_Q4_K); }
+
+fn q_block_bytes(wt: i32) -> i32 {
+    switch (wt) {
+        case 9: { return 18; }
+        case 10: { return 20; }
+        case 11: { return 34; }
+        case 12: { return 144; }
+        default: { return 210; }
+    }
+}
+
+fn q_byte(i: i32) -> u32 { return (b_q_word(i >> 2u) >> (u32(i & 3) * 8u)) & 0xffu; }
+fn q_i8(i: i32) -> i32 { return bitcast<i32>(q_byte(i) << 24u) >> 24u; }
+// Every f16 of every layout sits at an even byte.
+fn q_f16(i: i32) -> f32 { return f16_to_f32((b_q_word(i >> 2u) >> (u32(i & 2) * 8u)) & 0xffffu); }
+
+// The 32 elements of chunk c of the quantized row at byte `row`: a whole
+// block of the 32-element formats, a sub-block (one scale) of the K-quants.
+fn q_chunk32(wt: i32, row: i32, c: i32, y: ptr<function, array<f32, 32>>) {
+    if (wt == DT_Q4_0) {
+        let b = row + c * 18;
+        let d = q_f16(b);
+        for (var j = 0; j < 16; j++) {
+            let v = q_byte(b + 2 + j);
+            (*y)[j] = d * f32(i32(v & 15u) - 8);
+            (*y)[j + 16] = d * f32(i32(v >> 4u) - 8);
+        }
+    } else if (wt == DT_Q4_1) {
+        let b = row + c * 20;
+        let d = q_f16(b);
+        let m = q_f16(b + 2);
+        for (var j = 0; j < 16; j++) {
+            let v = q_byte(b + 4 + j);
+            (*y)[j] = d * f32(v & 15u) + m;
+            (*y)[j + 16] = d * f32(v >> 4u) + m;
+        }
+    } else if (wt == DT_Q8_0) {
+        let b = row + c * 34;
+        let d = q_f16(b);
+        for (var j = 0; j < 32; j++) { (*y)[j] = f32(q_i8(b + 2 + j)) * d; }
+    } else if (wt == DT_Q4_K) {
+        let b = row + c / 8 * 144;
+        let s = b + 4;
+        let j = c % 8;
+        var sc: u32;
+        var m: u32;
+        if (j < 4) {
+            sc = q_byte(s + j) & 63u;
+            m = q_byte(s + j + 4) & 63u;
+        } else {
+            sc = (q_byte(s + j + 4) & 15u) | ((q_byte(s + j - 4) >> 6u) << 4u);
+            m = (q_byte(s + j + 4) >> 4u) | ((q_byte(s + j) >> 6u) << 4u);
+        }
+        let ds = q_f16(b) * f32(sc);
+        let dm = q_f16(b + 2) * f32(m);
+        let q = b + 16 + 32 * (j / 2);
+        let shift = u32(4 * (j % 2));
+        for (var l = 0; l < 32; l++) { (*y)[l] = ds * f32((q_byte(q + l) >> shift) & 15u) - dm; }
+    } else {                                             // Q6_K: chunk = row r of the block's 8
+        let b = row + c / 8 * 210;
+        let r = c % 8;
+        let lo_shift = u32(4 * ((r % 4) / 2));
+        let hi_shift = u32(2 * (r % 4));
+        let lo = b + 64 * (r / 4) + 32 * (r % 2);
+        let hi = b + 128 + 32 * (r / 4);
+        let d = q_f16(b + 208);
+        let ds0 = d * f32(q_i8(b + 192 + 2 * r));
+        let ds1 = d * f32(q_i8(b + 193 + 2 * r));
+        for (var l = 0; l < 32; l++) {
+            let q = i32(((q_byte(lo + l) >> lo_shift) & 15u) | (((q_byte(hi + l) >> hi_shift) & 3u) << 4u)) - 32;
+            (*y)[l] = select(ds1, ds0, l < 16) * f32(q);
+        }
+    }
+}
+
+//@kernel quant_decode
+struct Args { gx: i32, gy: i32, wt: i32, nchunks: i32, g: Geom, src_off: i32 }
+
+// One item per 32-element chunk. g: operand 0 = out, 1 = the quantized
+// source in elements (offset 0; its byte offset is src_off). Chunks never
+// straddle rows, so chunk i's source starts at element offset_of(g, 1, 32 i).
+@compute @workgroup_size(WG)
+fn quant_decode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { quant_decode_item(i); }
+}
+
+fn quant_decode_item(c: i32) {
+    if (c >= A.nchunks) { return; }
+    let first = 32 * c;
+    let is = operand(A.g, 1, first);
+    var y: array<f32, 32>;
+    q_chunk32(A.wt, A.src_off, is / 32, &y);
+    for (var e = 0; e < 32; e++) { b_out_stf(TF_DT, operand(A.g, 0, first + e), y[e]); }
+}
+
+//@kernel quant_encode
+struct Args { gx: i32, gy: i32, wt: i32, nblocks: i32, g: Geom, dst_off: i32 }
+
+var<private> xs: array<f32, 256>;                       // the block's source, as f32
+var<private> blk: array<u32, 210>;                      // the block's bytes, one per entry
+
+// One item per block; kernels.cl's encoders step for step (those of
+// cpu_quant.c). g: operand 0 = the source, 1 = the quantized destination in
+// elements (offset 0; its byte offset is dst_off). The block is built in
+// private memory, then written word by word: words it shares with the
+// neighbouring blocks (18-, 20- and 34-byte blocks do) keep their bytes.
+@compute @workgroup_size(WG)
+fn quant_encode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { quant_encode_item(i); }
+}
+
+// C's roundf: halves away from zero (WGSL's round goes to even).
+fn round_away(x: f32) -> f32 {
+    let t = trunc(x);
+    return select(t, t + sign(x), abs(x - t) >= 0.5);
+}
+
+// Stores v as an f16 at byte `at` of the block; the value the field holds.
+fn put_f16(at: i32, v: f32) -> f32 {
+    let h = f32_to_f16(v);
+    blk[at] = h & 0xffu;
+    blk[at + 1] = h >> 8u;
+    return f16_to_f32(h);
+}
+
+fn signed_absmax(first: i32, n: i32) -> f32 {
+    var best = 0.0;
+    var amax = 0.0;
+    for (var i = 0; i < n; i++) {
+        let v = xs[first + i];
+        if (abs(v) > amax) {
+            amax = abs(v);
+            best = v;
+        }
+    }
+    return best;
+}
+
+fn inverse(d: f32) -> f32 { return select(0.0, 1.0 / d, d != 0.0); }
+
+fn q4_0_encode() {
+    let d = signed_absmax(0, 32) / -8.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    for (var j = 0; j < 16; j++) {
+        let lo = clamp(i32(xs[j] * id + 8.5), 0, 15);
+        let hi = clamp(i32(xs[j + 16] * id + 8.5), 0, 15);
+        blk[2 + j] = u32(lo | (hi << 4u));
+    }
+}
+
+fn q4_1_encode() {
+    var lo = xs[0];
+    var hi = xs[0];
+    for (var j = 1; j < 32; j++) {
+        lo = min(lo, xs[j]);
+        hi = max(hi, xs[j]);
+    }
+    let d = (hi - lo) / 15.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    put_f16(2, lo);
+    for (var j = 0; j < 16; j++) {
+        let a = clamp(i32((xs[j] - lo) * id + 0.5), 0, 15);
+        let c = clamp(i32((xs[j + 16] - lo) * id + 0.5), 0, 15);
+        blk[4 + j] = u32(a | (c << 4u));
+    }
+}
+
+fn q8_0_encode() {
+    var amax = 0.0;
+    for (var j = 0; j < 32; j++) { amax = max(amax, abs(xs[j])); }
+    let d = amax / 127.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    for (var j = 0; j < 32; j++) { blk[2 + j] = bitcast<u32>(clamp(i32(round_away(xs[j] * id)), -127, 127)) & 0xffu; }
+}
+
+fn q4_k_encode() {
+    var scale: array<f32, 8>;
+    var mins: array<f32, 8>;
+    var max_scale = 0.0;
+    var max_min = 0.0;
+    for (var j = 0; j < 8; j++) {
+        var lo = 0.0;
+        var hi = 0.0;
+        for (var l = 0; l < 32; l++) {
+            lo = min(lo, xs[32 * j + l]);
+            hi = max(hi, xs[32 * j + l]);
+        }
+        scale[j] = (hi - lo) / 15.0;
+        mins[j] = -lo;
+        max_scale = max(max_scale, scale[j]);
+        max_min = max(max_min, mins[j]);
+    }
+    let d = put_f16(0, max_scale / 63.0);
+    let dmin = put_f16(2, max_min / 63.0);
+    for (var j = 0; j < 8; j++) {
+        var sc = 0u;
+        var m = 0u;
+        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[j] / d)), 0, 63)); }
+        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[j] / dmin)), 0, 63)); }
+        if (j < 4) {
+            blk[4 + j] |= sc;
+            blk[8 + j] |= m;
+        } else {
+            blk[8 + j] = (sc & 15u) | ((m & 15u) << 4u);
+            blk[j] |= (sc >> 4u) << 6u;
+            blk[4 + j] |= (m >> 4u) << 6u;
+        }
+        let ds = d * f32(sc);
+        let dm = dmin * f32(m);
+        let ids = select(0.0, 1.0 / ds, ds > 0.0);
+        for (var l = 0; l < 32; l++) {
+            let q = u32(clamp(i32(round_away((xs[32 * j + l] + dm) * ids)), 0, 15));
+            blk[16 + 32 * (j / 2) + l] |= q << u32(4 * (j % 2));
+        }
+    }
+}
+
+fn q6_k_encode() {
+    var scale: array<f32, 16>;
+    var amax = 0.0;
+    var best = 0.0;
+    for (var i = 0; i < 16; i++) {
+        scale[i] = signed_absmax(16 * i, 16) / -32.0;
+        if (abs(scale[i]) > amax) {
+            amax = abs(scale[i]);
+            best = scale[i];
+        }
+    }
+    let d = put_f16(208, best / -127.0);
+    var sc: array<i32, 16>;
+    for (var i = 0; i < 16; i++) {
+        sc[i] = 0;
+        if (d != 0.0) { sc[i] = clamp(i32(round_away(scale[i] / d)), -128, 127); }
+        blk[192 + i] = bitcast<u32>(sc[i]) & 0xffu;
+    }
+    for (var e = 0; e < 256; e++) {
+        let ds = d * f32(sc[e / 16]);
+        let ids = select(0.0, 1.0 / ds, ds != 0.0);
+        let q = u32(clamp(i32(round_away(xs[e] * ids)), -32, 31) + 32);
+        let r = e / 32;
+        let c = e % 32;
+        blk[64 * (r / 4) + 32 * (r % 2) + c] |= (q & 15u) << u32(4 * ((r % 4) / 2));
+        blk[128 + 32 * (r / 4) + c] |= (q >> 4u) << u32(2 * (r % 4));
+    }
+}
+
+fn quant_encode_item(k: i32) {
+    if (k >= A.nblocks) { return; }
+    let n = q_block_elems(A.wt);
+    let nb = q_block_bytes(A.wt);
+    let first = k * n;
+    var gg = A.g;
+    let step = gg.stride[0][gg.ndim - 1];
+    let is = offset_of(A.g, 0, first);
+    let od = offset_of(A.g, 1, first);
+    for (var e = 0; e < n; e++) { xs[e] = b_src_ldf(TF_DT, is + e * step); }
+    for (var i = 0; i < nb; i++) { blk[i] = 0u; }
+    if (A.wt == DT_Q4_0) { q4_0_encode(); }
+    else if (A.wt == DT_Q4_1) { q4_1_encode(); }
+    else if (A.wt == DT_Q8_0) { q8_0_encode(); }
+    else if (A.wt == DT_Q4_K) { q4_k_encode(); }
+    else { q6_k_encode(); }
+    let at = A.dst_off + od / n * nb;
+    for (var w = at >> 2u; w * 4 < at + nb; w++) {
+        var bits = 0u;
+        var keep = 0u;
+        for (var b = 0; b < 4; b++) {
+            let i = w * 4 + b;
+            if (i >= at && i < at + nb) { bits |= blk[i - at] << u32(8 * b); } else { keep |= 0xffu << u32(8 * b); }
+        }
+        b_q_put(w, keep, bits);
+    }
+}
+
+//@kernel qdot
+// ---- dot products of f32 rows with quantized ones, for qgemv and qmatmul
+// (whose activations are buffer `x`) ----
+// Decoding straight into the sum, four quant bytes to a word read: no
+// private array (which llvmpipe keeps in memory, lane by lane).
+
+// The 4 bytes from byte i on (any alignment: blocks of 18, 20, 34 and 210
+// bytes leave quants at every offset).
+fn q_u32_at(i: i32) -> u32 {
+    let s = u32(i & 3) * 8u;
+    let lo = b_q_word(i >> 2u);
+    if (s == 0u) { return lo; }
+    return (lo >> s) | (b_q_word((i >> 2u) + 1) << (32u - s));
+}
+
+fn x_at(i: i32) -> f32 { return bitcast<f32>(b_x_word(i)); }
+
+// sum over e < 32 of x[xo + e] * chunk c of the quantized row at byte `row`.
+fn q_dot32(wt: i32, row: i32, c: i32, xo: i32) -> f32 {
+    var sum = 0.0;
+    if (wt == DT_Q4_0 || wt == DT_Q4_1) {
+        let q41 = wt == DT_Q4_1;
+        let b = row + c * select(18, 20, q41);
+        let d = q_f16(b);
+        let m = select(0.0, q_f16(b + 2), q41);
+        let bias = select(8, 0, q41);
+        let qs = b + select(2, 4, q41);
+        for (var g = 0; g < 4; g++) {
+            let v = q_u32_at(qs + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let byte = (v >> u32(8 * t)) & 0xffu;
+                let e = 4 * g + t;
+                sum += x_at(xo + e) * (d * f32(i32(byte & 15u) - bias) + m);
+                sum += x_at(xo + e + 16) * (d * f32(i32(byte >> 4u) - bias) + m);
+            }
+        }
+    } else if (wt == DT_Q8_0) {
+        let b = row + c * 34;
+        let d = q_f16(b);
+        for (var g = 0; g < 8; g++) {
+            let v = q_u32_at(b + 2 + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let q = bitcast<i32>(v << u32(24 - 8 * t)) >> 24u;
+                sum += x_at(xo + 4 * g + t) * (f32(q) * d);
+            }
+        }
+    } else if (wt == DT_Q4_K) {
+        let b = row + c / 8 * 144;
+        let s = b + 4;
+        let j = c % 8;
+        var sc: u32;
+        var m: u32;
+        if (j < 4) {
+            sc = q_byte(s + j) & 63u;
+            m = q_byte(s + j + 4) & 63u;
+        } else {
+            sc = (q_byte(s + j + 4) & 15u) | ((q_byte(s + j - 4) >> 6u) << 4u);
+            m = (q_byte(s + j + 4) >> 4u) | ((q_byte(s + j) >> 6u) << 4u);
+        }
+        let ds = q_f16(b) * f32(sc);
+        let dm = q_f16(b + 2) * f32(m);
+        let qs = b + 16 + 32 * (j / 2);
+        let shift = u32(4 * (j % 2));
+        for (var g = 0; g < 8; g++) {
+            let v = q_u32_at(qs + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                sum += x_at(xo + 4 * g + t) * (ds * f32((v >> (u32(8 * t) + shift)) & 15u) - dm);
+            }
+        }
+    } else {                                             // Q6_K
+        let b = row + c / 8 * 210;
+        let r = c % 8;
+        let lo_shift = u32(4 * ((r % 4) / 2));
+        let hi_shift = u32(2 * (r % 4));
+        let lo = b + 64 * (r / 4) + 32 * (r % 2);
+        let hi = b + 128 + 32 * (r / 4);
+        let d = q_f16(b + 208);
+        let ds0 = d * f32(q_i8(b + 192 + 2 * r));
+        let ds1 = d * f32(q_i8(b + 193 + 2 * r));
+        for (var g = 0; g < 8; g++) {
+            let vl = q_u32_at(lo + 4 * g);
+            let vh = q_u32_at(hi + 4 * g);
+            let ds = select(ds1, ds0, g < 4);
+            for (var t = 0; t < 4; t++) {
+                let q = i32(((vl >> (u32(8 * t) + lo_shift)) & 15u) | (((vh >> (u32(8 * t) + hi_shift)) & 3u) << 4u)) - 32;
+                sum += x_at(xo + 4 * g + t) * (ds * f32(q));
+            }
+        }
+    }
+    return sum;
+}
+
+//@kernel qgemv
+struct Args { gx: i32, gy: i32, wt: i32, M: i32, N: i32, K: i32, x_off: i32, ldx: i32, w_off: i32, ldw: i32,
+              o_off: i32, ldo: i32 }
+
+const QGEMV_LANES: i32 = 32;
+var<workgroup> part: array<f32, RWG>;
+
+// out[m, n] = sum_k x[m, k] w[n, k], w quantized (rows ldw bytes apart from
+// w_off), for a few rows of x (token generation): QGEMV_LANES invocations
+// per output column, lane l taking chunks l, l + 32, ..., a column's
+// partial sums meeting in workgroup memory; row by row.
+@compute @workgroup_size(RWG)
+fn qgemv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_id) lid3: vec3<u32>) {
+    let lid = i32(lid3.x);
+    let lane = lid % QGEMV_LANES;
+    let j = group_id(wid, nwg) * (i32(RWG) / QGEMV_LANES) + lid / QGEMV_LANES;
+    let row = A.w_off + j * A.ldw;
+    for (var m = 0; m < A.M; m++) {                      // every invocation reaches every barrier
+        var acc = 0.0;
+        for (var c = lane; j < A.N && c < A.K / 32; c += QGEMV_LANES) {
+            acc += q_dot32(A.wt, row, c, A.x_off + m * A.ldx + c * 32);
+        }
+        part[lid] = acc;
+        workgroupBarrier();
+        for (var s = QGEMV_LANES / 2; s > 0; s /= 2) {
+            if (lane < s) { part[lid] += part[lid + s]; }
+            workgroupBarrier();
+        }
+        if (lane == 0 && j < A.N) { b_out_put(A.o_off + m * A.ldo + j, 0u, bitcast<u32>(part[lid])); }
+        workgroupBarrier();
+    }
+}
+
+//@kernel qmatmul
+struct Args { gx: i32, gy: i32, wt: i32, M: i32, N: i32, K: i32, x_off: i32, ldx: i32, w_off: i32, ldw: i32,
+              o_off: i32, ldo: i32 }
+
+// For many rows (a prompt), and every row count on a CPU adapter: one
+// invocation per output, outputs laid flat over the (N / TS) x (M / TS)
+// workgroups plan.c dispatches (so one activation row fills them too),
+// decoding its weight row's chunks into the sum. No workgroup memory and
+// no barrier (llvmpipe pays dearly for each); each chunk is decoded once
+// per activation row.
+@compute @workgroup_size(TS, TS)
+fn qmatmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_id) l: vec3<u32>) {
+    let ts = i32(TS);
+    let g = i32(wid.z * nwg.y + wid.y) * i32(nwg.x) + i32(wid.x);
+    let id = (g * ts + i32(l.y)) * ts + i32(l.x);
+    if (id >= A.M * A.N) { return; }
+    let i = id / A.N;
+    let j = id % A.N;
+    var acc = 0.0;
+    let row = A.w_off + j * A.ldw;
+    let xo = A.x_off + i * A.ldx;
+    for (var c = 0; c < A.K / 32; c++) { acc += q_dot32(A.wt, row, c, xo + c * 32); }
+    b_out_put(A.o_off + i * A.ldo + j, 0u, bitcast<u32>(acc));
 }

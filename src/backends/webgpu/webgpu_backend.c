@@ -340,10 +340,11 @@ static tf_status wg_get_info(void *ctx, tf_backend_device_info *info) {
     info->memory_total = total;
     info->memory_free = total > ms.reserved ? total - ms.reserved : 0;
     /* The dtypes WGSL computes with: no f64 and no i64 (WGSL has no 64-bit
-     * types), and the block-quantized ones are left out until WGSL kernels
-     * decode them (a device that lists them is expected to run a quantized
-     * model itself). */
+     * types); the block-quantized ones decode, encode and multiply in WGSL. */
     uint32_t dts = 1u << TF_F32 | 1u << TF_F16 | 1u << TF_BF16 | 1u << TF_I8 | 1u << TF_I32 | 1u << TF_U8 | 1u << TF_BOOL;
+#define TF__QCAP(E, ...) dts |= 1u << TF_##E;
+    TF_QDTYPE_LIST(TF__QCAP)
+#undef TF__QCAP
     info->caps.dtypes = dts;
     info->caps.async = true;
     info->caps.pinned_host_memory = false;

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@ typedef struct kernel_info {
     const char *buffers;
     bool group_per_item;                 /* plan.c's 1-D items each get a workgroup of WG */
     bool per_op;                         /* argument 0 is the op code: a pipeline per op */
+    int quant;                           /* 1: includes the `quant` section (its buffer `q` holds blocks);
+                                            2: and the `qdot` one (activations `x`) */
 } kernel_info;
 
 static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
@@ -63,6 +66,10 @@ static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
     [TF_PK_CONV2D] = {"icBBBB", "x w b out:w"},
     [TF_PK_POOL2D] = {"iicBB", "x out:w"},
     [TF_PK_ADAM] = {"lgfffffffiBBBB", "p:w grad m:w v:w"},
+    [TF_PK_QUANT_DECODE] = {"ilglBB", "out:w q", false, false, 1},
+    [TF_PK_QUANT_ENCODE] = {"ilglBB", "q:b src", false, false, 1},
+    [TF_PK_QGEMV] = {"illlllllllBBB", "out:w x q", false, false, 2},
+    [TF_PK_QMATMUL] = {"illlllllllBBB", "out:w x q", false, false, 2},
 };
 
 #define host tf_wg_host
@@ -194,10 +201,12 @@ static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char fla
 
 /* The whole module for (dtype, kernel): prelude, bindings, common, kernel. */
 static char *assemble(const wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, int *n_buffers) {
-    const char *common, *body;
-    size_t common_len, body_len;
+    const char *common, *body, *quant = NULL, *qdot = NULL;
+    size_t common_len, body_len, quant_len = 0, qdot_len = 0;
     if (!find_section("common", &common, &common_len) || !find_section(tf_pk_kernel_names[k], &body, &body_len))
         return NULL;
+    if (kernel_table[k].quant >= 1 && !find_section("quant", &quant, &quant_len)) return NULL;
+    if (kernel_table[k].quant >= 2 && !find_section("qdot", &qdot, &qdot_len)) return NULL;
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -228,6 +237,8 @@ static char *assemble(const wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint
         put_named(f, accessors_typed, names[b]);
     }
     fwrite(common, 1, common_len, f);
+    if (quant) fwrite(quant, 1, quant_len, f);
+    if (qdot) fwrite(qdot, 1, qdot_len, f);
     fwrite(body, 1, body_len, f);
     if (fclose(f) != 0) {
         free(text);
@@ -575,8 +586,24 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     return TF_OK;
 }
 
+/* A block-quantized descriptor's bytes: its offset is in bytes, its
+ * strides in elements (rows of whole blocks). */
+static void quant_extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
+    int64_t last = 0;
+    *lo = *hi = t->offset;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return;
+        last += (t->shape[i] - 1) * t->strides[i];
+    }
+    *hi = t->offset + (uint64_t)((last / tf_pk_block_elems(t->dtype) + 1) * tf_pk_block_bytes(t->dtype));
+}
+
 /* The bytes [lo, hi) a descriptor's elements occupy in its buffer. */
 static void extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
+    if (tf_pk_block_elems(t->dtype)) {
+        quant_extent_of(t, lo, hi);
+        return;
+    }
     int64_t es = (int64_t)tf_pk_elsize(t->dtype), first = (int64_t)t->offset / (es ? es : 1), last = first;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
@@ -624,8 +651,18 @@ static tf_status scratch_alloc(void *ctx, size_t nbytes, void **handle, void **t
  * work uses it, and the block's next user is later on the same queue. */
 static void scratch_free(void *ctx, void *token) { tf_gpu_free(&((wg_dev *)ctx)->gd, token); }
 
+/* Few activation rows: qgemv's lanes meet through workgroup barriers,
+ * which llvmpipe runs as coroutine switches; a CPU adapter takes qmatmul's
+ * barrier-free kernel instead. TF_WEBGPU_QGEMV=1 takes qgemv anyway (a
+ * test runs it so on lavapipe), 0 never. */
+static bool avoid_qgemv(const wg_dev *d) {
+    const char *e = getenv("TF_WEBGPU_QGEMV");
+    if (e && *e) return strcmp(e, "1") != 0;
+    return d->adapter_type == WGPUAdapterType_CPU;
+}
+
 tf_status tf_wg_run(wg_dev *d, const tf_op *op) {
-    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free};
+    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free, avoid_qgemv(d)};
     running = d;
     d->n_windows = 0;
     tf_status s = tf_pk_run(&tg, op);
@@ -645,7 +682,9 @@ static bool device_dtype(tf_dtype dt) {
            dt == TF_BOOL;
 }
 
-static bool known_dtype(tf_dtype dt) { return device_dtype(dt) || dt == TF_I64 || dt == TF_F64; }
+static bool known_dtype(tf_dtype dt) {
+    return device_dtype(dt) || dt == TF_I64 || dt == TF_F64 || tf_pk_block_elems(dt) != 0;
+}
 
 static bool has_dtype(const tf_op *op, tf_dtype dt) {
     if (op->output.dtype == dt) return true;
@@ -654,12 +693,22 @@ static bool has_dtype(const tf_op *op, tf_dtype dt) {
     return false;
 }
 
+/* An i64 arange the kernel counts exactly in i32: a whole start and step
+ * (each exact as the f32 plan.c passes) and every value within i32
+ * (positions, indices). */
+static bool whole_i32_range(const tf_op *op) {
+    double start = op->params.value, step = op->params.step, n = (double)tf_desc_numel(&op->output);
+    return start == floor(start) && step == floor(step) && fabs(start) < 0x1p24 && fabs(step) < 0x1p24 &&
+           fabs(start) + n * fabs(step) < 0x1p31;
+}
+
 static bool wide_dtypes_allowed(const tf_op *op) {
     if (has_dtype(op, TF_F64)) {
         if (op->kind == TF_OP_FILL) return true;
         return op->kind == TF_OP_COPY && op->output.dtype == TF_F64 &&
                (op->inputs[0].dtype == TF_F64 || device_dtype(op->inputs[0].dtype));
     }
+    if (op->kind == TF_OP_ARANGE) return whole_i32_range(op);
     switch (tf_op_kernel_of(op->kind)) {
     case TF_KERNEL_MATMUL: case TF_KERNEL_MATH: case TF_KERNEL_ROW: case TF_KERNEL_ROPE: case TF_KERNEL_ATTENTION:
     case TF_KERNEL_CONV: case TF_KERNEL_POOL: case TF_KERNEL_OPTIMIZER: case TF_KERNEL_RANDOM: case TF_KERNEL_ARANGE:
@@ -673,7 +722,7 @@ static bool wide_dtypes_allowed(const tf_op *op) {
 /* The bindings t's window takes (0: it cannot be bound, or its element
  * indices are outside the i32 the kernels index with). */
 static int bindings_for(wg_dev *d, const tf_tensor_desc *t) {
-    size_t es = tf_pk_elsize(t->dtype);
+    size_t es = tf_pk_block_elems(t->dtype) ? 1 : tf_pk_elsize(t->dtype);   /* quantized: indexed in bytes */
     if (!es) return 0;
     uint64_t lo, hi;
     extent_of(t, &lo, &hi);
@@ -698,7 +747,7 @@ static bool fits_bindings(wg_dev *d, const tf_op *op) {
 
 bool tf_wg_supports(wg_dev *d, const tf_op *op) {
     if (!tf_pk_supports(op, true)) return false;
-    if (!known_dtype(op->output.dtype)) return false;       /* no quantized kernels in WGSL yet */
+    if (!known_dtype(op->output.dtype)) return false;
     for (int i = 0; i < op->n_inputs; i++)
         if (!known_dtype(op->inputs[i].dtype)) return false;
     bool wide = has_dtype(op, TF_F64) || has_dtype(op, TF_I64);

@@ -1498,6 +1498,34 @@ fn q_i8(i: i32) -> i32 { return bitcast<i32>(q_byte(i) << 24u) >> 24u; }
 // Every f16 of every layout sits at an even byte.
 fn q_f16(i: i32) -> f32 { return f16_to_f32((b_q_word(i >> 2u) >> (u32(i & 2) * 8u)) & 0xffffu); }
 
+// Q4_K sub-block j of the block at byte b: its scale and its minimum
+// (d * sc, dmin * m), from the 12 bytes of 6-bit pairs.
+fn q4_k_scales(b: i32, j: i32) -> vec2<f32> {
+    let s = b + 4;
+    var sc: u32;
+    var m: u32;
+    if (j < 4) {
+        sc = q_byte(s + j) & 63u;
+        m = q_byte(s + j + 4) & 63u;
+    } else {
+        sc = (q_byte(s + j + 4) & 15u) | ((q_byte(s + j - 4) >> 6u) << 4u);
+        m = (q_byte(s + j + 4) >> 4u) | ((q_byte(s + j) >> 6u) << 4u);
+    }
+    return vec2<f32>(q_f16(b) * f32(sc), q_f16(b + 2) * f32(m));
+}
+
+// Q6_K chunk c (row r of its block's 8): where its low and high bits are,
+// their shifts, and the scales of its two halves.
+struct Q6Chunk { lo: i32, hi: i32, lo_shift: u32, hi_shift: u32, ds0: f32, ds1: f32 }
+
+fn q6_k_chunk(row: i32, c: i32) -> Q6Chunk {
+    let b = row + c / 8 * 210;
+    let r = c % 8;
+    let d = q_f16(b + 208);
+    return Q6Chunk(b + 64 * (r / 4) + 32 * (r % 2), b + 128 + 32 * (r / 4), u32(4 * ((r % 4) / 2)), u32(2 * (r % 4)),
+                   d * f32(q_i8(b + 192 + 2 * r)), d * f32(q_i8(b + 193 + 2 * r)));
+}
+
 // The 32 elements of chunk c of the quantized row at byte `row`: a whole
 // block of the 32-element formats, a sub-block (one scale) of the K-quants.
 fn q_chunk32(wt: i32, row: i32, c: i32, y: ptr<function, array<f32, 32>>) {
@@ -1524,35 +1552,18 @@ fn q_chunk32(wt: i32, row: i32, c: i32, y: ptr<function, array<f32, 32>>) {
         for (var j = 0; j < 32; j++) { (*y)[j] = f32(q_i8(b + 2 + j)) * d; }
     } else if (wt == DT_Q4_K) {
         let b = row + c / 8 * 144;
-        let s = b + 4;
         let j = c % 8;
-        var sc: u32;
-        var m: u32;
-        if (j < 4) {
-            sc = q_byte(s + j) & 63u;
-            m = q_byte(s + j + 4) & 63u;
-        } else {
-            sc = (q_byte(s + j + 4) & 15u) | ((q_byte(s + j - 4) >> 6u) << 4u);
-            m = (q_byte(s + j + 4) >> 4u) | ((q_byte(s + j) >> 6u) << 4u);
-        }
-        let ds = q_f16(b) * f32(sc);
-        let dm = q_f16(b + 2) * f32(m);
+        let scales = q4_k_scales(b, j);
+        let ds = scales.x;
+        let dm = scales.y;
         let q = b + 16 + 32 * (j / 2);
         let shift = u32(4 * (j % 2));
         for (var l = 0; l < 32; l++) { (*y)[l] = ds * f32((q_byte(q + l) >> shift) & 15u) - dm; }
     } else {                                             // Q6_K: chunk = row r of the block's 8
-        let b = row + c / 8 * 210;
-        let r = c % 8;
-        let lo_shift = u32(4 * ((r % 4) / 2));
-        let hi_shift = u32(2 * (r % 4));
-        let lo = b + 64 * (r / 4) + 32 * (r % 2);
-        let hi = b + 128 + 32 * (r / 4);
-        let d = q_f16(b + 208);
-        let ds0 = d * f32(q_i8(b + 192 + 2 * r));
-        let ds1 = d * f32(q_i8(b + 193 + 2 * r));
+        let k = q6_k_chunk(row, c);
         for (var l = 0; l < 32; l++) {
-            let q = i32(((q_byte(lo + l) >> lo_shift) & 15u) | (((q_byte(hi + l) >> hi_shift) & 3u) << 4u)) - 32;
-            (*y)[l] = select(ds1, ds0, l < 16) * f32(q);
+            let q = i32(((q_byte(k.lo + l) >> k.lo_shift) & 15u) | (((q_byte(k.hi + l) >> k.hi_shift) & 3u) << 4u)) - 32;
+            (*y)[l] = select(k.ds1, k.ds0, l < 16) * f32(q);
         }
     }
 }
@@ -1807,19 +1818,10 @@ fn q_dot32(wt: i32, row: i32, c: i32, xo: i32) -> f32 {
         }
     } else if (wt == DT_Q4_K) {
         let b = row + c / 8 * 144;
-        let s = b + 4;
         let j = c % 8;
-        var sc: u32;
-        var m: u32;
-        if (j < 4) {
-            sc = q_byte(s + j) & 63u;
-            m = q_byte(s + j + 4) & 63u;
-        } else {
-            sc = (q_byte(s + j + 4) & 15u) | ((q_byte(s + j - 4) >> 6u) << 4u);
-            m = (q_byte(s + j + 4) >> 4u) | ((q_byte(s + j) >> 6u) << 4u);
-        }
-        let ds = q_f16(b) * f32(sc);
-        let dm = q_f16(b + 2) * f32(m);
+        let scales = q4_k_scales(b, j);
+        let ds = scales.x;
+        let dm = scales.y;
         let qs = b + 16 + 32 * (j / 2);
         let shift = u32(4 * (j % 2));
         for (var g = 0; g < 8; g++) {
@@ -1829,21 +1831,13 @@ fn q_dot32(wt: i32, row: i32, c: i32, xo: i32) -> f32 {
             }
         }
     } else {                                             // Q6_K
-        let b = row + c / 8 * 210;
-        let r = c % 8;
-        let lo_shift = u32(4 * ((r % 4) / 2));
-        let hi_shift = u32(2 * (r % 4));
-        let lo = b + 64 * (r / 4) + 32 * (r % 2);
-        let hi = b + 128 + 32 * (r / 4);
-        let d = q_f16(b + 208);
-        let ds0 = d * f32(q_i8(b + 192 + 2 * r));
-        let ds1 = d * f32(q_i8(b + 193 + 2 * r));
+        let k = q6_k_chunk(row, c);
         for (var g = 0; g < 8; g++) {
-            let vl = q_u32_at(lo + 4 * g);
-            let vh = q_u32_at(hi + 4 * g);
-            let ds = select(ds1, ds0, g < 4);
+            let vl = q_u32_at(k.lo + 4 * g);
+            let vh = q_u32_at(k.hi + 4 * g);
+            let ds = select(k.ds1, k.ds0, g < 4);
             for (var t = 0; t < 4; t++) {
-                let q = i32(((vl >> (u32(8 * t) + lo_shift)) & 15u) | (((vh >> (u32(8 * t) + hi_shift)) & 3u) << 4u)) - 32;
+                let q = i32(((vl >> (u32(8 * t) + k.lo_shift)) & 15u) | (((vh >> (u32(8 * t) + k.hi_shift)) & 3u) << 4u)) - 32;
                 sum += x_at(xo + 4 * g + t) * (ds * f32(q));
             }
         }

@@ -586,36 +586,28 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     return TF_OK;
 }
 
-/* A block-quantized descriptor's bytes: its offset is in bytes, its
- * strides in elements (rows of whole blocks). */
-static void quant_extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
-    int64_t last = 0;
-    *lo = *hi = t->offset;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->shape[i] == 0) return;
-        last += (t->shape[i] - 1) * t->strides[i];
-    }
-    *hi = t->offset + (uint64_t)((last / tf_pk_block_elems(t->dtype) + 1) * tf_pk_block_bytes(t->dtype));
+/* Bytes of `elems` elements of dt (whole blocks of a quantized dtype). */
+static int64_t bytes_of(tf_dtype dt, int64_t elems) {
+    int64_t blk = tf_pk_block_elems(dt);
+    return blk ? elems / blk * tf_pk_block_bytes(dt) : elems * (int64_t)tf_pk_elsize(dt);
 }
 
-/* The bytes [lo, hi) a descriptor's elements occupy in its buffer. */
+/* The bytes [lo, hi) a descriptor's elements occupy in its buffer (its
+ * offset is in bytes, its strides in elements; a quantized layout's spans
+ * are whole blocks, its last element ends one). */
 static void extent_of(const tf_tensor_desc *t, uint64_t *lo, uint64_t *hi) {
-    if (tf_pk_block_elems(t->dtype)) {
-        quant_extent_of(t, lo, hi);
-        return;
-    }
-    int64_t es = (int64_t)tf_pk_elsize(t->dtype), first = (int64_t)t->offset / (es ? es : 1), last = first;
+    int64_t min = 0, max = 0, blk = tf_pk_block_elems(t->dtype);
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] == 0) {
             *lo = *hi = t->offset;
             return;
         }
         int64_t span = (t->shape[i] - 1) * t->strides[i];
-        if (span < 0) first += span;
-        else last += span;
+        if (span < 0) min += span;
+        else max += span;
     }
-    *lo = (uint64_t)(first * es);
-    *hi = (uint64_t)((last + 1) * es);
+    *lo = (uint64_t)((int64_t)t->offset + bytes_of(t->dtype, min));
+    *hi = (uint64_t)((int64_t)t->offset + bytes_of(t->dtype, max + (blk ? blk : 1)));
 }
 
 /* plan.c names a tensor's buffer through mem(), which has no device
@@ -651,18 +643,8 @@ static tf_status scratch_alloc(void *ctx, size_t nbytes, void **handle, void **t
  * work uses it, and the block's next user is later on the same queue. */
 static void scratch_free(void *ctx, void *token) { tf_gpu_free(&((wg_dev *)ctx)->gd, token); }
 
-/* Few activation rows: qgemv's lanes meet through workgroup barriers,
- * which llvmpipe runs as coroutine switches; a CPU adapter takes qmatmul's
- * barrier-free kernel instead. TF_WEBGPU_QGEMV=1 takes qgemv anyway (a
- * test runs it so on lavapipe), 0 never. */
-static bool avoid_qgemv(const wg_dev *d) {
-    const char *e = getenv("TF_WEBGPU_QGEMV");
-    if (e && *e) return strcmp(e, "1") != 0;
-    return d->adapter_type == WGPUAdapterType_CPU;
-}
-
 tf_status tf_wg_run(wg_dev *d, const tf_op *op) {
-    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free, avoid_qgemv(d)};
+    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free, d->no_qgemv};
     running = d;
     d->n_windows = 0;
     tf_status s = tf_pk_run(&tg, op);
@@ -755,7 +737,18 @@ bool tf_wg_supports(wg_dev *d, const tf_op *op) {
     return fits_bindings(d, op);
 }
 
+/* Few activation rows: qgemv's lanes meet through workgroup barriers,
+ * which llvmpipe runs as coroutine switches; a CPU adapter takes qmatmul's
+ * barrier-free kernel instead. TF_WEBGPU_QGEMV=1 takes qgemv anyway (a
+ * test runs it so on lavapipe), 0 never. */
+static bool avoid_qgemv(const wg_dev *d) {
+    const char *e = getenv("TF_WEBGPU_QGEMV");
+    if (e && *e) return strcmp(e, "1") != 0;
+    return d->adapter_type == WGPUAdapterType_CPU;
+}
+
 bool tf_wg_kernels_init(wg_dev *d) {
+    d->no_qgemv = avoid_qgemv(d);
     /* Workgroups for a 1-D kernel: a CPU adapter runs a few per core at a
      * time and pays for each; a GPU wants enough to fill every unit. */
     d->flat_groups = d->adapter_type == WGPUAdapterType_CPU ? 1024 : 16384;

@@ -55,6 +55,22 @@ static inline uint16_t tf_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
+/* A double to float rounded toward zero, with the last bit set when
+ * inexact ("round to odd"): rounding that float again to f16 or bf16 gives
+ * the double rounded once, correctly (f32 holds more than twice their bits
+ * plus two). Plain (float)v first would round twice: a double just past a
+ * tie of f16 could land on the tie and then round to even the wrong way. */
+static inline float tf_f64_to_f32_odd(double v) {
+    float f = (float)v;
+    if ((double)f == v || f != f) return f;
+    uint32_t b = tf_f32_bits(f);
+    if (f > 0 ? (double)f > v : (double)f < v) b -= 1u;          /* |f| > |v|: one step toward zero */
+    return tf_bits_f32(b | 1u);
+}
+
+static inline uint16_t tf_f64_to_f16(double v) { return tf_f32_to_f16(tf_f64_to_f32_odd(v)); }
+static inline uint16_t tf_f64_to_bf16(double v) { return tf_f32_to_bf16(tf_f64_to_f32_odd(v)); }
+
 /* Philox4x32-10 (Salmon et al., SC'11). */
 typedef struct tf_philox_out { uint32_t w[4]; } tf_philox_out;
 

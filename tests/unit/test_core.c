@@ -568,6 +568,35 @@ static void test_half_conversions(void **state) {
     assert_true(isnan(tf_bf16_to_f32(tf_f32_to_bf16(NAN))));
 }
 
+/* tf_full rounds the double once: a value just past an f16 (bf16) tie goes
+ * to the far neighbour, where rounding through f32 first lands on the tie
+ * and rounds to even (a conformance run caught -82.25 for -82.3125). */
+static void test_fill_rounds_once(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    const struct {
+        tf_dtype dt;
+        double value;
+        uint16_t want;
+    } cases[] = {
+        {TF_F16, -82.28125 - 1e-9, 0xd525},   /* -82.3125; via f32: -82.25 */
+        {TF_F16, -82.28125 + 1e-9, 0xd524},   /* -82.25 */
+        {TF_BF16, 82.25 + 1e-9, 0x42a5},      /* 82.5; via f32: 82.0 */
+        {TF_BF16, 82.25 - 1e-9, 0x42a4},      /* 82.0 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int64_t n = 3;
+        tf_tensor *t = NULL;
+        OK(tf_full(cpu, cases[i].dt, 1, &n, cases[i].value, &t));
+        uint16_t got[3];
+        OK(tf_tensor_read(t, got, sizeof got));
+        if (got[0] != cases[i].want)
+            fail_msg("case %zu: %s fill of %.12f gave 0x%04x, want 0x%04x", i, tf_dtype_name(cases[i].dt),
+                     cases[i].value, got[0], cases[i].want);
+        tf_tensor_release(t);
+    }
+}
+
 static void test_creation(void **state) {
     (void)state;
     tf_device *cpu = cpu_device();
@@ -924,6 +953,7 @@ int main(void) {
         cmocka_unit_test(test_zero_d_promotion),
         cmocka_unit_test(test_scopes),
         cmocka_unit_test(test_norms_and_masked_mean),
+        cmocka_unit_test(test_fill_rounds_once),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

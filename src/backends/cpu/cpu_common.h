@@ -85,8 +85,8 @@ static inline void store_f64(tf_dtype dt, char *p, double v) {
     switch (dt) {
     case TF_F32: ST_f32(p, v); break;
     case TF_F64: ST_f64(p, v); break;
-    case TF_F16: ST_f16(p, v); break;
-    case TF_BF16: ST_bf16(p, v); break;
+    case TF_F16: *(uint16_t *)p = tf_f64_to_f16(v); break;     /* rounded once, not via f32 */
+    case TF_BF16: *(uint16_t *)p = tf_f64_to_bf16(v); break;
     case TF_I8: *(int8_t *)p = (int8_t)saturate(v, INT8_MIN, INT8_MAX); break;
     case TF_I32: *(int32_t *)p = (int32_t)saturate(v, INT32_MIN, INT32_MAX); break;
     case TF_I64: *(int64_t *)p = saturate(v, INT64_MIN, INT64_MAX); break;

@@ -328,8 +328,17 @@ static bool wanted(const char *ops, const char *op) {
     return false;
 }
 
+/* --profile: the trace to the file, the table to stdout, before tf_shutdown. */
+static const char *profile_file;
+static void write_profile(void) {
+    static char table[1 << 16];
+    tf_profiler_stop();
+    if (tf_profiler_write_trace(profile_file) != TF_OK) fprintf(stderr, "%s\n", tf_last_error());
+    if (tf_profiler_summary(table, sizeof table) == TF_OK) printf("\nprofile (%s):\n%s", profile_file, table);
+}
+
 int main(int argc, char **argv) {
-    const char *spec = "cpu", *ops = NULL, *json_path = NULL;
+    const char *spec = "cpu", *ops = NULL, *json_path = NULL, *profile_path = NULL;
     bool quick = false, gpu = false;
     int64_t scale = 1;
     for (int i = 1; i < argc; i++) {
@@ -337,12 +346,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) CHECK(tf_set_num_threads(atoi(argv[++i])));
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) profile_path = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--gpu")) gpu = true;
         else if (!strcmp(argv[i], "--scale") && i + 1 < argc) scale = atoll(argv[++i]) > 0 ? atoll(argv[i]) : 1;
         else {
             fprintf(stderr, "usage: tf-bench [--device SPEC] [--ops a,b] [--json FILE] [--threads N] [--quick]\n"
-                            "                [--gpu [--scale S]]  (the GPU suite; extents divided by S)\n");
+                            "                [--gpu [--scale S]]  (the GPU suite; extents divided by S)\n"
+                            "                [--profile TRACE.json]  (the profiler's trace and table; plot it\n"
+                            "                with tools/tf-profile-plot TRACE.json)\n");
             return 2;
         }
     }
@@ -353,12 +365,17 @@ int main(int argc, char **argv) {
         perror(json_path);
         return 1;
     }
+    if (profile_path) {
+        CHECK(tf_profiler_start());
+        profile_file = profile_path;
+    }
     double min_time = quick ? 0.05 : 0.5;
     printf("tf-bench on %s, %d threads\n", dev_name, tf_get_num_threads());
     if (gpu) {
         gpu_suite(dev, min_time, scale, ops);
         if (json) fclose(json);
-        tf_shutdown();
+        if (profile_file) write_profile();
+    tf_shutdown();
         return 0;
     }
 
@@ -457,6 +474,7 @@ int main(int argc, char **argv) {
         tf_tensor_release(c.v);
     }
     if (json) fclose(json);
+    if (profile_file) write_profile();
     tf_shutdown();
     return 0;
 }

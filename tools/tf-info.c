@@ -60,6 +60,17 @@ static void print_absent_listed_backends(void) {
     }
 }
 
+/* The allocator's configuration: what TF_ALLOC_CONF or the program set. */
+static void print_alloc_conf(const tf_alloc_conf *c, uint64_t limit) {
+    char lim[64] = "none", keep[64] = "device default";
+    if (limit) snprintf(lim, sizeof lim, "%.1f MiB", limit / 1048576.0);
+    if (c->release_threshold == UINT64_MAX) snprintf(keep, sizeof keep, "none");
+    else if (c->release_threshold) snprintf(keep, sizeof keep, "%.1f MiB", c->release_threshold / 1048576.0);
+    printf("      allocator conf: limit %s, %d classes per power of two, release threshold %s, "
+           "max reserved ratio %.2f, caching %s\n", lim, c->round_divisions, keep, c->max_reserved_ratio,
+           c->caching ? "on" : "off");
+}
+
 static void print_devices(void) {
     int n = tf_device_count();
     printf("Devices (%d):\n", n);
@@ -77,6 +88,8 @@ static void print_devices(void) {
             printf("      allocator: %.1f MiB in use, %.1f MiB reserved, peak %.1f MiB, %llu cache hits, %llu misses\n",
                    ms.allocated / 1048576.0, ms.reserved / 1048576.0, ms.peak_allocated / 1048576.0,
                    (unsigned long long)ms.cache_hits, (unsigned long long)ms.cache_misses);
+        tf_alloc_conf ac;
+        if (tf_device_alloc_conf_get(tf_device_at(i), &ac) == TF_OK) print_alloc_conf(&ac, ms.limit);
         print_caps(&p.caps);
     }
 }

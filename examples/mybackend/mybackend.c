@@ -59,7 +59,7 @@ static void untrack(my_buffer *b) {
     X(get_info) X(buffer_alloc) X(buffer_free) X(buffer_upload) X(buffer_download) X(supports) X(run)          \
     X(buffer_host_ptr) X(buffer_from_host_ptr) X(buffer_copy) X(buffer_copy_from_peer) X(synchronize)          \
     X(stream_create) X(stream_destroy) X(event_create) X(event_record) X(event_wait) X(event_destroy)          \
-    X(memory_stats) X(empty_cache) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
+    X(memory_stats) X(empty_cache) X(alloc_configure) X(reset_peak_memory) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
 enum {
 #define MY_SLOT_ENUM(n) SLOT_##n,
     MY_SLOTS(MY_SLOT_ENUM)
@@ -83,6 +83,7 @@ typedef struct my_token { uint32_t canary; int device; } my_token;
 
 static const tf_host_api *host;
 static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run, injected;
+static _Atomic uint64_t peak_bytes, limit_bytes;   /* limit 0: the budget alone */
 static _Atomic int64_t fail_countdown;     /* > 0: the allocation that brings it to 0 fails */
 
 /* Tests fail this backend's nth allocation (mybackend_fail_after). */
@@ -110,8 +111,12 @@ static tf_status my_get_info(void *ctx, tf_backend_device_info *info) {
 static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
     CALLED(buffer_alloc);
-    if (nbytes > BUDGET_BYTES - atomic_load(&live_bytes))
+    uint64_t live = atomic_load(&live_bytes), limit = atomic_load(&limit_bytes);
+    if (nbytes > BUDGET_BYTES - live)
         return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": %zu bytes exceed the free budget", nbytes);
+    if (limit && nbytes > limit - (live < limit ? live : limit))
+        return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": %zu bytes requested, %llu in use, limit %llu",
+                               nbytes, (unsigned long long)live, (unsigned long long)limit);
     my_buffer *b = injected_failure() ? NULL : malloc(sizeof *b);
     char *data = b && !injected_failure() ? malloc(nbytes ? nbytes : 1) : NULL;
     if (!data) {
@@ -120,7 +125,9 @@ static tf_status my_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
     }
     *b = (my_buffer){CANARY, nbytes, data, true, NULL, NULL};
     track(b);
-    atomic_fetch_add(&live_bytes, nbytes);
+    uint64_t now = atomic_fetch_add(&live_bytes, nbytes) + nbytes;
+    for (uint64_t peak = atomic_load(&peak_bytes); now > peak && !atomic_compare_exchange_weak(&peak_bytes, &peak, now);) {
+    }
     atomic_fetch_add(&live_buffers, 1);
     atomic_fetch_add(&total_allocs, 1);
     *out = (tf_backend_buffer *)b;
@@ -288,13 +295,29 @@ static tf_status my_memory_stats(void *ctx, tf_memory_stats *out) {
     CALLED(memory_stats);
     memset(out, 0, sizeof *out);
     out->allocated = out->reserved = atomic_load(&live_bytes);
+    out->peak_allocated = out->peak_reserved = atomic_load(&peak_bytes);
     out->cache_misses = atomic_load(&total_allocs);
+    out->limit = atomic_load(&limit_bytes);
     return TF_OK;
 }
 
 static void my_empty_cache(void *ctx) {
     (void)ctx;
     CALLED(empty_cache);                          /* no cache: nothing to return */
+}
+
+/* No cache, so of the configuration only the limit means anything here. */
+static tf_status my_alloc_configure(void *ctx, const tf_alloc_conf *conf) {
+    (void)ctx;
+    CALLED(alloc_configure);
+    atomic_store(&limit_bytes, conf->limit);
+    return TF_OK;
+}
+
+static void my_reset_peak_memory(void *ctx) {
+    (void)ctx;
+    CALLED(reset_peak_memory);
+    atomic_store(&peak_bytes, atomic_load(&live_bytes));
 }
 
 /* ---- kernels (f32 only) ---- */
@@ -400,6 +423,8 @@ static const tf_device_iface my_device_iface = {
     .event_destroy = my_event_destroy,
     .memory_stats = my_memory_stats,
     .empty_cache = my_empty_cache,
+    .alloc_configure = my_alloc_configure,
+    .reset_peak_memory = my_reset_peak_memory,
 };
 
 static const tf_backend_device my_devices[MAX_MY_DEVICES] = {

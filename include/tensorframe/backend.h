@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 0
+#define TF_BACKEND_ABI_MINOR 1
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -237,6 +237,12 @@ typedef struct tf_device_iface {
     tf_status (*memory_stats)(void *dev_ctx, tf_memory_stats *out);
     /* (optional) Return cached, unused memory to the OS or driver. */
     void (*empty_cache)(void *dev_ctx);
+    /* (optional, SDK 2.1) Configure the allocator. The core has checked the
+     * values and turned limit_fraction into bytes in `limit` (0 there);
+     * release_threshold 0 means the backend's own default. */
+    tf_status (*alloc_configure)(void *dev_ctx, const tf_alloc_conf *conf);
+    /* (optional, SDK 2.1) peak_allocated = allocated, peak_reserved = reserved. */
+    void (*reset_peak_memory)(void *dev_ctx);
 } tf_device_iface;
 
 typedef struct tf_backend_device {
@@ -284,6 +290,8 @@ typedef struct tf_host_api {
      * failure paths tested with the library's. alloc(0) returns a pointer. */
     void *(*alloc)(size_t nbytes);
     void (*free)(void *p);
+    /* (SDK 2.1) The calling thread's message, as tf_last_error(). */
+    const char *(*last_error)(void);
 } tf_host_api;
 
 typedef tf_status (*tf_backend_plugin_init_fn)(const tf_host_api *host, tf_backend_reg *out);

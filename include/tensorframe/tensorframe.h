@@ -198,18 +198,107 @@ TF_API uint64_t tf_device_op_count(const tf_device *d);
 
 /* A device allocator's statistics (bytes unless said otherwise). */
 typedef struct tf_memory_stats {
-    uint64_t allocated;       /* held by live tensors */
-    uint64_t reserved;        /* allocated plus cached for reuse */
+    uint64_t allocated;       /* requested by live tensors */
+    uint64_t reserved;        /* held from the OS or driver: live blocks (rounded up) plus the cache */
     uint64_t peak_allocated;
     uint64_t cache_hits;      /* allocations served from the cache (count) */
     uint64_t cache_misses;    /* allocations that went to the OS or driver (count) */
     uint64_t retries;         /* allocations that succeeded only after the cache was released (count) */
-    uint64_t ooms;            /* allocations that failed for lack of memory (count) */
+    uint64_t ooms;            /* allocations refused: the device was full or the limit reached (count) */
+    uint64_t peak_reserved;
+    uint64_t cached;          /* free blocks kept for reuse (part of reserved) */
+    uint64_t limit;           /* most bytes the allocator may reserve; 0: no limit */
+    /* Share of reserved memory no live tensor uses: rounding inside live
+     * blocks plus the cache, 1 - allocated / reserved (0 when nothing is
+     * reserved). */
+    double fragmentation;
 } tf_memory_stats;
 /* TF_ERR_UNSUPPORTED if the device's backend keeps no statistics. */
 TF_API tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out);
 /* Return the device's cached, unused memory to the OS or driver. */
 TF_API tf_status tf_device_empty_cache(tf_device *d);
+/* Start the peaks over: peak_allocated = allocated, peak_reserved = reserved. */
+TF_API tf_status tf_device_reset_peak_memory(tf_device *d);
+
+/* Allocator configuration, per device. Every device allocates through a
+ * caching allocator: a request is rounded up to a size class, a freed block
+ * is kept for the next request of its class, and the cache is given back
+ * when the OS or driver refuses memory. The configuration bounds it:
+ *
+ *   limit              most bytes the device's allocator may reserve (live
+ *                      blocks and cache); a request over it first releases
+ *                      the cache, then fails with TF_ERR_OUT_OF_MEMORY and a
+ *                      message with the figures (requested, in use,
+ *                      reserved, limit). 0: no limit. PyTorch's
+ *                      set_per_process_memory_fraction is limit_fraction.
+ *   limit_fraction     the same as a share of the device's memory_total, in
+ *                      (0, 1]; 0: none. Given both, the smaller governs.
+ *   round_divisions    size classes per power of two: 1, 2, 4, 8, 16 or 32
+ *                      (at most 100%, 50%, 25%, 12.5%, 6.25%, 3.1% rounding;
+ *                      blocks are reused within their class only). Default 8.
+ *   release_threshold  cached bytes kept at most: a free that would cache
+ *                      more returns the largest cached blocks first.
+ *                      0: the device's default (a quarter of RAM on the
+ *                      CPU, no bound on a GPU); UINT64_MAX: no bound.
+ *   max_reserved_ratio before the allocator takes new memory it releases
+ *                      cached blocks (largest first) until reserved stays
+ *                      within this multiple of the highest demand so far
+ *                      (peak_allocated, or the live bytes plus the request).
+ *                      Default 1.10; 0: never release for this reason.
+ *   caching            false: every free returns its memory at once.
+ *
+ * The environment sets it at initialization: TF_ALLOC_CONF is a comma list
+ * of KEY:VALUE (the keys above; bytes take K, M, G, KiB, MiB, GiB), each for
+ * every device, or DEVICE/KEY:VALUE for one ("limit:8GiB,cuda:0/
+ * limit_fraction:0.9,caching:0"); a bad one is logged and ignored.
+ * Setting a configuration empties the device's cache first; blocks in use
+ * keep their size. TF_ERR_UNSUPPORTED for a backend whose allocator takes no
+ * configuration (its SDK table has no alloc_configure). */
+typedef struct tf_alloc_conf {
+    uint64_t limit;
+    double limit_fraction;
+    int round_divisions;
+    uint64_t release_threshold;   /* 0: the device's default; UINT64_MAX: no bound */
+    double max_reserved_ratio;
+    bool caching;
+} tf_alloc_conf;
+/* The library's defaults: what tf_device_alloc_conf_get gives for a device
+ * nobody configured. */
+#define TF_ALLOC_CONF_DEFAULT ((tf_alloc_conf){.round_divisions = 8, .max_reserved_ratio = 1.10, .caching = true})
+TF_API tf_alloc_conf tf_alloc_conf_default(void);
+/* Apply a TF_ALLOC_CONF-style text to *conf (entries for other devices are
+ * skipped; device NULL takes only the entries for every device).
+ * TF_ERR_INVALID_ARGUMENT naming the first bad entry; *conf is unchanged
+ * then. */
+TF_API tf_status tf_alloc_conf_parse(const char *text, const tf_device *device, tf_alloc_conf *conf);
+TF_API tf_status tf_device_alloc_conf_get(const tf_device *d, tf_alloc_conf *out);
+TF_API tf_status tf_device_alloc_conf_set(tf_device *d, const tf_alloc_conf *conf);
+
+/* The profiler. While on, every op the library dispatches is recorded: op,
+ * public call, device, stream, operand dtypes and shapes, bytes read and
+ * written, whether it fell back to the CPU, its status, and its host span.
+ * On a synchronous device (the CPU) the span is the execution; on an
+ * asynchronous one (OpenCL, CUDA, WebGPU) it is the time to queue the op,
+ * and no execution time is reported (the trace says null). TF_PROFILE=
+ * path.json turns it on at initialization and, at tf_shutdown, writes the
+ * trace to path.json and the summary to path.json.txt.
+ *
+ *   tf_profiler_start();  ... ops ...  tf_profiler_stop();
+ *   tf_profiler_write_trace("step.json");   open in ui.perfetto.dev
+ *   char table[8192]; tf_profiler_summary(table, sizeof table);
+ *
+ * Start clears earlier records. The calls are thread safe; off, the cost is
+ * one atomic load per op. */
+TF_API tf_status tf_profiler_start(void);
+TF_API tf_status tf_profiler_stop(void);
+TF_API int64_t tf_profiler_record_count(void);
+/* Chrome trace JSON ("X" events, one track per device and host thread;
+ * args: call, device, stream, operands, bytes, fallback, status,
+ * execution_us or queue_us). TF_ERR_IO if the file cannot be written. */
+TF_API tf_status tf_profiler_write_trace(const char *path);
+/* A table by op and device, slowest first: calls, total ms, mean us, share,
+ * MB moved, fallbacks. TF_ERR_BUFFER_TOO_SMALL (truncated) if it does not fit. */
+TF_API tf_status tf_profiler_summary(char *buf, size_t buf_bytes);
 
 /* Threads the CPU backend computes with (and other backends' host threads):
  * default TF_NUM_THREADS, else the cores the process may run on. Small ops

@@ -72,7 +72,10 @@ struct tf_device {
     tf_backend_device bdev;
     tf_device_type type;
     bool emulated;
+    bool async;                          /* caps.async: ops return before the work is done */
+    int global_index;                    /* position in tf_device_at's order */
     tf_backend_stream *stream;           /* the device's current stream (NULL: none) */
+    tf_alloc_conf alloc_conf;            /* as last set (memory.c); limit_fraction kept as given */
     _Atomic uint64_t ops;
     _Atomic uint64_t fallbacks[TF_OP_COUNT];
     atomic_bool fallback_warned[TF_OP_COUNT];
@@ -148,8 +151,14 @@ void tf__unmap_file(tf__mapped_file *m);
 /* Validate dtype/ndim/shape and return the element count (checking that
  * numel * dtype size fits in int64). `fn` names the caller for messages. */
 tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *shape, int64_t *numel);
-/* A buffer from dev's backend (counted for fault injection). */
+/* memory.c: a buffer from dev's backend (counted for fault injection,
+ * recorded in the TF_ALLOC_TRACE file) and its return; the trace file is
+ * closed at tf_shutdown (and reopened, truncated, by the next use). */
 tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out);
+void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf);
+void tf__alloc_trace_close(void);
+/* At registration: the defaults, then TF_ALLOC_CONF's entries for d. */
+void tf__alloc_conf_init(tf_device *d);
 /* A contiguous copy of t on dev, or t retained if it is there; failures
  * name no function (the caller adds its context). */
 tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out);
@@ -165,6 +174,15 @@ tf_tensor_desc tf__desc(const tf_tensor *t);
 /* Copy host bytes into a tensor's storage / storage bytes to host. */
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n);
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n);
+
+/* ---- the profiler (profiler.c) ---- */
+bool tf__profiling(void);
+uint64_t tf__profile_clock(void);
+void tf__profile_record(const char *fn, const tf_device *dev, const tf_op *op, uint64_t start_ns, bool fallback,
+                        tf_status status);
+void tf__profile_from_environment(void);
+void tf__profile_shutdown(void);
+int tf__device_index(const tf_device *d);
 
 /* ---- dispatch (dispatch.c) ---- */
 /* Run a validated, normalized op on dev, falling back to the CPU if the

@@ -241,7 +241,7 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
             void *dst = ci->buffer_host_ptr(cpu->bdev.ctx, *staged);
             s = di->buffer_download(dev->bdev.ctx, dev->stream, d->buffer, lo, dst, n);
             if (s != TF_OK) {
-                ci->buffer_free(cpu->bdev.ctx, *staged);
+                tf__buffer_free(cpu, *staged);
                 *staged = NULL;
             }
         }
@@ -289,11 +289,11 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
         }
     }
     for (int i = 0; i <= TF_OP_MAX_INPUTS; i++)
-        if (staged[i]) ci->buffer_free(cpu->bdev.ctx, staged[i]);
+        if (staged[i]) tf__buffer_free(cpu, staged[i]);
     return s;
 }
 
-tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
+static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fell_back) {
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
         tf__clear_error();
@@ -305,12 +305,22 @@ tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
         return tf__error(TF_ERR_UNSUPPORTED, "%s: the CPU backend does not run %s for %s", fn,
                          tf_op_name(op->kind), tf_dtype_name(op->output.dtype));
     atomic_fetch_add(&dev->fallbacks[op->kind], 1);
+    *fell_back = true;
     if (!atomic_exchange(&dev->fallback_warned[op->kind], true))
         tf__log(TF_LOG_INFO, "%s does not run %s (%s); running it on the CPU", dev->name, tf_op_name(op->kind),
                 tf_dtype_name(op->output.dtype));
     tf__clear_error();
     tf_status s = run_on_cpu(fn, dev, op);
     if (s != TF_OK) tf__error_context(s, "%s: %s from %s on the CPU", fn, tf_op_name(op->kind), dev->name);
+    return s;
+}
+
+tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
+    bool fell_back = false;
+    if (!tf__profiling()) return dispatch_op(fn, dev, op, &fell_back);
+    uint64_t start = tf__profile_clock();
+    tf_status s = dispatch_op(fn, dev, op, &fell_back);
+    tf__profile_record(fn, dev, op, start, fell_back, s);
     return s;
 }
 

@@ -95,7 +95,7 @@ static tf_status host_set_error(tf_status s, const char *fmt, ...) {
 }
 
 static const tf_host_api host_api = {sizeof(tf_host_api), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log,
-                                     host_set_error, tf__malloc, tf__free};
+                                     host_set_error, tf__malloc, tf__free, tf_last_error};
 
 const tf_host_api *tf_host(void) { return &host_api; }
 
@@ -173,6 +173,7 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
     if (d->bdev.iface->get_info(d->bdev.ctx, &info) == TF_OK) {
         d->type = info.type;
         d->emulated = info.caps.emulated;
+        d->async = info.caps.async;
     }
     /* The device's current stream, for every call that queues work. A
      * device that cannot make one runs with NULL (its own ordering). */
@@ -182,6 +183,7 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
                 tf_last_error());
         d->stream = NULL;
     }
+    tf__alloc_conf_init(d);
 }
 
 static void release_device(tf_device *d) {
@@ -228,6 +230,7 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
     b->device_count = reg->device_count;
     for (int i = 0; i < reg->device_count; i++) {
         init_device(&devs[i], b, i);
+        devs[i].global_index = g.n_devices;
         g.devices[g.n_devices++] = &devs[i];
     }
     g.backends[g.n_backends++] = b;
@@ -501,7 +504,9 @@ tf_status tf__init(void) {
     if (atomic_load_explicit(&g.initialized, memory_order_acquire)) return TF_OK;
     pthread_mutex_lock(&g.lock);
     tf_status s = TF_OK;
+    bool first = false;
     if (!atomic_load(&g.initialized)) {
+        first = true;
         tf_backend_reg cpu;
         memset(&cpu, 0, sizeof cpu);
         s = tf__cpu_backend_init(&host_api, &cpu);
@@ -512,6 +517,7 @@ tf_status tf__init(void) {
         }
     }
     pthread_mutex_unlock(&g.lock);
+    if (first && s == TF_OK) tf__profile_from_environment();
     return s;
 }
 
@@ -535,6 +541,7 @@ void tf_shutdown(void) {
         tf__log(TF_LOG_ERROR, "tf_shutdown called from inside a plugin's init: ignored");
         return;
     }
+    tf__profile_shutdown();                    /* TF_PROFILE's files name the devices: before they go */
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {
         tf_backend_entry *b = g.backends[i];
@@ -559,6 +566,7 @@ void tf_shutdown(void) {
     atomic_store(&g.plugins_loaded, false);
     atomic_fetch_add(&generation, 1);          /* tensors still alive now outlive their devices */
     pthread_mutex_unlock(&g.lock);
+    tf__alloc_trace_close();
 }
 
 tf_status tf_backend_register(const tf_backend_reg *reg) {
@@ -594,6 +602,8 @@ tf_device *tf_device_at(int i) {
 
 const char *tf_device_name(const tf_device *d) { return d ? d->name : "(null)"; }
 
+int tf__device_index(const tf_device *d) { return d->global_index; }
+
 tf_status tf_device_get_props(const tf_device *d, tf_device_props *out) {
     if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_props: NULL argument");
     tf_backend_device_info info;
@@ -628,21 +638,6 @@ uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {
 
 uint64_t tf_device_op_count(const tf_device *d) { return d ? atomic_load(&((tf_device *)d)->ops) : 0; }
 
-
-tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out) {
-    if (!d || !out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_memory_stats: NULL argument");
-    memset(out, 0, sizeof *out);
-    tf_status (*fn)(void *, tf_memory_stats *) = TF_DEVICE_SLOT(d, memory_stats);
-    if (!fn) return tf__error(TF_ERR_UNSUPPORTED, "tf_device_memory_stats: %s keeps no allocator statistics", d->name);
-    return fn(d->bdev.ctx, out);
-}
-
-tf_status tf_device_empty_cache(tf_device *d) {
-    if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_empty_cache: device is NULL");
-    void (*fn)(void *) = TF_DEVICE_SLOT(d, empty_cache);
-    if (fn) fn(d->bdev.ctx);
-    return TF_OK;
-}
 
 tf_status tf_set_num_threads(int n) {
     if (n < 1) return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_set_num_threads: %d threads", n);

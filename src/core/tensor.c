@@ -7,15 +7,6 @@
 
 /* ---- storage ---- */
 
-tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out) {
-    if (tf__alloc_should_fail())
-        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes refused (injected allocation failure)", dev->name, nbytes);
-    tf__clear_error();
-    tf_status s = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, out);
-    if (s != TF_OK && !*tf_last_error()) tf__error(s, "%s: the backend refused %zu bytes", dev->name, nbytes);
-    return s;
-}
-
 /* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
  * small records are made and freed on every op. */
 static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
@@ -43,7 +34,7 @@ static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_s
  * backend's shutdown, and the plugin may be unmapped: it is not called. */
 static void storage_release(tf_storage *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
-    if (s->generation == tf__generation()) s->dev->bdev.iface->buffer_free(s->dev->bdev.ctx, s->buf);
+    if (s->generation == tf__generation()) tf__buffer_free(s->dev, s->buf);
     else if (s->host_free) s->host_free(s->host_ctx, s->buf);
     tf__free(s);
 }

@@ -44,6 +44,9 @@ static void exercise(tf_device *d0, tf_device *d1, tf_device *cpu) {
     tf_memory_stats st;
     CHECK(tf_device_memory_stats(d0, &st));
     CHECK(tf_device_empty_cache(d1));
+    CHECK(tf_device_reset_peak_memory(d0));
+    tf_alloc_conf conf = tf_alloc_conf_default();
+    CHECK(tf_device_alloc_conf_set(d1, &conf));
     tf_tensor *all[] = {a, b, c, moved, back, sm, cp, x, r};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
 }

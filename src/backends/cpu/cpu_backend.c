@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block_cache.h"
 #include "cpu_blas.h"
 #include "tensorframe/cpu.h"
 #include "cpu_kernels.h"
@@ -16,42 +17,15 @@
 #include "fast_kernels.h"
 #include "threadpool.h"
 
-typedef struct cpu_buffer {
-    void *ptr;
-    size_t nbytes;                       /* requested */
-    size_t capacity;                     /* allocated: the size class */
-    int cls;                             /* size class index */
-    bool owned;                          /* false when wrapping caller memory */
-    struct cpu_buffer *next;             /* in a free list */
-} cpu_buffer;
-
-/* ---- the caching allocator ----
- * Sizes round up to a class: multiples of 64 bytes, four classes per power
- * of two above 256 bytes (at most 25% waste). A freed block goes to its class's free list and
- * serves the next request of that class; page faults on large outputs are
- * paid once, not per op. The cache is capped; over the cap, blocks go back
- * to the OS. */
-#define N_CLASSES 256
+/* A CPU buffer is a block of the shared caching allocator (block_cache.h):
+ * its handle is the host pointer. Caller memory wrapped for the CPU
+ * fallback is a block of class -1 that the cache never sees. */
+typedef tf_block cpu_buffer;
 #define HUGE_PAGE_HINT (2u << 20)
 
-static struct {
-    pthread_mutex_t lock;
-    cpu_buffer *free_list[N_CLASSES];
-    uint64_t cached, cache_limit;
-    tf_memory_stats stats;
-} alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static int size_class(size_t n, size_t *capacity) {
-    if (n <= 64) {
-        *capacity = 64;
-        return 0;
-    }
-    int o = 63 - __builtin_clzll((unsigned long long)(n - 1));   /* 2^o < n <= 2^(o+1) */
-    size_t p = (size_t)1 << o, step = p / 4 < 64 ? 64 : p / 4;   /* aligned_alloc wants multiples of 64 */
-    size_t sub = (n - p + step - 1) / step;                      /* 1..4 */
-    *capacity = p + sub * step;
-    return o * 4 + (int)sub;
-}
+static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
+static tf_block_cache cache;             /* under alloc_lock; outlives tf_shutdown with its live blocks */
+static bool cache_ready;
 
 static const tf_host_api *host;
 
@@ -115,34 +89,32 @@ static uint64_t physical_memory(void) {
     return total;
 }
 
-static void release_cached_locked(void) {
-    for (int c = 0; c < N_CLASSES; c++)
-        while (alloc.free_list[c]) {
-            cpu_buffer *b = alloc.free_list[c];
-            alloc.free_list[c] = b->next;
-            alloc.stats.reserved -= b->capacity;
-            free(b->ptr);
-            host->free(b);
-        }
-    alloc.cached = 0;
+/* Large blocks start on a 2 MiB boundary: madvise needs a page-aligned
+ * start, and huge pages need 2 MiB-aligned ranges to fill. */
+static tf_status raw_alloc(void *ctx, size_t capacity, void **handle) {
+    (void)ctx;
+    bool huge = capacity >= HUGE_PAGE_HINT;
+    if (posix_memalign(handle, huge ? HUGE_PAGE_HINT : 64, capacity) != 0)
+        return host->set_error(TF_ERR_OUT_OF_MEMORY, "posix_memalign refused %zu bytes", capacity);
+    if (huge) madvise(*handle, capacity, MADV_HUGEPAGE);   /* fewer TLB misses; a hint only */
+    return TF_OK;
 }
 
-static cpu_buffer *fresh_block(size_t capacity, int cls) {
-    cpu_buffer *b = host->alloc(sizeof *b);
-    /* Large blocks start on a 2 MiB boundary: madvise needs a page-aligned
-     * start, and huge pages need 2 MiB-aligned ranges to fill. */
-    bool huge = capacity >= HUGE_PAGE_HINT;
-    void *p = NULL;
-    if (!b || posix_memalign(&p, huge ? HUGE_PAGE_HINT : 64, capacity) != 0) {
-        host->free(b);
-        return NULL;
+static void raw_free(void *ctx, void *handle) {
+    (void)ctx;
+    free(handle);
+}
+
+static const tf_block_ops raw_ops = {raw_alloc, raw_free};
+
+/* Blocks of 64 bytes and up (aligned_alloc's multiple); the cache keeps at
+ * most a quarter of RAM unless configured otherwise. */
+static void lock_cache(void) {
+    pthread_mutex_lock(&alloc_lock);
+    if (!cache_ready) {
+        tf_block_cache_init(&cache, host, "cpu", &raw_ops, NULL, 64, physical_memory() / 4);
+        cache_ready = true;
     }
-    if (huge) madvise(p, capacity, MADV_HUGEPAGE);         /* fewer TLB misses; a hint only */
-    b->ptr = p;
-    b->capacity = capacity;
-    b->cls = cls;
-    b->owned = true;
-    return b;
 }
 
 static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **out) {
@@ -152,49 +124,19 @@ static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **
     if (nbytes > total)
         return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %zu bytes requested, the machine has %llu", nbytes,
                                (unsigned long long)total);
-    size_t capacity;
-    int cls = size_class(nbytes, &capacity);
-    pthread_mutex_lock(&alloc.lock);
-    cpu_buffer *b = alloc.free_list[cls];
-    if (b) {
-        alloc.free_list[cls] = b->next;
-        alloc.cached -= b->capacity;
-        alloc.stats.cache_hits++;
-    } else {
-        alloc.stats.cache_misses++;
-        pthread_mutex_unlock(&alloc.lock);
-        b = fresh_block(capacity, cls);
-        pthread_mutex_lock(&alloc.lock);
-        if (!b) {                                /* give the cache back and try once more */
-            release_cached_locked();
-            pthread_mutex_unlock(&alloc.lock);
-            b = fresh_block(capacity, cls);
-            pthread_mutex_lock(&alloc.lock);
-            if (b) alloc.stats.retries++;
-        }
-        if (b) alloc.stats.reserved += b->capacity;
-        else alloc.stats.ooms++;
-    }
-    if (b) {
-        b->nbytes = nbytes;
-        b->next = NULL;
-        alloc.stats.allocated += nbytes;
-        if (alloc.stats.allocated > alloc.stats.peak_allocated) alloc.stats.peak_allocated = alloc.stats.allocated;
-    }
-    pthread_mutex_unlock(&alloc.lock);
-    if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", nbytes);
-    *out = (tf_backend_buffer *)b;
-    return TF_OK;
+    tf_block *b = NULL;
+    lock_cache();
+    tf_status s = tf_block_alloc(&cache, nbytes, &b);
+    pthread_mutex_unlock(&alloc_lock);
+    if (s == TF_OK) *out = (tf_backend_buffer *)b;
+    return s;
 }
 
 static tf_status cpu_buffer_from_host_ptr(void *ctx, void *ptr, size_t nbytes, tf_backend_buffer **out) {
     (void)ctx;
     cpu_buffer *b = host->alloc(sizeof *b);
     if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of host memory for a buffer record");
-    b->ptr = ptr;
-    b->nbytes = b->capacity = nbytes;
-    b->owned = false;
-    b->next = NULL;
+    *b = (tf_block){.handle = ptr, .capacity = nbytes, .requested = nbytes, .cls = -1};
     *out = (tf_backend_buffer *)b;
     return TF_OK;
 }
@@ -203,52 +145,54 @@ static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
     cpu_buffer *b = (cpu_buffer *)buf;
     if (!b) return;
-    if (!b->owned) {
+    if (b->cls < 0) {
         host->free(b);
         return;
     }
-    pthread_mutex_lock(&alloc.lock);
-    alloc.stats.allocated -= b->nbytes;
-    if (!alloc.cache_limit) alloc.cache_limit = physical_memory() / 4;
-    bool keep = alloc.cached + b->capacity <= alloc.cache_limit;
-    if (keep) {
-        b->next = alloc.free_list[b->cls];
-        alloc.free_list[b->cls] = b;
-        alloc.cached += b->capacity;
-    } else {
-        alloc.stats.reserved -= b->capacity;
-    }
-    pthread_mutex_unlock(&alloc.lock);
-    if (!keep) {
-        free(b->ptr);
-        host->free(b);
-    }
+    lock_cache();
+    tf_block_free(&cache, b);
+    pthread_mutex_unlock(&alloc_lock);
 }
 
 static tf_status cpu_memory_stats(void *ctx, tf_memory_stats *out) {
     (void)ctx;
-    pthread_mutex_lock(&alloc.lock);
-    *out = alloc.stats;
-    pthread_mutex_unlock(&alloc.lock);
+    lock_cache();
+    tf_block_stats(&cache, out);
+    pthread_mutex_unlock(&alloc_lock);
     return TF_OK;
 }
 
 static void cpu_empty_cache(void *ctx) {
     (void)ctx;
-    pthread_mutex_lock(&alloc.lock);
-    release_cached_locked();
-    pthread_mutex_unlock(&alloc.lock);
+    lock_cache();
+    tf_block_release_cached(&cache);
+    pthread_mutex_unlock(&alloc_lock);
+}
+
+static tf_status cpu_alloc_configure(void *ctx, const tf_alloc_conf *conf) {
+    (void)ctx;
+    lock_cache();
+    tf_status s = tf_block_configure(&cache, conf);
+    pthread_mutex_unlock(&alloc_lock);
+    return s;
+}
+
+static void cpu_reset_peak_memory(void *ctx) {
+    (void)ctx;
+    lock_cache();
+    tf_block_reset_peaks(&cache);
+    pthread_mutex_unlock(&alloc_lock);
 }
 
 static void *cpu_buffer_host_ptr(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
-    return ((cpu_buffer *)buf)->ptr;
+    return ((cpu_buffer *)buf)->handle;
 }
 
 static tf_status check_range(const cpu_buffer *b, size_t off, size_t n, const char *what) {
-    if (off > b->nbytes || n > b->nbytes - off)
+    if (off > b->requested || n > b->requested - off)
         return host->set_error(TF_ERR_INVALID_ARGUMENT, "cpu: %s of %zu bytes at %zu exceeds buffer of %zu", what, n,
-                               off, b->nbytes);
+                               off, b->requested);
     return TF_OK;
 }
 
@@ -259,7 +203,7 @@ static tf_status cpu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buf
     (void)stream;
     cpu_buffer *b = (cpu_buffer *)dst;
     tf_status s = check_range(b, off, n, "upload");
-    if (s == TF_OK && n) memcpy((char *)b->ptr + off, src, n);
+    if (s == TF_OK && n) memcpy((char *)b->handle + off, src, n);
     return s;
 }
 
@@ -269,7 +213,7 @@ static tf_status cpu_download(void *ctx, tf_backend_stream *stream, tf_backend_b
     (void)stream;
     cpu_buffer *b = (cpu_buffer *)src;
     tf_status s = check_range(b, off, n, "download");
-    if (s == TF_OK && n) memcpy(dst, (char *)b->ptr + off, n);
+    if (s == TF_OK && n) memcpy(dst, (char *)b->handle + off, n);
     return s;
 }
 
@@ -280,11 +224,11 @@ static tf_status cpu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffe
     cpu_buffer *d = (cpu_buffer *)dst, *s = (cpu_buffer *)src;
     tf_status st = check_range(d, doff, n, "copy");
     if (st == TF_OK) st = check_range(s, soff, n, "copy");
-    if (st == TF_OK && n) memmove((char *)d->ptr + doff, (char *)s->ptr + soff, n);
+    if (st == TF_OK && n) memmove((char *)d->handle + doff, (char *)s->handle + soff, n);
     return st;
 }
 
-static char *host_address(tf_backend_buffer *buf) { return (char *)((cpu_buffer *)buf)->ptr; }
+static char *host_address(tf_backend_buffer *buf) { return (char *)((cpu_buffer *)buf)->handle; }
 
 static bool cpu_supports(void *ctx, const tf_op *op) {
     (void)ctx;
@@ -311,6 +255,8 @@ static const tf_device_iface cpu_device_iface = {
     .run = cpu_run,
     .memory_stats = cpu_memory_stats,
     .empty_cache = cpu_empty_cache,
+    .alloc_configure = cpu_alloc_configure,
+    .reset_peak_memory = cpu_reset_peak_memory,
 };
 
 static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
@@ -331,13 +277,17 @@ static void *cpu_get_proc_address(void *ctx, const char *name) {
 /* Buffers still alive keep counting (a tensor released after tf_shutdown
  * still frees its memory through cpu_buffer_free); the rest is reset. */
 static void cpu_shutdown(void *ctx) {
-    cpu_empty_cache(ctx);
-    pthread_mutex_lock(&alloc.lock);
-    uint64_t live = alloc.stats.allocated, held = alloc.stats.reserved;
-    memset(&alloc.stats, 0, sizeof alloc.stats);
-    alloc.stats.allocated = alloc.stats.peak_allocated = live;
-    alloc.stats.reserved = held;
-    pthread_mutex_unlock(&alloc.lock);
+    (void)ctx;
+    lock_cache();
+    tf_block_release_cached(&cache);
+    tf_memory_stats live = cache.stats;
+    memset(&cache.stats, 0, sizeof cache.stats);
+    cache.stats.allocated = cache.stats.peak_allocated = live.allocated;
+    cache.stats.reserved = cache.stats.peak_reserved = live.reserved;
+    /* The next initialization configures afresh; blocks still alive are
+     * sized under this epoch and are given back, not cached, when freed. */
+    tf_block_configure(&cache, &TF_ALLOC_CONF_DEFAULT);
+    pthread_mutex_unlock(&alloc_lock);
     tf_cpu_pool_shutdown();
 }
 

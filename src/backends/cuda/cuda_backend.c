@@ -214,10 +214,7 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
         size_t free_b = 0, total_b = 0;
         if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
             /* our cached blocks are free to us too */
-            uint64_t cached = 0;
-            for (int c = 0; c < TF_GPU_SIZE_CLASSES; c++)
-                for (const tf_gpu_block *b = d->gd.alloc.free_list[c]; b; b = b->next) cached += b->capacity;
-            info->memory_free = (uint64_t)free_b + cached;
+            info->memory_free = (uint64_t)free_b + d->gd.alloc.stats.cached;
         }
         leave(d);
     }
@@ -392,6 +389,17 @@ static void cu_empty_cache(void *ctx) {
     tf_gpu_release_cache(&d->gd);
     leave(d);
 }
+
+static tf_status cu_alloc_configure(void *ctx, const tf_alloc_conf *conf) {
+    cuda_dev *d = ctx;
+    tf_status s = enter(d);
+    if (s != TF_OK) return s;
+    s = tf_gpu_alloc_configure(&d->gd, conf);
+    leave(d);
+    return s;
+}
+
+static void cu_reset_peak_memory(void *ctx) { tf_gpu_reset_peak_memory(&((cuda_dev *)ctx)->gd); }
 
 /* ---- the portable kernels through cudaLaunchKernel ---- */
 
@@ -664,6 +672,8 @@ static const tf_device_iface cu_device_iface = {
     .synchronize = cu_synchronize,
     .memory_stats = cu_memory_stats,
     .empty_cache = cu_empty_cache,
+    .alloc_configure = cu_alloc_configure,
+    .reset_peak_memory = cu_reset_peak_memory,
     .buffer_copy_from_peer = cu_copy_from_peer,
     .stream_create = cu_stream_create,
     .stream_destroy = cu_stream_destroy,

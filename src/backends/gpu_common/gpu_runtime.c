@@ -1,6 +1,7 @@
 /* The GPU runtime layer: see gpu_runtime.h. */
 #include "gpu_runtime.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +13,12 @@ void tf_gpu_dev_init(tf_gpu_dev *d, const tf_host_api *host, const char *name, c
     d->host = host;
     snprintf(d->name, sizeof d->name, "%s", name);
     pthread_mutex_init(&d->lock, NULL);
-    d->alloc.ops = ops;
-    d->alloc.ctx = ctx;
+    tf_block_cache_init(&d->alloc, host, d->name, ops, ctx, TF_GPU_GRANULE, UINT64_MAX);
 }
 
 void tf_gpu_dev_destroy(tf_gpu_dev *d) {
     pthread_mutex_lock(&d->lock);
-    while (d->alloc.live) {
-        tf_gpu_block *b = d->alloc.live;
-        tf_gpu_free(d, b);                     /* into the cache, released just below */
-    }
-    tf_gpu_release_cache(d);
+    tf_block_cache_destroy(&d->alloc);
     pthread_mutex_unlock(&d->lock);
     pthread_mutex_destroy(&d->lock);
 }
@@ -57,92 +53,23 @@ tf_status tf_gpu_check_range(tf_gpu_dev *d, const tf_gpu_block *b, size_t offset
 
 /* ---- the caching allocator ---- */
 
-/* Size classes: 512 bytes, then four per power of two (at most 25% waste). */
-static int size_class(size_t n, size_t *capacity) {
-    if (n <= 512) {
-        *capacity = 512;
-        return 0;
-    }
-    int e = 63 - __builtin_clzll((unsigned long long)(n - 1));   /* 2^e < n <= 2^(e+1) */
-    size_t step = (size_t)1 << (e - 2);
-    *capacity = (n + step - 1) / step * step;                   /* capacity / step in 5..8 */
-    int cls = 1 + (e - 9) * 4 + (int)(*capacity / step - 5);
-    return cls < TF_GPU_SIZE_CLASSES ? cls : -1;
-}
+tf_status tf_gpu_alloc(tf_gpu_dev *d, size_t nbytes, tf_gpu_block **out) { return tf_block_alloc(&d->alloc, nbytes, out); }
 
-void tf_gpu_release_cache(tf_gpu_dev *d) {
-    tf_gpu_allocator *a = &d->alloc;
-    for (int c = 0; c < TF_GPU_SIZE_CLASSES; c++)
-        while (a->free_list[c]) {
-            tf_gpu_block *b = a->free_list[c];
-            a->free_list[c] = b->next;
-            a->stats.reserved -= b->capacity;
-            a->ops->raw_free(a->ctx, b->handle);
-            d->host->free(b);
-        }
-}
+void tf_gpu_free(tf_gpu_dev *d, tf_gpu_block *b) { tf_block_free(&d->alloc, b); }
 
-tf_status tf_gpu_alloc(tf_gpu_dev *d, size_t nbytes, tf_gpu_block **out) {
-    tf_gpu_allocator *a = &d->alloc;
-    size_t capacity;
-    int cls = size_class(nbytes, &capacity);
-    if (cls < 0) {
-        a->stats.ooms++;
-        return d->host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", d->name, nbytes);
-    }
-    tf_gpu_block *b = a->free_list[cls];
-    if (b) {
-        a->free_list[cls] = b->next;
-        a->stats.cache_hits++;
-    } else {
-        b = d->host->alloc(sizeof *b);
-        if (!b) {
-            a->stats.ooms++;
-            return d->host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a block record", d->name);
-        }
-        void *handle = NULL;
-        tf_status s = a->ops->raw_alloc(a->ctx, capacity, &handle);
-        if (s == TF_ERR_OUT_OF_MEMORY) {        /* give the cache back and try once more */
-            tf_gpu_release_cache(d);
-            s = a->ops->raw_alloc(a->ctx, capacity, &handle);
-            if (s == TF_OK) a->stats.retries++;
-        }
-        if (s != TF_OK) {
-            d->host->free(b);
-            if (s == TF_ERR_OUT_OF_MEMORY) a->stats.ooms++;
-            return s;
-        }
-        *b = (tf_gpu_block){handle, capacity, 0, cls, NULL, NULL, NULL};
-        a->stats.cache_misses++;
-        a->stats.reserved += capacity;
-    }
-    b->requested = nbytes;
-    b->next = NULL;
-    b->live_prev = NULL;
-    b->live_next = a->live;
-    if (a->live) a->live->live_prev = b;
-    a->live = b;
-    a->stats.allocated += nbytes;
-    if (a->stats.allocated > a->stats.peak_allocated) a->stats.peak_allocated = a->stats.allocated;
-    *out = b;
-    return TF_OK;
-}
-
-void tf_gpu_free(tf_gpu_dev *d, tf_gpu_block *b) {
-    tf_gpu_allocator *a = &d->alloc;
-    a->stats.allocated -= b->requested;
-    b->requested = 0;
-    if (b->live_prev) b->live_prev->live_next = b->live_next;
-    else a->live = b->live_next;
-    if (b->live_next) b->live_next->live_prev = b->live_prev;
-    b->live_prev = b->live_next = NULL;
-    b->next = a->free_list[b->cls];
-    a->free_list[b->cls] = b;
-}
+void tf_gpu_release_cache(tf_gpu_dev *d) { tf_block_release_cached(&d->alloc); }
 
 void tf_gpu_memory_stats(tf_gpu_dev *d, tf_memory_stats *out) {
     pthread_mutex_lock(&d->lock);
-    *out = d->alloc.stats;
+    tf_block_stats(&d->alloc, out);
+    pthread_mutex_unlock(&d->lock);
+}
+
+tf_status tf_gpu_alloc_configure(tf_gpu_dev *d, const tf_alloc_conf *conf) { return tf_block_configure(&d->alloc, conf); }
+
+void tf_gpu_reset_peak_memory(tf_gpu_dev *d) {
+    pthread_mutex_lock(&d->lock);
+    tf_block_reset_peaks(&d->alloc);
     pthread_mutex_unlock(&d->lock);
 }
 

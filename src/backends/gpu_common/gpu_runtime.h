@@ -5,12 +5,12 @@
  *    (tf_gpu_enter/leave, tf_gpu_fail): after a sticky driver error every
  *    later call on the device returns TF_ERR_DEVICE_LOST naming the first
  *    failure, and the other devices go on;
- *  - a caching allocator (tf_gpu_alloc/free): size classes (512 bytes, then
- *    four per power of two), reuse in the order of the device's stream
+ *  - a caching allocator (tf_gpu_alloc/free, the shared block_cache.h):
+ *    size classes, reuse in the order of the device's stream
  *    (every queued call of a device runs on the core's one stream for it,
  *    so a block freed after a launch may serve the next launch at once),
- *    on a failed driver allocation the cache is released and the request
- *    retried once, and one statistics definition for every backend;
+ *    the configuration of tf_alloc_conf, and one statistics definition
+ *    for every backend;
  *  - staged transfers through two pinned buffers (tf_gpu_staged_upload and
  *    _download): the next chunk is copied while the other's DMA runs.
  * The launch planning of the portable kernels is plan.h beside this file. */
@@ -23,38 +23,18 @@
 
 #include <tensorframe/backend.h>
 
-/* ---- the allocator ---- */
+/* ---- the allocator ----
+ * The shared caching allocator (src/backends/common/block_cache.h) over the
+ * driver's allocation: 512-byte blocks and up. */
 
-#define TF_GPU_SIZE_CLASSES 224
+#include "block_cache.h"
 
 /* The driver's own allocation: `capacity` bytes as a handle the backend's
  * kernels and copies understand (a device pointer, a cl_mem). raw_alloc
  * returns TF_ERR_OUT_OF_MEMORY, message set, when the device is full. */
-typedef struct tf_gpu_mem_ops {
-    tf_status (*raw_alloc)(void *ctx, size_t capacity, void **handle);
-    void (*raw_free)(void *ctx, void *handle);
-} tf_gpu_mem_ops;
-
-typedef struct tf_gpu_block {
-    void *handle;
-    size_t capacity;                     /* the size class */
-    size_t requested;                    /* what the buffer was asked for (0 while cached) */
-    int cls;
-    struct tf_gpu_block *next;           /* in a free list */
-    struct tf_gpu_block *live_prev, *live_next;   /* in use: the device's teardown frees these too */
-} tf_gpu_block;
-
-/* Statistics (bytes unless said): allocated = requested by live buffers,
- * reserved = held from the driver (live and cached capacity), peak of
- * allocated, cache hits and misses, retries (requests that succeeded only
- * after releasing the cache), ooms (requests that failed). */
-typedef struct tf_gpu_allocator {
-    const tf_gpu_mem_ops *ops;
-    void *ctx;
-    tf_gpu_block *free_list[TF_GPU_SIZE_CLASSES];
-    tf_gpu_block *live;                  /* blocks handed out and not yet freed */
-    tf_memory_stats stats;
-} tf_gpu_allocator;
+typedef tf_block_ops tf_gpu_mem_ops;
+typedef tf_block tf_gpu_block;
+#define TF_GPU_GRANULE 512
 
 /* ---- the device ---- */
 
@@ -70,7 +50,7 @@ typedef struct tf_gpu_dev {
     pthread_mutex_t lock;                /* allocator, submissions, staging */
     bool lost;
     char lost_reason[200];
-    tf_gpu_allocator alloc;
+    tf_block_cache alloc;
 } tf_gpu_dev;
 
 void tf_gpu_dev_init(tf_gpu_dev *d, const tf_host_api *host, const char *name, const tf_gpu_mem_ops *ops, void *ctx);
@@ -91,8 +71,10 @@ tf_status tf_gpu_check_range(tf_gpu_dev *d, const tf_gpu_block *b, size_t offset
 tf_status tf_gpu_alloc(tf_gpu_dev *d, size_t nbytes, tf_gpu_block **out);
 void tf_gpu_free(tf_gpu_dev *d, tf_gpu_block *b);
 void tf_gpu_release_cache(tf_gpu_dev *d);
-/* Takes the lock itself. */
+tf_status tf_gpu_alloc_configure(tf_gpu_dev *d, const tf_alloc_conf *conf);
+/* These take the lock themselves. */
 void tf_gpu_memory_stats(tf_gpu_dev *d, tf_memory_stats *out);
+void tf_gpu_reset_peak_memory(tf_gpu_dev *d);
 
 /* ---- what a GPU plugin hands the core ---- */
 

@@ -238,6 +238,17 @@ static void cl_empty_cache(void *ctx) {
     pthread_mutex_unlock(&d->gd.lock);
 }
 
+static tf_status cl_alloc_configure(void *ctx, const tf_alloc_conf *conf) {
+    cl_dev *d = ctx;
+    pthread_mutex_lock(&d->gd.lock);
+    clFinish(d->queue);                      /* as cl_empty_cache: the cache goes back first */
+    tf_status s = tf_gpu_alloc_configure(&d->gd, conf);
+    pthread_mutex_unlock(&d->gd.lock);
+    return s;
+}
+
+static void cl_reset_peak_memory(void *ctx) { tf_gpu_reset_peak_memory(&((cl_dev *)ctx)->gd); }
+
 static cl_mem mem_of_buffer(tf_backend_buffer *b) { return (cl_mem)((tf_gpu_block *)b)->handle; }
 
 /* OpenCL devices run one in-order queue each and make no streams of their
@@ -503,6 +514,8 @@ static const tf_device_iface cl_device_iface = {
     .synchronize = cl_synchronize,
     .memory_stats = cl_memory_stats,
     .empty_cache = cl_empty_cache,
+    .alloc_configure = cl_alloc_configure,
+    .reset_peak_memory = cl_reset_peak_memory,
 };
 
 /* ---- discovery ---- */

@@ -160,6 +160,16 @@ static void wg_empty_cache(void *ctx) {
     pthread_mutex_unlock(&d->gd.lock);
 }
 
+static tf_status wg_alloc_configure(void *ctx, const tf_alloc_conf *conf) {
+    wg_dev *d = ctx;
+    pthread_mutex_lock(&d->gd.lock);
+    tf_status s = tf_gpu_alloc_configure(&d->gd, conf);
+    pthread_mutex_unlock(&d->gd.lock);
+    return s;
+}
+
+static void wg_reset_peak_memory(void *ctx) { tf_gpu_reset_peak_memory(&((wg_dev *)ctx)->gd); }
+
 static WGPUBuffer handle_of(tf_backend_buffer *b) { return (WGPUBuffer)((tf_gpu_block *)b)->handle; }
 
 /* WebGPU copies and writes move whole 4-byte words at 4-byte offsets: an
@@ -366,6 +376,8 @@ static const tf_device_iface wg_device_iface = {
     .synchronize = wg_synchronize,
     .memory_stats = wg_memory_stats,
     .empty_cache = wg_empty_cache,
+    .alloc_configure = wg_alloc_configure,
+    .reset_peak_memory = wg_reset_peak_memory,
 };
 
 /* ---- discovery ---- */

@@ -64,7 +64,8 @@ static inline float tf_f64_to_f32_odd(double v) {
     float f = (float)v;
     if ((double)f == v || f != f) return f;
     uint32_t b = tf_f32_bits(f);
-    if (f > 0 ? (double)f > v : (double)f < v) b -= 1u;          /* |f| > |v|: one step toward zero */
+    double af = f < 0 ? -(double)f : (double)f, av = v < 0 ? -v : v;
+    if (af > av) b -= 1u;                                        /* rounded away from zero: step back */
     return tf_bits_f32(b | 1u);
 }
 

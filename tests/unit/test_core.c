@@ -583,6 +583,12 @@ static void test_fill_rounds_once(void **state) {
         {TF_F16, -82.28125 + 1e-9, 0xd524},   /* -82.25 */
         {TF_BF16, 82.25 + 1e-9, 0x42a5},      /* 82.5; via f32: 82.0 */
         {TF_BF16, 82.25 - 1e-9, 0x42a4},      /* 82.0 */
+        {TF_F16, 1e-300, 0x0000},             /* below f32's range: +0, not NaN */
+        {TF_F16, -1e-300, 0x8000},
+        {TF_BF16, 1e-300, 0x0000},
+        {TF_F16, 1e300, 0x7c00},              /* above: inf */
+        {TF_BF16, -1e300, 0xff80},
+        {TF_F16, 5.9604644775390625e-08 * 0.75, 0x0001},   /* 0.75 of f16's least subnormal: rounds up */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int64_t n = 3;

@@ -71,6 +71,20 @@ static void print_alloc_conf(const tf_alloc_conf *c, uint64_t limit) {
            c->caching ? "on" : "off");
 }
 
+static void print_limits(const tf_device *d) {
+    tf_device_limits l;
+    tf_device_hints h;
+    if (tf_device_get_limits(d, &l, &h) != TF_OK) return;
+    printf("      limits: buffer %.0f MiB, binding %.0f MiB, %u compute units, work-group %u (%u x %u x %u), "
+           "subgroup %u, shared %.0f KiB, caches %.0f / %.0f / %.0f KiB, %u MHz\n",
+           l.max_buffer_bytes / 1048576.0, l.max_binding_bytes / 1048576.0, l.compute_units, l.max_work_group_size,
+           l.max_work_group_dims[0], l.max_work_group_dims[1], l.max_work_group_dims[2], l.subgroup_size,
+           l.shared_memory_bytes / 1024.0, l.cache_bytes[0] / 1024.0, l.cache_bytes[1] / 1024.0,
+           l.cache_bytes[2] / 1024.0, l.clock_mhz);
+    printf("      hints: align %u bytes, work-group %u, %u f32 lanes, async %s\n", h.alignment, h.work_group_size,
+           h.vector_width_f32, h.async_helps ? "helps" : "does not help");
+}
+
 static void print_devices(void) {
     int n = tf_device_count();
     printf("Devices (%d):\n", n);
@@ -91,6 +105,7 @@ static void print_devices(void) {
         tf_alloc_conf ac;
         if (tf_device_alloc_conf_get(tf_device_at(i), &ac) == TF_OK) print_alloc_conf(&ac, ms.limit);
         print_caps(&p.caps);
+        print_limits(tf_device_at(i));
     }
 }
 

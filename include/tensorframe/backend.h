@@ -178,6 +178,9 @@ typedef struct tf_backend_device_info {
     uint64_t memory_total;            /* bytes, from the OS or driver */
     uint64_t memory_free;             /* bytes, read when called */
     tf_device_caps caps;
+    /* (SDK 2.1) What the driver reports; leave 0 what it does not. */
+    tf_device_limits limits;
+    tf_device_hints hints;
 } tf_backend_device_info;
 
 typedef struct tf_device_iface {

@@ -188,6 +188,36 @@ TF_API int tf_device_count(void);
 TF_API tf_device *tf_device_at(int i);              /* NULL if out of range */
 TF_API const char *tf_device_name(const tf_device *d);
 TF_API tf_status tf_device_get_props(const tf_device *d, tf_device_props *out);
+/* What a device's hardware and driver allow (ToRSh's capabilities), read
+ * from the driver; 0 where the driver does not say or the notion does not
+ * apply (work-groups on the CPU).
+ *   CPU     compute units = cores the process may use; subgroup = the SIMD
+ *           width in f32 lanes of the kernels in use; caches from sysfs.
+ *   OpenCL  clGetDeviceInfo: MAX_MEM_ALLOC_SIZE, MAX_COMPUTE_UNITS, work-group
+ *           limits, LOCAL_MEM_SIZE, GLOBAL_MEM_CACHE_SIZE as the last level.
+ *   WebGPU  the adapter's limits (no compute units or caches in the API).
+ *   CUDA    cudaDeviceProp. */
+typedef struct tf_device_limits {
+    uint64_t max_buffer_bytes;        /* largest single allocation */
+    uint64_t max_binding_bytes;       /* largest range one kernel argument binds */
+    uint32_t compute_units;           /* cores, CUs, SMs */
+    uint32_t max_work_group_size;     /* work-items (threads) per work-group */
+    uint32_t max_work_group_dims[3];
+    uint32_t subgroup_size;           /* warp, wavefront, SIMD width */
+    uint64_t shared_memory_bytes;     /* local (shared) memory per work-group */
+    uint64_t cache_bytes[3];          /* L1 (per unit), L2, L3 */
+    uint32_t clock_mhz;
+} tf_device_limits;
+/* How to use a device well (ToRSh's performance hints). */
+typedef struct tf_device_hints {
+    uint32_t alignment;               /* host buffers aligned to this move fastest (bytes) */
+    uint32_t work_group_size;         /* for a 1-d kernel; 0 on the CPU */
+    uint32_t vector_width_f32;        /* f32 lanes per vector operation */
+    bool async_helps;                 /* queue work and read later: host and device overlap */
+} tf_device_hints;
+/* Either pointer may be NULL. */
+TF_API tf_status tf_device_get_limits(const tf_device *d, tf_device_limits *limits, tf_device_hints *hints);
+
 /* Wait for all work queued on the device. */
 TF_API tf_status tf_device_synchronize(tf_device *d);
 /* How many ops of `op` ran on the CPU because `d`'s backend lacks them

@@ -622,6 +622,19 @@ tf_status tf_device_get_props(const tf_device *d, tf_device_props *out) {
     return TF_OK;
 }
 
+tf_status tf_device_get_limits(const tf_device *d, tf_device_limits *limits, tf_device_hints *hints) {
+    if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_get_limits: device is NULL");
+    tf_backend_device_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    tf__clear_error();
+    tf_status s = d->bdev.iface->get_info(d->bdev.ctx, &info);
+    if (s != TF_OK) return *tf_last_error() ? s : tf__error(s, "tf_device_get_limits: %s did not answer", d->name);
+    if (limits) *limits = info.limits;
+    if (hints) *hints = info.hints;
+    return TF_OK;
+}
+
 tf_status tf_device_synchronize(tf_device *d) {
     if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_synchronize: device is NULL");
     tf_status (*sync)(void *, tf_backend_stream *) = TF_DEVICE_SLOT(d, synchronize);

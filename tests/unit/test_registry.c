@@ -1,8 +1,10 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 /* Device discovery and selection, priority (code and TF_BACKEND), the
  * memory-aware pick, the mixed-device policy, in-process registration and
  * its errors, fallback accounting, thread-local errors. */
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <tensorframe/backend.h>
@@ -522,6 +524,45 @@ static void test_peer_copy_between_devices_of_one_backend(void **state) {
     tf_shutdown();                                      /* forget the twin backend */
 }
 
+/* Limits and hints: sane on every device; the CPU's against glibc's own
+ * figures (sysconf), not the sysfs files the backend reads. OpenCL's are
+ * compared with clinfo by tests/opencl/limits_match_clinfo.py. */
+static void test_limits_and_hints_on_every_device(void **state) {
+    (void)state;
+    for (int i = 0; i < tf_device_count(); i++) {
+        tf_device *d = tf_device_at(i);
+        tf_device_limits l;
+        tf_device_hints h;
+        OK(tf_device_get_limits(d, &l, &h));
+        OK(tf_device_get_limits(d, NULL, NULL));
+        if (!strncmp(tf_device_name(d), "mybackend", 9) || !strncmp(tf_device_name(d), "testplug", 8)) continue;
+        if (l.max_buffer_bytes == 0 || l.max_binding_bytes == 0 || l.max_binding_bytes > l.max_buffer_bytes)
+            fail_msg("%s: buffer %llu, binding %llu", tf_device_name(d), (unsigned long long)l.max_buffer_bytes,
+                     (unsigned long long)l.max_binding_bytes);
+        assert_true(h.alignment >= 1 && (h.alignment & (h.alignment - 1)) == 0);
+        assert_true(h.vector_width_f32 >= 1);
+        assert_true(l.max_work_group_dims[0] <= l.max_work_group_size);
+    }
+    tf_device_limits l;
+    tf_device_hints h;
+    OK(tf_device_get_limits(cpu_device(), &l, &h));
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    assert_int_equal(l.compute_units, CPU_COUNT(&set));
+    long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l1 > 0) assert_int_equal(l.cache_bytes[0], l1);
+    if (l2 > 0) assert_int_equal(l.cache_bytes[1], l2);
+    /* glibc's L3 is the package's (CPUID: 256 MiB on this EPYC); sysfs's is
+     * the slice this core shares (32 MiB, as lscpu says): at most glibc's. */
+    if (l3 > 0) assert_true(l.cache_bytes[2] > 0 && l.cache_bytes[2] <= (uint64_t)l3);
+    assert_true(l.subgroup_size == 4 || l.subgroup_size == 8 || l.subgroup_size == 16);
+    assert_true(h.alignment == 64 && !h.async_helps && h.vector_width_f32 == l.subgroup_size);
+    tf_device_props p;
+    OK(tf_device_get_props(cpu_device(), &p));
+    assert_int_equal(l.max_buffer_bytes, p.memory_total);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "NULL", tf_device_get_limits(NULL, &l, &h));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discovery),
@@ -537,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_ops),
         cmocka_unit_test(test_allocator_stats_and_threads),
         cmocka_unit_test(test_peer_copy_between_devices_of_one_backend),
+        cmocka_unit_test(test_limits_and_hints_on_every_device),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

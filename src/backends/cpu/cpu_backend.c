@@ -1,6 +1,6 @@
 /* The built-in CPU backend: one device, host buffers (64-byte aligned),
  * memory read from the OS. Kernels live in cpu_kernels.c. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,6 +61,74 @@ static void read_cpu_model(char *out, size_t n) {
     fclose(f);
 }
 
+/* "32K", "1024K", "32M" in a sysfs cache file, in bytes; 0 if absent. */
+static uint64_t sysfs_size(const char *path) {
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    char unit = 0;
+    if (!f) return 0;
+    int got = fscanf(f, "%llu%c", &v, &unit);
+    fclose(f);
+    if (got < 1) return 0;
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : unit == 'G' ? v << 30 : v;
+}
+
+static int sysfs_int(const char *path) {
+    FILE *f = fopen(path, "r");
+    int v = 0;
+    if (f && fscanf(f, "%d", &v) != 1) v = 0;
+    if (f) fclose(f);
+    return v;
+}
+
+/* L1 data, L2 and L3 of cpu0 from /sys/devices/system/cpu/cpu0/cache. */
+static void read_caches(uint64_t levels[3]) {
+    for (int i = 0; i < 8; i++) {
+        char path[128], type[16] = "";
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fscanf(f, "%15s", type) != 1) type[0] = 0;
+        fclose(f);
+        if (!strcmp(type, "Instruction")) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        int level = sysfs_int(path);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (level >= 1 && level <= 3) levels[level - 1] = sysfs_size(path);
+    }
+}
+
+static uint32_t clock_mhz(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    double mhz = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f) && !(sscanf(line, "cpu MHz : %lf", &mhz) == 1)) {
+    }
+    if (f) fclose(f);
+    return (uint32_t)(mhz + 0.5);
+}
+
+static int usable_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static uint64_t physical_memory(void);
+
+static void fill_limits(tf_backend_device_info *info, const tf_fast_kernels *fast) {
+    tf_device_limits *l = &info->limits;
+    l->max_buffer_bytes = l->max_binding_bytes = physical_memory();
+    l->compute_units = (uint32_t)usable_cores();
+    l->subgroup_size = fast ? (uint32_t)fast->lanes : 1;
+    read_caches(l->cache_bytes);
+    l->clock_mhz = clock_mhz();
+    info->hints.alignment = 64;                          /* a cache line; every block is aligned so */
+    info->hints.vector_width_f32 = l->subgroup_size;
+    info->hints.async_helps = false;                     /* ops run to completion on return */
+}
+
 static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
     (void)ctx;
     char model[200];
@@ -75,6 +143,7 @@ static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
     info->caps.pinned_host_memory = false;
     info->caps.unified_memory = true;
     info->caps.emulated = false;
+    if (TF_HAS_FIELD(info, tf_backend_device_info, hints)) fill_limits(info, fast);
     return TF_OK;
 }
 

@@ -15,6 +15,7 @@ enum { TF_FAST_W_F32, TF_FAST_W_F16, TF_FAST_W_BF16 };
 
 typedef struct tf_fast_kernels {
     const char *name;
+    int lanes;                           /* f32 lanes of a vector */
     /* o = a op b over n elements; sa/sb 1 = contiguous, 0 = a repeated scalar */
     void (*binary)(int op, int64_t n, float *o, const float *a, int sa, const float *b, int sb);
     double (*sum)(int64_t n, const float *x);

@@ -57,6 +57,7 @@ typedef struct cuda_dev {
     int cc_major, cc_minor, sm_count;
     bool integrated;
     uint64_t total_mem;
+    tf_device_limits limits;            /* from cudaDeviceProp at discovery */
     cudaStream_t stream;                /* used when the core passes no stream */
     cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
     cublasHandle_t blas;                /* made on the first GEMM */
@@ -224,6 +225,13 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
     info->caps.unified_memory = d->integrated;
     info->caps.emulated = false;
     info->caps.tensor_cores = d->cc_major >= 7;
+    if (TF_HAS_FIELD(info, tf_backend_device_info, hints)) {
+        info->limits = d->limits;
+        info->hints.alignment = 256;                 /* cudaMalloc's; the staging buffers are pinned */
+        info->hints.work_group_size = 256;           /* the portable kernels' block */
+        info->hints.vector_width_f32 = 4;            /* float4 loads */
+        info->hints.async_helps = true;
+    }
     return TF_OK;
 }
 
@@ -685,6 +693,19 @@ static const tf_device_iface cu_device_iface = {
 
 /* ---- discovery ---- */
 
+static void read_limits(cuda_dev *d, const struct cudaDeviceProp *p) {
+    tf_device_limits *l = &d->limits;
+    l->max_buffer_bytes = l->max_binding_bytes = p->totalGlobalMem;
+    l->compute_units = (uint32_t)p->multiProcessorCount;
+    l->max_work_group_size = (uint32_t)p->maxThreadsPerBlock;
+    for (int i = 0; i < 3; i++) l->max_work_group_dims[i] = (uint32_t)p->maxThreadsDim[i];
+    l->subgroup_size = (uint32_t)p->warpSize;
+    l->shared_memory_bytes = p->sharedMemPerBlockOptin ? p->sharedMemPerBlockOptin : p->sharedMemPerBlock;
+    l->cache_bytes[1] = (uint64_t)p->l2CacheSize;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d->index) == cudaSuccess) l->clock_mhz = (uint32_t)(khz / 1000);
+}
+
 static bool open_device(cuda_dev *d, int ordinal) {
     memset(d, 0, sizeof *d);
     d->index = ordinal;
@@ -697,6 +718,7 @@ static bool open_device(cuda_dev *d, int ordinal) {
     d->integrated = p.integrated != 0;
     d->total_mem = p.totalGlobalMem;
     d->stats.compute_capability = p.major * 10 + p.minor;
+    read_limits(d, &p);
     if (cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking) != cudaSuccess) return false;
     d->current = d->stream;
     char name[32];

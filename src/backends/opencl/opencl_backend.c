@@ -48,6 +48,8 @@ typedef struct cl_dev {
     uint64_t global_mem;
     bool fp64, fp16, unified, amd_free_query;
     int rwg, ts;                          /* reduce work-group size, matmul tile */
+    tf_device_limits limits;              /* read once at discovery */
+    tf_device_hints hints;
     program_state state[TF_DTYPE_COUNT];
     char build_error[TF_DTYPE_COUNT][2048];
     cl_program program[TF_DTYPE_COUNT];
@@ -184,6 +186,10 @@ static tf_status cl_get_info(void *ctx, tf_backend_device_info *info) {
     info->caps.pinned_host_memory = false;
     info->caps.unified_memory = d->unified;
     info->caps.emulated = (d->type & CL_DEVICE_TYPE_CPU) != 0;   /* PoCL and the like */
+    if (TF_HAS_FIELD(info, tf_backend_device_info, hints)) {
+        info->limits = d->limits;
+        info->hints = d->hints;
+    }
     return TF_OK;
 }
 
@@ -526,6 +532,37 @@ static int pow2_at_most(size_t n, int cap) {
     return p;
 }
 
+/* A scalar of clGetDeviceInfo (size_t, cl_uint or cl_ulong), 0 if the
+ * driver does not answer. */
+static uint64_t device_value(cl_device_id id, cl_device_info what, size_t size) {
+    union {
+        size_t z;
+        cl_uint u;
+        cl_ulong l;
+    } v = {0};
+    if (clGetDeviceInfo(id, what, size, &v, NULL) != CL_SUCCESS) return 0;
+    return size == sizeof(size_t) ? (uint64_t)v.z : size == sizeof(cl_uint) ? v.u : v.l;
+}
+
+/* OpenCL names no subgroup size for a device (only per kernel), and its
+ * one cache query is the global memory cache: the last level. */
+static void read_limits(cl_dev *d) {
+    tf_device_limits *l = &d->limits;
+    l->max_buffer_bytes = l->max_binding_bytes = device_value(d->id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(cl_ulong));
+    l->compute_units = (uint32_t)device_value(d->id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(cl_uint));
+    l->max_work_group_size = (uint32_t)device_value(d->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(size_t));
+    size_t dims[3] = {0, 0, 0};
+    if (clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof dims, dims, NULL) == CL_SUCCESS)
+        for (int i = 0; i < 3; i++) l->max_work_group_dims[i] = (uint32_t)dims[i];
+    l->shared_memory_bytes = device_value(d->id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(cl_ulong));
+    l->cache_bytes[1] = device_value(d->id, CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof(cl_ulong));
+    l->clock_mhz = (uint32_t)device_value(d->id, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof(cl_uint));
+    d->hints.alignment = (uint32_t)(device_value(d->id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(cl_uint)) / 8);
+    d->hints.work_group_size = (uint32_t)d->rwg;                 /* what the reductions launch with */
+    d->hints.vector_width_f32 = (uint32_t)device_value(d->id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof(cl_uint));
+    d->hints.async_helps = true;                                 /* ops queue and return */
+}
+
 static bool open_device(cl_dev *d, cl_platform_id platform, cl_device_id id, int index) {
     memset(d, 0, sizeof *d);
     d->index = index;
@@ -551,6 +588,7 @@ static bool open_device(cl_dev *d, cl_platform_id platform, cl_device_id id, int
     d->amd_free_query = has_extension(id, "cl_amd_device_attribute_query");
     d->rwg = pow2_at_most(max_wg, 256);
     d->ts = d->rwg >= 256 ? 16 : d->rwg >= 64 ? 8 : 4;
+    read_limits(d);
     cl_int e;
     d->context = clCreateContext(NULL, 1, &id, NULL, NULL, &e);
     if (e != CL_SUCCESS) return false;

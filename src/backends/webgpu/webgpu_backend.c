@@ -330,6 +330,24 @@ static uint64_t host_memory(void) {
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
+/* WebGPU's limits; the API reports no compute units, clock or caches. */
+static void fill_limits(const wg_dev *d, tf_backend_device_info *info) {
+    tf_device_limits *l = &info->limits;
+    const WGPULimits *w = &d->limits;
+    l->max_buffer_bytes = w->maxBufferSize;
+    l->max_binding_bytes = w->maxStorageBufferBindingSize;
+    l->max_work_group_size = w->maxComputeInvocationsPerWorkgroup;
+    l->max_work_group_dims[0] = w->maxComputeWorkgroupSizeX;
+    l->max_work_group_dims[1] = w->maxComputeWorkgroupSizeY;
+    l->max_work_group_dims[2] = w->maxComputeWorkgroupSizeZ;
+    l->shared_memory_bytes = w->maxComputeWorkgroupStorageSize;
+    l->subgroup_size = d->subgroup_size;
+    info->hints.alignment = w->minStorageBufferOffsetAlignment;
+    info->hints.work_group_size = WG_SIZE;                      /* what the WGSL kernels are written for */
+    info->hints.vector_width_f32 = 4;                           /* vec4<f32>, WGSL's widest */
+    info->hints.async_helps = true;
+}
+
 static tf_status wg_get_info(void *ctx, tf_backend_device_info *info) {
     wg_dev *d = ctx;
     snprintf(info->description, sizeof info->description,
@@ -360,6 +378,7 @@ static tf_status wg_get_info(void *ctx, tf_backend_device_info *info) {
     info->caps.pinned_host_memory = false;
     info->caps.unified_memory = cpu || d->adapter_type == WGPUAdapterType_IntegratedGPU;
     info->caps.emulated = cpu;                   /* lavapipe, SwiftShader, WARP */
+    if (TF_HAS_FIELD(info, tf_backend_device_info, hints)) fill_limits(d, info);
     return TF_OK;
 }
 
@@ -429,6 +448,7 @@ static bool open_device(wg_dev *d, WGPUAdapter adapter, int index) {
     copy_view(d->driver, sizeof d->driver, info.description);
     snprintf(d->backend_api, sizeof d->backend_api, "%s", backend_name(info.backendType));
     d->adapter_type = info.adapterType;
+    d->subgroup_size = info.subgroupMinSize;
     wg.AdapterInfoFreeMembers(info);
     d->limits = (WGPULimits)WGPU_LIMITS_INIT;
     if (wg.AdapterGetLimits(adapter, &d->limits) != WGPUStatus_Success) return false;

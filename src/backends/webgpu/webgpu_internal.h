@@ -51,6 +51,7 @@ typedef struct wg_dev {
     WGPULimits limits;
     bool shader_f16;
     char adapter_name[128], driver[128], backend_api[16];
+    uint32_t subgroup_size;              /* the adapter's smallest subgroup; 0 if it does not say */
     WGPUBuffer params;                   /* the launch's scalar arguments (one launch at a time) */
     wg_pipe *pipes;                      /* built so far (n_pipes of cap_pipes) */
     int n_pipes, cap_pipes;

@@ -16,19 +16,23 @@
  * replay needs to pair a free with its allocation. */
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *trace_file;
-static bool trace_opened;
+/* Every buffer passes here: with no trace (the usual case) one relaxed
+ * load decides, and the lock is never taken. */
+enum { TRACE_UNKNOWN, TRACE_OFF, TRACE_ON };
+static atomic_int trace_mode;
 
 static FILE *trace_locked(void) {
-    if (!trace_opened) {
-        trace_opened = true;
+    if (atomic_load(&trace_mode) == TRACE_UNKNOWN) {
         const char *path = getenv("TF_ALLOC_TRACE");
         if (path && *path && !(trace_file = fopen(path, "w")))
             tf__log(TF_LOG_WARN, "TF_ALLOC_TRACE: cannot open %s; no trace is written", path);
+        atomic_store(&trace_mode, trace_file ? TRACE_ON : TRACE_OFF);
     }
     return trace_file;
 }
 
 static void trace_event(const tf_device *dev, char sign, const void *buf, size_t nbytes) {
+    if (atomic_load_explicit(&trace_mode, memory_order_relaxed) == TRACE_OFF) return;
     pthread_mutex_lock(&trace_lock);
     FILE *f = trace_locked();
     if (f && sign == '+') fprintf(f, "+ %s %p %zu\n", dev->name, buf, nbytes);
@@ -40,7 +44,7 @@ void tf__alloc_trace_close(void) {
     pthread_mutex_lock(&trace_lock);
     if (trace_file) fclose(trace_file);
     trace_file = NULL;
-    trace_opened = false;
+    atomic_store(&trace_mode, TRACE_UNKNOWN);
     pthread_mutex_unlock(&trace_lock);
 }
 
@@ -247,6 +251,12 @@ tf_status tf_device_alloc_conf_set(tf_device *d, const tf_alloc_conf *conf) {
     return TF_OK;
 }
 
+static bool same_conf(const tf_alloc_conf *a, const tf_alloc_conf *b) {
+    return a->limit == b->limit && a->limit_fraction == b->limit_fraction && a->round_divisions == b->round_divisions &&
+           a->release_threshold == b->release_threshold && a->max_reserved_ratio == b->max_reserved_ratio &&
+           a->caching == b->caching;
+}
+
 void tf__alloc_conf_init(tf_device *d) {
     d->alloc_conf = TF_ALLOC_CONF_DEFAULT;
     const char *env = getenv("TF_ALLOC_CONF");
@@ -256,6 +266,7 @@ void tf__alloc_conf_init(tf_device *d) {
         tf__log(TF_LOG_WARN, "TF_ALLOC_CONF ignored for %s: %s", d->name, tf_last_error());
         return;
     }
+    if (same_conf(&c, &d->alloc_conf)) return;   /* no entry for this device: nothing to refuse */
     if (tf_device_alloc_conf_set(d, &c) != TF_OK)
         tf__log(TF_LOG_WARN, "TF_ALLOC_CONF not applied to %s: %s", d->name, tf_last_error());
 }

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -307,6 +308,32 @@ static void test_environment(void **state) {
     tf_shutdown();
 }
 
+/* TF_ALLOC_TRACE: each allocation and free, in the replay's format; none
+ * once the variable is gone (read again after tf_shutdown). */
+static void test_trace_recording(void **state) {
+    (void)state;
+    char path[] = "/tmp/tf_alloc_trace_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tf_shutdown();
+    setenv("TF_ALLOC_TRACE", path, 1);
+    tf_tensor_release(bytes_on(cpu_device(), 1000));
+    tf_shutdown();
+    unsetenv("TF_ALLOC_TRACE");
+    tf_tensor_release(bytes_on(cpu_device(), 2000));   /* not recorded */
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char id_a[32], id_f[32], dev_a[16], dev_f[16];
+    long long bytes = 0;
+    assert_int_equal(fscanf(f, "+ %15s %31s %lld - %15s %31s", dev_a, id_a, &bytes, dev_f, id_f), 5);
+    assert_true(!strcmp(dev_a, "cpu") && !strcmp(dev_f, "cpu") && !strcmp(id_a, id_f) && bytes == 1000);
+    char rest[8];
+    assert_int_equal(fscanf(f, " %7s", rest), EOF);
+    fclose(f);
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conf_text),
@@ -317,6 +344,7 @@ int main(void) {
         cmocka_unit_test(test_cache_trimmed_to_demand),
         cmocka_unit_test(test_trace_replay_on_every_device),
         cmocka_unit_test(test_environment),
+        cmocka_unit_test(test_trace_recording),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -3,18 +3,20 @@
  * implements a subset of the ops in f32 — add, mul, sum, fill, copy — and
  * answers "unsupported" for the rest, which the core then runs on the CPU.
  * It fills every slot of the SDK (streams and events as tokens: it is
- * synchronous), and counts the calls to each. 
+ * synchronous), and counts the calls to each.
  *
  * Build it in-process (call mybackend_register) or as a plugin
  * (-DMYBACKEND_PLUGIN, exports tf_backend_plugin_init). With
  * -DMYBACKEND_OPAQUE it hides its host pointers, so the core must stage
  * data through upload/download as it would for a GPU. */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mybackend.h"
 
@@ -59,6 +61,8 @@ static void untrack(my_buffer *b) {
     X(get_info) X(buffer_alloc) X(buffer_free) X(buffer_upload) X(buffer_download) X(supports) X(run)          \
     X(buffer_host_ptr) X(buffer_from_host_ptr) X(buffer_copy) X(buffer_copy_from_peer) X(synchronize)          \
     X(stream_create) X(stream_destroy) X(event_create) X(event_record) X(event_wait) X(event_destroy)          \
+    X(event_query) X(event_synchronize) X(event_elapsed_ms) X(buffer_upload_async) X(buffer_download_async)     \
+    X(host_alloc) X(host_free)                                                                                 \
     X(memory_stats) X(empty_cache) X(alloc_configure) X(reset_peak_memory) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
 enum {
 #define MY_SLOT_ENUM(n) SLOT_##n,
@@ -78,7 +82,9 @@ static _Atomic uint64_t slot_calls[N_SLOTS];
  * budget; a device's context is its index. Streams and events are tokens:
  * the device is synchronous, so work is in order when a call returns. */
 #define MAX_MY_DEVICES 4
-typedef struct my_token { uint32_t canary; int device; } my_token;
+/* An event's time is when it was recorded: the device is synchronous, so
+ * the work before it is done by then. */
+typedef struct my_token { uint32_t canary; int device; uint64_t recorded_ns; } my_token;
 #define TOKEN_CANARY 0x746f6b6eu           /* "tokn" */
 
 static const tf_host_api *host;
@@ -234,7 +240,7 @@ static tf_status my_copy_from_peer(void *ctx, tf_backend_stream *stream, tf_back
 static tf_status new_token(void *ctx, my_token **out) {
     my_token *t = injected_failure() ? NULL : malloc(sizeof *t);
     if (!t) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for a stream or event");
-    *t = (my_token){TOKEN_CANARY, (int)(intptr_t)ctx};
+    *t = (my_token){TOKEN_CANARY, (int)(intptr_t)ctx, 0};
     *out = t;
     return TF_OK;
 }
@@ -270,11 +276,77 @@ static tf_status my_event_create(void *ctx, tf_backend_event **out) {
     return new_token(ctx, (my_token **)out);
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static tf_status check_event(const tf_backend_event *event) {
+    const my_token *t = (const my_token *)event;
+    if (!t || t->canary != TOKEN_CANARY) return host->set_error(TF_ERR_INVALID_ARGUMENT, MYBACKEND_NAME ": not our event");
+    return TF_OK;
+}
+
 static tf_status my_event_record(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
     (void)ctx;
-    (void)event;
     CALLED(event_record);
-    return check_stream(stream);
+    tf_status s = check_stream(stream);
+    if (s == TF_OK) s = check_event(event);
+    if (s == TF_OK) ((my_token *)event)->recorded_ns = now_ns();
+    return s;
+}
+
+static tf_status my_event_query(void *ctx, tf_backend_event *event, bool *done) {
+    (void)ctx;
+    CALLED(event_query);
+    *done = true;                                 /* synchronous: done when recorded */
+    return check_event(event);
+}
+
+static tf_status my_event_synchronize(void *ctx, tf_backend_event *event) {
+    (void)ctx;
+    CALLED(event_synchronize);
+    return check_event(event);
+}
+
+static tf_status my_event_elapsed_ms(void *ctx, tf_backend_event *start, tf_backend_event *end, double *ms) {
+    (void)ctx;
+    CALLED(event_elapsed_ms);
+    tf_status s = check_event(start);
+    if (s == TF_OK) s = check_event(end);
+    if (s == TF_OK)
+        *ms = ((double)((my_token *)end)->recorded_ns - (double)((my_token *)start)->recorded_ns) / 1e6;
+    return s;
+}
+
+/* The device is synchronous: an asynchronous copy is done on return. */
+static tf_status my_upload_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off,
+                                 const void *src, size_t n) {
+    CALLED(buffer_upload_async);
+    atomic_fetch_sub(&slot_calls[SLOT_buffer_upload], 1);   /* counted as the async slot only */
+    return my_upload(ctx, stream, dst, off, src, n);
+}
+
+static tf_status my_download_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off,
+                                   void *dst, size_t n) {
+    CALLED(buffer_download_async);
+    atomic_fetch_sub(&slot_calls[SLOT_buffer_download], 1);
+    return my_download(ctx, stream, src, off, dst, n);
+}
+
+/* "Pinned" memory: plain malloc, the slot's contract kept (and counted). */
+static tf_status my_host_alloc(void *ctx, size_t n, void **out) {
+    (void)ctx;
+    CALLED(host_alloc);
+    *out = injected_failure() ? NULL : malloc(n ? n : 1);
+    return *out ? TF_OK : host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no host memory for %zu bytes", n);
+}
+
+static void my_host_free(void *ctx, void *p) {
+    (void)ctx;
+    CALLED(host_free);
+    free(p);
 }
 
 static tf_status my_event_wait(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
@@ -425,6 +497,13 @@ static const tf_device_iface my_device_iface = {
     .empty_cache = my_empty_cache,
     .alloc_configure = my_alloc_configure,
     .reset_peak_memory = my_reset_peak_memory,
+    .event_query = my_event_query,
+    .event_synchronize = my_event_synchronize,
+    .event_elapsed_ms = my_event_elapsed_ms,
+    .buffer_upload_async = my_upload_async,
+    .buffer_download_async = my_download_async,
+    .host_alloc = my_host_alloc,
+    .host_free = my_host_free,
 };
 
 static const tf_backend_device my_devices[MAX_MY_DEVICES] = {

@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 1
+#define TF_BACKEND_ABI_MINOR 2
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -225,8 +225,10 @@ typedef struct tf_device_iface {
     /* (optional) Wait for all work queued on `stream`; NULL means the device
      * is synchronous. */
     tf_status (*synchronize)(void *dev_ctx, tf_backend_stream *stream);
-    /* (optional) Streams: the core makes one per device at registration and
-     * destroys it before the backend's shutdown. */
+    /* (optional) Streams: tf_stream_create makes them (SDK 2.2: the core
+     * no longer makes one at registration). Every slot that takes a stream
+     * takes NULL too: the device's default queue. A backend without these
+     * slots runs every stream on that queue. */
     tf_status (*stream_create)(void *dev_ctx, tf_backend_stream **out);
     void (*stream_destroy)(void *dev_ctx, tf_backend_stream *stream);
     /* (optional, with streams) Events: record marks the work queued on a
@@ -246,6 +248,23 @@ typedef struct tf_device_iface {
     tf_status (*alloc_configure)(void *dev_ctx, const tf_alloc_conf *conf);
     /* (optional, SDK 2.1) peak_allocated = allocated, peak_reserved = reserved. */
     void (*reset_peak_memory)(void *dev_ctx);
+    /* (optional, SDK 2.2) Events: done or not without blocking, a host wait,
+     * and the milliseconds between two done events of this device
+     * (TF_ERR_UNSUPPORTED where its events keep no time). An event never
+     * recorded is done. */
+    tf_status (*event_query)(void *dev_ctx, tf_backend_event *event, bool *done);
+    tf_status (*event_synchronize)(void *dev_ctx, tf_backend_event *event);
+    tf_status (*event_elapsed_ms)(void *dev_ctx, tf_backend_event *start, tf_backend_event *end, double *ms);
+    /* (optional, SDK 2.2) Copies queued on `stream` that return at once:
+     * src must stay unchanged, and dst is not complete, until the stream has
+     * passed them. NULL: the core calls buffer_upload/buffer_download. */
+    tf_status (*buffer_upload_async)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *dst,
+                                     size_t dst_offset, const void *src, size_t nbytes);
+    tf_status (*buffer_download_async)(void *dev_ctx, tf_backend_stream *stream, tf_backend_buffer *src,
+                                       size_t src_offset, void *dst, size_t nbytes);
+    /* (optional, SDK 2.2) Page-locked host memory (tf_host_alloc). */
+    tf_status (*host_alloc)(void *dev_ctx, size_t nbytes, void **out);
+    void (*host_free)(void *dev_ctx, void *p);
 } tf_device_iface;
 
 typedef struct tf_backend_device {

@@ -218,8 +218,90 @@ typedef struct tf_device_hints {
 /* Either pointer may be NULL. */
 TF_API tf_status tf_device_get_limits(const tf_device *d, tf_device_limits *limits, tf_device_hints *hints);
 
-/* Wait for all work queued on the device. */
+/* Wait for all work queued on the device: its default stream and every
+ * stream made on it. */
 TF_API tf_status tf_device_synchronize(tf_device *d);
+
+/* Streams and events (CUDA's model, for every device).
+ *
+ * A stream is an in-order queue of work on one device. Every device has a
+ * default stream; tf_stream_create makes more. Each thread has a current
+ * stream per device (at first the default): every op, copy and read on
+ * that device from that thread is queued on it. Work on two streams is not
+ * ordered unless an event orders it:
+ *
+ *   tf_stream *side;  tf_event *ready;
+ *   tf_stream_create(dev, &side);  tf_event_create(0, &ready);
+ *   tf_stream_set_current(side);   y = f(x) ...   tf_event_record(ready, side);
+ *   tf_stream_set_current(tf_stream_default(dev));
+ *   tf_stream_wait_event(tf_stream_default(dev), ready);   then use y
+ *
+ * What a stream is on each device:
+ *   CPU     the default stream runs each op on the calling thread before the
+ *           call returns (as ever); a made stream is a worker thread that
+ *           runs its queue in order, so host code overlaps CPU kernels.
+ *   OpenCL  the default stream is the device's queue; a made stream is
+ *           another in-order command queue on the same context.
+ *   CUDA    cudaStream_t (non-blocking), events are cudaEvent_t.
+ *   Others  a backend without streams of its own (WebGPU) gives streams
+ *           that share its one in-order queue: correct, not concurrent;
+ *           an event recorded there waits for the device on the host.
+ *
+ * Rules:
+ *  - Reads into host memory (tf_tensor_read, tf_tensor_to the CPU from a
+ *    device, tf_item) wait for the current stream's work, as PyTorch's
+ *    .cpu() does; tf_tensor_read_async does not.
+ *  - A tensor made on one stream and used on another needs an event (or a
+ *    synchronize) between them; the library does not track uses.
+ *  - Memory freed while other streams of its device may still use it is
+ *    reused only after all of them have passed that point (the library
+ *    records an event on each): releasing a tensor early is safe.
+ *  - An error inside queued work is returned by the next synchronize of
+ *    that stream (or of its device) and then cleared.
+ *  - Streams and events may be used from any thread. Destroy a stream only
+ *    when no thread has it current (destroying resets the calling thread's
+ *    current stream); tf_stream_destroy waits for its work first.
+ *  - Everything here ends at tf_shutdown: destroy streams and events
+ *    before it. */
+typedef struct tf_stream tf_stream;
+typedef struct tf_event tf_event;
+
+TF_API tf_status tf_stream_create(tf_device *dev, tf_stream **out);
+/* Waits for the stream's work; NULL or the default stream is a no-op. */
+TF_API void tf_stream_destroy(tf_stream *s);
+TF_API tf_stream *tf_stream_default(tf_device *dev);      /* NULL for a NULL dev */
+TF_API tf_device *tf_stream_device(const tf_stream *s);
+TF_API tf_status tf_stream_synchronize(tf_stream *s);
+/* Make s the calling thread's current stream for its device. */
+TF_API tf_status tf_stream_set_current(tf_stream *s);
+TF_API tf_stream *tf_stream_current(tf_device *dev);
+/* Later work on s waits until e's recorded work is done (any device:
+ * another backend's event is waited for on the host). An event never
+ * recorded is already done. */
+TF_API tf_status tf_stream_wait_event(tf_stream *s, tf_event *e);
+
+#define TF_EVENT_TIMING 1u          /* tf_event_elapsed_ms may read it */
+TF_API tf_status tf_event_create(unsigned flags, tf_event **out);
+TF_API void tf_event_destroy(tf_event *e);
+/* Mark the work queued on s so far (s NULL: the current stream of the
+ * device e was last recorded on, or of the CPU). Re-recording moves it. */
+TF_API tf_status tf_event_record(tf_event *e, tf_stream *s);
+TF_API tf_status tf_event_synchronize(tf_event *e);
+/* *done: the recorded work has finished. */
+TF_API tf_status tf_event_query(tf_event *e, bool *done);
+/* Milliseconds from start to end: both recorded on one device with
+ * TF_EVENT_TIMING, both done (TF_ERR_INVALID_ARGUMENT otherwise). */
+TF_API tf_status tf_event_elapsed_ms(tf_event *start, tf_event *end, double *ms);
+
+/* Host memory for fast asynchronous copies: page-locked (pinned) through
+ * the first device whose backend offers it (CUDA's cudaHostAlloc) when
+ * flags has TF_HOST_PINNED, else (or where no device pins memory) memory
+ * aligned to 4096 bytes. *out is zeroed. Free it with tf_host_free. */
+#define TF_HOST_PINNED 1u
+TF_API tf_status tf_host_alloc(size_t bytes, unsigned flags, void **out);
+TF_API void tf_host_free(void *p);
+/* Whether p came from tf_host_alloc and is page-locked. */
+TF_API bool tf_host_is_pinned(const void *p);
 /* How many ops of `op` ran on the CPU because `d`'s backend lacks them
  * (op == TF_OP_COUNT: all ops). */
 TF_API uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op);
@@ -440,6 +522,19 @@ TF_API bool tf_tensor_is_contiguous(const tf_tensor *t);
 /* Copies the tensor, row-major and contiguous, to host memory. Waits for
  * queued work. TF_ERR_BUFFER_TOO_SMALL if dst_bytes < numel * dtype size. */
 TF_API tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes);
+/* Overwrites a contiguous tensor's elements from host memory (src_bytes
+ * must be its tf_tensor_nbytes), queued on the current stream after the
+ * work before it; src may be reused on return. A view writes through to
+ * the tensors that share it. */
+TF_API tf_status tf_tensor_write(tf_tensor *t, const void *src, size_t src_bytes);
+/* The same, queued on stream s (NULL: t's device's current stream), and
+ * returning at once where the device can: dst is complete, src may be
+ * reused, only after the stream has passed this point (synchronize it or
+ * an event recorded after). The tensor must be contiguous and live on s's
+ * device. Memory from tf_host_alloc(TF_HOST_PINNED) copies without a
+ * staging step on CUDA. */
+TF_API tf_status tf_tensor_read_async(const tf_tensor *t, void *dst, size_t dst_bytes, tf_stream *s);
+TF_API tf_status tf_tensor_write_async(tf_tensor *t, const void *src, size_t src_bytes, tf_stream *s);
 /* A copy of t on dev (a new reference to t itself if t is already there). */
 TF_API tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out);
 

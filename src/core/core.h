@@ -3,6 +3,7 @@
 #ifndef TF_CORE_H
 #define TF_CORE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -64,6 +65,22 @@ void tf__dequantize(uint32_t ggml_type, const void *blocks, int64_t n, float *ou
 
 /* ---- devices and registry (registry.c) ---- */
 typedef struct tf_backend_entry tf_backend_entry;
+typedef struct tf__deferred tf__deferred;
+
+/* stream.c: a public stream; bs NULL is the device's default queue. */
+struct tf_stream {
+    tf_device *dev;
+    tf_backend_stream *bs;
+    uint32_t generation;
+    tf_stream *next;                     /* in dev->streams */
+};
+struct tf_event {
+    unsigned flags;
+    tf_device *dev;                      /* recorded on last; NULL: never recorded */
+    tf_backend_event *be;                /* dev's event; NULL where dev has none */
+    uint64_t host_ns;                    /* no backend event: when the recorded work was done */
+    uint32_t generation;
+};
 
 struct tf_device {
     char name[64];
@@ -74,7 +91,12 @@ struct tf_device {
     bool emulated;
     bool async;                          /* caps.async: ops return before the work is done */
     int global_index;                    /* position in tf_device_at's order */
-    tf_backend_stream *stream;           /* the device's current stream (NULL: none) */
+    tf_stream default_stream;            /* bs NULL: the backend's default queue */
+    pthread_mutex_t streams_lock;        /* streams and deferred */
+    tf_stream *streams;                  /* made by tf_stream_create, not yet destroyed */
+    _Atomic int queues;                  /* of those, how many have a queue of their own */
+    tf__deferred *deferred;              /* freed buffers waiting for the queues (stream.c) */
+    _Atomic int n_deferred;
     tf_alloc_conf alloc_conf;            /* as last set (memory.c); limit_fraction kept as given */
     _Atomic uint64_t ops;
     _Atomic uint64_t fallbacks[TF_OP_COUNT];
@@ -103,6 +125,23 @@ const char *tf__backend_name(const tf_device *d);
  * peer copy), or the source's after the destination's (after it), with an
  * event: both devices of one backend. */
 tf_status tf__stream_wait(tf_device *waiter, tf_device *signaler);
+
+/* ---- streams (stream.c) ---- */
+/* The calling thread's current queue on dev (NULL: the default): what every
+ * backend call that queues work is given. */
+tf_backend_stream *tf__stream_of(const tf_device *dev);
+void tf__streams_init(tf_device *d);
+/* At tf_shutdown, before the backend goes: made streams are destroyed. */
+void tf__streams_release(tf_device *d);
+/* Wait for every queue of d; the first error. */
+tf_status tf__device_synchronize_all(tf_device *d);
+/* Before the core reads or writes dev's host memory itself. */
+tf_status tf__host_sync(tf_device *dev);
+/* memory.c's free, when other queues may still use buf: true when it is
+ * kept until they pass this point (false: free it now). */
+bool tf__deferred_free(tf_device *d, tf_backend_buffer *buf);
+/* Free what the queues have passed. */
+void tf__deferred_sweep(tf_device *d);
 
 /* The built-in CPU backend, registered like a plugin. */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);
@@ -156,6 +195,8 @@ tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *
  * closed at tf_shutdown (and reopened, truncated, by the next use). */
 tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out);
 void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf);
+/* The backend's free at once (the deferred frees end here). */
+void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf);
 void tf__alloc_trace_close(void);
 /* At registration: the defaults, then TF_ALLOC_CONF's entries for d. */
 void tf__alloc_conf_init(tf_device *d);

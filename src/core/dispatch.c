@@ -234,12 +234,13 @@ static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d,
     void *host = host_ptr ? host_ptr(dev->bdev.ctx, d->buffer) : NULL;
     tf_status s;
     if (host) {
-        s = ci->buffer_from_host_ptr(cpu->bdev.ctx, (char *)host + lo, n, staged);
+        s = tf__host_sync(dev);
+        if (s == TF_OK) s = ci->buffer_from_host_ptr(cpu->bdev.ctx, (char *)host + lo, n, staged);
     } else {
         s = tf__buffer_alloc(cpu, n, staged);
         if (s == TF_OK && fetch && n) {
             void *dst = ci->buffer_host_ptr(cpu->bdev.ctx, *staged);
-            s = di->buffer_download(dev->bdev.ctx, dev->stream, d->buffer, lo, dst, n);
+            s = di->buffer_download(dev->bdev.ctx, tf__stream_of(dev), d->buffer, lo, dst, n);
             if (s != TF_OK) {
                 tf__buffer_free(cpu, *staged);
                 *staged = NULL;
@@ -270,7 +271,7 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     if (s == TF_OK && !ci->supports(cpu->bdev.ctx, &cop))
         s = tf__error(TF_ERR_UNSUPPORTED, "neither %s nor the CPU backend runs %s", dev->name,
                       tf_op_name(op->kind));
-    if (s == TF_OK) s = ci->run(cpu->bdev.ctx, cpu->stream, &cop);
+    if (s == TF_OK) s = ci->run(cpu->bdev.ctx, NULL, &cop);   /* the CPU's own queue: done on return */
     /* Write the output back unless it is the device's own host memory. */
     const tf_device_iface *di = dev->bdev.iface;
     void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
@@ -279,13 +280,13 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
         uint64_t lo, hi;
         desc_extent(&op->output, &lo, &hi);
         void *src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[TF_OP_MAX_INPUTS]);
-        if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, dev->stream, op->output.buffer, lo, src, (size_t)(hi - lo));
+        if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, tf__stream_of(dev), op->output.buffer, lo, src, (size_t)(hi - lo));
         for (int i = 0; i < op->n_inputs && s == TF_OK; i++) {
             if (!writes_input(op, i)) continue;
             desc_extent(&op->inputs[i], &lo, &hi);
             src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[i]);
             if (hi > lo)
-                s = di->buffer_upload(dev->bdev.ctx, dev->stream, op->inputs[i].buffer, lo, src, (size_t)(hi - lo));
+                s = di->buffer_upload(dev->bdev.ctx, tf__stream_of(dev), op->inputs[i].buffer, lo, src, (size_t)(hi - lo));
         }
     }
     for (int i = 0; i <= TF_OP_MAX_INPUTS; i++)
@@ -297,7 +298,7 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
         tf__clear_error();
-        tf_status s = dev->bdev.iface->run(dev->bdev.ctx, dev->stream, op);
+        tf_status s = dev->bdev.iface->run(dev->bdev.ctx, tf__stream_of(dev), op);
         if (s != TF_OK) tf__error_context(s, "%s: %s on %s", fn, tf_op_name(op->kind), dev->name);
         return s;
     }
@@ -335,8 +336,8 @@ tf_status tf__stream_wait(tf_device *waiter, tf_device *signaler) {
     tf_backend_event *e = NULL;
     tf__clear_error();
     tf_status s = create(signaler->bdev.ctx, &e);
-    if (s == TF_OK) s = record(signaler->bdev.ctx, e, signaler->stream);
-    if (s == TF_OK) s = wait(waiter->bdev.ctx, e, waiter->stream);
+    if (s == TF_OK) s = record(signaler->bdev.ctx, e, tf__stream_of(signaler));
+    if (s == TF_OK) s = wait(waiter->bdev.ctx, e, tf__stream_of(waiter));
     if (e) destroy(signaler->bdev.ctx, e);
     if (s != TF_OK) tf__error_context(s, "ordering %s after %s", waiter->name, signaler->name);
     return s;
@@ -371,7 +372,7 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
         s = TF_OK;
     } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t)) {    /* a byte range: the device copies it */
         tf__clear_error();
-        s = copy(dev->bdev.ctx, dev->stream, o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
+        s = copy(dev->bdev.ctx, tf__stream_of(dev), o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
         if (s != TF_OK) tf__error_context(s, "%s: copying %zu bytes on %s", fn, n, dev->name);
     } else {
         s = tf__copy_into(fn, t, o);

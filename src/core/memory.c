@@ -53,16 +53,28 @@ void tf__alloc_trace_close(void) {
 tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out) {
     if (tf__alloc_should_fail())
         return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes refused (injected allocation failure)", dev->name, nbytes);
+    tf__deferred_sweep(dev);
     tf__clear_error();
     tf_status s = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, out);
+    if (s == TF_ERR_OUT_OF_MEMORY && atomic_load(&dev->n_deferred)) {
+        /* Memory freed behind other streams: wait for them, then once more. */
+        tf__device_synchronize_all(dev);
+        tf__clear_error();
+        s = dev->bdev.iface->buffer_alloc(dev->bdev.ctx, nbytes, out);
+    }
     if (s != TF_OK && !*tf_last_error()) tf__error(s, "%s: the backend refused %zu bytes", dev->name, nbytes);
     if (s == TF_OK) trace_event(dev, '+', *out, nbytes);
     return s;
 }
 
-void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf) {
+void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf) {
     trace_event(dev, '-', buf, 0);
     dev->bdev.iface->buffer_free(dev->bdev.ctx, buf);
+}
+
+void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf) {
+    tf__deferred_sweep(dev);
+    if (!tf__deferred_free(dev, buf)) tf__buffer_free_now(dev, buf);
 }
 
 /* ---- statistics and the cache ---- */

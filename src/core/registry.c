@@ -175,22 +175,11 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
         d->emulated = info.caps.emulated;
         d->async = info.caps.async;
     }
-    /* The device's current stream, for every call that queues work. A
-     * device that cannot make one runs with NULL (its own ordering). */
-    tf_status (*create)(void *, tf_backend_stream **) = TF_DEVICE_SLOT(d, stream_create);
-    if (create && create(d->bdev.ctx, &d->stream) != TF_OK) {
-        tf__log(TF_LOG_WARN, "%s: no stream (%s); its work goes to the device's default queue", d->name,
-                tf_last_error());
-        d->stream = NULL;
-    }
+    tf__streams_init(d);
     tf__alloc_conf_init(d);
 }
 
-static void release_device(tf_device *d) {
-    void (*destroy)(void *, tf_backend_stream *) = TF_DEVICE_SLOT(d, stream_destroy);
-    if (d->stream && destroy) destroy(d->bdev.ctx, d->stream);
-    d->stream = NULL;
-}
+static void release_device(tf_device *d) { tf__streams_release(d); }
 
 /* Room for `need` entries of `elem` bytes in *array (doubling); false when
  * the memory is not there. */
@@ -637,8 +626,7 @@ tf_status tf_device_get_limits(const tf_device *d, tf_device_limits *limits, tf_
 
 tf_status tf_device_synchronize(tf_device *d) {
     if (!d) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_device_synchronize: device is NULL");
-    tf_status (*sync)(void *, tf_backend_stream *) = TF_DEVICE_SLOT(d, synchronize);
-    return sync ? sync(d->bdev.ctx, d->stream) : TF_OK;
+    return tf__in("tf_device_synchronize", tf__device_synchronize_all(d));
 }
 
 uint64_t tf_device_fallback_count(const tf_device *d, tf_op_kind op) {

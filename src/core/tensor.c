@@ -41,12 +41,12 @@ static void storage_release(tf_storage *s) {
 
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
     if (n == 0) return TF_OK;
-    return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, s->dev->stream, s->buf, offset, src, n);
+    return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, src, n);
 }
 
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n) {
     if (n == 0) return TF_OK;
-    return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, s->dev->stream, s->buf, offset, dst, n);
+    return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, dst, n);
 }
 
 /* ---- geometry ---- */
@@ -356,11 +356,12 @@ tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
         if (peer) {                          /* ordered on both streams by events */
             s = tf__stream_wait(dev, sdev);
             if (s == TF_OK)
-                s = peer(dev->bdev.ctx, dev->stream, dst->storage->buf, 0, sdev->bdev.ctx, src->storage->buf,
+                s = peer(dev->bdev.ctx, tf__stream_of(dev), dst->storage->buf, 0, sdev->bdev.ctx, src->storage->buf,
                          (size_t)src->offset, n);
             if (s == TF_OK) s = tf__stream_wait(sdev, dev);
-        } else if (sp) {
-            s = tf__upload(dst->storage, 0, (char *)sp + src->offset, n);
+        } else if (sp) {                     /* the source's queue may still be writing it */
+            s = tf__host_sync(sdev);
+            if (s == TF_OK) s = tf__upload(dst->storage, 0, (char *)sp + src->offset, n);
         } else if (dp) {
             s = tf__download(src->storage, (size_t)src->offset, dp, n);
         } else {

@@ -51,6 +51,47 @@ static void exercise(tf_device *d0, tf_device *d1, tf_device *cpu) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
 }
 
+/* Streams, events, pinned memory and asynchronous copies on d0. */
+static void exercise_streams(tf_device *d0) {
+    tf_stream *side = NULL;
+    tf_event *start = NULL, *end = NULL;
+    tf_tensor *t = NULL;
+    float *pinned = NULL, got[4];
+    int64_t n = 4;
+    CHECK(tf_stream_create(d0, &side));                             /* stream_create */
+    CHECK(tf_event_create(TF_EVENT_TIMING, &start));
+    CHECK(tf_event_create(TF_EVENT_TIMING, &end));
+    CHECK(tf_host_alloc(sizeof got, TF_HOST_PINNED, (void **)&pinned));   /* host_alloc */
+    if (pinned && !tf_host_is_pinned(pinned)) {
+        printf("FAIL tf_host_alloc: not pinned through the backend\n");
+        failures++;
+    }
+    CHECK(tf_stream_set_current(side));
+    CHECK(tf_event_record(start, side));
+    CHECK(tf_zeros(d0, TF_F32, 1, &n, &t));
+    for (int i = 0; pinned && i < 4; i++) pinned[i] = (float)(10 + i);
+    if (t && pinned) CHECK(tf_tensor_write_async(t, pinned, sizeof got, NULL));   /* buffer_upload_async */
+    if (t) CHECK(tf_tensor_read_async(t, got, sizeof got, side));                 /* buffer_download_async */
+    CHECK(tf_event_record(end, side));
+    CHECK(tf_stream_wait_event(tf_stream_default(d0), end));
+    bool done = false;
+    CHECK(tf_event_query(end, &done));                              /* event_query */
+    CHECK(tf_event_synchronize(end));                               /* event_synchronize */
+    double ms = -1;
+    CHECK(tf_event_elapsed_ms(start, end, &ms));                    /* event_elapsed_ms */
+    CHECK(tf_stream_synchronize(side));
+    if (!done || ms < 0 || got[3] != 13.0f) {
+        printf("FAIL streams: done %d, %g ms, got[3] %g\n", done, ms, got[3]);
+        failures++;
+    }
+    CHECK(tf_stream_set_current(tf_stream_default(d0)));
+    tf_tensor_release(t);
+    tf_event_destroy(start);
+    tf_event_destroy(end);
+    tf_host_free(pinned);                                          /* host_free */
+    tf_stream_destroy(side);                                        /* stream_destroy */
+}
+
 int main(void) {
     CHECK(mybackend_register());
     tf_device *cpu = NULL, *p0 = NULL, *p1 = NULL, *m0 = NULL, *m1 = NULL;
@@ -62,6 +103,8 @@ int main(void) {
     if (failures) return 1;
     exercise(p0, p1, cpu);                                          /* opaque memory: staged */
     exercise(m0, m1, cpu);                                          /* host memory: in place */
+    exercise_streams(p0);
+    exercise_streams(m0);
     int threads = tf_get_num_threads();
     CHECK(tf_set_num_threads(threads));
     for (int i = 0; i < tf_backend_count(); i++) {                  /* each backend's thread count */
@@ -72,7 +115,7 @@ int main(void) {
         printf("FAIL: no mybackend_stats extra\n");
         failures++;
     }
-    tf_shutdown();                                                  /* stream_destroy, shutdown */
+    tf_shutdown();                                                  /* shutdown */
     printf("sdk_exercise: %s\n", failures ? "failed" : "ok");
     return failures ? 1 : 0;
 }

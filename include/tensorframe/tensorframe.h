@@ -249,7 +249,7 @@ TF_API tf_status tf_device_synchronize(tf_device *d);
  *
  * Rules:
  *  - Reads into host memory (tf_tensor_read, tf_tensor_to the CPU from a
- *    device, tf_item) wait for the current stream's work, as PyTorch's
+ *    device) wait for the current stream's work, as PyTorch's
  *    .cpu() does; tf_tensor_read_async does not.
  *  - A tensor made on one stream and used on another needs an event (or a
  *    synchronize) between them; the library does not track uses.
@@ -292,6 +292,40 @@ TF_API tf_status tf_event_query(tf_event *e, bool *done);
 /* Milliseconds from start to end: both recorded on one device with
  * TF_EVENT_TIMING, both done (TF_ERR_INVALID_ARGUMENT otherwise). */
 TF_API tf_status tf_event_elapsed_ms(tf_event *start, tf_event *end, double *ms);
+
+/* Graph capture and replay (CUDA graphs' model). Between tf_graph_begin and
+ * tf_graph_end the calling thread's ops on `dev` run as usual and are also
+ * recorded, each after validation, placement and output allocation; a
+ * replay runs the recorded ops again on the same buffers, skipping all of
+ * that. Inputs are static: tensors made before the capture that the caller
+ * overwrites (tf_tensor_write, tf_copy_into) before each replay, or passes
+ * to tf_graph_replay_with, which copies new values of the same dtype and
+ * shape into them (another shape is TF_ERR_SHAPE: capture a graph per
+ * shape). Outputs are the tensors the captured ops returned: each replay
+ * rewrites them. A replay queues on the thread's current stream.
+ *
+ *   tf_tensor *x;  tf_zeros(dev, TF_F32, 2, shape, &x);     static input
+ *   tf_graph_begin(dev);
+ *   ... y = f(x), ops as usual ...
+ *   tf_graph *g;  tf_graph_end(&g);
+ *   for each step: tf_tensor_write(x, data, bytes); tf_graph_replay(g);
+ *                  read y
+ *
+ * What a replay could not repeat makes tf_graph_end fail, naming it: a read
+ * to the host during the capture (tf_tensor_read, tf_item-like logic), host
+ * data written into a tensor from before the capture, an op or move on
+ * another device. Index checks (tf_index_select, tf_embedding, gathers)
+ * become guards: a replay reads the indices first and fails with
+ * TF_ERR_INDEX, running nothing, when one is out of range. Buffers the
+ * graph touches live as long as it does (tensors released during the
+ * capture are not reused within it). One capture per thread at a time. */
+typedef struct tf_graph tf_graph;
+TF_API tf_status tf_graph_begin(tf_device *dev);
+TF_API tf_status tf_graph_end(tf_graph **out);
+TF_API tf_status tf_graph_replay(tf_graph *g);
+TF_API tf_status tf_graph_replay_with(tf_graph *g, int n, tf_tensor *const *captured, const tf_tensor *const *values);
+TF_API int64_t tf_graph_node_count(const tf_graph *g);     /* -1 for NULL */
+TF_API void tf_graph_destroy(tf_graph *g);
 
 /* Host memory for fast asynchronous copies: page-locked (pinned) through
  * the first device whose backend offers it (CUDA's cudaHostAlloc) when

@@ -143,6 +143,18 @@ bool tf__deferred_free(tf_device *d, tf_backend_buffer *buf);
 /* Free what the queues have passed. */
 void tf__deferred_sweep(tf_device *d);
 
+/* ---- graph capture (graph.c) ---- */
+/* Is the calling thread capturing? The hooks below are called only then. */
+bool tf__capturing(void);
+void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op);
+void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf);
+/* A live graph keeps buf (true): it frees it when destroyed. */
+bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf);
+/* Run a recorded op as dispatch does, recording nothing; `native`: the
+ * device ran it itself at capture (no supports() question again). */
+tf_status tf__dispatch_recorded(const char *fn, tf_device *dev, tf_op *op, bool native);
+void tf__graph_shutdown(void);
+
 /* The built-in CPU backend, registered like a plugin. */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);
 
@@ -215,6 +227,11 @@ tf_tensor_desc tf__desc(const tf_tensor *t);
 /* Copy host bytes into a tensor's storage / storage bytes to host. */
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n);
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n);
+/* graph.c: what a capture cannot replay, and the index checks it defers. */
+void tf__capture_upload(const tf_storage *s);
+void tf__capture_download(const tf_storage *s);
+void tf__capture_move(const tf_device *from, const tf_device *to);
+bool tf__capture_index_guard(const char *fn, const tf_tensor *index, int64_t extent);
 
 /* ---- the profiler (profiler.c) ---- */
 bool tf__profiling(void);

@@ -316,12 +316,30 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
     return s;
 }
 
-tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
+/* A replayed op the device ran itself at capture goes straight to `run`:
+ * supports() answered then and the op has not changed. */
+static tf_status run_native(const char *fn, tf_device *dev, tf_op *op, bool *fell_back) {
+    (void)fell_back;
+    atomic_fetch_add_explicit(&dev->ops, 1, memory_order_relaxed);
+    tf__clear_error();
+    tf_status s = dev->bdev.iface->run(dev->bdev.ctx, tf__stream_of(dev), op);
+    if (s != TF_OK) tf__error_context(s, "%s: %s on %s", fn, tf_op_name(op->kind), dev->name);
+    return s;
+}
+
+tf_status tf__dispatch_recorded(const char *fn, tf_device *dev, tf_op *op, bool native) {
     bool fell_back = false;
-    if (!tf__profiling()) return dispatch_op(fn, dev, op, &fell_back);
+    tf_status (*run)(const char *, tf_device *, tf_op *, bool *) = native ? run_native : dispatch_op;
+    if (!tf__profiling()) return run(fn, dev, op, &fell_back);
     uint64_t start = tf__profile_clock();
-    tf_status s = dispatch_op(fn, dev, op, &fell_back);
+    tf_status s = run(fn, dev, op, &fell_back);
     tf__profile_record(fn, dev, op, start, fell_back, s);
+    return s;
+}
+
+tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
+    tf_status s = tf__dispatch_recorded(fn, dev, op, false);
+    if (s == TF_OK && tf__capturing()) tf__capture_op(fn, dev, op);
     return s;
 }
 
@@ -370,7 +388,7 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
     size_t n = (size_t)tf__bytes_of(dt, tf_tensor_numel(t));
     if (!n) {
         s = TF_OK;
-    } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t)) {    /* a byte range: the device copies it */
+    } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t) && !tf__capturing()) {   /* a byte range */
         tf__clear_error();
         s = copy(dev->bdev.ctx, tf__stream_of(dev), o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
         if (s != TF_OK) tf__error_context(s, "%s: copying %zu bytes on %s", fn, n, dev->name);

@@ -531,6 +531,7 @@ void tf_shutdown(void) {
         return;
     }
     tf__profile_shutdown();                    /* TF_PROFILE's files name the devices: before they go */
+    tf__graph_shutdown();
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {
         tf_backend_entry *b = g.backends[i];

@@ -41,11 +41,13 @@ static void storage_release(tf_storage *s) {
 
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
     if (n == 0) return TF_OK;
+    if (tf__capturing()) tf__capture_upload(s);
     return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, src, n);
 }
 
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n) {
     if (n == 0) return TF_OK;
+    if (tf__capturing()) tf__capture_download(s);
     return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, dst, n);
 }
 
@@ -339,6 +341,7 @@ tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
         *out = tf_tensor_retain((tf_tensor *)t);
         return TF_OK;
     }
+    if (tf__capturing()) tf__capture_move(t->storage->dev, dev);
     tf_tensor *src, *dst = NULL;
     tf_status s = tf_contiguous(t, &src);
     if (s != TF_OK) return s;

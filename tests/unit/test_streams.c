@@ -270,18 +270,24 @@ static void test_async_copies_on_every_device(void **state) {
         float *in = random_values(n);
         memcpy(src, in, (size_t)n * sizeof *src);
         tf_stream *s = NULL;
-        tf_event *copied = NULL;
+        tf_event *copied = NULL, *start = NULL;
         OK(tf_stream_create(d, &s));
-        OK(tf_event_create(0, &copied));
+        OK(tf_event_create(TF_EVENT_TIMING, &copied));
+        OK(tf_event_create(TF_EVENT_TIMING, &start));
         tf_tensor *x = NULL;
         OK(tf_empty(d, TF_F32, 1, &n, &x));
         OK(tf_stream_set_current(s));
+        OK(tf_event_record(start, s));
         OK(tf_tensor_write_async(x, src, (size_t)n * sizeof *src, s));
         tf_tensor *y = chain(x);
         OK(tf_tensor_read_async(y, dst, (size_t)n * sizeof *dst, NULL));
         OK(tf_event_record(copied, s));
         OK(tf_event_synchronize(copied));
         expect_chain(in, dst, n, tf_device_name(d));
+        double ms = -1;                              /* timed by the device's own clock */
+        OK(tf_event_elapsed_ms(start, copied, &ms));
+        if (!(ms >= 0 && ms < 60e3)) fail_msg("%s: %g ms between the events", tf_device_name(d), ms);
+        tf_event_destroy(start);
         /* tf_tensor_write: the same bytes through the blocking path */
         OK(tf_tensor_write(x, in, (size_t)n * sizeof *in));
         OK(tf_tensor_read(x, dst, (size_t)n * sizeof *dst));

@@ -1,5 +1,6 @@
 /* Pick the fast-kernel table for this CPU once, by CPUID. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,11 @@ static void choose(void) {
     chosen = &table;
 }
 
+/* Every kernel asks: after the first answer, one load. */
 const tf_fast_kernels *tf_fast(void) {
+    static atomic_bool ready;
+    if (atomic_load_explicit(&ready, memory_order_acquire)) return chosen;
     pthread_once(&once, choose);
+    atomic_store_explicit(&ready, true, memory_order_release);
     return chosen;
 }

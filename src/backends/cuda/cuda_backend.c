@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,8 @@ typedef struct cuda_dev {
     tf_device_limits limits;            /* from cudaDeviceProp at discovery */
     cudaStream_t stream;                /* used when the core passes no stream */
     cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
+    _Atomic int made_streams;           /* streams tf_stream_create made, alive */
+    bool shared_scratch;                /* the op in progress used scratch or cuBLAS's workspace */
     cublasHandle_t blas;                /* made on the first GEMM */
     cublasLtHandle_t lt;                /* made on the first GEMM with a bias */
     tf_lt_cache lt_cache;
@@ -335,7 +338,10 @@ static tf_status cu_stream_create(void *ctx, tf_backend_stream **out) {
     cudaError_t e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaStreamCreateWithFlags");
     leave(d);
-    if (s == TF_OK) *out = (tf_backend_stream *)st;
+    if (s == TF_OK) {
+        atomic_fetch_add(&d->made_streams, 1);
+        *out = (tf_backend_stream *)st;
+    }
     return s;
 }
 
@@ -344,6 +350,7 @@ static void cu_stream_destroy(void *ctx, tf_backend_stream *stream) {
     if (enter(d) != TF_OK) return;            /* a lost device's streams die with its context */
     cudaStreamSynchronize((cudaStream_t)stream);
     cudaStreamDestroy((cudaStream_t)stream);
+    atomic_fetch_sub(&d->made_streams, 1);
     leave(d);
 }
 
@@ -352,7 +359,7 @@ static tf_status cu_event_create(void *ctx, tf_backend_event **out) {
     tf_status s = enter(d);
     if (s != TF_OK) return s;
     cudaEvent_t ev = NULL;
-    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDefault);   /* timed: tf_event_elapsed_ms */
     s = e == cudaSuccess ? TF_OK : cuda_fail(d, e, "cudaEventCreateWithFlags");
     leave(d);
     if (s == TF_OK) *out = (tf_backend_event *)ev;
@@ -383,6 +390,66 @@ static tf_status cu_event_wait(void *ctx, tf_backend_event *event, tf_backend_st
 static void cu_event_destroy(void *ctx, tf_backend_event *event) {
     (void)ctx;
     cudaEventDestroy((cudaEvent_t)event);        /* released once its work completes */
+}
+
+static tf_status cu_event_query(void *ctx, tf_backend_event *event, bool *done) {
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    *done = e == cudaSuccess;
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError();                      /* not an error: clear it */
+        return TF_OK;
+    }
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaEventQuery");
+}
+
+static tf_status cu_event_synchronize(void *ctx, tf_backend_event *event) {
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaEventSynchronize");
+}
+
+static tf_status cu_event_elapsed_ms(void *ctx, tf_backend_event *start, tf_backend_event *end, double *ms) {
+    float f = 0;
+    cudaError_t e = cudaEventElapsedTime(&f, (cudaEvent_t)start, (cudaEvent_t)end);
+    if (e != cudaSuccess) return cuda_fail(ctx, e, "cudaEventElapsedTime");
+    *ms = f;
+    return TF_OK;
+}
+
+/* Straight cudaMemcpyAsync on the stream: from pinned memory (tf_host_alloc)
+ * the copy engine reads the caller's buffer itself; from pageable memory
+ * CUDA stages it and the call returns once the source is read. */
+static tf_status cu_copy_async(cuda_dev *d, tf_backend_stream *stream, cuda_buf *b, size_t off, void *host_ptr,
+                               size_t n, bool upload) {
+    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
+    if (s != TF_OK || !n) return s;
+    if ((s = enter_on(d, stream)) != TF_OK) return s;
+    char *dev_ptr = (char *)b->handle + off;
+    cudaError_t e = upload ? cudaMemcpyAsync(dev_ptr, host_ptr, n, cudaMemcpyHostToDevice, d->current)
+                           : cudaMemcpyAsync(host_ptr, dev_ptr, n, cudaMemcpyDeviceToHost, d->current);
+    if (e != cudaSuccess) s = cuda_fail(d, e, upload ? "cudaMemcpyAsync(write_async)" : "cudaMemcpyAsync(read_async)");
+    leave(d);
+    return s;
+}
+
+static tf_status cu_upload_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off,
+                                 const void *src, size_t n) {
+    return cu_copy_async(ctx, stream, (cuda_buf *)dst, off, (void *)src, n, true);
+}
+
+static tf_status cu_download_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                                   size_t n) {
+    return cu_copy_async(ctx, stream, (cuda_buf *)src, off, dst, n, false);
+}
+
+/* Page-locked and portable: every device's copy engines can read it. */
+static tf_status cu_host_alloc(void *ctx, size_t n, void **out) {
+    cudaError_t e = cudaHostAlloc(out, n ? n : 1, cudaHostAllocPortable);
+    return e == cudaSuccess ? TF_OK : cuda_fail(ctx, e, "cudaHostAlloc");
+}
+
+static void cu_host_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaFreeHost(p);
 }
 
 static tf_status cu_memory_stats(void *ctx, tf_memory_stats *out) {
@@ -452,6 +519,7 @@ static tf_status cu_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
  * safe because the next use of the block is later on the same stream. The
  * kernel gets the device pointer, the allocator the block back. */
 static tf_status cu_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
+    ((cuda_dev *)ctx)->shared_scratch = true;
     cuda_buf *b = NULL;
     tf_status s = tf_gpu_alloc(&((cuda_dev *)ctx)->gd, nbytes, &b);
     if (s == TF_OK) {
@@ -522,6 +590,7 @@ static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
     }
     cuda_buf *ws = NULL;
     if (tf_gpu_alloc(&d->gd, TF_LT_WORKSPACE, &ws) != TF_OK) return false;
+    d->shared_scratch = true;
     cublasStatus_t e = tf_lt_gemm_run(&blas_lib, d->lt, &d->lt_cache, g, ws->handle, TF_LT_WORKSPACE, d->current);
     tf_gpu_free(&d->gd, ws);                     /* its next user is later on this stream */
     if (e == CUBLAS_STATUS_NOT_SUPPORTED) return false;
@@ -580,6 +649,7 @@ static bool try_cublas(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_
     float af = (float)alpha, bf = (float)beta;
     const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
     const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
+    d->shared_scratch = true;                    /* the handle's workspace serves every stream */
     cublasStatus_t e = blas_lib.cublasSetStream_v2(d->blas, d->current);
     if (e != CUBLAS_STATUS_SUCCESS) {
         *s = blas_fail(d, e, "cublasSetStream");
@@ -617,6 +687,7 @@ static tf_status launch_with_scratch(cuda_dev *d, size_t nbytes, void **slot, in
                                      const void *args, const char *what) {
     cuda_buf *scratch = NULL;
     if (nbytes) {
+        d->shared_scratch = true;
         tf_status s = tf_gpu_alloc(&d->gd, nbytes, &scratch);
         if (s != TF_OK) return s;
         *slot = scratch->handle;
@@ -661,8 +732,17 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free, false};
     tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
+    d->shared_scratch = false;
     bool taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? try_cublas(d, &tg, op, &s) : try_fast(d, op, &s);
     if (!taken) s = tf_pk_run(&tg, op);
+    /* Scratch goes back to the allocator right after the launch and cuBLAS
+     * has one workspace: with made streams, another stream could take them
+     * while this op runs, so the op's stream finishes first (until each
+     * stream has workspaces of its own). */
+    if (s == TF_OK && d->shared_scratch && atomic_load(&d->made_streams)) {
+        cudaError_t e = cudaStreamSynchronize(d->current);
+        if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamSynchronize(scratch)");
+    }
     leave(d);
     return s;
 }
@@ -689,6 +769,13 @@ static const tf_device_iface cu_device_iface = {
     .event_record = cu_event_record,
     .event_wait = cu_event_wait,
     .event_destroy = cu_event_destroy,
+    .event_query = cu_event_query,
+    .event_synchronize = cu_event_synchronize,
+    .event_elapsed_ms = cu_event_elapsed_ms,
+    .buffer_upload_async = cu_upload_async,
+    .buffer_download_async = cu_download_async,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
 };
 
 /* ---- discovery ---- */

@@ -1,7 +1,8 @@
 /* The OpenCL backend, built as the plugin libtensorframe-opencl.so.
  *
  * Every device of every platform becomes opencl:N with its own context and
- * in-order queue. Buffers live on the device; ops enqueue and return; reads
+ * in-order queue (made streams add queues on the same context). Buffers
+ * live on the device; ops enqueue and return; reads
  * (blocking clEnqueueReadBuffer behind the queued work) and
  * tf_device_synchronize (clFinish) wait. Kernels come from kernels.cl,
  * embedded at build time, compiled per (device, dtype) on first use and
@@ -42,7 +43,9 @@ typedef struct cl_dev {
     cl_platform_id platform;
     cl_device_id id;
     cl_context context;
-    cl_command_queue queue;
+    cl_command_queue queue;               /* the default stream */
+    cl_command_queue current;             /* the queue of the op being run (under gd.lock) */
+    _Atomic int made_queues;              /* made streams alive: queues besides `queue` */
     char name[256], vendor[128], version[128], driver[128], platform_name[128];
     cl_device_type type;
     uint64_t global_mem;
@@ -257,48 +260,163 @@ static void cl_reset_peak_memory(void *ctx) { tf_gpu_reset_peak_memory(&((cl_dev
 
 static cl_mem mem_of_buffer(tf_backend_buffer *b) { return (cl_mem)((tf_gpu_block *)b)->handle; }
 
-/* OpenCL devices run one in-order queue each and make no streams of their
- * own (the stream slots are NULL): the core passes NULL and the queue keeps
- * every call in order. */
-static tf_status cl_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
-                           size_t n) {
-    (void)stream;
-    cl_dev *d = ctx;
-    cl_buf *b = (cl_buf *)dst;
+/* A stream is an in-order command queue: NULL is the device's own, a made
+ * stream another on the same context. Events are markers. */
+static cl_command_queue queue_of(cl_dev *d, tf_backend_stream *stream) {
+    return stream ? (cl_command_queue)stream : d->queue;
+}
+
+static tf_status transfer(cl_dev *d, tf_backend_stream *stream, tf_backend_buffer *buf, size_t off, void *host_ptr,
+                          size_t n, bool write, cl_bool blocking) {
+    cl_buf *b = (cl_buf *)buf;
     tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
     if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueWriteBuffer(d->queue, (cl_mem)b->handle, CL_TRUE, off, n, src, 0, NULL, NULL);
-    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueWriteBuffer");
+    cl_command_queue q = queue_of(d, stream);
+    cl_int e = write ? clEnqueueWriteBuffer(q, (cl_mem)b->handle, blocking, off, n, host_ptr, 0, NULL, NULL)
+                     : clEnqueueReadBuffer(q, (cl_mem)b->handle, blocking, off, n, host_ptr, 0, NULL, NULL);
+    if (e == CL_SUCCESS && !blocking) e = clFlush(q);       /* started, not just queued */
+    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, write ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer");
+}
+
+static tf_status cl_upload(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off, const void *src,
+                           size_t n) {
+    return transfer(ctx, stream, dst, off, (void *)src, n, true, CL_TRUE);
 }
 
 static tf_status cl_download(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
                              size_t n) {
-    (void)stream;
-    cl_dev *d = ctx;
-    cl_buf *b = (cl_buf *)src;
-    tf_status s = tf_gpu_check_range(&d->gd, b, off, n);
-    if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueReadBuffer(d->queue, (cl_mem)b->handle, CL_TRUE, off, n, dst, 0, NULL, NULL);
-    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueReadBuffer");
+    return transfer(ctx, stream, src, off, dst, n, false, CL_TRUE);
+}
+
+static tf_status cl_upload_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t off,
+                                 const void *src, size_t n) {
+    return transfer(ctx, stream, dst, off, (void *)src, n, true, CL_FALSE);
+}
+
+static tf_status cl_download_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off, void *dst,
+                                   size_t n) {
+    return transfer(ctx, stream, src, off, dst, n, false, CL_FALSE);
 }
 
 static tf_status cl_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
                          tf_backend_buffer *src, size_t soff, size_t n) {
-    (void)stream;
     cl_dev *d = ctx;
     cl_buf *db = (cl_buf *)dst, *sb = (cl_buf *)src;
     tf_status s = tf_gpu_check_range(&d->gd, db, doff, n);
     if (s == TF_OK) s = tf_gpu_check_range(&d->gd, sb, soff, n);
     if (s != TF_OK || !n) return s;
-    cl_int e = clEnqueueCopyBuffer(d->queue, (cl_mem)sb->handle, (cl_mem)db->handle, soff, doff, n, 0, NULL, NULL);
+    cl_int e = clEnqueueCopyBuffer(queue_of(d, stream), (cl_mem)sb->handle, (cl_mem)db->handle, soff, doff, n, 0, NULL,
+                                   NULL);
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueCopyBuffer");
 }
 
 static tf_status cl_synchronize(void *ctx, tf_backend_stream *stream) {
-    (void)stream;
     cl_dev *d = ctx;
-    cl_int e = clFinish(d->queue);
+    cl_int e = clFinish(queue_of(d, stream));
     return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clFinish");
+}
+
+/* Queues profile their commands so that events can be timed. */
+#define QUEUE_PROPERTIES CL_QUEUE_PROFILING_ENABLE
+
+static tf_status cl_stream_create(void *ctx, tf_backend_stream **out) {
+    cl_dev *d = ctx;
+    cl_int e = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueue(d->context, d->id, QUEUE_PROPERTIES, &e);
+    if (e != CL_SUCCESS) return cl_fail(d, e, "clCreateCommandQueue");
+    atomic_fetch_add(&d->made_queues, 1);
+    *out = (tf_backend_stream *)q;
+    return TF_OK;
+}
+
+static void cl_stream_destroy(void *ctx, tf_backend_stream *stream) {
+    cl_dev *d = ctx;
+    clFinish((cl_command_queue)stream);
+    clReleaseCommandQueue((cl_command_queue)stream);
+    atomic_fetch_sub(&d->made_queues, 1);
+}
+
+/* The marker of the last record (NULL: never recorded) and its context:
+ * another context's queue cannot wait for it on the device. */
+typedef struct cl_ev {
+    cl_event marker;
+    cl_context context;
+} cl_ev;
+
+static tf_status cl_event_create(void *ctx, tf_backend_event **out) {
+    cl_dev *d = ctx;
+    cl_ev *ev = host->alloc(sizeof *ev);
+    if (!ev) return host->set_error(TF_ERR_OUT_OF_MEMORY, "opencl:%d: no host memory for an event", d->index);
+    *ev = (cl_ev){NULL, d->context};
+    *out = (tf_backend_event *)ev;
+    return TF_OK;
+}
+
+static void cl_event_destroy(void *ctx, tf_backend_event *event) {
+    (void)ctx;
+    cl_ev *ev = (cl_ev *)event;
+    if (ev->marker) clReleaseEvent(ev->marker);
+    host->free(ev);
+}
+
+static tf_status cl_event_record(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    cl_dev *d = ctx;
+    cl_ev *ev = (cl_ev *)event;
+    cl_command_queue q = queue_of(d, stream);
+    cl_event marker = NULL;
+    cl_int e = clEnqueueMarkerWithWaitList(q, 0, NULL, &marker);
+    if (e == CL_SUCCESS) e = clFlush(q);          /* a waiter on another queue needs it submitted */
+    if (e != CL_SUCCESS) {
+        if (marker) clReleaseEvent(marker);
+        return cl_fail(d, e, "clEnqueueMarkerWithWaitList");
+    }
+    if (ev->marker) clReleaseEvent(ev->marker);
+    ev->marker = marker;
+    ev->context = d->context;
+    return TF_OK;
+}
+
+static tf_status cl_event_wait(void *ctx, tf_backend_event *event, tf_backend_stream *stream) {
+    cl_dev *d = ctx;
+    cl_ev *ev = (cl_ev *)event;
+    if (!ev->marker) return TF_OK;
+    cl_int e = ev->context == d->context
+                   ? clEnqueueBarrierWithWaitList(queue_of(d, stream), 1, &ev->marker, NULL)
+                   : clWaitForEvents(1, &ev->marker);   /* another device's context: the host waits */
+    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clEnqueueBarrierWithWaitList");
+}
+
+static tf_status cl_event_query(void *ctx, tf_backend_event *event, bool *done) {
+    cl_dev *d = ctx;
+    cl_ev *ev = (cl_ev *)event;
+    cl_int status = CL_COMPLETE;
+    cl_int e = ev->marker ? clGetEventInfo(ev->marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL)
+                          : CL_SUCCESS;
+    if (e == CL_SUCCESS && status < 0) e = status;   /* the command failed */
+    if (e != CL_SUCCESS) return cl_fail(d, e, "clGetEventInfo");
+    *done = status == CL_COMPLETE;
+    return TF_OK;
+}
+
+static tf_status cl_event_synchronize(void *ctx, tf_backend_event *event) {
+    cl_dev *d = ctx;
+    cl_ev *ev = (cl_ev *)event;
+    cl_int e = ev->marker ? clWaitForEvents(1, &ev->marker) : CL_SUCCESS;
+    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clWaitForEvents");
+}
+
+static tf_status cl_event_elapsed_ms(void *ctx, tf_backend_event *start, tf_backend_event *end, double *ms) {
+    cl_dev *d = ctx;
+    cl_ev *a = (cl_ev *)start, *b = (cl_ev *)end;
+    cl_ulong t0 = 0, t1 = 0;
+    cl_int e = a->marker && b->marker ? CL_SUCCESS : CL_INVALID_EVENT;
+    if (e == CL_SUCCESS) e = clGetEventProfilingInfo(a->marker, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+    if (e == CL_SUCCESS) e = clGetEventProfilingInfo(b->marker, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (e != CL_SUCCESS)
+        return host->set_error(TF_ERR_UNSUPPORTED, "opencl:%d: the driver gives no time for these events (%s)", d->index,
+                               cl_error_name(e));
+    *ms = ((double)t1 - (double)t0) / 1e6;
+    return TF_OK;
 }
 
 /* ---- programs: built per (device, dtype), cached on disk ---- */
@@ -467,15 +585,15 @@ static tf_status cl_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
         cl_int e = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].value);
         if (e != CL_SUCCESS) return cl_fail(d, e, name);
     }
-    cl_int e = clEnqueueNDRangeKernel(d->queue, k, (cl_uint)dims, NULL, global, local, 0, NULL, NULL);
+    cl_int e = clEnqueueNDRangeKernel(d->current, k, (cl_uint)dims, NULL, global, local, 0, NULL, NULL);
     if (e != CL_SUCCESS) return cl_fail(d, e, name);
     d->stats.kernels_launched++;
     return TF_OK;
 }
 
 /* Scratch from the caching allocator (the caller holds the device lock);
- * freeing it right after the launches is safe: the block's next user is
- * later on the same in-order queue. */
+ * freeing it right after the launches is safe while the device has one
+ * queue: the block's next user is later on it. */
 static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     cl_dev *d = ctx;
     tf_gpu_block *b = NULL;
@@ -487,7 +605,13 @@ static tf_status cl_scratch_alloc(void *ctx, size_t nbytes, void **handle, void 
     return s;
 }
 
-static void cl_scratch_free(void *ctx, void *token) { tf_gpu_free(&((cl_dev *)ctx)->gd, token); }
+/* With made streams, another queue may take the block at once: the op's
+ * queue finishes first (a cost only while made streams exist). */
+static void cl_scratch_free(void *ctx, void *token) {
+    cl_dev *d = ctx;
+    if (atomic_load(&d->made_queues)) clFinish(d->current);
+    tf_gpu_free(&d->gd, token);
+}
 
 static bool cl_supports(void *ctx, const tf_op *op) {
     cl_dev *d = ctx;
@@ -495,12 +619,12 @@ static bool cl_supports(void *ctx, const tf_op *op) {
 }
 
 static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
-    (void)stream;
     cl_dev *d = ctx;
     tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free,
                        false};
     tf_status s = tf_gpu_enter(&d->gd);
     if (s != TF_OK) return s;
+    d->current = queue_of(d, stream);
     s = ensure_program(d, tf_pk_program_dtype(op));
     if (s == TF_OK) s = tf_pk_run(&tg, op);
     tf_gpu_leave(&d->gd);
@@ -518,6 +642,17 @@ static const tf_device_iface cl_device_iface = {
     .supports = cl_supports,
     .run = cl_run,
     .synchronize = cl_synchronize,
+    .stream_create = cl_stream_create,
+    .stream_destroy = cl_stream_destroy,
+    .event_create = cl_event_create,
+    .event_record = cl_event_record,
+    .event_wait = cl_event_wait,
+    .event_destroy = cl_event_destroy,
+    .event_query = cl_event_query,
+    .event_synchronize = cl_event_synchronize,
+    .event_elapsed_ms = cl_event_elapsed_ms,
+    .buffer_upload_async = cl_upload_async,
+    .buffer_download_async = cl_download_async,
     .memory_stats = cl_memory_stats,
     .empty_cache = cl_empty_cache,
     .alloc_configure = cl_alloc_configure,
@@ -592,7 +727,7 @@ static bool open_device(cl_dev *d, cl_platform_id platform, cl_device_id id, int
     cl_int e;
     d->context = clCreateContext(NULL, 1, &id, NULL, NULL, &e);
     if (e != CL_SUCCESS) return false;
-    d->queue = clCreateCommandQueue(d->context, id, 0, &e);
+    d->queue = d->current = clCreateCommandQueue(d->context, id, QUEUE_PROPERTIES, &e);
     if (e != CL_SUCCESS) {
         clReleaseContext(d->context);
         return false;

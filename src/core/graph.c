@@ -1,0 +1,397 @@
+/* Graph capture and replay. Between tf_graph_begin and tf_graph_end the
+ * calling thread's ops run as usual and each one dispatched is also
+ * recorded: the validated, placed tf_op with its output already allocated.
+ * Replay hands the recorded ops to the backend again, skipping validation,
+ * placement, output allocation and release: the buffers are the same, so
+ * the tensors the capture produced hold the new results.
+ *
+ * Memory: every buffer a recorded op touches stays alive while the graph
+ * does. A tensor released during or after the capture gives its buffer to
+ * the graph (tf__graph_claim), which frees it when destroyed; so buffers
+ * are not reused within a capture, as CUDA graphs keep a private pool.
+ *
+ * What a replay could not repeat ends the capture with an error at
+ * tf_graph_end: a read of device memory to the host (data-dependent host
+ * logic), a write of host data into a tensor made before the capture, an op
+ * or a copy on another device. Index bounds checks, which read the indices
+ * back, become guards that replay checks on the host before the ops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+typedef struct graph_node {
+    const char *fn;
+    bool native;                   /* the device runs it (else the CPU fallback) */
+    tf_op op;
+} graph_node;
+
+/* An index tensor whose values must lie in [0, extent) before node `before`. */
+typedef struct graph_guard {
+    const char *fn;
+    int before;
+    tf_backend_buffer *buf;
+    uint64_t offset;
+    tf_dtype dtype;
+    int64_t numel, extent;
+} graph_guard;
+
+struct tf_graph {
+    tf_device *dev;
+    uint32_t generation;
+    graph_node *nodes;
+    int n_nodes, cap_nodes;
+    graph_guard *guards;
+    int n_guards, cap_guards;
+    tf_backend_buffer **bufs;      /* touched by recorded ops; sorted once captured */
+    bool *released;                /* its tensors are gone: the graph frees it */
+    int n_bufs, cap_bufs;
+    tf_backend_buffer **made;      /* allocated during the capture */
+    int n_made, cap_made;
+    bool sorted;
+    tf_status invalid;             /* TF_OK, or why the capture cannot be replayed */
+    char why[256];
+    tf_graph *next;                /* in the live list */
+};
+
+static pthread_mutex_t graphs_lock = PTHREAD_MUTEX_INITIALIZER;
+static tf_graph *live;             /* captured and capturing graphs */
+static _Atomic int n_live;
+static _Thread_local tf_graph *capturing;
+
+/* ---- growing arrays ---- */
+
+static bool room(void **array, int *cap, int need, size_t elem) {
+    if (need <= *cap) return true;
+    int n = *cap ? *cap * 2 : 64;
+    while (n < need) n *= 2;
+    void *p = tf__realloc(*array, (size_t)n * elem);
+    if (!p) return false;
+    *array = p;
+    *cap = n;
+    return true;
+}
+
+static void invalidate(tf_graph *g, tf_status s, const char *fmt, const char *a, const char *b) {
+    if (g->invalid != TF_OK) return;
+    g->invalid = s;
+    snprintf(g->why, sizeof g->why, fmt, a, b);
+}
+
+static void out_of_memory(tf_graph *g) {
+    invalidate(g, TF_ERR_OUT_OF_MEMORY, "%s%sno host memory to record the graph", "", "");
+}
+
+/* ---- the buffers a graph holds ---- */
+
+static int find_buffer(const tf_graph *g, const tf_backend_buffer *buf) {
+    if (!g->sorted) {
+        for (int i = 0; i < g->n_bufs; i++)
+            if (g->bufs[i] == buf) return i;
+        return -1;
+    }
+    int lo = 0, hi = g->n_bufs - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (g->bufs[mid] == buf) return mid;
+        if ((uintptr_t)g->bufs[mid] < (uintptr_t)buf) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Room for `need` buffers in bufs and released together (under graphs_lock:
+ * claims read them from other threads). */
+static bool grow_buffers(tf_graph *g, int need) {
+    if (need <= g->cap_bufs) return true;
+    int n = g->cap_bufs ? g->cap_bufs * 2 : 64;
+    while (n < need) n *= 2;
+    tf_backend_buffer **b = tf__realloc(g->bufs, (size_t)n * sizeof *b);
+    if (!b) return false;
+    g->bufs = b;
+    bool *r = tf__realloc(g->released, (size_t)n * sizeof *r);
+    if (!r) return false;                         /* bufs is larger, cap unchanged: still consistent */
+    g->released = r;
+    g->cap_bufs = n;
+    return true;
+}
+
+/* Under graphs_lock, with room for it. */
+static void hold_buffer(tf_graph *g, tf_backend_buffer *buf) {
+    if (!buf || find_buffer(g, buf) >= 0) return;
+    g->bufs[g->n_bufs] = buf;
+    g->released[g->n_bufs++] = false;
+}
+
+/* Record the op's buffers; false without host memory. */
+static bool hold_op_buffers(tf_graph *g, const tf_op *op) {
+    pthread_mutex_lock(&graphs_lock);
+    bool ok = grow_buffers(g, g->n_bufs + TF_OP_MAX_INPUTS + 1);
+    if (ok) {
+        for (int i = 0; i < op->n_inputs; i++) hold_buffer(g, op->inputs[i].buffer);
+        hold_buffer(g, op->output.buffer);
+    }
+    pthread_mutex_unlock(&graphs_lock);
+    return ok;
+}
+
+bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf) {
+    if (!atomic_load_explicit(&n_live, memory_order_relaxed)) return false;
+    bool claimed = false;
+    pthread_mutex_lock(&graphs_lock);
+    for (tf_graph *g = live; g && !claimed; g = g->next) {
+        if (g->dev != dev) continue;
+        int i = find_buffer(g, buf);
+        if (i >= 0 && !g->released[i]) claimed = g->released[i] = true;
+    }
+    pthread_mutex_unlock(&graphs_lock);
+    return claimed;
+}
+
+/* ---- hooks the core calls while a thread captures ---- */
+
+bool tf__capturing(void) { return capturing != NULL; }
+
+void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op) {
+    tf_graph *g = capturing;
+    if (g->invalid != TF_OK) return;
+    if (dev != g->dev) return invalidate(g, TF_ERR_DEVICE_MISMATCH, "%s ran on %s", fn, dev->name);
+    if (!room((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) || !hold_op_buffers(g, op))
+        return out_of_memory(g);
+    g->nodes[g->n_nodes++] = (graph_node){fn, dev->bdev.iface->supports(dev->bdev.ctx, op), *op};
+}
+
+void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf) {
+    tf_graph *g = capturing;
+    if (g->invalid != TF_OK || dev != g->dev) return;
+    if (!room((void **)&g->made, &g->cap_made, g->n_made + 1, sizeof *g->made)) return out_of_memory(g);
+    g->made[g->n_made++] = buf;
+}
+
+void tf__capture_upload(const tf_storage *s) {
+    tf_graph *g = capturing;
+    for (int i = 0; i < g->n_made; i++)
+        if (g->made[i] == s->buf) return;         /* a constant made in the capture: kept as written */
+    invalidate(g, TF_ERR_UNSUPPORTED, "host data was written into a tensor from before the capture (on %s)%s",
+               s->dev->name, "; write static inputs before tf_graph_replay, not during the capture");
+}
+
+void tf__capture_download(const tf_storage *s) {
+    invalidate(capturing, TF_ERR_UNSUPPORTED, "device memory was read to the host (on %s)%s", s->dev->name,
+               ": a replay cannot repeat host logic that depends on the data");
+}
+
+void tf__capture_move(const tf_device *from, const tf_device *to) {
+    invalidate(capturing, TF_ERR_DEVICE_MISMATCH, "a tensor moved from %s to %s during the capture", from->name,
+               to->name);
+}
+
+bool tf__capture_index_guard(const char *fn, const tf_tensor *index, int64_t extent) {
+    tf_graph *g = capturing;
+    if (g->invalid != TF_OK) return true;
+    if (!tf_tensor_is_contiguous(index) || index->storage->dev != g->dev) {
+        invalidate(g, TF_ERR_UNSUPPORTED, "%s: indices that are not contiguous on %s cannot be guarded", fn,
+                   g->dev->name);
+        return true;
+    }
+    if (!room((void **)&g->guards, &g->cap_guards, g->n_guards + 1, sizeof *g->guards)) {
+        out_of_memory(g);
+        return true;
+    }
+    tf_op holder = {.n_inputs = 1};                 /* only its buffer is read */
+    holder.inputs[0].buffer = index->storage->buf;
+    if (!hold_op_buffers(g, &holder)) {
+        out_of_memory(g);
+        return true;
+    }
+    g->guards[g->n_guards++] = (graph_guard){fn, g->n_nodes, index->storage->buf, (uint64_t)index->offset,
+                                             index->dtype, tf_tensor_numel(index), extent};
+    return true;
+}
+
+/* ---- the public calls ---- */
+
+static void unlink_graph(tf_graph *g) {
+    pthread_mutex_lock(&graphs_lock);
+    for (tf_graph **p = &live; *p; p = &(*p)->next)
+        if (*p == g) {
+            *p = g->next;
+            atomic_fetch_sub(&n_live, 1);
+            break;
+        }
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+static void free_graph(tf_graph *g) {
+    unlink_graph(g);
+    if (g->generation == tf__generation())
+        for (int i = 0; i < g->n_bufs; i++)
+            if (g->released[i]) tf__buffer_free(g->dev, g->bufs[i]);   /* another graph may claim it */
+    tf__free(g->nodes);
+    tf__free(g->guards);
+    tf__free(g->bufs);
+    tf__free(g->released);
+    tf__free(g->made);
+    tf__free(g);
+}
+
+tf_status tf_graph_begin(tf_device *dev) {
+    static const char fn[] = "tf_graph_begin";
+    if (!dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: device is NULL", fn);
+    if (capturing)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: this thread is already capturing on %s", fn,
+                         capturing->dev->name);
+    tf_graph *g = tf__calloc(1, sizeof *g);
+    if (!g) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory", fn);
+    g->dev = dev;
+    g->generation = tf__generation();
+    pthread_mutex_lock(&graphs_lock);
+    g->next = live;
+    live = g;
+    atomic_fetch_add(&n_live, 1);
+    pthread_mutex_unlock(&graphs_lock);
+    capturing = g;
+    return TF_OK;
+}
+
+static int compare_buffers(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (tf_backend_buffer *const *)a, y = (uintptr_t) * (tf_backend_buffer *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+tf_status tf_graph_end(tf_graph **out) {
+    static const char fn[] = "tf_graph_end";
+    if (out) *out = NULL;
+    tf_graph *g = capturing;
+    if (!g) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: this thread is not capturing", fn);
+    capturing = NULL;
+    if (!out) {
+        free_graph(g);
+        return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL (the capture is dropped)", fn);
+    }
+    if (g->invalid != TF_OK) {
+        tf_status s = g->invalid;
+        tf__error(s, "%s: the capture on %s cannot be replayed: %s", fn, g->dev->name, g->why);
+        free_graph(g);
+        return s;
+    }
+    /* Sort the buffers (with their flags) for the claims' binary search. */
+    pthread_mutex_lock(&graphs_lock);
+    for (int i = 0; i < g->n_bufs; i++)            /* a released buffer is marked by a low bit meanwhile */
+        if (g->released[i]) g->bufs[i] = (tf_backend_buffer *)((uintptr_t)g->bufs[i] | 1u);
+    if (g->n_bufs) qsort(g->bufs, (size_t)g->n_bufs, sizeof *g->bufs, compare_buffers);   /* NULL when empty */
+    for (int i = 0; i < g->n_bufs; i++) {
+        g->released[i] = (uintptr_t)g->bufs[i] & 1u;
+        g->bufs[i] = (tf_backend_buffer *)((uintptr_t)g->bufs[i] & ~(uintptr_t)1u);
+    }
+    g->sorted = true;
+    pthread_mutex_unlock(&graphs_lock);
+    tf__free(g->made);
+    g->made = NULL;
+    g->n_made = g->cap_made = 0;
+    *out = g;
+    return TF_OK;
+}
+
+int64_t tf_graph_node_count(const tf_graph *g) { return g ? g->n_nodes : -1; }
+
+void tf_graph_destroy(tf_graph *g) {
+    if (g) free_graph(g);
+}
+
+static tf_status check_guard(const tf_graph *g, const graph_guard *gd) {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    size_t es = tf_dtype_size(gd->dtype), n = (size_t)gd->numel * es;
+    unsigned char small[512], *bytes = n <= sizeof small ? small : tf__malloc(n);
+    if (!bytes) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_graph_replay: no host memory to check %s's indices", gd->fn);
+    tf_status s = g->dev->bdev.iface->buffer_download(g->dev->bdev.ctx, tf__stream_of(g->dev), gd->buf,
+                                                      (size_t)gd->offset, bytes, n);
+    for (int64_t i = 0; s == TF_OK && i < gd->numel; i++) {
+        int64_t v;
+        if (gd->dtype == TF_I32) {
+            int32_t v32;
+            memcpy(&v32, bytes + i * 4, 4);
+            v = v32;
+        } else {
+            memcpy(&v, bytes + i * 8, 8);
+        }
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    if (bytes != small) tf__free(bytes);
+    if (s != TF_OK) return tf__error_context(s, "tf_graph_replay: reading %s's indices", gd->fn);
+    if (gd->numel && (lo < 0 || hi >= gd->extent))
+        return tf__error(TF_ERR_INDEX, "tf_graph_replay: %s: index %lld out of range [0, %lld); nothing ran", gd->fn,
+                         (long long)(lo < 0 ? lo : hi), (long long)gd->extent);
+    return TF_OK;
+}
+
+tf_status tf_graph_replay(tf_graph *g) {
+    static const char fn[] = "tf_graph_replay";
+    if (!g) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: graph is NULL", fn);
+    if (g->generation != tf__generation())
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: the graph is from before tf_shutdown", fn);
+    if (capturing) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: this thread is capturing another graph", fn);
+    /* Every guard before any op: a bad index stops the replay untouched. */
+    for (int i = 0; i < g->n_guards; i++) {
+        tf_status s = check_guard(g, &g->guards[i]);
+        if (s != TF_OK) return s;
+    }
+    if (tf__profiling()) {                         /* each node recorded, as dispatch does */
+        for (int i = 0; i < g->n_nodes; i++) {
+            tf_status s = tf__dispatch_recorded(g->nodes[i].fn, g->dev, &g->nodes[i].op, g->nodes[i].native);
+            if (s != TF_OK) return tf__error_context(s, "%s: node %d (%s)", fn, i, tf_op_name(g->nodes[i].op.kind));
+        }
+        return TF_OK;
+    }
+    /* The hot loop: the stream and the backend's table read once, each node
+     * one call into the backend (the fallback ones through dispatch). */
+    tf_device *d = g->dev;
+    tf_backend_stream *bs = tf__stream_of(d);
+    tf_status (*run)(void *, tf_backend_stream *, const tf_op *) = d->bdev.iface->run;
+    tf__clear_error();
+    for (int i = 0; i < g->n_nodes; i++) {
+        graph_node *nd = &g->nodes[i];
+        tf_status s = nd->native ? run(d->bdev.ctx, bs, &nd->op) : tf__dispatch_recorded(nd->fn, d, &nd->op, false);
+        if (s != TF_OK) {
+            atomic_fetch_add_explicit(&d->ops, (uint64_t)i + 1, memory_order_relaxed);
+            return tf__error_context(s, "%s: node %d (%s) on %s", fn, i, tf_op_name(nd->op.kind), d->name);
+        }
+    }
+    atomic_fetch_add_explicit(&d->ops, (uint64_t)g->n_nodes, memory_order_relaxed);
+    return TF_OK;
+}
+
+tf_status tf_graph_replay_with(tf_graph *g, int n, tf_tensor *const *captured, const tf_tensor *const *values) {
+    static const char fn[] = "tf_graph_replay_with";
+    if (!g) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: graph is NULL", fn);
+    if (n < 0 || (n > 0 && (!captured || !values)))
+        return tf__error(TF_ERR_NULL_ARGUMENT, "%s: %d inputs but no arrays", fn, n);
+    for (int i = 0; i < n; i++) {                 /* all checked before anything is written */
+        const tf_tensor *c = captured[i], *v = values[i];
+        if (!c || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input %d is NULL", fn, i);
+        bool same = c->dtype == v->dtype && c->ndim == v->ndim;
+        for (int k = 0; same && k < c->ndim; k++) same = c->shape[k] == v->shape[k];
+        if (!same) {
+            char a[256], b[256];
+            return tf__error(TF_ERR_SHAPE, "%s: input %d was captured as %s%s, given %s%s (a graph replays one shape: "
+                             "capture another for this one)", fn, i, tf_dtype_name(c->dtype),
+                             tf__shape_str(c->ndim, c->shape, a, sizeof a), tf_dtype_name(v->dtype),
+                             tf__shape_str(v->ndim, v->shape, b, sizeof b));
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        tf_status s = tf_copy_into(captured[i], values[i]);
+        if (s != TF_OK) return tf__in(fn, s);
+    }
+    return tf__in(fn, tf_graph_replay(g));
+}
+
+/* At tf_shutdown: a capture left open on this thread is dropped. */
+void tf__graph_shutdown(void) {
+    if (capturing) {
+        tf_graph *g = capturing;
+        capturing = NULL;
+        free_graph(g);
+    }
+}

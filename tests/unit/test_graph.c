@@ -1,0 +1,255 @@
+/* Graph capture and replay: a decode-like block captured once and replayed
+ * with new inputs matches eager runs bit for bit on every device; what a
+ * replay cannot repeat is refused at tf_graph_end; index guards; shapes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "helpers.h"
+
+#define DIM 16
+#define HIDDEN 32
+#define LAYERS 4
+
+typedef struct params {
+    tf_tensor *norm[LAYERS], *gate[LAYERS], *up[LAYERS], *down[LAYERS];
+} params;
+
+static tf_tensor *random_tensor(tf_device *d, int64_t rows, int64_t cols) {
+    int64_t shape[2] = {rows, cols};
+    float v[HIDDEN * DIM];
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (float)(rand() % 2001 - 1000) / 4000.0f;
+    return tensor_f32(d, 2, shape, v);
+}
+
+static params make_params(tf_device *d) {
+    params p;
+    for (int l = 0; l < LAYERS; l++) {
+        int64_t n = DIM;
+        tf_tensor *w = random_tensor(d, 1, DIM);
+        OK(tf_reshape(w, 1, &n, &p.norm[l]));
+        tf_tensor_release(w);
+        p.gate[l] = random_tensor(d, HIDDEN, DIM);
+        p.up[l] = random_tensor(d, HIDDEN, DIM);
+        p.down[l] = random_tensor(d, DIM, HIDDEN);
+    }
+    return p;
+}
+
+static void free_params(params *p) {
+    for (int l = 0; l < LAYERS; l++) {
+        tf_tensor_release(p->norm[l]);
+        tf_tensor_release(p->gate[l]);
+        tf_tensor_release(p->up[l]);
+        tf_tensor_release(p->down[l]);
+    }
+}
+
+/* Llama's MLP half-layer, LAYERS times, intermediates released at once. */
+static tf_tensor *block(const params *p, const tf_tensor *x0) {
+    tf_tensor *x = tf_tensor_retain((tf_tensor *)x0);
+    for (int l = 0; l < LAYERS; l++) {
+        tf_tensor *h = NULL, *g = NULL, *u = NULL, *a = NULL, *dn = NULL, *next = NULL;
+        OK(tf_rmsnorm(x, p->norm[l], 1e-6, &h));
+        OK(tf_linear(h, p->gate[l], NULL, &g));
+        OK(tf_linear(h, p->up[l], NULL, &u));
+        OK(tf_swiglu(g, u, &a));
+        OK(tf_linear(a, p->down[l], NULL, &dn));
+        OK(tf_add(x, dn, &next));
+        tf_tensor *all[] = {h, g, u, a, dn, x};
+        for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
+        x = next;
+    }
+    return x;
+}
+
+static void read_all(const tf_tensor *t, float *out, size_t n) { OK(tf_tensor_read(t, out, n * sizeof *out)); }
+
+static void random_row(float *v, int n) {
+    for (int i = 0; i < n; i++) v[i] = (float)(rand() % 2001 - 1000) / 500.0f;
+}
+
+static void test_replay_matches_eager_on_every_device(void **state) {
+    (void)state;
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        params p = make_params(d);
+        int64_t shape[2] = {1, DIM};
+        float v[DIM], got[DIM], want[DIM];
+        tf_tensor *x = NULL;
+        OK(tf_zeros(d, TF_F32, 2, shape, &x));                /* the static input */
+        tf_memory_stats before, after;
+        bool stats = tf_device_memory_stats(d, &before) == TF_OK;
+        OK(tf_graph_begin(d));
+        tf_tensor *y = block(&p, x);
+        tf_graph *g = NULL;
+        OK(tf_graph_end(&g));
+        assert_true(tf_graph_node_count(g) >= 6 * LAYERS);
+        for (int round = 0; round < 3; round++) {
+            random_row(v, DIM);
+            OK(tf_tensor_write(x, v, sizeof v));
+            OK(tf_graph_replay(g));
+            read_all(y, got, DIM);
+            tf_tensor *e = block(&p, x);                    /* eager, same inputs */
+            read_all(e, want, DIM);
+            tf_tensor_release(e);
+            for (int i = 0; i < DIM; i++)
+                if (got[i] != want[i] && !(fabsf(got[i] - want[i]) <= 1e-6f * fabsf(want[i])))
+                    fail_msg("%s round %d: element %d replayed %.9g, eager %.9g", tf_device_name(d), round, i, got[i],
+                             want[i]);
+        }
+        /* replay_with: new values through the same static input */
+        tf_tensor *nx = NULL;
+        random_row(v, DIM);
+        OK(tf_tensor_from_data(d, TF_F32, 2, shape, v, &nx));
+        tf_tensor *inputs[] = {x};
+        const tf_tensor *values[] = {nx};
+        OK(tf_graph_replay_with(g, 1, inputs, values));
+        read_all(y, got, DIM);
+        tf_tensor *e = block(&p, nx);
+        read_all(e, want, DIM);
+        for (int i = 0; i < DIM; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-6f * (1 + fabsf(want[i])));
+        tf_tensor_release(e);
+        tf_tensor_release(nx);
+        tf_tensor_release(y);                              /* the graph keeps its buffer */
+        OK(tf_graph_replay(g));
+        tf_graph_destroy(g);                               /* ... and frees it now */
+        if (stats) {
+            OK(tf_device_memory_stats(d, &after));
+            if (after.allocated != before.allocated)
+                fail_msg("%s: %llu bytes allocated before the capture, %llu after destroy", tf_device_name(d),
+                         (unsigned long long)before.allocated, (unsigned long long)after.allocated);
+        }
+        tf_tensor_release(x);
+        free_params(&p);
+    }
+}
+
+/* Rows of a table picked by static ids: new ids each replay, and an id out
+ * of range stops the replay before anything runs. */
+static void test_index_guards(void **state) {
+    (void)state;
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        int64_t tshape[2] = {5, 3}, n = 2;
+        float table[15];
+        for (int i = 0; i < 15; i++) table[i] = (float)i;
+        tf_tensor *t = tensor_f32(d, 2, tshape, table), *ids = NULL, *rows = NULL, *doubled = NULL;
+        int32_t start[2] = {0, 1};
+        OK(tf_tensor_from_data(d, TF_I32, 1, &n, start, &ids));
+        OK(tf_graph_begin(d));
+        OK(tf_embedding(t, ids, &rows));
+        OK(tf_add(rows, rows, &doubled));
+        tf_graph *g = NULL;
+        OK(tf_graph_end(&g));
+        int32_t pick[2] = {4, 2};
+        OK(tf_tensor_write(ids, pick, sizeof pick));
+        OK(tf_graph_replay(g));
+        float got[6], want[6] = {24, 26, 28, 12, 14, 16};
+        OK(tf_tensor_read(doubled, got, sizeof got));
+        for (int i = 0; i < 6; i++) assert_true(got[i] == want[i]);
+        int32_t bad[2] = {1, 5};
+        OK(tf_tensor_write(ids, bad, sizeof bad));
+        FAILS_WITH(TF_ERR_INDEX, "index 5 out of range [0, 5)", tf_graph_replay(g));
+        OK(tf_tensor_read(doubled, got, sizeof got));       /* nothing ran */
+        for (int i = 0; i < 6; i++) assert_true(got[i] == want[i]);
+        tf_graph_destroy(g);
+        tf_tensor *all[] = {t, ids, rows, doubled};
+        for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+    }
+}
+
+static void test_what_a_replay_cannot_repeat_is_refused(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t n = 4;
+    float v[4] = {1, 2, 3, 4}, out[4];
+    tf_tensor *x = tensor_f32(cpu, 1, &n, v), *y = NULL, *z = NULL;
+    tf_graph *g = NULL;
+    /* a read to the host */
+    OK(tf_graph_begin(cpu));
+    OK(tf_add(x, x, &y));
+    OK(tf_tensor_read(y, out, sizeof out));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "read to the host", tf_graph_end(&g));
+    assert_null(g);
+    tf_tensor_release(y);
+    /* host data into a tensor from before the capture */
+    OK(tf_graph_begin(cpu));
+    OK(tf_tensor_write(x, v, sizeof v));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "written into a tensor from before", tf_graph_end(&g));
+    /* a constant made inside the capture is fine */
+    OK(tf_graph_begin(cpu));
+    tf_tensor *c = tensor_f32(cpu, 1, &n, v);
+    OK(tf_mul(x, c, &y));
+    OK(tf_graph_end(&g));
+    OK(tf_graph_replay(g));
+    OK(tf_tensor_read(y, out, sizeof out));
+    assert_true(out[3] == 16);
+    tf_graph_destroy(g);
+    tf_tensor_release(c);
+    tf_tensor_release(y);
+    /* an op or a move on another device */
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        if (d == cpu) continue;
+        tf_tensor *m = NULL;
+        OK(tf_graph_begin(cpu));
+        OK(tf_tensor_to(x, d, &m));
+        FAILS_WITH(TF_ERR_DEVICE_MISMATCH, "moved from cpu", tf_graph_end(&g));
+        tf_tensor_release(m);
+        OK(tf_graph_begin(d));
+        OK(tf_add(x, x, &y));                               /* ran on the CPU */
+        FAILS_WITH(TF_ERR_DEVICE_MISMATCH, "ran on cpu", tf_graph_end(&g));
+        tf_tensor_release(y);
+        break;
+    }
+    /* misuse */
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "device is NULL", tf_graph_begin(NULL));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not capturing", tf_graph_end(&g));
+    OK(tf_graph_begin(cpu));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "already capturing", tf_graph_begin(cpu));
+    OK(tf_add(x, x, &y));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "out is NULL", tf_graph_end(NULL));   /* the capture is dropped */
+    OK(tf_graph_begin(cpu));
+    OK(tf_add(y, x, &z));
+    OK(tf_graph_end(&g));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "graph is NULL", tf_graph_replay(NULL));
+    assert_int_equal(tf_graph_node_count(NULL), -1);
+    assert_int_equal(tf_graph_node_count(g), 1);
+    /* a shape that changes is refused, nothing written */
+    int64_t n5 = 5;
+    float v5[5] = {9, 9, 9, 9, 9};
+    tf_tensor *wrong = tensor_f32(cpu, 1, &n5, v5);
+    tf_tensor *inputs[] = {x};
+    const tf_tensor *values[] = {wrong};
+    FAILS_WITH(TF_ERR_SHAPE, "captured as f32[4], given f32[5]", tf_graph_replay_with(g, 1, inputs, values));
+    OK(tf_tensor_read(x, out, sizeof out));
+    assert_true(out[0] == 1 && out[3] == 4);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "no arrays", tf_graph_replay_with(g, 1, NULL, values));
+    OK(tf_graph_begin(cpu));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "capturing another graph", tf_graph_replay(g));
+    tf_graph *empty = NULL;
+    OK(tf_graph_end(&empty));
+    assert_int_equal(tf_graph_node_count(empty), 0);
+    OK(tf_graph_replay(empty));
+    tf_graph_destroy(empty);
+    tf_graph_destroy(g);
+    tf_graph_destroy(NULL);
+    tf_tensor *all[] = {x, y, z, wrong};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+    OK(tf_graph_begin(cpu));                                /* left open: tf_shutdown drops it */
+}
+
+int main(void) {
+    const char *seed_text = getenv("TF_TEST_SEED");
+    unsigned seed = seed_text ? (unsigned)strtoul(seed_text, NULL, 10) : (unsigned)time(NULL);
+    printf("test_graph: TF_TEST_SEED=%u\n", seed);
+    srand(seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_matches_eager_on_every_device),
+        cmocka_unit_test(test_index_guards),
+        cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

@@ -16,6 +16,8 @@ typedef struct tf_opencl_stats {
 
 /* Statistics of device opencl:<device>. */
 typedef tf_status (*tf_opencl_stats_fn)(int device, tf_opencl_stats *out);
+/* What device opencl:<device>'s autotuner did (TF_AUTOTUNE=1). */
+typedef tf_status (*tf_opencl_autotune_stats_fn)(int device, tf_autotune_stats *out);
 /* Extra compiler options for programs built from now on (testing and tuning). */
 typedef tf_status (*tf_opencl_set_build_options_fn)(const char *options);
 

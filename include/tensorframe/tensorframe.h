@@ -420,6 +420,22 @@ TF_API tf_status tf_alloc_conf_parse(const char *text, const tf_device *device, 
 TF_API tf_status tf_device_alloc_conf_get(const tf_device *d, tf_alloc_conf *out);
 TF_API tf_status tf_device_alloc_conf_set(tf_device *d, const tf_alloc_conf *conf);
 
+/* Autotuning. With TF_AUTOTUNE=1 a backend whose kernels have choices
+ * times the candidates on the first use of a shape bucket and keeps the
+ * winner in TF_CACHE_DIR (default ~/.cache/tensorframe)/tune/, one file per
+ * device whose first line names the library, device, driver and kernel
+ * source: a file from another of any of them is discarded whole. Later runs
+ * read the answers and time nothing. Unset or 0: the built-in heuristics.
+ * Tuned now: the OpenCL split reduction's groups per output (SUM, MEAN).
+ * Statistics through the backend's extra ("tf_opencl_autotune_stats"). */
+typedef struct tf_autotune_stats {
+    uint64_t lookups;                 /* choices asked for */
+    uint64_t hits;                    /* answered by the cache */
+    uint64_t tuned;                   /* keys timed in this process */
+    uint64_t timing_launches;         /* runs made only to time a candidate */
+    uint64_t discarded_files;         /* cache files dropped: another library, device, driver or kernels */
+} tf_autotune_stats;
+
 /* The profiler. While on, every op the library dispatches is recorded: op,
  * public call, device, stream, operand dtypes and shapes, bytes read and
  * written, whether it fell back to the CPU, its status, and its host span.

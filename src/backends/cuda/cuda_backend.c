@@ -729,7 +729,7 @@ static bool cu_supports(void *ctx, const tf_op *op) {
 
 static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     cuda_dev *d = ctx;
-    tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free, false};
+    tf_pk_target tg = {d, host, true, 256, 16, mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free, false, NULL};
     tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
     d->shared_scratch = false;

@@ -185,9 +185,42 @@ static tf_status run_matmul(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, o->dtype, TF_PK_MATMUL, 13, args, 2, global, local);
 }
 
+/* SUM and MEAN as partial sums over G groups per output, then a final pass. */
+typedef struct split_reduce {
+    const tf_pk_target *tg;
+    const tf_op *op;
+    tf_pk_geom go, gr;
+    int64_t M, R;
+} split_reduce;
+
+static tf_status run_split_reduce(const void *closure, int64_t G) {
+    const split_reduce *sr = closure;
+    const tf_pk_target *tg = sr->tg;
+    const tf_tensor_desc *in = &sr->op->inputs[0], *o = &sr->op->output;
+    int64_t M = sr->M, R = sr->R;
+    tf_pk_geom go = sr->go, gr = sr->gr;
+    size_t acc_size = dt_is_float(in->dtype) ? (in->dtype == TF_F64 ? 8 : 4) : 8;
+    void *partial = NULL, *token = NULL;
+    tf_status s = tg->scratch_alloc(tg->ctx, (size_t)(M * G) * acc_size, &partial, &token);
+    if (s != TF_OK) return s;
+    pk_mem mi = MEM(tg, in), mo = MEM(tg, o);
+    arg pargs[] = {ARG(M), ARG(R), ARG(G), ARG(go), ARG(gr), ARG(mi), ARG(partial)};
+    size_t global[2] = {(size_t)G * (size_t)tg->rwg, (size_t)M}, local[2] = {(size_t)tg->rwg, 1};
+    s = launch(tg, in->dtype, TF_PK_REDUCE_PARTIAL, 7, pargs, 2, global, local);
+    if (s == TF_OK) {
+        int32_t mean = sr->op->kind == TF_OP_MEAN;
+        int64_t off = elem_offset(o);
+        arg fargs[] = {ARG(M), ARG(G), ARG(R), ARG(mean), ARG(partial), ARG(mo), ARG(off)};
+        size_t gm = (size_t)M;
+        s = launch(tg, in->dtype, TF_PK_REDUCE_FINAL, 7, fargs, 1, &gm, NULL);
+    }
+    tg->scratch_free(tg->ctx, token);
+    return s;
+}
+
 static tf_status run_reduce(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
-    int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS];
+    int64_t kshape[TF_MAX_DIMS] = {0}, rshape[TF_MAX_DIMS] = {0};
     tf_tensor_desc kept = *in, red = *in;
     int nk = 0, nr = 0;
     for (int i = 0; i < in->ndim; i++) {
@@ -213,26 +246,13 @@ static tf_status run_reduce(const tf_pk_target *tg, const tf_op *op) {
         size_t global = (size_t)M * (size_t)tg->rwg, local = (size_t)tg->rwg;
         return launch(tg, in->dtype, TF_PK_REDUCE_FULL, 9, args, 1, &global, &local);
     }
-    /* Enough groups per output to fill the device when there are few outputs. */
+    /* Enough groups per output to fill the device when there are few
+     * outputs; the backend may tune the count per shape (reduce_groups). */
     int64_t G = M >= 64 || R <= (int64_t)tg->rwg * 4 ? 1 : (R / ((int64_t)tg->rwg * 4) < 64 ? R / ((int64_t)tg->rwg * 4) : 64);
     if (G < 1) G = 1;
-    size_t acc_size = dt_is_float(in->dtype) ? (in->dtype == TF_F64 ? 8 : 4) : 8;
-    void *partial = NULL, *token = NULL;
-    tf_status s = tg->scratch_alloc(tg->ctx, (size_t)(M * G) * acc_size, &partial, &token);
-    if (s != TF_OK) return s;
-    pk_mem mi = MEM(tg, in), mo = MEM(tg, o);
-    arg pargs[] = {ARG(M), ARG(R), ARG(G), ARG(go), ARG(gr), ARG(mi), ARG(partial)};
-    size_t global[2] = {(size_t)G * (size_t)tg->rwg, (size_t)M}, local[2] = {(size_t)tg->rwg, 1};
-    s = launch(tg, in->dtype, TF_PK_REDUCE_PARTIAL, 7, pargs, 2, global, local);
-    if (s == TF_OK) {
-        int32_t mean = op->kind == TF_OP_MEAN;
-        int64_t off = elem_offset(o);
-        arg fargs[] = {ARG(M), ARG(G), ARG(R), ARG(mean), ARG(partial), ARG(mo), ARG(off)};
-        size_t gm = (size_t)M;
-        s = launch(tg, in->dtype, TF_PK_REDUCE_FINAL, 7, fargs, 1, &gm, NULL);
-    }
-    tg->scratch_free(tg->ctx, token);
-    return s;
+    split_reduce sr = {tg, op, go, gr, M, R};
+    if (tg->reduce_groups) G = tg->reduce_groups(tg->ctx, op, M, R, G, run_split_reduce, &sr);
+    return run_split_reduce(&sr, G);
 }
 
 static tf_status run_cumsum(const tf_pk_target *tg, const tf_op *op) {

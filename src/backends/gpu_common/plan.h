@@ -87,6 +87,13 @@ typedef struct tf_pk_target {
     /* qmatmul for every activation count, never qgemv: a device whose
      * barriers cost more than decoding a weight once per row (llvmpipe). */
     bool no_qgemv;
+    /* (optional) Autotuning: how many groups per output a split SUM/MEAN
+     * uses, given the built-in heuristic's answer. `run(closure, groups)`
+     * launches the reduction with a candidate (every candidate writes the
+     * same output), so the backend may time candidates on first use of a
+     * shape and keep the winner. NULL: the heuristic. */
+    int64_t (*reduce_groups)(void *ctx, const tf_op *op, int64_t M, int64_t R, int64_t heuristic,
+                             tf_status (*run)(const void *closure, int64_t groups), const void *closure);
 } tf_pk_target;
 
 /* Bytes per element of a plain dtype (0 for a block-quantized or unknown one). */

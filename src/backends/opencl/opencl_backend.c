@@ -28,6 +28,7 @@
 #include "vendor.h"
 #include "gpu_runtime.h"       /* lock, lost state, caching allocator */
 #include "plan.h"              /* the portable kernels' host side */
+#include "tune.h"              /* the autotuning cache */
 #include <tensorframe/opencl.h>
 
 #define MAX_CL_DEVICES 32
@@ -58,6 +59,7 @@ typedef struct cl_dev {
     cl_program program[TF_DTYPE_COUNT];
     cl_kernel kernel[TF_DTYPE_COUNT][TF_PK_KERNEL_COUNT];
     tf_opencl_stats stats;
+    tf_tune_cache tune;                   /* TF_AUTOTUNE=1's answers for this device */
 } cl_dev;
 
 static const tf_host_api *host;
@@ -618,10 +620,41 @@ static bool cl_supports(void *ctx, const tf_op *op) {
     return tf_pk_supports(op, d->fp64);
 }
 
+/* ---- autotuning ---- */
+
+static tf_status cl_finish_current(void *ctx) {
+    cl_dev *d = ctx;
+    cl_int e = clFinish(d->current);
+    return e == CL_SUCCESS ? TF_OK : cl_fail(d, e, "clFinish");
+}
+
+static int64_t pow2_bucket(int64_t v) {
+    int64_t b = 1;
+    while (b < v && b < ((int64_t)1 << 40)) b *= 2;
+    return b;
+}
+
+/* A split SUM/MEAN's groups per output: 1 to 64 groups of RWG items, timed
+ * per (dtype, outputs, reduced length) bucket when TF_AUTOTUNE=1. */
+static int64_t cl_reduce_groups(void *ctx, const tf_op *op, int64_t M, int64_t R, int64_t heuristic,
+                                tf_status (*run)(const void *, int64_t), const void *closure) {
+    cl_dev *d = ctx;
+    if (!tf_tune_enabled()) return heuristic;
+    char key[96];
+    snprintf(key, sizeof key, "reduce_split,%s,M=%lld,R=%lld", dt_name(op->inputs[0].dtype),
+             (long long)pow2_bucket(M), (long long)pow2_bucket(R));
+    static const int64_t options[] = {1, 2, 4, 8, 16, 32, 64};
+    int64_t candidates[7];
+    int n = 0;
+    for (int i = 0; i < 7; i++)
+        if (options[i] == 1 || options[i] * d->rwg <= R) candidates[n++] = options[i];
+    return tf_tune_choose(&d->tune, key, candidates, n, heuristic, run, closure, cl_finish_current, d);
+}
+
 static tf_status cl_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     cl_dev *d = ctx;
     tf_pk_target tg = {d, host, d->fp64, d->rwg, d->ts, mem_of, cl_launch, cl_scratch_alloc, cl_scratch_free,
-                       false};
+                       false, cl_reduce_groups};
     tf_status s = tf_gpu_enter(&d->gd);
     if (s != TF_OK) return s;
     d->current = queue_of(d, stream);
@@ -724,6 +757,12 @@ static bool open_device(cl_dev *d, cl_platform_id platform, cl_device_id id, int
     d->rwg = pow2_at_most(max_wg, 256);
     d->ts = d->rwg >= 256 ? 16 : d->rwg >= 64 ? 8 : 4;
     read_limits(d);
+    /* The kernels' answers depend on their source and the sizes built in. */
+    int built[2] = {d->rwg, d->ts};
+    uint64_t source = fnv1a(fnv1a(0xcbf29ce484222325ull, kernel_source, kernel_source_len), built, sizeof built);
+    char driver[300];
+    snprintf(driver, sizeof driver, "%s %s", d->platform_name, d->driver);
+    tf_tune_init(&d->tune, host, "opencl", d->name, driver, source);
     cl_int e;
     d->context = clCreateContext(NULL, 1, &id, NULL, NULL, &e);
     if (e != CL_SUCCESS) return false;
@@ -789,9 +828,24 @@ static tf_status set_build_options(const char *options) {
     return TF_OK;
 }
 
-static const tf_gpu_extra extras[] = {{"tf_opencl_stats", (void *)(tf_opencl_stats_fn)get_stats}, {"tf_opencl_set_build_options", (void *)(tf_opencl_set_build_options_fn)set_build_options},};
+static tf_status get_autotune_stats(int device, tf_autotune_stats *out) {
+    tf_status s = tf_gpu_check_index(host, "tf_opencl_autotune_stats", device, n_devs, out);
+    if (s != TF_OK) return s;
+    pthread_mutex_lock(&devs[device].tune.lock);
+    *out = devs[device].tune.stats;
+    pthread_mutex_unlock(&devs[device].tune.lock);
+    return TF_OK;
+}
 
-static void *cl_get_proc_address(void *ctx, const char *name) { return tf_gpu_find_extra(extras, 2, name); }
+static const tf_gpu_extra extras[] = {
+    {"tf_opencl_stats", (void *)(tf_opencl_stats_fn)get_stats},
+    {"tf_opencl_set_build_options", (void *)(tf_opencl_set_build_options_fn)set_build_options},
+    {"tf_opencl_autotune_stats", (void *)(tf_opencl_autotune_stats_fn)get_autotune_stats},
+};
+
+static void *cl_get_proc_address(void *ctx, const char *name) {
+    return tf_gpu_find_extra(extras, (int)(sizeof extras / sizeof *extras), name);
+}
 
 static void cl_shutdown(void *ctx) {
     (void)ctx;
@@ -799,6 +853,7 @@ static void cl_shutdown(void *ctx) {
         cl_dev *d = &devs[i];
         clFinish(d->queue);
         tf_gpu_dev_destroy(&d->gd);
+        tf_tune_destroy(&d->tune);
         for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
             for (int k = 0; k < TF_PK_KERNEL_COUNT; k++)
                 if (d->kernel[dt][k]) clReleaseKernel(d->kernel[dt][k]);

@@ -644,7 +644,7 @@ static tf_status scratch_alloc(void *ctx, size_t nbytes, void **handle, void **t
 static void scratch_free(void *ctx, void *token) { tf_gpu_free(&((wg_dev *)ctx)->gd, token); }
 
 tf_status tf_wg_run(wg_dev *d, const tf_op *op) {
-    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free, d->no_qgemv};
+    tf_pk_target tg = {d, host, false, WG_RWG, WG_TS, mem_of, wg_launch, scratch_alloc, scratch_free, d->no_qgemv, NULL};
     running = d;
     d->n_windows = 0;
     tf_status s = tf_pk_run(&tg, op);

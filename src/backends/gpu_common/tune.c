@@ -23,15 +23,15 @@ static uint64_t fnv1a(const char *s) {
     return h;
 }
 
-static void cache_root(char *out, size_t n) {
+void tf_gpu_cache_dir(char *out, size_t n, const char *sub) {
     const char *env = getenv("TF_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && *env) snprintf(out, n, "%s/tune", env);
-    else if (xdg && *xdg) snprintf(out, n, "%s/tensorframe/tune", xdg);
-    else if (home && *home) snprintf(out, n, "%s/.cache/tensorframe/tune", home);
-    else snprintf(out, n, "/tmp/tensorframe-cache/tune");
+    if (env && *env) snprintf(out, n, "%s/%s", env, sub);
+    else if (xdg && *xdg) snprintf(out, n, "%s/tensorframe/%s", xdg, sub);
+    else if (home && *home) snprintf(out, n, "%s/.cache/tensorframe/%s", home, sub);
+    else snprintf(out, n, "/tmp/tensorframe-cache/%s", sub);
 }
 
-static void make_dirs(const char *path) {
+void tf_gpu_make_dirs(const char *path) {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", path);
     for (char *p = tmp + 1; *p; p++) {
@@ -49,7 +49,7 @@ void tf_tune_init(tf_tune_cache *c, const tf_host_api *host, const char *backend
     pthread_mutex_init(&c->lock, NULL);
     c->host = host;
     char root[900];
-    cache_root(root, sizeof root);
+    tf_gpu_cache_dir(root, sizeof root, "tune");
     snprintf(c->path, sizeof c->path, "%s/%s-%016llx.csv", root, backend, (unsigned long long)fnv1a(device));
     /* commas would split the header's fields: the names are kept as given otherwise */
     snprintf(c->header, sizeof c->header, TUNE_FORMAT ",library=%d.%d.%d,device=%s,driver=%s,source=%016llx",
@@ -127,7 +127,7 @@ static void save(tf_tune_cache *c) {
     snprintf(dir, sizeof dir, "%s", c->path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
-    make_dirs(dir);
+    tf_gpu_make_dirs(dir);
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", c->path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {

@@ -37,6 +37,11 @@ typedef struct tf_tune_cache {
     tf_autotune_stats stats;
 } tf_tune_cache;
 
+/* The cache folder for `sub` ("opencl", "tune"): TF_CACHE_DIR, else
+ * XDG_CACHE_HOME/tensorframe, else ~/.cache/tensorframe; and mkdir -p. */
+void tf_gpu_cache_dir(char *out, size_t n, const char *sub);
+void tf_gpu_make_dirs(const char *path);
+
 /* Is TF_AUTOTUNE=1 (read at each call: tests flip it)? */
 bool tf_tune_enabled(void);
 void tf_tune_init(tf_tune_cache *c, const tf_host_api *host, const char *backend, const char *device,

@@ -429,26 +429,6 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
     return h;
 }
 
-static void cache_dir(char *out, size_t n) {
-    const char *env = getenv("TF_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && *env) snprintf(out, n, "%s/opencl", env);
-    else if (xdg && *xdg) snprintf(out, n, "%s/tensorframe/opencl", xdg);
-    else if (home && *home) snprintf(out, n, "%s/.cache/tensorframe/opencl", home);
-    else snprintf(out, n, "/tmp/tensorframe-cache/opencl");
-}
-
-static void mkdir_p(const char *path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        mkdir(tmp, 0755);
-        *p = '/';
-    }
-    mkdir(tmp, 0755);
-}
-
 /* The cache key covers everything that changes the binary. */
 static void cache_path(const cl_dev *d, const char *options, char *out, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -459,7 +439,7 @@ static void cache_path(const cl_dev *d, const char *options, char *out, size_t n
     h = fnv1a(h, d->version, strlen(d->version));
     h = fnv1a(h, d->platform_name, strlen(d->platform_name));
     char dir[900];
-    cache_dir(dir, sizeof dir);
+    tf_gpu_cache_dir(dir, sizeof dir, "opencl");
     snprintf(out, n, "%s/%016llx.bin", dir, (unsigned long long)h);
 }
 
@@ -490,7 +470,7 @@ static void write_cache(const cl_dev *d, cl_program p, const char *path) {
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
-        mkdir_p(dir);
+        tf_gpu_make_dirs(dir);
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
         FILE *f = fopen(tmp, "wb");
         if (f) {

@@ -140,7 +140,9 @@ bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf) {
     bool claimed = false;
     pthread_mutex_lock(&graphs_lock);
     for (tf_graph *g = live; g && !claimed; g = g->next) {
-        if (g->dev != dev) continue;
+        /* a graph left from before tf_shutdown names devices that are gone
+         * (a new one may sit at the same address): it claims nothing */
+        if (g->dev != dev || g->generation != tf__generation()) continue;
         int i = find_buffer(g, buf);
         if (i >= 0 && !g->released[i]) claimed = g->released[i] = true;
     }

@@ -518,6 +518,50 @@ static void program_scope(world *w, tf_tensor *a) {
     finish_step(w, what, s, NULL, 0, false);
 }
 
+/* A CPU stream (a worker thread) with ops queued on it, an event ordering
+ * the default stream after them, a graph captured and replayed: every
+ * stream, event, task and graph record allocation can fail. Whatever
+ * failed, the objects made are destroyed. */
+static void streams_and_graph_steps(world *w, tf_tensor *a, tf_stream **side, tf_event **done, tf_graph **g) {
+    CALL(false, tf_stream_create, w->cpu, side);
+    CALL(false, tf_event_create, 0, done);
+    CALL(false, tf_stream_set_current, *side);
+    OP(b, tf_add, a, a);                                  /* queued on the worker */
+    OP(c, tf_mul, b, a);
+    CALL(false, tf_event_record, *done, *side);
+    CALL(false, tf_stream_set_current, tf_stream_default(w->cpu));
+    CALL(false, tf_stream_wait_event, tf_stream_default(w->cpu), *done);
+    /* begin, one op, end as one step: the harness's reads between steps
+     * would be reads during the capture */
+    tf_tensor *d = NULL;
+    const char *what = "tf_graph_begin";
+    tf_status st = tf_graph_begin(w->cpu);
+    if (st == TF_OK) {
+        st = tf_add(c, a, &d), what = "tf_add";
+        tf_status ended = tf_graph_end(g);
+        if (st == TF_OK) st = ended, what = "tf_graph_end";
+    }
+    if (st != TF_OK) {
+        tf_tensor_release(d);
+        d = NULL;
+    }
+    if (!finish_step(w, what, st, &d, 1, false)) return;
+    CALL(true, tf_graph_replay, *g);
+}
+
+static void program_streams_and_graph(world *w, tf_tensor *a) {
+    tf_stream *side = NULL;
+    tf_event *done = NULL;
+    tf_graph *g = NULL;
+    streams_and_graph_steps(w, a, &side, &done, &g);
+    pause_injection();
+    tf_stream_set_current(tf_stream_default(w->cpu));
+    tf_graph_destroy(g);
+    tf_event_destroy(done);
+    tf_stream_destroy(side);
+    resume_injection();
+}
+
 static void program(world *w) {
     program_creation_and_views(w);
     if (w->failed) return;
@@ -532,6 +576,7 @@ static void program(world *w) {
     if (!w->failed) program_nn_and_vision(w, a, am, ap);
     if (!w->failed) program_files(w, a, am, ap);
     if (!w->failed) program_scope(w, a);
+    if (!w->failed) program_streams_and_graph(w, a);
 }
 
 /* ---- one run of the program and its checks ---- */

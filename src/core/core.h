@@ -33,6 +33,10 @@ void *tf__realloc(void *p, size_t n);
 char *tf__strdup(const char *s);
 void tf__free(void *p);
 
+/* Room for `need` entries of `elem` bytes in *array (doubling from 8);
+ * false, *array untouched, when the memory is not there. */
+bool tf__grow(void **array, int *cap, int need, size_t elem);
+
 /* ---- checked arithmetic: every size built from caller values goes through
  * these (true when the result does not fit; *r is then unspecified) ---- */
 static inline bool tf__add_overflows(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }

@@ -59,19 +59,6 @@ static tf_graph *live;             /* captured and capturing graphs */
 static _Atomic int n_live;
 static _Thread_local tf_graph *capturing;
 
-/* ---- growing arrays ---- */
-
-static bool room(void **array, int *cap, int need, size_t elem) {
-    if (need <= *cap) return true;
-    int n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *p = tf__realloc(*array, (size_t)n * elem);
-    if (!p) return false;
-    *array = p;
-    *cap = n;
-    return true;
-}
-
 static void invalidate(tf_graph *g, tf_status s, const char *fmt, const char *a, const char *b) {
     if (g->invalid != TF_OK) return;
     g->invalid = s;
@@ -158,7 +145,7 @@ void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op) {
     tf_graph *g = capturing;
     if (g->invalid != TF_OK) return;
     if (dev != g->dev) return invalidate(g, TF_ERR_DEVICE_MISMATCH, "%s ran on %s", fn, dev->name);
-    if (!room((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) || !hold_op_buffers(g, op))
+    if (!tf__grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) || !hold_op_buffers(g, op))
         return out_of_memory(g);
     g->nodes[g->n_nodes++] = (graph_node){fn, dev->bdev.iface->supports(dev->bdev.ctx, op), *op};
 }
@@ -166,7 +153,7 @@ void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op) {
 void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf) {
     tf_graph *g = capturing;
     if (g->invalid != TF_OK || dev != g->dev) return;
-    if (!room((void **)&g->made, &g->cap_made, g->n_made + 1, sizeof *g->made)) return out_of_memory(g);
+    if (!tf__grow((void **)&g->made, &g->cap_made, g->n_made + 1, sizeof *g->made)) return out_of_memory(g);
     g->made[g->n_made++] = buf;
 }
 
@@ -196,7 +183,7 @@ bool tf__capture_index_guard(const char *fn, const tf_tensor *index, int64_t ext
                    g->dev->name);
         return true;
     }
-    if (!room((void **)&g->guards, &g->cap_guards, g->n_guards + 1, sizeof *g->guards)) {
+    if (!tf__grow((void **)&g->guards, &g->cap_guards, g->n_guards + 1, sizeof *g->guards)) {
         out_of_memory(g);
         return true;
     }

@@ -181,9 +181,7 @@ static void init_device(tf_device *d, tf_backend_entry *b, int index) {
 
 static void release_device(tf_device *d) { tf__streams_release(d); }
 
-/* Room for `need` entries of `elem` bytes in *array (doubling); false when
- * the memory is not there. */
-static bool grow(void **array, int *cap, int need, size_t elem) {
+bool tf__grow(void **array, int *cap, int need, size_t elem) {
     if (need <= *cap) return true;
     int n = *cap ? *cap : 8;
     while (n < need) n *= 2;
@@ -199,8 +197,8 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
     char why[512];
     tf_status s = validate_reg(reg, why, sizeof why);
     if (s != TF_OK) return tf__error(s, "tf_backend_register: %s", why);
-    if (!grow((void **)&g.backends, &g.cap_backends, g.n_backends + 1, sizeof *g.backends) ||
-        !grow((void **)&g.devices, &g.cap_devices, g.n_devices + reg->device_count, sizeof *g.devices))
+    if (!tf__grow((void **)&g.backends, &g.cap_backends, g.n_backends + 1, sizeof *g.backends) ||
+        !tf__grow((void **)&g.devices, &g.cap_devices, g.n_devices + reg->device_count, sizeof *g.devices))
         return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backend_register: out of memory for the registry");
     tf_backend_entry *b = tf__calloc(1, sizeof *b);
     tf_device *devs = reg->device_count ? tf__calloc((size_t)reg->device_count, sizeof *devs) : NULL;
@@ -228,7 +226,7 @@ static tf_status add_backend(const tf_backend_reg *reg, const char *source, void
 
 static void record_skip(const char *name, const char *source, tf_status s, const char *reason) {
     tf__log(TF_LOG_INFO, "plugin %s skipped: %s", source, reason);
-    if (!grow((void **)&g.skipped, &g.cap_skipped, g.n_skipped + 1, sizeof *g.skipped)) {
+    if (!tf__grow((void **)&g.skipped, &g.cap_skipped, g.n_skipped + 1, sizeof *g.skipped)) {
         g.dropped_skips++;                    /* counted in the last kept entry's reason */
         tf__log(TF_LOG_WARN, "out of memory: the reason plugin %s was skipped is not kept", source);
         return;

@@ -801,6 +801,87 @@ TF_API tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *targ
 TF_API tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf_tensor *v, double lr,
                               double beta1, double beta2, double eps, double weight_decay, int64_t step, bool decoupled);
 
+/* ---- mixed precision (PyTorch's torch.autocast and GradScaler) ---- */
+/* Autocast: between tf_autocast_begin(dtype) and tf_autocast_end() on a
+ * thread, the ops below convert their float inputs before they run, so a
+ * model written in f32 computes its products in f16 or bf16 and keeps what
+ * needs the range or precision in f32. The policy, per public function:
+ *
+ *   runs in `dtype` (its f32 inputs are cast to it; f64 and quantized
+ *   inputs stay as they are):
+ *     tf_matmul, tf_gemm, tf_linear, tf_gemv, tf_conv2d, tf_sdpa,
+ *     tf_attention_scores, tf_weighted_sum_rows
+ *   runs in f32 (its f16 and bf16 inputs are cast to f32):
+ *     tf_softmax, tf_log_softmax, tf_rmsnorm, tf_layernorm, tf_batch_norm
+ *     (x, weight, bias), tf_cross_entropy, tf_exp, tf_log, tf_log1p,
+ *     tf_expm1, tf_rsqrt, tf_pow, tf_softplus, tf_sum, tf_mean, tf_prod,
+ *     tf_cumsum, tf_var, tf_std, tf_norm, tf_normalize, tf_logsumexp,
+ *     tf_masked_mean
+ *   runs in the widest input dtype (no cast: the dtype rules already
+ *   promote, so an f16 product plus an f32 residual gives f32): the
+ *   elementwise ops of two inputs (tf_add ... tf_pow, tf_swiglu),
+ *   comparisons, tf_where, tf_concat, tf_stack
+ *
+ * Every other function, the _into forms included, runs on its inputs as
+ * given. A listed function that another listed function calls internally
+ * (tf_cross_entropy's tf_log_softmax, say) sees the inputs its caller
+ * converted and converts nothing more. Casts are ordinary tf_cast ops: a
+ * captured graph records them, the profiler shows them. Nothing is cached:
+ * an f32 weight is converted on each call (keep weights in the lower dtype
+ * to avoid that; an f16 input is never recast by the first list).
+ * Regions nest: tf_autocast_begin(TF_F32) turns autocast off until its
+ * end, as autocast(enabled=False) does. dtype must be TF_F16, TF_BF16 or
+ * TF_F32 (TF_ERR_DTYPE otherwise); at most 32 levels (TF_ERR_INVALID_ARGUMENT
+ * beyond); tf_autocast_end without a begin is TF_ERR_INVALID_ARGUMENT.
+ * The state is the calling thread's: other threads are not affected. */
+TF_API tf_status tf_autocast_begin(tf_dtype dtype);
+TF_API tf_status tf_autocast_end(void);
+/* The lower dtype in effect on this thread, or TF_F32 when autocast is off. */
+TF_API tf_dtype tf_autocast_dtype(void);
+
+/* Loss scaling for training in f16 (GradScaler's semantics): small
+ * gradients that f16 would flush to zero survive when the loss is
+ * multiplied by a large scale before the backward pass. Each iteration:
+ *   tf_grad_scaler_scale(s, loss, &scaled);      backward from `scaled`
+ *   tf_grad_scaler_unscale(s, n, grads, &finite); grads /= scale, in place
+ *   if (finite) tf_adam_step(...) for each parameter; else skip the step
+ *   tf_grad_scaler_update(s);
+ * update halves the scale (backoff_factor) after a non-finite iteration and
+ * multiplies it by growth_factor after growth_interval finite ones in a row
+ * (unless the grown scale would not be a finite f32). Gradients must be
+ * f32, bf16 or f64: f16 gradients are refused (TF_ERR_DTYPE), as PyTorch
+ * refuses them, since unscaling in f16 loses what the scale kept; cast the
+ * gradients of f32 master weights to f32 first. unscale checks every
+ * gradient before it writes any: on any error all are unchanged. Calling
+ * unscale twice without an update between, or update without an unscale,
+ * is TF_ERR_INVALID_ARGUMENT. A scaler is not thread safe. */
+typedef struct tf_grad_scaler tf_grad_scaler;
+typedef struct tf_grad_scaler_config {
+    double init_scale;          /* 65536 */
+    double growth_factor;       /* 2: > 1 */
+    double backoff_factor;      /* 0.5: in (0, 1) */
+    int64_t growth_interval;    /* 2000: >= 1 */
+} tf_grad_scaler_config;
+typedef struct tf_grad_scaler_stats {
+    double scale;               /* what scale() multiplies by now */
+    int64_t growth_tracker;     /* finite iterations since the last change */
+    int64_t steps_taken;        /* updates after finite gradients */
+    int64_t steps_skipped;      /* updates after non-finite gradients */
+} tf_grad_scaler_stats;
+/* PyTorch's defaults, as above. */
+TF_API tf_grad_scaler_config tf_grad_scaler_defaults(void);
+/* config NULL means the defaults. */
+TF_API tf_status tf_grad_scaler_create(const tf_grad_scaler_config *config, tf_grad_scaler **out);
+TF_API void tf_grad_scaler_destroy(tf_grad_scaler *s);
+/* loss * scale for a float loss of any shape: f32 for an f32, f16 or bf16
+ * loss (f16 cannot hold the default scale, 65536), f64 for f64. */
+TF_API tf_status tf_grad_scaler_scale(const tf_grad_scaler *s, const tf_tensor *loss, tf_tensor **out);
+/* Divide each of the n gradients by the scale in place; *finite tells
+ * whether all of them are free of inf and NaN afterwards. */
+TF_API tf_status tf_grad_scaler_unscale(tf_grad_scaler *s, int n, tf_tensor *const *grads, bool *finite);
+TF_API tf_status tf_grad_scaler_update(tf_grad_scaler *s);
+TF_API tf_status tf_grad_scaler_stats_get(const tf_grad_scaler *s, tf_grad_scaler_stats *out);
+
 /* ---- files ---- */
 /* NumPy .npy (format 1.0 written; 1.0, 2.0 and 3.0 read; little- or
  * big-endian; C order). bf16, which NumPy lacks, is written with the descr

@@ -62,18 +62,22 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
 }
 
 tf_status tf_softmax(const tf_tensor *x, int axis, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_softmax", out, tf_softmax(x, axis, out), &x);
     return row_op("tf_softmax", TF_OP_SOFTMAX, x, axis, NULL, NULL, 0, out);
 }
 
 tf_status tf_log_softmax(const tf_tensor *x, int axis, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_log_softmax", out, tf_log_softmax(x, axis, out), &x);
     return row_op("tf_log_softmax", TF_OP_LOG_SOFTMAX, x, axis, NULL, NULL, 0, out);
 }
 
 tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double eps, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_rmsnorm", out, tf_rmsnorm(x, weight, eps, out), &x, &weight);
     return row_op("tf_rmsnorm", TF_OP_RMSNORM, x, -1, weight, NULL, eps, out);
 }
 
 tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_layernorm", out, tf_layernorm(x, weight, bias, eps, out), &x, &weight, &bias);
     return row_op("tf_layernorm", TF_OP_LAYERNORM, x, -1, weight, bias, eps, out);
 }
 
@@ -155,6 +159,8 @@ tf_status tf_key_padding_mask(const tf_tensor *keep, tf_tensor **out) {
 tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask, double scale,
                   bool causal, int64_t q_offset, tf_tensor **out) {
     static const char fn[] = "tf_sdpa";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_sdpa", out, tf_sdpa(q, k, v, mask, scale, causal, q_offset, out),
+                 &q, &k, &v, &mask);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!q || !k || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: q, k or v is NULL", fn);
@@ -222,6 +228,8 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
 
 tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, double scale, tf_tensor **out) {
     static const char fn[] = "tf_attention_scores";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_attention_scores", out, tf_attention_scores(query, keys, scale, out),
+                 &query, &keys);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!query || !keys) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
@@ -245,6 +253,8 @@ tf_status tf_attention_scores(const tf_tensor *query, const tf_tensor *keys, dou
 
 tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values, tf_tensor **out) {
     static const char fn[] = "tf_weighted_sum_rows";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_weighted_sum_rows", out, tf_weighted_sum_rows(weights, values, out),
+                 &weights, &values);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!weights || !values) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
@@ -266,6 +276,7 @@ tf_status tf_weighted_sum_rows(const tf_tensor *weights, const tf_tensor *values
 
 tf_status tf_norm(const tf_tensor *x, double p, int axis, bool keepdim, tf_tensor **out) {
     static const char fn[] = "tf_norm";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_norm", out, tf_norm(x, p, axis, keepdim, out), &x);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
@@ -302,6 +313,7 @@ tf_status tf_norm(const tf_tensor *x, double p, int axis, bool keepdim, tf_tenso
 
 tf_status tf_normalize(const tf_tensor *x, double p, int axis, double eps, tf_tensor **out) {
     static const char fn[] = "tf_normalize";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_normalize", out, tf_normalize(x, p, axis, eps, out), &x);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
@@ -336,6 +348,7 @@ static tf_status mask_over(const char *fn, const tf_tensor *x, const tf_tensor *
 
 tf_status tf_masked_mean(const tf_tensor *x, const tf_tensor *mask, int axis, bool keepdim, tf_tensor **out) {
     static const char fn[] = "tf_masked_mean";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_masked_mean", out, tf_masked_mean(x, mask, axis, keepdim, out), &x);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x || !mask) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or mask is NULL", fn);

@@ -143,7 +143,10 @@ tf_status tf_mul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { retu
 tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_div", TF_OP_DIV, a, b, out); }
 tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_maximum", TF_OP_MAXIMUM, a, b, out); }
 tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_minimum", TF_OP_MINIMUM, a, b, out); }
-tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_pow", TF_OP_POW, a, b, out); }
+tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_pow", out, tf_pow(a, b, out), &a, &b);
+    return binary("tf_pow", TF_OP_POW, a, b, out);
+}
 tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out) {
     return binary("tf_swiglu", TF_OP_SWIGLU, gate, up, out);
 }
@@ -231,6 +234,7 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
                            const tf_tensor *c, double alpha, double beta, tf_tensor **out);
 
 tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_matmul", out, tf_matmul(a, b, out), &a, &b);
     return matmul_op("tf_matmul", TF_OP_MATMUL, a, b, NULL, 1, 0, out);
 }
 
@@ -357,6 +361,8 @@ static tf_status decoded(const tf_tensor *t, tf_dtype other, tf_tensor **out) {
 tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, double alpha, double beta,
                   bool transpose_a, bool transpose_b, tf_tensor **out) {
     static const char fn[] = "tf_gemm";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_gemm", out, tf_gemm(a, b, c, alpha, beta, transpose_a, transpose_b, out),
+                 &a, &b, &c);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
@@ -407,6 +413,7 @@ static tf_status add_bias(tf_tensor *y, const tf_tensor *bias, tf_tensor **biase
 
 tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out) {
     static const char fn[] = "tf_linear";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_linear", out, tf_linear(x, w, bias, out), &x, &w, &bias);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x || !w) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or w is NULL", fn);
@@ -442,6 +449,7 @@ tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bia
 
 tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
     static const char fn[] = "tf_gemv";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_gemv", out, tf_gemv(a, x, out), &a, &x);
     if (out) *out = NULL;
     if (!a || !x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (a->ndim < 2 || x->ndim != 1)
@@ -526,10 +534,12 @@ static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, i
 }
 
 tf_status tf_sum(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_sum", out, tf_sum(t, axis, keepdim, out), &t);
     return reduce("tf_sum", TF_OP_SUM, t, axis, keepdim, out);
 }
 
 tf_status tf_mean(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_mean", out, tf_mean(t, axis, keepdim, out), &t);
     return reduce("tf_mean", TF_OP_MEAN, t, axis, keepdim, out);
 }
 
@@ -550,10 +560,12 @@ tf_status tf_argmin(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out)
 }
 
 tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_prod", out, tf_prod(t, axis, keepdim, out), &t);
     return reduce("tf_prod", TF_OP_PROD, t, axis, keepdim, out);
 }
 
 tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_var", out, tf_var(t, axis, correction, keepdim, out), &t);
     if (correction < 0) {                        /* the divisor N - correction must not overflow */
         if (out) *out = NULL;
         return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_var: correction %lld must be >= 0", (long long)correction);
@@ -563,6 +575,7 @@ tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim,
 }
 
 tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_std", out, tf_std(t, axis, correction, keepdim, out), &t);
     if (correction < 0) {                        /* the divisor N - correction must not overflow */
         if (out) *out = NULL;
         return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_std: correction %lld must be >= 0", (long long)correction);
@@ -572,11 +585,13 @@ tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim,
 }
 
 tf_status tf_logsumexp(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_logsumexp", out, tf_logsumexp(t, axis, keepdim, out), &t);
     return reduce("tf_logsumexp", TF_OP_LOGSUMEXP, t, axis, keepdim, out);
 }
 
 tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     static const char fn[] = "tf_cumsum";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_cumsum", out, tf_cumsum(t, axis, out), &t);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
@@ -676,15 +691,21 @@ static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, cons
 
 #define TF__UNARY_FN(name, KIND) \
     tf_status tf_##name(const tf_tensor *x, tf_tensor **out) { return unary("tf_" #name, TF_OP_##KIND, x, NULL, out); }
+/* ... and those autocast runs in f32 */
+#define TF__UNARY_F32_FN(name, KIND)                                              \
+    tf_status tf_##name(const tf_tensor *x, tf_tensor **out) {                     \
+        TF__AUTOCAST(TF__AUTOCAST_F32, "tf_" #name, out, tf_##name(x, out), &x);               \
+        return unary("tf_" #name, TF_OP_##KIND, x, NULL, out);                     \
+    }
 TF__UNARY_FN(neg, NEG)
 TF__UNARY_FN(abs, ABS)
 TF__UNARY_FN(sign, SIGN)
-TF__UNARY_FN(exp, EXP)
-TF__UNARY_FN(log, LOG)
-TF__UNARY_FN(log1p, LOG1P)
-TF__UNARY_FN(expm1, EXPM1)
+TF__UNARY_F32_FN(exp, EXP)
+TF__UNARY_F32_FN(log, LOG)
+TF__UNARY_F32_FN(log1p, LOG1P)
+TF__UNARY_F32_FN(expm1, EXPM1)
 TF__UNARY_FN(sqrt, SQRT)
-TF__UNARY_FN(rsqrt, RSQRT)
+TF__UNARY_F32_FN(rsqrt, RSQRT)
 TF__UNARY_FN(sin, SIN)
 TF__UNARY_FN(cos, COS)
 TF__UNARY_FN(tanh, TANH)
@@ -693,11 +714,12 @@ TF__UNARY_FN(relu, RELU)
 TF__UNARY_FN(gelu, GELU)
 TF__UNARY_FN(gelu_tanh, GELU_TANH)
 TF__UNARY_FN(silu, SILU)
-TF__UNARY_FN(softplus, SOFTPLUS)
+TF__UNARY_F32_FN(softplus, SOFTPLUS)
 TF__UNARY_FN(floor, FLOOR)
 TF__UNARY_FN(ceil, CEIL)
 TF__UNARY_FN(round, ROUND)
 #undef TF__UNARY_FN
+#undef TF__UNARY_F32_FN
 
 tf_status tf_leaky_relu(const tf_tensor *x, double negative_slope, tf_tensor **out) {
     tf_op_params p = {.alpha = negative_slope};

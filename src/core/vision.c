@@ -36,6 +36,8 @@ static tf_status check_pair(const char *fn, const char *what, const int64_t *v, 
 tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, const int64_t stride_in[2],
                     const int64_t padding_in[2], const int64_t dilation_in[2], int64_t groups, tf_tensor **out) {
     static const char fn[] = "tf_conv2d";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_conv2d", out,
+                 tf_conv2d(x, weight, bias, stride_in, padding_in, dilation_in, groups, out), &x, &weight, &bias);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x || !weight) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or weight is NULL", fn);
@@ -184,6 +186,9 @@ static tf_status check_channel_vector(const char *fn, const char *what, const tf
 tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *running_var, const tf_tensor *weight,
                         const tf_tensor *bias, bool training, double momentum, double eps, tf_tensor **out) {
     static const char fn[] = "tf_batch_norm";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_batch_norm", out,
+                 tf_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps, out), &x, &weight,
+                 &bias);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x is NULL", fn);
@@ -257,6 +262,8 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
 tf_status tf_cross_entropy(const tf_tensor *logits, const tf_tensor *target, int64_t ignore_index,
                            tf_reduction reduction, tf_tensor **out) {
     static const char fn[] = "tf_cross_entropy";
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_cross_entropy", out,
+                 tf_cross_entropy(logits, target, ignore_index, reduction, out), &logits);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!logits || !target) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: logits or target is NULL", fn);

@@ -196,6 +196,46 @@ static void reading(void) {
     }
 }
 
+/* A call that must be refused: its status and message as check() wants. */
+static void must_fail(const char *fn, const char *what, tf_status s) {
+    if (s == TF_OK) {
+        calls++;
+        printf("FAIL %s: %s accepted it\n", what, fn);
+        problems++;
+        return;
+    }
+    check(fn, what, s, NULL, false);
+}
+
+/* Hostile counts and configurations for the loss scaler; hostile dtypes
+ * and depths for autocast. */
+static void mixed_precision(void) {
+    tf_grad_scaler *sc = NULL;
+    tf_status s = tf_grad_scaler_create(NULL, &sc);
+    check("tf_grad_scaler_create", "tf_grad_scaler_create(NULL)", s, NULL, false);
+    tf_tensor *g[1] = {x};
+    for (int i = 0; i < N_INTS; i++) {
+        if (ints[i] > 0) continue;                        /* a count past the array is the caller's bug */
+        bool finite = true;
+        s = tf_grad_scaler_unscale(sc, ints[i], g, &finite);
+        if (ints[i] < 0) must_fail("tf_grad_scaler_unscale", "tf_grad_scaler_unscale(n < 0)", s);
+    }
+    tf_grad_scaler_destroy(sc);
+    tf_grad_scaler_config bad[] = {{0, 2, 0.5, 1}, {-1, 2, 0.5, 1}, {1, 1, 0.5, 1}, {1, 2, 0, 1}, {1, 2, 0.5, INT64_MIN},
+                                   {1e300 * 1e300, 2, 0.5, 1}, {1, 2, 0.5, 0}, {0.0 / 0.0, 2, 0.5, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tf_grad_scaler *b = NULL;
+        s = tf_grad_scaler_create(&bad[i], &b);
+        must_fail("tf_grad_scaler_create", "tf_grad_scaler_create(bad config)", s);
+        tf_grad_scaler_destroy(b);
+    }
+    static const int dtypes[] = {-1, 999, INT_MIN, TF_I64, TF_F64};
+    for (int i = 0; i < 5; i++) {
+        s = tf_autocast_begin((tf_dtype)dtypes[i]);
+        must_fail("tf_autocast_begin", "tf_autocast_begin(bad dtype)", s);
+    }
+}
+
 int main(void) {
     tf_device *cpu = NULL;
     if (tf_device_get("cpu", &cpu) != TF_OK) return 1;
@@ -217,6 +257,7 @@ int main(void) {
     composites();
     transformer_and_vision(cpu);
     reading();
+    mixed_precision();
     tf_tensor *all[] = {x, y, m4, idx, pos};
     for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
     tf_shutdown();

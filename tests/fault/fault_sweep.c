@@ -562,6 +562,43 @@ static void program_streams_and_graph(world *w, tf_tensor *a) {
     resume_injection();
 }
 
+/* Autocast around a linear (three casts and a product in f16) and a
+ * softmax (back to f32), ended whatever failed; then a loss scaler whose
+ * unscale either rewrites every gradient or none. */
+static void scaler_steps(world *w, tf_tensor *a, tf_tensor *am, tf_grad_scaler **sc) {
+    CALL(false, tf_grad_scaler_create, NULL, sc);
+    OP(g1, tf_copy, a);
+    OP(g2, tf_copy, am);
+    OP(loss, tf_sum, g1, TF_ALL_AXES, false);
+    OP(scaled, tf_grad_scaler_scale, *sc, loss);
+    bool finite = false;
+    CALL(true, tf_grad_scaler_unscale, *sc, 2, (tf_tensor *[]){g1, g2}, &finite);
+    CALL(false, tf_grad_scaler_update, *sc);
+    (void)scaled;
+}
+
+static void program_amp(world *w, tf_tensor *a, tf_tensor *am) {
+    tf_tensor *p = NULL, *sm = NULL;
+    tf_status s = tf_autocast_begin(TF_F16);
+    const char *what = "tf_linear";
+    if (s == TF_OK) {
+        s = tf_linear(a, a, NULL, &p);
+        if (s == TF_OK) s = tf_softmax(p, -1, &sm), what = "tf_softmax";
+        tf_autocast_end();
+    }
+    tf_tensor *outs[2] = {p, sm};
+    if (!finish_step(w, what, s, outs, s == TF_OK ? 2 : 0, false)) {
+        tf_tensor_release(p);
+        tf_tensor_release(sm);
+        return;
+    }
+    tf_grad_scaler *sc = NULL;
+    scaler_steps(w, a, am, &sc);
+    pause_injection();
+    tf_grad_scaler_destroy(sc);
+    resume_injection();
+}
+
 static void program(world *w) {
     program_creation_and_views(w);
     if (w->failed) return;
@@ -577,6 +614,7 @@ static void program(world *w) {
     if (!w->failed) program_files(w, a, am, ap);
     if (!w->failed) program_scope(w, a);
     if (!w->failed) program_streams_and_graph(w, a);
+    if (!w->failed) program_amp(w, a, am);
 }
 
 /* ---- one run of the program and its checks ---- */

@@ -3,7 +3,8 @@
  * implements a subset of the ops in f32 — add, mul, sum, fill, copy — and
  * answers "unsupported" for the rest, which the core then runs on the CPU.
  * It fills every slot of the SDK (streams and events as tokens: it is
- * synchronous), and counts the calls to each.
+ * synchronous; native graphs as lists of the ops captured), and counts the
+ * calls to each.
  *
  * Build it in-process (call mybackend_register) or as a plugin
  * (-DMYBACKEND_PLUGIN, exports tf_backend_plugin_init). With
@@ -62,7 +63,7 @@ static void untrack(my_buffer *b) {
     X(buffer_host_ptr) X(buffer_from_host_ptr) X(buffer_copy) X(buffer_copy_from_peer) X(synchronize)          \
     X(stream_create) X(stream_destroy) X(event_create) X(event_record) X(event_wait) X(event_destroy)          \
     X(event_query) X(event_synchronize) X(event_elapsed_ms) X(buffer_upload_async) X(buffer_download_async)     \
-    X(host_alloc) X(host_free)                                                                                 \
+    X(host_alloc) X(host_free) X(graph_capture_begin) X(graph_capture_end) X(graph_launch) X(graph_destroy)    \
     X(memory_stats) X(empty_cache) X(alloc_configure) X(reset_peak_memory) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
 enum {
 #define MY_SLOT_ENUM(n) SLOT_##n,
@@ -88,7 +89,7 @@ typedef struct my_token { uint32_t canary; int device; uint64_t recorded_ns; } m
 #define TOKEN_CANARY 0x746f6b6eu           /* "tokn" */
 
 static const tf_host_api *host;
-static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run, injected;
+static _Atomic uint64_t live_bytes, live_buffers, total_allocs, ops_run, injected, graph_launches;
 static _Atomic uint64_t peak_bytes, limit_bytes;   /* limit 0: the budget alone */
 static _Atomic int64_t fail_countdown;     /* > 0: the allocation that brings it to 0 fails */
 
@@ -459,15 +460,87 @@ static bool my_supports(void *ctx, const tf_op *op) {
     return op_supported(op);
 }
 
-static tf_status my_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
-    (void)ctx;
-    CALLED(run);
-    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
-    if (!op_supported(op)) return host->set_error(TF_ERR_UNSUPPORTED, MYBACKEND_NAME ": unsupported op");
+static tf_status execute(const tf_op *op) {
     tf_status s = TF_OK;
     if (op->kind == TF_OP_SUM) s = run_sum(op);
     else run_elementwise(op);
     if (s == TF_OK) atomic_fetch_add(&ops_run, 1);
+    return s;
+}
+
+/* A native graph: the ops run() saw between capture begin and end, in
+ * order, run again by each launch. A capture is the calling thread's (as
+ * CUDA's thread-local capture mode): other threads' ops run as usual. */
+typedef struct my_graph { uint32_t canary; int device, n, cap; tf_op *ops; } my_graph;
+#define GRAPH_CANARY 0x67726168u           /* "grah" */
+static _Thread_local my_graph *capturing[MAX_MY_DEVICES];
+
+static tf_status capture(my_graph *g, const tf_op *op) {
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 16;
+        tf_op *more = injected_failure() ? NULL : realloc(g->ops, (size_t)cap * sizeof *more);
+        if (!more) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory to capture an op");
+        g->ops = more;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = *op;                       /* descriptors hold buffers, which the core keeps alive */
+    return TF_OK;
+}
+
+static tf_status my_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
+    CALLED(run);
+    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
+    if (!op_supported(op)) return host->set_error(TF_ERR_UNSUPPORTED, MYBACKEND_NAME ": unsupported op");
+    my_graph *g = capturing[(intptr_t)ctx];
+    return g ? capture(g, op) : execute(op);
+}
+
+static tf_status my_graph_capture_begin(void *ctx, tf_backend_stream *stream) {
+    CALLED(graph_capture_begin);
+    intptr_t dev = (intptr_t)ctx;
+    if (check_stream(stream) != TF_OK) return TF_ERR_INVALID_ARGUMENT;
+    if (capturing[dev]) return host->set_error(TF_ERR_INVALID_ARGUMENT, MYBACKEND_NAME ": already capturing");
+    my_graph *g = injected_failure() ? NULL : calloc(1, sizeof *g);
+    if (!g) return host->set_error(TF_ERR_OUT_OF_MEMORY, MYBACKEND_NAME ": no memory for a graph");
+    g->canary = GRAPH_CANARY;
+    g->device = (int)dev;
+    capturing[dev] = g;
+    return TF_OK;
+}
+
+static void my_graph_destroy(void *ctx, tf_backend_graph *graph) {
+    (void)ctx;
+    CALLED(graph_destroy);
+    my_graph *g = (my_graph *)graph;
+    if (!g || g->canary != GRAPH_CANARY) return;
+    g->canary = 0;
+    free(g->ops);
+    free(g);
+}
+
+static tf_status my_graph_capture_end(void *ctx, tf_backend_stream *stream, tf_backend_graph **out) {
+    CALLED(graph_capture_end);
+    intptr_t dev = (intptr_t)ctx;
+    *out = NULL;
+    my_graph *g = capturing[dev];
+    if (!g) return host->set_error(TF_ERR_INVALID_ARGUMENT, MYBACKEND_NAME ": not capturing");
+    capturing[dev] = NULL;
+    if (check_stream(stream) != TF_OK) {
+        my_graph_destroy(ctx, (tf_backend_graph *)g);
+        return TF_ERR_INVALID_ARGUMENT;
+    }
+    *out = (tf_backend_graph *)g;
+    return TF_OK;
+}
+
+static tf_status my_graph_launch(void *ctx, tf_backend_stream *stream, tf_backend_graph *graph) {
+    CALLED(graph_launch);
+    const my_graph *g = (const my_graph *)graph;
+    if (check_stream(stream) != TF_OK || !g || g->canary != GRAPH_CANARY || g->device != (int)(intptr_t)ctx)
+        return host->set_error(TF_ERR_INVALID_ARGUMENT, MYBACKEND_NAME ": not a graph of this device");
+    tf_status s = TF_OK;
+    for (int i = 0; i < g->n && s == TF_OK; i++) s = execute(&g->ops[i]);
+    if (s == TF_OK) atomic_fetch_add(&graph_launches, 1);
     return s;
 }
 
@@ -504,6 +577,10 @@ static const tf_device_iface my_device_iface = {
     .buffer_download_async = my_download_async,
     .host_alloc = my_host_alloc,
     .host_free = my_host_free,
+    .graph_capture_begin = my_graph_capture_begin,
+    .graph_capture_end = my_graph_capture_end,
+    .graph_launch = my_graph_launch,
+    .graph_destroy = my_graph_destroy,
 };
 
 static const tf_backend_device my_devices[MAX_MY_DEVICES] = {
@@ -518,6 +595,7 @@ static void my_stats(mybackend_stats *out) {
     out->live_buffers = atomic_load(&live_buffers);
     out->total_allocs = atomic_load(&total_allocs);
     out->ops_run = atomic_load(&ops_run);
+    out->graph_launches = atomic_load(&graph_launches);
     out->injected_failures = atomic_load(&injected);
     int64_t c = atomic_load(&fail_countdown);
     out->failure_countdown = c > 0 ? (uint64_t)c : 0;

@@ -12,6 +12,7 @@ typedef struct mybackend_stats {
     uint64_t live_bytes, live_buffers, total_allocs, ops_run;
     uint64_t injected_failures;          /* allocations failed by mybackend_fail_after */
     uint64_t failure_countdown;          /* allocations until the armed failure (0: none armed) */
+    uint64_t graph_launches;             /* native graphs launched (each runs all its ops) */
 } mybackend_stats;
 typedef void (*mybackend_stats_fn)(mybackend_stats *out);
 /* For tests of failure paths: the nth allocation this backend makes from now

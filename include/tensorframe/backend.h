@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 2
+#define TF_BACKEND_ABI_MINOR 3
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -114,6 +114,7 @@ typedef struct tf_backend_buffer tf_backend_buffer;
 /* Optional asynchronous objects; NULL stream means the device's default. */
 typedef struct tf_backend_stream tf_backend_stream;
 typedef struct tf_backend_event tf_backend_event;
+typedef struct tf_backend_graph tf_backend_graph;     /* SDK 2.3: a native graph */
 
 typedef struct tf_tensor_desc {
     tf_backend_buffer *buffer;
@@ -265,6 +266,21 @@ typedef struct tf_device_iface {
     /* (optional, SDK 2.2) Page-locked host memory (tf_host_alloc). */
     tf_status (*host_alloc)(void *dev_ctx, size_t nbytes, void **out);
     void (*host_free)(void *dev_ctx, void *p);
+    /* (optional, SDK 2.3; all four or none) Native graphs, as CUDA graphs:
+     * at tf_graph_end the core calls graph_capture_begin(stream), then run()
+     * once for each op the capture recorded, on that stream, then
+     * graph_capture_end, which hands back an object that graph_launch runs
+     * again on any stream: every launch those runs made, on the same
+     * buffers, in order. The runs between begin and end need not execute
+     * (the ops ran when they were recorded). Memory a run takes for itself
+     * (scratch, workspaces) must stay with the graph until graph_destroy.
+     * Any error from begin, a run or end drops the native graph (end must
+     * then release what begin made and return the error) and the core
+     * replays op by op; so a backend may refuse what it cannot capture. */
+    tf_status (*graph_capture_begin)(void *dev_ctx, tf_backend_stream *stream);
+    tf_status (*graph_capture_end)(void *dev_ctx, tf_backend_stream *stream, tf_backend_graph **out);
+    tf_status (*graph_launch)(void *dev_ctx, tf_backend_stream *stream, tf_backend_graph *graph);
+    void (*graph_destroy)(void *dev_ctx, tf_backend_graph *graph);
 } tf_device_iface;
 
 typedef struct tf_backend_device {

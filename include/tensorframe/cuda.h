@@ -16,6 +16,7 @@ typedef struct tf_cuda_stats {
     uint64_t peer_copies;        /* tf_tensor_to between two CUDA devices */
     int compute_capability;      /* 90 for sm_90 */
     bool lost;                   /* a sticky CUDA error ended this device's session */
+    uint64_t graph_launches;     /* captured graphs launched (tf_graph_replay of a native graph) */
 } tf_cuda_stats;
 
 /* Statistics of device cuda:<device>. */

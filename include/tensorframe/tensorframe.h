@@ -325,6 +325,14 @@ TF_API tf_status tf_graph_end(tf_graph **out);
 TF_API tf_status tf_graph_replay(tf_graph *g);
 TF_API tf_status tf_graph_replay_with(tf_graph *g, int n, tf_tensor *const *captured, const tf_tensor *const *values);
 TF_API int64_t tf_graph_node_count(const tf_graph *g);     /* -1 for NULL */
+/* Does a replay launch the device's own graph (a CUDA graph: one launch
+ * for all nodes) rather than the nodes one by one? tf_graph_end makes one
+ * where the device can (SDK 2.3's graph slots), every node ran on the
+ * device itself and TF_GRAPH_NATIVE is not 0; else, or if the device
+ * refuses the capture, replays go node by node, as they always may. A
+ * replay while the profiler records goes node by node too, so that each
+ * op is timed. */
+TF_API bool tf_graph_is_native(const tf_graph *g);
 TF_API void tf_graph_destroy(tf_graph *g);
 
 /* Host memory for fast asynchronous copies: page-locked (pinned) through

@@ -49,6 +49,7 @@ struct tf_graph {
     tf_backend_buffer **made;      /* allocated during the capture */
     int n_made, cap_made;
     bool sorted;
+    tf_backend_graph *native;      /* the device's own graph, or NULL */
     tf_status invalid;             /* TF_OK, or why the capture cannot be replayed */
     char why[256];
     tf_graph *next;                /* in the live list */
@@ -213,6 +214,7 @@ static void unlink_graph(tf_graph *g) {
 
 static void free_graph(tf_graph *g) {
     unlink_graph(g);
+    if (g->native && g->generation == tf__generation()) g->dev->bdev.iface->graph_destroy(g->dev->bdev.ctx, g->native);
     if (g->generation == tf__generation())
         for (int i = 0; i < g->n_bufs; i++)
             if (g->released[i]) tf__buffer_free(g->dev, g->bufs[i]);   /* another graph may claim it */
@@ -241,6 +243,47 @@ tf_status tf_graph_begin(tf_device *dev) {
     pthread_mutex_unlock(&graphs_lock);
     capturing = g;
     return TF_OK;
+}
+
+/* Can the device capture graphs of its own, and does the user let it? */
+static bool native_wanted(const tf_graph *g) {
+    const tf_device *d = g->dev;
+    if (!TF_DEVICE_SLOT(d, graph_capture_begin) || !TF_DEVICE_SLOT(d, graph_capture_end) ||
+        !TF_DEVICE_SLOT(d, graph_launch) || !TF_DEVICE_SLOT(d, graph_destroy) || g->n_nodes == 0)
+        return false;
+    const char *env = getenv("TF_GRAPH_NATIVE");
+    if (env && strcmp(env, "0") == 0) return false;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].native) return false;     /* a CPU fallback node is the core's to run */
+    return true;
+}
+
+/* The recorded ops captured once more by the device as a graph of its own
+ * (they do not run again: the device records their launches). Whatever the
+ * device refuses, the graph replays node by node, so a failure here is only
+ * logged. */
+static void make_native(tf_graph *g) {
+    if (!native_wanted(g)) return;
+    tf_device *d = g->dev;
+    const tf_device_iface *dv = d->bdev.iface;
+    tf_backend_stream *bs = tf__stream_of(d);
+    tf_status s = dv->graph_capture_begin(d->bdev.ctx, bs);
+    if (s != TF_OK) {
+        tf__log(TF_LOG_INFO, "%s: no native graph: %s", d->name, tf_last_error());
+        tf__clear_error();
+        return;
+    }
+    for (int i = 0; i < g->n_nodes && s == TF_OK; i++) s = dv->run(d->bdev.ctx, bs, &g->nodes[i].op);
+    tf_backend_graph *native = NULL;
+    tf_status ended = dv->graph_capture_end(d->bdev.ctx, bs, &native);
+    if (s == TF_OK) s = ended;
+    if (s != TF_OK) {
+        if (native) dv->graph_destroy(d->bdev.ctx, native);
+        tf__log(TF_LOG_INFO, "%s: no native graph, replays go node by node: %s", d->name, tf_last_error());
+        tf__clear_error();
+        return;
+    }
+    g->native = native;
 }
 
 static int compare_buffers(const void *a, const void *b) {
@@ -278,11 +321,14 @@ tf_status tf_graph_end(tf_graph **out) {
     tf__free(g->made);
     g->made = NULL;
     g->n_made = g->cap_made = 0;
+    make_native(g);
     *out = g;
     return TF_OK;
 }
 
 int64_t tf_graph_node_count(const tf_graph *g) { return g ? g->n_nodes : -1; }
+
+bool tf_graph_is_native(const tf_graph *g) { return g && g->native; }
 
 void tf_graph_destroy(tf_graph *g) {
     if (g) free_graph(g);
@@ -325,6 +371,13 @@ tf_status tf_graph_replay(tf_graph *g) {
     for (int i = 0; i < g->n_guards; i++) {
         tf_status s = check_guard(g, &g->guards[i]);
         if (s != TF_OK) return s;
+    }
+    if (g->native && !tf__profiling()) {           /* one launch of the device's own graph */
+        tf_device *d = g->dev;
+        tf_status s = d->bdev.iface->graph_launch(d->bdev.ctx, tf__stream_of(d), g->native);
+        if (s != TF_OK) return tf__error_context(s, "%s: the native graph on %s", fn, d->name);
+        atomic_fetch_add_explicit(&d->ops, (uint64_t)g->n_nodes, memory_order_relaxed);
+        return TF_OK;
     }
     if (tf__profiling()) {                         /* each node recorded, as dispatch does */
         for (int i = 0; i < g->n_nodes; i++) {

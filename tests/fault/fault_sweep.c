@@ -549,12 +549,36 @@ static void streams_and_graph_steps(world *w, tf_tensor *a, tf_stream **side, tf
     CALL(true, tf_graph_replay, *g);
 }
 
-static void program_streams_and_graph(world *w, tf_tensor *a) {
+/* A graph of the example backend's own ops: a native graph (SDK 2.3) whose
+ * capture can fail at any allocation and is then replayed node by node. */
+static void native_graph_steps(world *w, tf_tensor *am, tf_graph **g) {
+    tf_tensor *d = NULL, *e = NULL;
+    const char *what = "tf_graph_begin";
+    tf_status st = tf_graph_begin(w->my);
+    if (st == TF_OK) {
+        st = tf_add(am, am, &d), what = "tf_add";
+        if (st == TF_OK) st = tf_mul(d, am, &e), what = "tf_mul";
+        tf_status ended = tf_graph_end(g);
+        if (st == TF_OK) st = ended, what = "tf_graph_end";
+    }
+    tf_tensor_release(d);
+    if (st != TF_OK) {
+        tf_tensor_release(e);
+        e = NULL;
+    }
+    if (!finish_step(w, what, st, &e, 1, false)) return;
+    CALL(true, tf_graph_replay, *g);
+}
+
+static void program_streams_and_graph(world *w, tf_tensor *a, tf_tensor *am) {
     tf_stream *side = NULL;
     tf_event *done = NULL;
     tf_graph *g = NULL;
     streams_and_graph_steps(w, a, &side, &done, &g);
+    tf_graph *native = NULL;
+    if (!w->failed) native_graph_steps(w, am, &native);
     pause_injection();
+    tf_graph_destroy(native);
     tf_stream_set_current(tf_stream_default(w->cpu));
     tf_graph_destroy(g);
     tf_event_destroy(done);
@@ -613,7 +637,7 @@ static void program(world *w) {
     if (!w->failed) program_nn_and_vision(w, a, am, ap);
     if (!w->failed) program_files(w, a, am, ap);
     if (!w->failed) program_scope(w, a);
-    if (!w->failed) program_streams_and_graph(w, a);
+    if (!w->failed) program_streams_and_graph(w, a, am);
     if (!w->failed) program_amp(w, a, am);
 }
 

@@ -1,12 +1,15 @@
 /* Graph capture and replay: a decode-like block captured once and replayed
  * with new inputs matches eager runs bit for bit on every device; what a
- * replay cannot repeat is refused at tf_graph_end; index guards; shapes. */
+ * replay cannot repeat is refused at tf_graph_end; index guards; shapes;
+ * native graphs (SDK 2.3) on the example backend. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "helpers.h"
+#include "mybackend.h"
 
 #define DIM 16
 #define HIDDEN 32
@@ -241,7 +244,107 @@ static void test_what_a_replay_cannot_repeat_is_refused(void **state) {
     OK(tf_graph_begin(cpu));                                /* left open: tf_shutdown drops it */
 }
 
+static mybackend_stats my_stats(void) {
+    mybackend_stats st = {0};
+    mybackend_stats_fn f = (mybackend_stats_fn)tf_backend_proc_address("mybackend", "mybackend_stats");
+    assert_non_null(f);
+    f(&st);
+    return st;
+}
+
+/* x -> 2x -> 2x*x -> + x on the example backend, all its own ops. */
+static tf_tensor *own_ops(const tf_tensor *x, tf_tensor **keep) {
+    tf_tensor *y = NULL, *z = NULL, *w = NULL;
+    OK(tf_add(x, x, &y));
+    OK(tf_mul(y, x, &z));
+    OK(tf_add(z, x, &w));
+    tf_tensor_release(y);
+    *keep = z;
+    return w;
+}
+
+static void expect_own_ops(const tf_tensor *w, const float *x) {
+    float got[4];
+    OK(tf_tensor_read(w, got, sizeof got));
+    for (int i = 0; i < 4; i++)
+        if (got[i] != 2 * x[i] * x[i] + x[i]) fail_msg("element %d: %g, want %g", i, got[i], 2 * x[i] * x[i] + x[i]);
+}
+
+/* SDK 2.3: a device with graph slots replays a graph of its own ops in one
+ * launch; a fallback node, TF_GRAPH_NATIVE=0, the profiler or a capture the
+ * device refuses give node-by-node replays, with the same results. */
+static void test_native_graphs(void **state) {
+    (void)state;
+    tf_device *my = NULL;
+    OK(tf_device_get("mybackend:0", &my));
+    int64_t n = 4;
+    float v[4] = {1, -2, 0.5f, 3}, w2[4] = {2, 0, -1, 0.25f};
+    tf_tensor *x = tensor_f32(my, 1, &n, v), *keep = NULL, *e = NULL, *ekeep = NULL;
+    tf_graph *g = NULL;
+    OK(tf_graph_begin(my));
+    tf_tensor *out = own_ops(x, &keep);
+    OK(tf_graph_end(&g));
+    assert_true(tf_graph_is_native(g));
+    assert_int_equal(tf_graph_node_count(g), 3);
+    mybackend_stats before = my_stats();
+    OK(tf_tensor_write(x, w2, sizeof w2));
+    OK(tf_graph_replay(g));
+    mybackend_stats after = my_stats();
+    assert_int_equal(after.graph_launches, before.graph_launches + 1);
+    assert_int_equal(after.ops_run, before.ops_run + 3);
+    expect_own_ops(out, w2);
+    /* replay_with and the profiler (node by node, each op recorded) */
+    tf_tensor *nx = tensor_f32(my, 1, &n, v);
+    OK(tf_profiler_start());
+    OK(tf_graph_replay_with(g, 1, &x, (const tf_tensor *[]){nx}));
+    OK(tf_profiler_stop());
+    assert_int_equal(my_stats().graph_launches, after.graph_launches);
+    assert_true(tf_profiler_record_count() >= 3);
+    expect_own_ops(out, v);
+    tf_graph_destroy(g);
+    tf_tensor_release(out);
+    tf_tensor_release(keep);
+    /* a node the device does not run (exp falls back to the CPU): node by node */
+    OK(tf_graph_begin(my));
+    OK(tf_exp(x, &e));
+    OK(tf_graph_end(&g));
+    assert_false(tf_graph_is_native(g));
+    OK(tf_graph_replay(g));
+    tf_graph_destroy(g);
+    tf_tensor_release(e);
+    /* the user's switch */
+    setenv("TF_GRAPH_NATIVE", "0", 1);
+    OK(tf_graph_begin(my));
+    out = own_ops(x, &keep);
+    OK(tf_graph_end(&g));
+    unsetenv("TF_GRAPH_NATIVE");
+    assert_false(tf_graph_is_native(g));
+    OK(tf_tensor_write(x, w2, sizeof w2));
+    OK(tf_graph_replay(g));
+    expect_own_ops(out, w2);
+    tf_graph_destroy(g);
+    tf_tensor_release(out);
+    tf_tensor_release(keep);
+    /* the device refuses (its first allocation at the capture fails): node by node */
+    mybackend_fail_after_fn fail_after =
+        (mybackend_fail_after_fn)tf_backend_proc_address("mybackend", "mybackend_fail_after");
+    assert_non_null(fail_after);
+    OK(tf_graph_begin(my));
+    out = own_ops(x, &ekeep);
+    fail_after(1);
+    OK(tf_graph_end(&g));
+    fail_after(0);
+    assert_false(tf_graph_is_native(g));
+    OK(tf_tensor_write(x, v, sizeof v));
+    OK(tf_graph_replay(g));
+    expect_own_ops(out, v);
+    tf_graph_destroy(g);
+    tf_tensor *all[] = {out, ekeep, x, nx};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+}
+
 int main(void) {
+    if (mybackend_register() != TF_OK) return 1;
     const char *seed_text = getenv("TF_TEST_SEED");
     unsigned seed = seed_text ? (unsigned)strtoul(seed_text, NULL, 10) : (unsigned)time(NULL);
     printf("test_graph: TF_TEST_SEED=%u\n", seed);
@@ -249,7 +352,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_matches_eager_on_every_device),
         cmocka_unit_test(test_index_guards),
-        cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),
+        cmocka_unit_test(test_native_graphs),
+        cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),   /* last: leaves a capture open */
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

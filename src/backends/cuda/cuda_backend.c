@@ -63,6 +63,12 @@ typedef struct cuda_dev {
     cudaStream_t current;               /* the stream of the call in progress (set under the lock) */
     _Atomic int made_streams;           /* streams tf_stream_create made, alive */
     bool shared_scratch;                /* the op in progress used scratch or cuBLAS's workspace */
+    struct {                            /* a stream capture for a native graph (SDK 2.3) in progress */
+        bool on, failed, shared;        /* failed: a block could not be held; shared: as shared_scratch */
+        cudaStream_t stream;
+        cuda_buf **held;                /* scratch the captured launches use: the graph's until destroyed */
+        int n_held, cap_held;
+    } capture;
     cublasHandle_t blas;                /* made on the first GEMM */
     cublasLtHandle_t lt;                /* made on the first GEMM with a bias */
     tf_lt_cache lt_cache;
@@ -515,8 +521,31 @@ static tf_status cu_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int
     return TF_OK;
 }
 
-/* Scratch from the caching allocator; freeing it right after the launch is
- * safe because the next use of the block is later on the same stream. The
+/* A block of scratch back to the allocator after its launch: safe because
+ * its next user is later on the same stream; but a captured launch runs
+ * again at every graph launch, so during a capture the graph keeps it. */
+static void release_block(cuda_dev *d, cuda_buf *b) {
+    if (d->capture.on) {
+        if (d->capture.n_held == d->capture.cap_held) {
+            int cap = d->capture.cap_held ? 2 * d->capture.cap_held : 8;
+            cuda_buf **more = host->alloc((size_t)cap * sizeof *more);
+            if (more && d->capture.n_held) memcpy(more, d->capture.held, (size_t)d->capture.n_held * sizeof *more);
+            if (more) host->free(d->capture.held);
+            if (!more) {
+                d->capture.failed = true;       /* the capture is dropped, so no launch reads b again */
+                tf_gpu_free(&d->gd, b);
+                return;
+            }
+            d->capture.held = more;
+            d->capture.cap_held = cap;
+        }
+        d->capture.held[d->capture.n_held++] = b;
+        return;
+    }
+    tf_gpu_free(&d->gd, b);
+}
+
+/* Scratch from the caching allocator, given back by release_block. The
  * kernel gets the device pointer, the allocator the block back. */
 static tf_status cu_scratch_alloc(void *ctx, size_t nbytes, void **handle, void **token) {
     ((cuda_dev *)ctx)->shared_scratch = true;
@@ -529,7 +558,7 @@ static tf_status cu_scratch_alloc(void *ctx, size_t nbytes, void **handle, void 
     return s;
 }
 
-static void cu_scratch_free(void *ctx, void *token) { tf_gpu_free(&((cuda_dev *)ctx)->gd, token); }
+static void cu_scratch_free(void *ctx, void *token) { release_block(ctx, token); }
 
 /* ---- GEMM through cuBLAS ---- */
 
@@ -592,7 +621,7 @@ static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
     if (tf_gpu_alloc(&d->gd, TF_LT_WORKSPACE, &ws) != TF_OK) return false;
     d->shared_scratch = true;
     cublasStatus_t e = tf_lt_gemm_run(&blas_lib, d->lt, &d->lt_cache, g, ws->handle, TF_LT_WORKSPACE, d->current);
-    tf_gpu_free(&d->gd, ws);                     /* its next user is later on this stream */
+    release_block(d, ws);
     if (e == CUBLAS_STATUS_NOT_SUPPORTED) return false;
     *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasLtMatmul(bias epilogue)");
     if (*s == TF_OK) d->stats.gemm_calls++;
@@ -693,7 +722,7 @@ static tf_status launch_with_scratch(cuda_dev *d, size_t nbytes, void **slot, in
         *slot = scratch->handle;
     }
     int e = launch(args, d->current);
-    if (scratch) tf_gpu_free(&d->gd, scratch);
+    if (scratch) release_block(d, scratch);
     return e == cudaSuccess ? TF_OK : cuda_fail(d, (cudaError_t)e, what);
 }
 
@@ -739,12 +768,123 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
      * has one workspace: with made streams, another stream could take them
      * while this op runs, so the op's stream finishes first (until each
      * stream has workspaces of its own). */
-    if (s == TF_OK && d->shared_scratch && atomic_load(&d->made_streams)) {
+    if (d->capture.on) d->capture.shared |= d->shared_scratch;      /* nothing runs now: no wait */
+    else if (s == TF_OK && d->shared_scratch && atomic_load(&d->made_streams)) {
         cudaError_t e = cudaStreamSynchronize(d->current);
         if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamSynchronize(scratch)");
     }
     leave(d);
     return s;
+}
+
+/* ---- native graphs (SDK 2.3): the recorded ops as one CUDA graph ---- */
+
+/* What graph_capture_end hands the core: the instantiated graph and the
+ * scratch its launches use. */
+typedef struct cuda_graph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cuda_buf **held;
+    int n_held;
+    bool shared;                       /* uses cuBLAS's workspace or shared scratch */
+} cuda_graph;
+
+static void drop_capture_blocks(cuda_dev *d, cuda_buf **held, int n) {
+    for (int i = 0; i < n; i++) tf_gpu_free(&d->gd, held[i]);
+    host->free(held);
+}
+
+/* Thread-local capture mode: the runs between begin and end must come from
+ * this thread (the core's capture is), and another thread's calls that
+ * would break a capture are not refused on its account. */
+static tf_status cu_graph_capture_begin(void *ctx, tf_backend_stream *stream) {
+    cuda_dev *d = ctx;
+    tf_status s = enter_on(d, stream);
+    if (s != TF_OK) return s;
+    if (d->capture.on) {
+        leave(d);
+        return host->set_error(TF_ERR_INVALID_ARGUMENT, "%s: a capture is already in progress", d->gd.name);
+    }
+    cudaError_t e = cudaStreamBeginCapture(d->current, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamBeginCapture");
+    else {
+        memset(&d->capture, 0, sizeof d->capture);
+        d->capture.on = true;
+        d->capture.stream = d->current;
+    }
+    leave(d);
+    return s;
+}
+
+static tf_status cu_graph_capture_end(void *ctx, tf_backend_stream *stream, tf_backend_graph **out) {
+    cuda_dev *d = ctx;
+    *out = NULL;
+    (void)stream;                                /* the capture's own stream */
+    tf_status s = enter(d);
+    if (s != TF_OK) return s;
+    if (!d->capture.on) {
+        leave(d);
+        return host->set_error(TF_ERR_INVALID_ARGUMENT, "%s: no capture in progress", d->gd.name);
+    }
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t e = cudaStreamEndCapture(d->capture.stream, &graph);   /* ends it even when invalidated */
+    bool failed = d->capture.failed;
+    cuda_buf **held = d->capture.held;
+    int n_held = d->capture.n_held;
+    bool shared = d->capture.shared;
+    memset(&d->capture, 0, sizeof d->capture);
+    if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamEndCapture");
+    else if (failed)
+        s = host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to hold the graph's scratch", d->gd.name);
+    if (s == TF_OK) {
+        e = cudaGraphInstantiate(&exec, graph, 0);
+        if (e != cudaSuccess) s = cuda_fail(d, e, "cudaGraphInstantiate");
+    }
+    cuda_graph *g = s == TF_OK ? host->alloc(sizeof *g) : NULL;
+    if (s == TF_OK && !g) s = host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory for a graph", d->gd.name);
+    if (s != TF_OK) {
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+        drop_capture_blocks(d, held, n_held);
+        leave(d);
+        return s;
+    }
+    *g = (cuda_graph){graph, exec, held, n_held, shared};
+    leave(d);
+    *out = (tf_backend_graph *)g;
+    return TF_OK;
+}
+
+static tf_status cu_graph_launch(void *ctx, tf_backend_stream *stream, tf_backend_graph *graph) {
+    cuda_dev *d = ctx;
+    cuda_graph *g = (cuda_graph *)graph;
+    tf_status s = enter_on(d, stream);
+    if (s != TF_OK) return s;
+    cudaError_t e = cudaGraphLaunch(g->exec, d->current);
+    if (e != cudaSuccess) s = cuda_fail(d, e, "cudaGraphLaunch");
+    /* as cu_run: another stream must not take the workspace while it runs */
+    if (s == TF_OK && g->shared && atomic_load(&d->made_streams)) {
+        e = cudaStreamSynchronize(d->current);
+        if (e != cudaSuccess) s = cuda_fail(d, e, "cudaStreamSynchronize(graph scratch)");
+    }
+    if (s == TF_OK) d->stats.graph_launches++;
+    leave(d);
+    return s;
+}
+
+static void cu_graph_destroy(void *ctx, tf_backend_graph *graph) {
+    cuda_dev *d = ctx;
+    cuda_graph *g = (cuda_graph *)graph;
+    if (!g || enter(d) != TF_OK) return;
+    cudaGraphExecDestroy(g->exec);
+    cudaGraphDestroy(g->graph);
+    /* a launch still queued reads the scratch: the allocator's next user is
+     * later on the stream, but this graph may have been launched on another */
+    cudaDeviceSynchronize();
+    drop_capture_blocks(d, g->held, g->n_held);
+    leave(d);
+    host->free(g);
 }
 
 static const tf_device_iface cu_device_iface = {
@@ -776,6 +916,10 @@ static const tf_device_iface cu_device_iface = {
     .buffer_download_async = cu_download_async,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
+    .graph_capture_begin = cu_graph_capture_begin,
+    .graph_capture_end = cu_graph_capture_end,
+    .graph_launch = cu_graph_launch,
+    .graph_destroy = cu_graph_destroy,
 };
 
 /* ---- discovery ---- */

@@ -19,25 +19,7 @@
 #include <tensorframe/opencl.h>
 #include <tensorframe/tensorframe.h>
 
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        tf_status s_ = (call);                                                                \
-        if (s_ != TF_OK) {                                                                    \
-            fprintf(stderr, "%s: %s: %s\n", #call, tf_status_name(s_), tf_last_error());      \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_util.h"
 
 /* Sum [m, r] over its rows; check every output; the median time of reps. */
 static double sweep_one(tf_device *d, int64_t m, int64_t r, int reps) {
@@ -74,12 +56,11 @@ static double sweep_one(tf_device *d, int64_t m, int64_t r, int reps) {
         t[k] = now_us() - t0;
         tf_tensor_release(s);
     }
-    qsort(t, (size_t)reps, sizeof *t, by_value);
     tf_tensor_release(x);
     free(v);
     free(want);
     free(got);
-    return t[reps / 2];
+    return median(t, (size_t)reps);
 }
 
 int main(int argc, char **argv) {

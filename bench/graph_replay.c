@@ -17,27 +17,14 @@
 
 #include <tensorframe/tensorframe.h>
 
+#include "bench_util.h"
+
 #define LAYERS 34
 #define ROUNDS 11
-
-#define CHECK(call)                                                                           \
-    do {                                                                                      \
-        tf_status s_ = (call);                                                                \
-        if (s_ != TF_OK) {                                                                    \
-            fprintf(stderr, "%s: %s: %s\n", #call, tf_status_name(s_), tf_last_error());      \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 typedef struct layer {
     tf_tensor *norm, *gate, *up, *down;
 } layer;
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static tf_tensor *weight(tf_device *d, int ndim, int64_t rows, int64_t cols, uint64_t seed) {
     int64_t shape[2] = {rows, cols};
@@ -61,11 +48,6 @@ static tf_tensor *forward(const layer *ls, const tf_tensor *x0) {
         x = next;
     }
     return x;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv) {
@@ -103,8 +85,6 @@ int main(int argc, char **argv) {
         replay[r] = (now_us() - t0) / iters / nodes;
         eager[r] = eager[r] / iters / nodes;
     }
-    qsort(eager, ROUNDS, sizeof *eager, by_value);
-    qsort(replay, ROUNDS, sizeof *replay, by_value);
     tf_tensor *first = NULL;                      /* the output is live and readable */
     float check;
     CHECK(tf_slice(y, 1, 0, 1, 1, &first));
@@ -112,7 +92,7 @@ int main(int argc, char **argv) {
     tf_tensor_release(first);
     printf("graph_replay %s: %lld nodes (dim %lld, %d layers), %d iterations x %d rounds\n", tf_device_name(d),
            (long long)nodes, (long long)dim, LAYERS, iters, ROUNDS);
-    double e = eager[ROUNDS / 2], r = replay[ROUNDS / 2];
+    double e = median(eager, ROUNDS), r = median(replay, ROUNDS);
     printf("  eager %7.3f us/node, replay %7.3f us/node: eager / replay = %.2fx\n", e, r, e / r);
     tf_graph_destroy(g);
     tf_tensor_release(y);

@@ -1,41 +1,17 @@
 #define _GNU_SOURCE
 #include "cublas_table.h"
+#include "vendor.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* dlopen `soname` (or `chosen`, a user's choice) through the loader's search
- * path, else the toolkit's copy; NULL and the loader's reason in why. */
-static void *open_library(const char *soname, const char *chosen, const char *toolkit_path, const char **lib,
-                          char *why, size_t n) {
-    *lib = chosen && *chosen ? chosen : soname;
-    void *h = dlopen(*lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!h && *lib == soname && toolkit_path && *toolkit_path) {   /* the toolkit the plugin was built with */
-        h = dlopen(toolkit_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-        if (h) *lib = toolkit_path;
-    }
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(why, n, "%s", e ? e : *lib);
-    }
-    return h;
-}
-
-/* Open the library and look up every name into its slot; false with `why`
- * set on the first thing missing. */
+/* The shared loader (../gpu_common/vendor.c), with the library it opened unused. */
 static bool load_symbols(const char *soname, const char *chosen, const char *toolkit_path, const char *const *names,
                          void **const *slots, size_t n, char *why, size_t why_n) {
     const char *lib;
-    void *h = open_library(soname, chosen, toolkit_path, &lib, why, why_n);
-    if (!h) return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(*slots[i] = dlsym(h, names[i]))) {
-            snprintf(why, why_n, "%s has no symbol %s", lib, names[i]);
-            return false;
-        }
-    return true;
+    return tf_gpu_load_symbols(soname, chosen, toolkit_path, names, slots, n, &lib, why, why_n);
 }
 
 #define TF__NAME(name) #name,

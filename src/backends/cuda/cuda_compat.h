@@ -1,4 +1,7 @@
-/* OpenCL C as CUDA: what ../gpu_common/kernels.cl needs to compile with nvcc.
+/* OpenCL C as CUDA or HIP: what ../gpu_common/kernels.cl needs to compile
+ * with nvcc, or with hipcc (__HIP__: the ROCm plugin's
+ * ../rocm/kernels_dtype.hip, where HIP's own names differ: its headers, and
+ * no CUDA 13 renaming of long4).
  *
  * kernels_dtype.cu includes this, then kernels.cl inside a namespace per
  * dtype. The mapping keeps OpenCL's semantics where CUDA differs:
@@ -18,7 +21,12 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#ifdef __HIP__
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+#else
 #include <cuda_fp16.h>
+#endif
 
 #define TF_CUDA 1
 #define TF_HAS_FP64 1
@@ -28,7 +36,9 @@ typedef unsigned short ushort;
 typedef unsigned int uint;
 typedef unsigned long ulong;
 static_assert(sizeof(long) == 8, "OpenCL's long is 64 bits");
+#ifndef __HIP__
 #define long4 long4_16a                   /* CUDA 13 deprecates the unsuffixed name */
+#endif
 
 /* Work-item functions. */
 __device__ inline long tf_group_id(int d) {

@@ -1,6 +1,7 @@
 /* The GPU runtime layer: see gpu_runtime.h. */
 #include "gpu_runtime.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,4 +173,20 @@ void tf_gpu_staging_release(tf_gpu_staging *st) {
         if (st->free_event[i]) st->ops->event_destroy(st->ctx, st->free_event[i]);
         st->buf[i] = st->free_event[i] = NULL;
     }
+}
+
+tf_gpu_grid_result tf_gpu_grid_of(int dims, const size_t *global, const size_t *local, unsigned grid[3],
+                                  unsigned block[3]) {
+    block[0] = local ? (unsigned)local[0] : 256;
+    block[1] = dims > 1 && local ? (unsigned)local[1] : 1;
+    block[2] = 1;
+    size_t gx = (global[0] + block[0] - 1) / block[0];
+    size_t gy = dims > 1 ? (global[1] + block[1] - 1) / block[1] : 1;
+    grid[0] = grid[1] = grid[2] = 1;
+    if (gx == 0 || gy == 0) return TF_GPU_GRID_EMPTY;
+    if (gx > (size_t)INT_MAX || gy > (size_t)65535 * 65535) return TF_GPU_GRID_TOO_BIG;
+    grid[0] = (unsigned)gx;
+    grid[1] = (unsigned)(gy > 65535 ? 65535 : gy);
+    grid[2] = (unsigned)((gy + grid[1] - 1) / grid[1]);
+    return TF_GPU_GRID_OK;
 }

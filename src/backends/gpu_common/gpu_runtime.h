@@ -91,6 +91,17 @@ void *tf_gpu_find_extra(const tf_gpu_extra *extras, int n, const char *name);
  * TF_ERR_INVALID_ARGUMENT naming the extra, or NULL_ARGUMENT for out. */
 tf_status tf_gpu_check_index(const tf_host_api *host, const char *extra, int device, int count, const void *out);
 
+/* ---- launch geometry ---- */
+
+/* OpenCL's NDRange (`dims` 1 or 2, `global` work-items, `local` the group
+ * or NULL for 256 x 1) as a CUDA/HIP grid: blocks of `local`, the grid
+ * rounded up (every portable kernel bounds-checks). A second dimension past
+ * 65535 groups is split over z; get_group_id(1) in cuda_compat.h puts it back
+ * together. */
+typedef enum tf_gpu_grid_result { TF_GPU_GRID_OK, TF_GPU_GRID_EMPTY, TF_GPU_GRID_TOO_BIG } tf_gpu_grid_result;
+tf_gpu_grid_result tf_gpu_grid_of(int dims, const size_t *global, const size_t *local, unsigned grid[3],
+                                  unsigned block[3]);
+
 /* ---- staged transfers through pinned host memory ---- */
 
 #define TF_GPU_STAGING_BYTES ((size_t)8 << 20)      /* per buffer; two per device */

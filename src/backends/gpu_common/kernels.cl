@@ -834,7 +834,7 @@ inline uint4 philox(ulong counter, ulong key) {
     return MAKE_UINT4(c0, c1, c2, c3);
 }
 
-kernel void rand(int normal, long n, ulong seed, global T *out, long off) {
+kernel void rand_fill(int normal, long n, ulong seed, global T *out, long off) {
     long i = get_global_id(0);
     if (i >= n) return;
     uint4 w = philox((ulong)i, seed);

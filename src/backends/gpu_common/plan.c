@@ -691,3 +691,14 @@ size_t tf_pk_op_codes(char *buf, size_t n) {
 #undef TF__CODE
     return used;
 }
+
+tf_status tf_pk_copy_c_into_out(const tf_pk_target *tg, const tf_op *gemm) {
+    tf_op copy;
+    memset(&copy, 0, sizeof copy);
+    copy.struct_size = sizeof copy;
+    copy.kind = TF_OP_COPY;
+    copy.n_inputs = 1;
+    copy.inputs[0] = gemm->inputs[2];
+    copy.output = gemm->output;
+    return tf_pk_run(tg, &copy);
+}

@@ -21,7 +21,7 @@
 /* The kernels of kernels.cl, in the order backends index them. */
 #define TF_PK_KERNEL_LIST(X)                                                                                     \
     X(BINARY, binary) X(MATMUL, matmul) X(REDUCE_PARTIAL, reduce_partial) X(REDUCE_FINAL, reduce_final)          \
-    X(COPY_FROM, copy_from) X(ARANGE, arange) X(RAND, rand) X(UNARY, unary) X(COMPARE, compare)                  \
+    X(COPY_FROM, copy_from) X(ARANGE, arange) X(RAND, rand_fill) X(UNARY, unary) X(COMPARE, compare)                  \
     X(BOOL_UNARY, bool_unary) X(WHERE, where_select) X(REDUCE_FULL, reduce_full) X(CUMSUM, cumsum)               \
     X(INDEX_PICK, index_pick) X(TRIANGLE, triangle) X(ROW_OP, row_op) X(ROPE, rope) X(SDPA, sdpa)                \
     X(CONV2D, conv2d) X(POOL2D, pool2d) X(ADAM, adam) X(BINARY4, binary4) X(FILL, fill)                          \
@@ -108,6 +108,9 @@ tf_dtype tf_pk_program_dtype(const tf_op *op);
 /* Launch op's kernels on tg. FILL is included (the fill kernel); a backend
  * with a native fill may handle FILL itself first. */
 tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op);
+/* GEMM's c, broadcast, copied into its output (a COPY op on tg): what a
+ * BLAS call computing beta * out + alpha * a@b needs first. */
+tf_status tf_pk_copy_c_into_out(const tf_pk_target *tg, const tf_op *gemm);
 /* The op codes kernels.cl switches on, generated from the op table as
  * "#define TF_OP_ADD 0\n..." (OpenCL C has no enums from our headers): a
  * backend that compiles kernels.cl from source prepends them. Writes at most

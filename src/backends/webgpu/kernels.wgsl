@@ -765,7 +765,7 @@ fn arange_item(i: i32) {
     b_out_stf(TF_DT, A.off + i, A.start + f32(i) * A.step);
 }
 
-//@kernel rand
+//@kernel rand_fill
 struct Args { gx: i32, gy: i32, normal: i32, n: i32, seed_lo: u32, seed_hi: u32, off: i32 }
 
 fn mul_hi(a: u32, b: u32) -> u32 { return mul64(vec2<u32>(a, 0u), vec2<u32>(b, 0u)).y; }
@@ -785,7 +785,7 @@ fn philox(counter: u32, k0i: u32, k1i: u32) -> vec4<u32> {
 }
 
 @compute @workgroup_size(WG)
-fn rand(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn rand_fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { rand_item(i); }
 }
 

@@ -1,0 +1,291 @@
+/* What the CUDA plugin does its own way (cuda_dev.h): cuBLAS and cuBLASLt
+ * for GEMM, the plugin's own kernels (fast_kernels.cu), the portable kernels
+ * through the host stubs nvcc made (kernels_<dtype>.cu), NVIDIA's sticky
+ * errors, the device's description and the TF32 extra. */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas_plan.h"
+#include "cuda_dev.h"
+#include "fast_plan.h"
+
+
+/* The portable kernels, one table per dtype program (kernels_<dtype>.cu). */
+#define TF__TABLE(E, n, sz, fl, in) extern const void *const tf_cuda_kernels_##n[TF_PK_KERNEL_COUNT];
+TF_DTYPE_LIST(TF__TABLE)
+#undef TF__TABLE
+static const void *const *const kernel_tables[TF_DTYPE_COUNT] = {
+#define TF__ROW(E, n, sz, fl, in) [TF_##E] = tf_cuda_kernels_##n,
+    TF_DTYPE_LIST(TF__ROW)
+#undef TF__ROW
+};
+
+static bool use_tf32;
+static tf_cublas blas_lib;               /* resolved once a GPU is found; GEMM falls back without it */
+
+bool tf_vendor_init(char *why, size_t n) {
+    (void)why;
+    (void)n;
+    const char *tf32 = getenv("TF_CUDA_TF32");
+    use_tf32 = tf32 && !strcmp(tf32, "1");
+    memset(&blas_lib, 0, sizeof blas_lib);
+    const char *chosen = getenv("TF_CUBLAS_LIB");    /* a cuBLAS named by the user is checked up front */
+    if (chosen && *chosen) tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
+    return true;                                     /* the runtime is linked in: cudaGetDeviceCount says the rest */
+}
+
+bool tf_vendor_sticky(cudaError_t e) {
+    switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchTimeout: case cudaErrorAssert: case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction: case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc: case cudaErrorLaunchFailure: case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable: case cudaErrorContained:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static tf_status blas_fail(cuda_dev *d, cublasStatus_t e, const char *what) {
+    tf_status s = e == CUBLAS_STATUS_ALLOC_FAILED ? TF_ERR_OUT_OF_MEMORY : TF_ERR_BACKEND;
+    if (e == CUBLAS_STATUS_EXECUTION_FAILED) {   /* usually a sticky error underneath */
+        cudaError_t ce = cudaGetLastError();
+        if (tf_vendor_sticky(ce)) return tf_cu_fail(d, ce, what);
+    }
+    return tf_cu_host->set_error(s, "%s: %s failed: %s", d->gd.name, what, blas_lib.cublasGetStatusName(e));
+}
+
+bool tf_vendor_open_device(cuda_dev *d, const tf_gpu_props *p) {
+    d->matrix_units = p->major >= 7;
+    d->stats.compute_capability = p->major * 10 + p->minor;
+    return true;
+}
+
+void tf_vendor_close_device(cuda_dev *d) {
+    if (d->vendor.blas) blas_lib.cublasDestroy_v2(d->vendor.blas);
+    if (d->vendor.lt) blas_lib.cublasLtDestroy(d->vendor.lt);
+}
+
+void tf_vendor_read_limits(cuda_dev *d, const tf_gpu_props *p) {
+    tf_device_limits *l = &d->limits;
+    l->max_buffer_bytes = l->max_binding_bytes = p->totalGlobalMem;
+    l->compute_units = (uint32_t)p->multiProcessorCount;
+    l->max_work_group_size = (uint32_t)p->maxThreadsPerBlock;
+    for (int i = 0; i < 3; i++) l->max_work_group_dims[i] = (uint32_t)p->maxThreadsDim[i];
+    l->subgroup_size = (uint32_t)p->warpSize;
+    l->shared_memory_bytes = p->sharedMemPerBlockOptin ? p->sharedMemPerBlockOptin : p->sharedMemPerBlock;
+    l->cache_bytes[1] = (uint64_t)p->l2CacheSize;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, d->index) == cudaSuccess) l->clock_mhz = (uint32_t)(khz / 1000);
+}
+
+
+void tf_vendor_describe(cuda_dev *d, char *out, size_t n) {
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    snprintf(out, n, "%.120s (compute %d.%d, %d SMs; driver %d.%d, runtime %d.%d)%s", d->name, d->cc_major, d->cc_minor,
+             d->sm_count, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+             d->gd.lost ? " LOST" : "");
+}
+
+tf_status tf_vendor_launch(cuda_dev *d, tf_dtype program, tf_pk_kernel kernel, void **argv, const unsigned grid[3],
+                           const unsigned block[3]) {
+    const void *fn = kernel_tables[program] ? kernel_tables[program][kernel] : NULL;
+    if (!fn)
+        return tf_cu_host->set_error(TF_ERR_BACKEND, "%s: kernel '%s' is not built for %d", d->gd.name,
+                               tf_pk_kernel_names[kernel], (int)program);
+    dim3 g = {grid[0], grid[1], grid[2]}, b = {block[0], block[1], block[2]};
+    cudaError_t e = cudaLaunchKernel(fn, g, b, argv, 0, d->current);
+    return e == cudaSuccess ? TF_OK : tf_cu_fail(d, e, tf_pk_kernel_names[kernel]);
+}
+
+/* ---- GEMM through cuBLAS ---- */
+
+static tf_status ensure_blas(cuda_dev *d) {
+    if (d->vendor.blas) return TF_OK;
+    cublasStatus_t e = blas_lib.cublasCreate_v2(&d->vendor.blas);
+    if (e != CUBLAS_STATUS_SUCCESS) return blas_fail(d, e, "cublasCreate");
+    return TF_OK;
+}
+
+/* TF_CUDA_LT=0 keeps bias GEMMs on the copy-then-GEMM path (to compare). */
+static bool lt_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("TF_CUDA_LT");
+        enabled = !(v && !strcmp(v, "0"));
+    }
+    return enabled;
+}
+
+/* g through cuBLASLt with the bias in its epilogue: true if it ran (*s holds
+ * the result), false to take the cuBLAS path instead (no cuBLASLt, no
+ * algorithm for g, or no room for the workspace; nothing was written). */
+static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
+    if (!blas_lib.lt_loaded || !lt_enabled()) return false;
+    if (!d->vendor.lt && blas_lib.cublasLtCreate(&d->vendor.lt) != CUBLAS_STATUS_SUCCESS) {
+        d->vendor.lt = NULL;
+        return false;
+    }
+    cuda_buf *ws = NULL;
+    if (tf_gpu_alloc(&d->gd, TF_LT_WORKSPACE, &ws) != TF_OK) return false;
+    d->shared_scratch = true;
+    cublasStatus_t e = tf_lt_gemm_run(&blas_lib, d->vendor.lt, &d->vendor.lt_cache, g, ws->handle, TF_LT_WORKSPACE, d->current);
+    tf_cu_release_block(d, ws);
+    if (e == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasLtMatmul(bias epilogue)");
+    if (*s == TF_OK) d->stats.gemm_calls++;
+    return true;
+}
+
+/* out = alpha * a @ b (+ beta * c): true if cuBLAS took it (*s holds the
+ * result), false to leave it to the portable matmul kernel. Row-major
+ * C = A B is column-major C^T = B^T A^T: cuBLAS gets b first. */
+bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_status *s) {
+    const tf_tensor_desc *a = &op->inputs[0], *b = &op->inputs[1], *o = &op->output;
+    tf_dtype dt = o->dtype;
+    cudaDataType_t type;
+    switch (dt) {
+    case TF_F32: type = CUDA_R_32F; break;
+    case TF_F64: type = CUDA_R_64F; break;
+    case TF_F16: type = CUDA_R_16F; break;
+    case TF_BF16: type = CUDA_R_16BF; break;
+    default: return false;
+    }
+    tf_blas_plan p;
+    if (!blas_lib.loaded || !tf_blas_plan_of(op, &p)) return false;   /* the portable matmul kernel instead */
+    int64_t M = p.M, N = p.N, K = p.K, batch = p.batch;
+    double alpha = p.alpha, beta = p.beta;
+    cublasComputeType_t compute = dt == TF_F64 ? CUBLAS_COMPUTE_64F
+                                  : dt == TF_F32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (p.with_c && tf_cuda_plan_gemm_bias(op)) {
+        tf_lt_gemm g = {type, compute, p.b.trans, p.a.trans, N, M, K, p.b.ld, p.a.ld, N, p.b.batch_stride,
+                        p.a.batch_stride, M * N, (int32_t)batch, (float)alpha,
+                        (const char *)tf_cu_mem_of(b) + b->offset, (const char *)tf_cu_mem_of(a) + a->offset,
+                        (const char *)tf_cu_mem_of(&op->inputs[2]) + op->inputs[2].offset,
+                        (char *)tf_cu_mem_of(o) + o->offset};
+        if (try_lt_bias(d, &g, s)) return true;
+    }
+    if ((*s = ensure_blas(d)) != TF_OK) return true;
+    if (p.with_c && (*s = tf_pk_copy_c_into_out(tg, op)) != TF_OK) return true;   /* then beta * out + alpha * a@b */
+    const char *pa = (const char *)tf_cu_mem_of(a) + a->offset, *pb = (const char *)tf_cu_mem_of(b) + b->offset;
+    char *po = (char *)tf_cu_mem_of(o) + o->offset;
+    float af = (float)alpha, bf = (float)beta;
+    const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
+    const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
+    d->shared_scratch = true;                    /* the handle's workspace serves every stream */
+    cublasStatus_t e = blas_lib.cublasSetStream_v2(d->vendor.blas, d->current);
+    if (e != CUBLAS_STATUS_SUCCESS) {
+        *s = blas_fail(d, e, "cublasSetStream");
+        return true;
+    }
+    e = blas_lib.cublasGemmStridedBatchedEx(
+        d->vendor.blas, p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+        (int)K, pal, pb, type, (int)p.b.ld, (long long)p.b.batch_stride, pa, type, (int)p.a.ld,
+        (long long)p.a.batch_stride, pbe, po, type, (int)N, (long long)(M * N), (int)batch, compute,
+        CUBLAS_GEMM_DEFAULT);
+    *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasGemmStridedBatchedEx");
+    if (*s == TF_OK) d->stats.gemm_calls++;
+    return true;
+}
+
+/* ---- the plugin's own kernels (fast_kernels.cu; fast_plan.c says which ops) ---- */
+
+static uintptr_t addr_of(const tf_tensor_desc *t) { return (uintptr_t)tf_cu_mem_of(t) + (uintptr_t)t->offset; }
+
+/* TF_CUDA_PORTABLE_ONLY=1 keeps every op on the portable kernels (to compare). */
+static bool fast_kernels_enabled(void) {
+    static int enabled = -1;
+    if (enabled < 0) {
+        const char *v = getenv("TF_CUDA_PORTABLE_ONLY");
+        enabled = !(v && *v && strcmp(v, "0") != 0);
+    }
+    return enabled;
+}
+
+/* A fast kernel that may need device scratch: nbytes of it (0: none) go in
+ * *slot for the launch, and back to the allocator right after it, which is
+ * safe because the block's next user is later on the same stream. */
+static tf_status launch_with_scratch(cuda_dev *d, size_t nbytes, void **slot, int (*launch)(const void *, void *),
+                                     const void *args, const char *what) {
+    cuda_buf *scratch = NULL;
+    if (nbytes) {
+        d->shared_scratch = true;
+        tf_status s = tf_gpu_alloc(&d->gd, nbytes, &scratch);
+        if (s != TF_OK) return s;
+        *slot = scratch->handle;
+    }
+    int e = launch(args, d->current);
+    if (scratch) tf_cu_release_block(d, scratch);
+    return e == cudaSuccess ? TF_OK : tf_cu_fail(d, (cudaError_t)e, what);
+}
+
+static int launch_row(const void *a, void *stream) { return tf_cuda_row_launch(a, stream); }
+static int launch_reduce(const void *a, void *stream) { return tf_cuda_reduce_launch(a, stream); }
+static int launch_attention(const void *a, void *stream) { return tf_cuda_attn_launch(a, stream); }
+
+/* True if one of the plugin's kernels took op (*s holds the result). */
+bool tf_vendor_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
+    if (!fast_kernels_enabled()) return false;
+    tf_cuda_row_args row;
+    tf_cuda_attn_args attn;
+    tf_cuda_reduce_args red;
+    if (tf_cuda_plan_row(op, addr_of, &row)) {
+        *s = launch_with_scratch(d, 0, NULL, launch_row, &row, "row kernel");
+    } else if (tf_cuda_plan_reduce(op, d->sm_count, addr_of, &red)) {
+        *s = launch_with_scratch(d, tf_cuda_reduce_scratch_bytes(&red), (void **)&red.partial, launch_reduce, &red,
+                                 "reduction kernel");
+    } else if (tf_cuda_plan_attention(op, d->sm_count, addr_of, &attn)) {
+        *s = launch_with_scratch(d, tf_cuda_attn_scratch_bytes(&attn), (void **)&attn.partial, launch_attention, &attn,
+                                 "attention kernel");
+    } else {
+        return false;
+    }
+    if (*s == TF_OK) d->stats.kernels_launched++;
+    return true;
+}
+
+
+/* ---- discovery and extras ---- */
+
+void tf_vendor_no_device_note(char *out, size_t n, cudaError_t e) {
+    char driver[200] = "";
+    bool have_driver = tf_cuda_driver_present(driver, sizeof driver);
+    snprintf(out, n, "no CUDA device (cudaGetDeviceCount: %s: %s%s%.200s)%s%.200s",
+             e == cudaSuccess ? "0 devices" : cudaGetErrorName(e), e == cudaSuccess ? "none found" : cudaGetErrorString(e),
+             have_driver ? "" : "; the NVIDIA driver is not installed: ", driver,
+             blas_lib.loaded ? "; cuBLAS loaded" : blas_lib.why[0] ? "; cuBLAS not loaded: " : "", blas_lib.why);
+}
+
+/* cuBLAS only where there is a GPU: ~150 MB and ~65 ms a machine without
+ * one need not pay. */
+void tf_vendor_discovered(int count) {
+    if (count > 0 && !blas_lib.loaded && !blas_lib.why[0])
+        tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
+    if (blas_lib.loaded && !blas_lib.lt_loaded) tf_cublaslt_load(&blas_lib, TF_CUBLASLT_SONAME, TF_CUBLASLT_TOOLKIT_PATH);
+}
+
+void tf_vendor_note(char *out, size_t n, int count, int failed) {
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    snprintf(out, n, "%d device(s)%s; CUDA runtime %d.%d, %s%s%.300s%s%.300s", count,
+             failed ? " (some failed to open)" : "", runtime / 1000, runtime % 1000 / 10,
+             blas_lib.loaded ? "cuBLAS for GEMM" : "GEMM on the portable kernel, cuBLAS not loaded: ",
+             use_tf32 && blas_lib.loaded ? " (TF32 on)" : "", blas_lib.why,
+             !blas_lib.loaded ? "" : blas_lib.lt_loaded ? ", cuBLASLt for bias epilogues" : "; cuBLASLt not loaded: ",
+             blas_lib.lt_why);
+}
+
+static tf_status set_tf32(bool enabled) {
+    use_tf32 = enabled;
+    return TF_OK;
+}
+
+void *tf_vendor_extra(const char *name) {
+    if (!strcmp(name, "tf_cuda_set_tf32")) return (void *)(tf_cuda_set_tf32_fn)set_tf32;
+    return NULL;
+}

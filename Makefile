@@ -23,7 +23,7 @@ build-asan: deps
 
 # ThreadSanitizer: the library and its concurrency tests, CPU only.
 build-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF -DTF_WEBGPU=OFF > /dev/null
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTF_TSAN=ON -DTF_CUDA=OFF -DTF_WEBGPU=OFF -DTF_ROCM=OFF > /dev/null
 	@cmake --build $(TSAN_BUILD) -j$(JOBS) --target test_registry test_cpu_fast test_streams tf_test_plugins > $(TSAN_BUILD).log 2>&1 || { cat $(TSAN_BUILD).log; exit 1; }
 
 # The main job: what tensorframe sees here, the demo on the best device,

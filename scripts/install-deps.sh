@@ -12,6 +12,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers   # OpenCL plugin: ICD loader and headers
   pocl-opencl-icd   # an OpenCL device on the CPU, so the plugin is tested for real
   clinfo            # to see what OpenCL offers
+  hipcc libamdhip64-dev   # the ROCm plugin: compiled for AMD targets here (nothing HIP runs without an AMD GPU)
   clang libclang-rt-dev   # libFuzzer for the loaders' fuzz targets (make test, make fuzz)
   python3-numpy     # tests/gguf/check_dequant.py (with the gguf package fetch-models.sh brings)
 )

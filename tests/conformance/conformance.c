@@ -246,6 +246,7 @@ static void host_init(host_t *h, tf_dtype dt, int ndim, const int64_t *shape) {
     h->length = 1;
     h->mag = NULL;
     h->wide_acc = false;
+    h->extra_nmse = 0;         /* was left to the stack: a limit of garbage could pass anything */
     h->v = calloc((size_t)(h->n ? h->n : 1), sizeof(double));
 }
 

@@ -738,17 +738,20 @@ static void *cu_get_proc_address(void *ctx, const char *name) {
     return tf_vendor_extra(name);
 }
 
+/* A lost device's context refuses most calls: it is not waited for, but
+ * everything is still handed back (a runtime that can release it then
+ * does, and nothing the plugin holds outlives it). */
 static void cu_shutdown(void *ctx) {
     (void)ctx;
     for (int i = 0; i < n_devs; i++) {
         cuda_dev *d = &devs[i];
-        if (!d->gd.lost && cudaSetDevice(d->index) == cudaSuccess) {
-            cudaStreamSynchronize(d->stream);
-            tf_gpu_staging_release(&d->staging);
-            tf_vendor_close_device(d);
-            cudaStreamDestroy(d->stream);
-        }
-        tf_gpu_dev_destroy(&d->gd);           /* a lost device's memory goes with its context */
+        bool current = cudaSetDevice(d->index) == cudaSuccess;
+        if (!d->gd.lost && current) cudaStreamSynchronize(d->stream);
+        tf_gpu_staging_release(&d->staging);
+        tf_vendor_close_device(d);
+        cudaStreamDestroy(d->stream);
+        cudaGetLastError();                   /* a lost device's errors end with it */
+        tf_gpu_dev_destroy(&d->gd);
     }
     n_devs = 0;
 }

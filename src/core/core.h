@@ -241,6 +241,17 @@ tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **ou
 void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf);
 /* The backend's free at once (the deferred frees end here). */
 void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf);
+/* A buffer over memory tensorframe does not own (a DLPack import): `release`
+ * runs once, when the buffer is truly freed. take/run split it for a free
+ * that does not go through tf__buffer_free_now (after tf_shutdown). */
+typedef struct release_hook release_hook;
+tf_status tf__buffer_on_release(tf_backend_buffer *buf, void (*release)(void *ctx), void *ctx);
+release_hook *tf__buffer_take_release(tf_backend_buffer *buf);
+void tf__buffer_run_release(release_hook *h);
+/* tensor.c: a tensor over buf (nbytes, from dev's buffer_from_host_ptr),
+ * which it then owns. */
+tf_status tf__tensor_wrap(tf_device *dev, tf_backend_buffer *buf, size_t nbytes, tf_dtype dt, int ndim,
+                          const int64_t *shape, const int64_t *strides, tf_tensor **out);
 void tf__alloc_trace_close(void);
 /* At registration: the defaults, then TF_ALLOC_CONF's entries for d. */
 void tf__alloc_conf_init(tf_device *d);

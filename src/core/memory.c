@@ -68,9 +68,61 @@ tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **ou
     return s;
 }
 
+/* ---- buffers over memory tensorframe does not own (DLPack imports) ----
+ * A release hook per such buffer, run once the buffer is truly freed: after
+ * deferred frees and graph claims, or by the host free after tf_shutdown. */
+
+typedef struct release_hook {
+    tf_backend_buffer *buf;
+    void (*release)(void *ctx);
+    void *ctx;
+    struct release_hook *next;
+} release_hook;
+
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static release_hook *hooks;
+static _Atomic int n_hooks;                  /* the free path looks only when there are any */
+
+tf_status tf__buffer_on_release(tf_backend_buffer *buf, void (*release)(void *ctx), void *ctx) {
+    release_hook *h = tf__malloc(sizeof *h);
+    if (!h) return tf__error(TF_ERR_OUT_OF_MEMORY, "out of host memory for a release hook");
+    *h = (release_hook){buf, release, ctx, NULL};
+    pthread_mutex_lock(&hooks_lock);
+    h->next = hooks;
+    hooks = h;
+    atomic_fetch_add(&n_hooks, 1);
+    pthread_mutex_unlock(&hooks_lock);
+    return TF_OK;
+}
+
+/* Take buf's hook off the list (before the buffer is freed, so a new buffer
+ * at the same address cannot be mistaken for it); NULL if it has none. */
+release_hook *tf__buffer_take_release(tf_backend_buffer *buf) {
+    if (!atomic_load(&n_hooks)) return NULL;
+    pthread_mutex_lock(&hooks_lock);
+    release_hook *found = NULL;
+    for (release_hook **p = &hooks; *p; p = &(*p)->next)
+        if ((*p)->buf == buf) {
+            found = *p;
+            *p = found->next;
+            atomic_fetch_sub(&n_hooks, 1);
+            break;
+        }
+    pthread_mutex_unlock(&hooks_lock);
+    return found;
+}
+
+void tf__buffer_run_release(release_hook *h) {
+    if (!h) return;
+    h->release(h->ctx);
+    tf__free(h);
+}
+
 void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf) {
     trace_event(dev, '-', buf, 0);
+    release_hook *h = tf__buffer_take_release(buf);
     dev->bdev.iface->buffer_free(dev->bdev.ctx, buf);
+    tf__buffer_run_release(h);
 }
 
 void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf) {

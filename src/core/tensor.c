@@ -34,8 +34,13 @@ static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_s
  * backend's shutdown, and the plugin may be unmapped: it is not called. */
 static void storage_release(tf_storage *s) {
     if (atomic_fetch_sub(&s->refs, 1) != 1) return;
-    if (s->generation == tf__generation()) tf__buffer_free(s->dev, s->buf);
-    else if (s->host_free) s->host_free(s->host_ctx, s->buf);
+    if (s->generation == tf__generation()) {
+        tf__buffer_free(s->dev, s->buf);
+    } else if (s->host_free) {
+        release_hook *h = tf__buffer_take_release(s->buf);
+        s->host_free(s->host_ctx, s->buf);
+        tf__buffer_run_release(h);
+    }
     tf__free(s);
 }
 
@@ -126,6 +131,25 @@ tf_status tf__tensor_alloc(const char *fn, tf_device *dev, tf_dtype dt, int ndim
         storage_release(s);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "%s%sout of host memory for a tensor record", fn ? fn : "", fn ? ": " : "");
     }
+    return TF_OK;
+}
+
+tf_status tf__tensor_wrap(tf_device *dev, tf_backend_buffer *buf, size_t nbytes, tf_dtype dt, int ndim,
+                          const int64_t *shape, const int64_t *strides, tf_tensor **out) {
+    tf_storage *s = tf__malloc(sizeof *s);
+    tf_tensor *t = s ? tensor_new(s, dt, ndim, shape, strides, 0) : NULL;
+    if (!t) {
+        tf__free(s);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "out of host memory for a tensor record");
+    }
+    atomic_init(&s->refs, 1);
+    s->dev = dev;
+    s->buf = buf;
+    s->nbytes = nbytes;
+    s->generation = tf__generation();
+    s->host_free = tf__device_is_host(dev) ? dev->bdev.iface->buffer_free : NULL;
+    s->host_ctx = tf__device_is_host(dev) ? dev->bdev.ctx : NULL;
+    *out = t;
     return TF_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <tensorframe/dlpack.h>
 #include <tensorframe/tensorframe.h>
 
 #include "mybackend.h"
@@ -623,6 +624,23 @@ static void program_amp(world *w, tf_tensor *a, tf_tensor *am) {
     resume_injection();
 }
 
+/* DLPack out and back in: a failed import leaves the managed tensor the
+ * caller's, whose deleter then gives the export's reference back. */
+static void program_dlpack(world *w, tf_tensor *a) {
+    DLManagedTensorVersioned *m = NULL;
+    CALL(false, tf_tensor_to_dlpack, a, &m);
+    tf_tensor *u = (tf_tensor *)(uintptr_t)1;
+    tf_status s = tf_tensor_from_dlpack(m, &u);
+    if (s != TF_OK) {
+        pause_injection();
+        m->deleter(m);
+        resume_injection();
+    }
+    if (!finish_step(w, "tf_tensor_from_dlpack", s, &u, 1, false)) return;
+    OP(sum, tf_add, u, a);
+    (void)sum;
+}
+
 static void program(world *w) {
     program_creation_and_views(w);
     if (w->failed) return;
@@ -639,6 +657,7 @@ static void program(world *w) {
     if (!w->failed) program_scope(w, a);
     if (!w->failed) program_streams_and_graph(w, a, am);
     if (!w->failed) program_amp(w, a, am);
+    if (!w->failed) program_dlpack(w, a);
 }
 
 /* ---- one run of the program and its checks ---- */

@@ -1,0 +1,188 @@
+/* DLPack 1.x in and out (tensorframe/dlpack.h). Exports hand out the
+ * tensor's own memory with a reference held until the consumer's deleter;
+ * imports wrap the producer's memory in a CPU buffer whose release hook
+ * (memory.c) calls the producer's deleter when the buffer is truly free. */
+#include <stdint.h>
+#include <string.h>
+
+#include "core.h"
+#include "tensorframe/dlpack.h"
+
+/* ---- dtypes ---- */
+
+static bool dl_dtype_of(tf_dtype dt, DLDataType *out) {
+    switch (dt) {
+    case TF_F32: *out = (DLDataType){kDLFloat, 32, 1}; return true;
+    case TF_F64: *out = (DLDataType){kDLFloat, 64, 1}; return true;
+    case TF_F16: *out = (DLDataType){kDLFloat, 16, 1}; return true;
+    case TF_BF16: *out = (DLDataType){kDLBfloat, 16, 1}; return true;
+    case TF_I8: *out = (DLDataType){kDLInt, 8, 1}; return true;
+    case TF_I32: *out = (DLDataType){kDLInt, 32, 1}; return true;
+    case TF_I64: *out = (DLDataType){kDLInt, 64, 1}; return true;
+    case TF_U8: *out = (DLDataType){kDLUInt, 8, 1}; return true;
+    case TF_BOOL: *out = (DLDataType){kDLBool, 8, 1}; return true;
+    default: return false;                         /* the block-quantized dtypes */
+    }
+}
+
+static bool tf_dtype_of_dl(DLDataType d, tf_dtype *out) {
+    if (d.lanes != 1) return false;
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
+        DLDataType m;
+        if (dl_dtype_of((tf_dtype)dt, &m) && m.code == d.code && m.bits == d.bits) {
+            *out = (tf_dtype)dt;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- export ---- */
+
+/* One allocation: the managed tensor, then its shape and strides. */
+typedef struct exported {
+    DLManagedTensorVersioned m;
+    tf_tensor *t;                                  /* the reference the consumer holds */
+    int64_t dims[2 * TF_MAX_DIMS];
+} exported;
+
+static void exported_delete(DLManagedTensorVersioned *self) {
+    exported *e = (exported *)self;
+    tf_tensor_release(e->t);
+    tf__free(e);
+}
+
+tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersioned **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_to_dlpack: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_to_dlpack: tensor is NULL");
+    DLDataType dl;
+    if (!dl_dtype_of(t->dtype, &dl))
+        return tf__error(TF_ERR_DTYPE, "tf_tensor_to_dlpack: DLPack has no %s (a block-quantized dtype); "
+                         "dequantize first", tf_dtype_name(t->dtype));
+    tf_device *dev = t->storage->dev;
+    void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
+    char *base = tf__device_is_host(dev) && host_ptr ? host_ptr(dev->bdev.ctx, t->storage->buf) : NULL;
+    if (!base && t->storage->nbytes)
+        return tf__error(TF_ERR_UNSUPPORTED, "tf_tensor_to_dlpack: %s's memory is not host memory; "
+                         "tf_tensor_to(t, cpu) first", dev->name);
+    tf_status s = tf__device_synchronize_all(dev);  /* the consumer reads what queued work writes */
+    if (s != TF_OK) return s;
+    exported *e = tf__malloc(sizeof *e);
+    if (!e) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_tensor_to_dlpack: out of host memory");
+    memset(e, 0, sizeof *e);
+    e->t = tf_tensor_retain((tf_tensor *)t);
+    for (int i = 0; i < t->ndim; i++) {
+        e->dims[i] = t->shape[i];
+        e->dims[TF_MAX_DIMS + i] = t->strides[i];
+    }
+    e->m.version = (DLPackVersion){DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    e->m.manager_ctx = e;
+    e->m.deleter = exported_delete;
+    e->m.flags = 0;
+    e->m.dl_tensor = (DLTensor){base ? base + t->offset : NULL, {kDLCPU, 0}, t->ndim, dl,
+                                e->dims, e->dims + TF_MAX_DIMS, 0};
+    *out = &e->m;
+    return TF_OK;
+}
+
+/* ---- import ---- */
+
+static void call_deleter(void *ctx) {
+    DLManagedTensorVersioned *m = ctx;
+    if (m->deleter) m->deleter(m);
+}
+
+/* The bytes from the first element to one past the last (0 when empty);
+ * false if a stride is negative or the span overflows. */
+static bool span_of(const DLTensor *d, size_t elsize, const int64_t *strides, size_t *bytes) {
+    int64_t last = 0;
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->shape[i] == 0) {
+            *bytes = 0;
+            return true;
+        }
+        if (strides[i] < 0) return false;
+        int64_t step;
+        if (tf__mul_overflows(d->shape[i] - 1, strides[i], &step) || last > INT64_MAX - step) return false;
+        last += step;
+    }
+    if ((uint64_t)last + 1 > SIZE_MAX / elsize) return false;
+    *bytes = (size_t)(last + 1) * elsize;
+    return true;
+}
+
+static tf_status check_import(const DLManagedTensorVersioned *m, tf_dtype *dt, int64_t *strides) {
+    const char *fn = "tf_tensor_from_dlpack";
+    if (m->version.major != 1)
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: DLPack %u.%u; tensorframe reads 1.x", fn, m->version.major,
+                         m->version.minor);
+    const DLTensor *d = &m->dl_tensor;
+    DLDeviceType type = d->device.device_type;
+    if (type != kDLCPU && type != kDLCUDAHost && type != kDLROCMHost)
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: device type %d; tensorframe imports host memory (kDLCPU, "
+                         "kDLCUDAHost, kDLROCMHost) - copy it to the host first", fn, (int)type);
+    if (!tf_dtype_of_dl(d->dtype, dt))
+        return tf__error(TF_ERR_DTYPE, "%s: dtype code %u, %u bits, %u lanes has no tensorframe dtype", fn,
+                         d->dtype.code, d->dtype.bits, d->dtype.lanes);
+    if (d->ndim < 0 || d->ndim > TF_MAX_DIMS)
+        return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions, at most %d allowed", fn, d->ndim, TF_MAX_DIMS);
+    if (d->ndim > 0 && !d->shape) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: shape is NULL", fn);
+    int64_t numel;
+    tf_status s = tf__check_shape(fn, *dt, d->ndim, d->shape, &numel);
+    if (s != TF_OK) return s;
+    if (d->strides) memcpy(strides, d->strides, sizeof(int64_t) * (size_t)d->ndim);
+    else tf__contiguous_strides(d->ndim, d->shape, strides);
+    for (int i = 0; i < d->ndim; i++)
+        if (strides[i] < 0)
+            return tf__error(TF_ERR_UNSUPPORTED, "%s: stride %lld on axis %d is negative; tensorframe views "
+                             "step forward only", fn, (long long)strides[i], i);
+    if (numel > 0 && !d->data) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: data is NULL", fn);
+    return TF_OK;
+}
+
+tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *m, tf_tensor **out) {
+    const char *fn = "tf_tensor_from_dlpack";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!m) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: managed tensor is NULL", fn);
+    tf_dtype dt = TF_F32;
+    int64_t strides[TF_MAX_DIMS];
+    tf_status s = check_import(m, &dt, strides);
+    if (s != TF_OK) return s;
+    const DLTensor *d = &m->dl_tensor;
+    size_t bytes;
+    if (!span_of(d, tf_dtype_size(dt), strides, &bytes))
+        return tf__error(TF_ERR_SIZE, "%s: the strides reach past the addressable size", fn);
+    tf_device *cpu = tf__cpu_device();
+    if (!cpu) return tf__error(TF_ERR_BACKEND, "%s: no CPU device", fn);
+    char *first = d->data ? (char *)d->data + d->byte_offset : NULL;
+    tf_backend_buffer *buf = NULL;
+    s = cpu->bdev.iface->buffer_from_host_ptr(cpu->bdev.ctx, first, bytes, &buf);
+    if (s != TF_OK) return tf__error_context(s, "%s", fn);
+    bool read_only = m->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+    /* The hook first: once the tensor exists, its release must reach it. */
+    if (!read_only && (s = tf__buffer_on_release(buf, call_deleter, m)) != TF_OK) {
+        cpu->bdev.iface->buffer_free(cpu->bdev.ctx, buf);
+        return tf__error_context(s, "%s", fn);
+    }
+    tf_tensor *t = NULL;
+    s = tf__tensor_wrap(cpu, buf, bytes, dt, d->ndim, d->shape, strides, &t);
+    if (s != TF_OK) {
+        if (!read_only) tf__free(tf__buffer_take_release(buf));   /* the caller keeps m: the hook must not run */
+        cpu->bdev.iface->buffer_free(cpu->bdev.ctx, buf);
+        return tf__error_context(s, "%s", fn);
+    }
+    if (!read_only) {
+        *out = t;
+        return TF_OK;
+    }
+    /* Read-only memory is copied: tensorframe could write through a view. */
+    tf_tensor *copy = NULL;
+    s = tf_copy(t, &copy);
+    tf_tensor_release(t);                                        /* frees the wrapper, not the memory */
+    if (s != TF_OK) return tf__error_context(s, "%s: copying a read-only tensor", fn);
+    call_deleter(m);
+    *out = copy;
+    return TF_OK;
+}

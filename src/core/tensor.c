@@ -7,24 +7,32 @@
 
 /* ---- storage ---- */
 
-/* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
- * small records are made and freed on every op. */
-static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
-    tf_storage *s = tf__malloc(sizeof *s);
-    if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s%sout of host memory for a storage record", fn ? fn : "", fn ? ": " : "");
-    tf_status st = tf__buffer_alloc(dev, nbytes, &s->buf);
-    if (st != TF_OK) {
-        tf__free(s);
-        if (!fn) return tf__error_context(st, "cannot allocate %zu bytes on %s", nbytes, dev->name);
-        return tf__error_context(st, "%s: cannot allocate %zu bytes on %s", fn, nbytes, dev->name);
-    }
+/* A storage record owning buf: one reference, the library generation it was
+ * made in, and the host backend's free for after tf_shutdown. */
+static void storage_init(tf_storage *s, tf_device *dev, tf_backend_buffer *buf, size_t nbytes) {
     atomic_init(&s->refs, 1);
     s->dev = dev;
+    s->buf = buf;
     s->nbytes = nbytes;
     s->generation = tf__generation();
     bool host = tf__device_is_host(dev);
     s->host_free = host ? dev->bdev.iface->buffer_free : NULL;
     s->host_ctx = host ? dev->bdev.ctx : NULL;
+}
+
+/* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
+ * small records are made and freed on every op. */
+static tf_status storage_new(const char *fn, tf_device *dev, size_t nbytes, tf_storage **out) {
+    tf_storage *s = tf__malloc(sizeof *s);
+    if (!s) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s%sout of host memory for a storage record", fn ? fn : "", fn ? ": " : "");
+    tf_backend_buffer *buf = NULL;
+    tf_status st = tf__buffer_alloc(dev, nbytes, &buf);
+    if (st != TF_OK) {
+        tf__free(s);
+        if (!fn) return tf__error_context(st, "cannot allocate %zu bytes on %s", nbytes, dev->name);
+        return tf__error_context(st, "%s: cannot allocate %zu bytes on %s", fn, nbytes, dev->name);
+    }
+    storage_init(s, dev, buf, nbytes);
     *out = s;
     return TF_OK;
 }
@@ -142,13 +150,7 @@ tf_status tf__tensor_wrap(tf_device *dev, tf_backend_buffer *buf, size_t nbytes,
         tf__free(s);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "out of host memory for a tensor record");
     }
-    atomic_init(&s->refs, 1);
-    s->dev = dev;
-    s->buf = buf;
-    s->nbytes = nbytes;
-    s->generation = tf__generation();
-    s->host_free = tf__device_is_host(dev) ? dev->bdev.iface->buffer_free : NULL;
-    s->host_ctx = tf__device_is_host(dev) ? dev->bdev.ctx : NULL;
+    storage_init(s, dev, buf, nbytes);
     *out = t;
     return TF_OK;
 }

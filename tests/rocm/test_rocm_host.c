@@ -176,6 +176,14 @@ static void test_blas_plan(void **state) {
     op.params.beta = 0;
     assert_true(tf_blas_plan_of(&op, &p));
     assert_false(p.with_c);
+    /* the scalars as the libraries read them */
+    op.params.beta = 0.5;
+    assert_true(tf_blas_plan_of(&op, &p));
+    tf_blas_scalars sc;
+    tf_blas_scalars_of(&p, false, &sc);
+    assert_true(*(const float *)sc.alpha == 2.0f && *(const float *)sc.beta == 0.5f);
+    tf_blas_scalars_of(&p, true, &sc);
+    assert_true(*(const double *)sc.alpha == 2.0 && *(const double *)sc.beta == 0.5);
     /* an empty product is nothing to call */
     op.output.shape[1] = 0;
     assert_false(tf_blas_plan_of(&op, &p));

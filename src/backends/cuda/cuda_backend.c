@@ -406,6 +406,8 @@ static void cu_reset_peak_memory(void *ctx) { tf_gpu_reset_peak_memory(&((cuda_d
 
 void *tf_cu_mem_of(const tf_tensor_desc *t) { return ((cuda_buf *)t->buffer)->handle; }
 
+char *tf_cu_first(const tf_tensor_desc *t) { return (char *)tf_cu_mem_of(t) + t->offset; }
+
 /* OpenCL's NDRange as a grid (tf_gpu_grid_of), launched by the vendor. */
 static tf_status cu_launch(void *ctx, tf_dtype program, tf_pk_kernel kernel, int nargs, const tf_pk_arg *args, int dims,
                            const size_t *global, const size_t *local) {

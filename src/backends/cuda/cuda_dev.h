@@ -80,8 +80,9 @@ extern const tf_host_api *tf_cu_host;
 tf_status tf_cu_fail(cuda_dev *d, cudaError_t e, const char *what);
 /* Scratch back to the allocator after its launch (held while capturing). */
 void tf_cu_release_block(cuda_dev *d, cuda_buf *b);
-/* The device pointer of a tensor's buffer. */
+/* The device pointer of a tensor's buffer, and of its first element. */
 void *tf_cu_mem_of(const tf_tensor_desc *t);
+char *tf_cu_first(const tf_tensor_desc *t);
 
 /* ---- what each vendor supplies ---- */
 

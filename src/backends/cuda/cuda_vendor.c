@@ -158,25 +158,19 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     }
     tf_blas_plan p;
     if (!blas_lib.loaded || !tf_blas_plan_of(op, &p)) return false;   /* the portable matmul kernel instead */
-    int64_t M = p.M, N = p.N, K = p.K, batch = p.batch;
-    double alpha = p.alpha, beta = p.beta;
+    int64_t M = p.M, N = p.N, K = p.K;
     cublasComputeType_t compute = dt == TF_F64 ? CUBLAS_COMPUTE_64F
                                   : dt == TF_F32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     if (p.with_c && tf_cuda_plan_gemm_bias(op)) {
         tf_lt_gemm g = {type, compute, p.b.trans, p.a.trans, N, M, K, p.b.ld, p.a.ld, N, p.b.batch_stride,
-                        p.a.batch_stride, M * N, (int32_t)batch, (float)alpha,
-                        (const char *)tf_cu_mem_of(b) + b->offset, (const char *)tf_cu_mem_of(a) + a->offset,
-                        (const char *)tf_cu_mem_of(&op->inputs[2]) + op->inputs[2].offset,
-                        (char *)tf_cu_mem_of(o) + o->offset};
+                        p.a.batch_stride, M * N, (int32_t)p.batch, (float)p.alpha, tf_cu_first(b), tf_cu_first(a),
+                        tf_cu_first(&op->inputs[2]), tf_cu_first(o)};
         if (try_lt_bias(d, &g, s)) return true;
     }
     if ((*s = ensure_blas(d)) != TF_OK) return true;
     if (p.with_c && (*s = tf_pk_copy_c_into_out(tg, op)) != TF_OK) return true;   /* then beta * out + alpha * a@b */
-    const char *pa = (const char *)tf_cu_mem_of(a) + a->offset, *pb = (const char *)tf_cu_mem_of(b) + b->offset;
-    char *po = (char *)tf_cu_mem_of(o) + o->offset;
-    float af = (float)alpha, bf = (float)beta;
-    const void *pal = dt == TF_F64 ? (const void *)&alpha : (const void *)&af;
-    const void *pbe = dt == TF_F64 ? (const void *)&beta : (const void *)&bf;
+    tf_blas_scalars sc;
+    tf_blas_scalars_of(&p, dt == TF_F64, &sc);
     d->shared_scratch = true;                    /* the handle's workspace serves every stream */
     cublasStatus_t e = blas_lib.cublasSetStream_v2(d->vendor.blas, d->current);
     if (e != CUBLAS_STATUS_SUCCESS) {
@@ -185,9 +179,9 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     }
     e = blas_lib.cublasGemmStridedBatchedEx(
         d->vendor.blas, p.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N, p.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
-        (int)K, pal, pb, type, (int)p.b.ld, (long long)p.b.batch_stride, pa, type, (int)p.a.ld,
-        (long long)p.a.batch_stride, pbe, po, type, (int)N, (long long)(M * N), (int)batch, compute,
-        CUBLAS_GEMM_DEFAULT);
+        (int)K, sc.alpha, tf_cu_first(b), type, (int)p.b.ld, (long long)p.b.batch_stride, tf_cu_first(a), type,
+        (int)p.a.ld, (long long)p.a.batch_stride, sc.beta, tf_cu_first(o), type, (int)N, (long long)(M * N),
+        (int)p.batch, compute, CUBLAS_GEMM_DEFAULT);
     *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasGemmStridedBatchedEx");
     if (*s == TF_OK) d->stats.gemm_calls++;
     return true;
@@ -195,7 +189,7 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
 
 /* ---- the plugin's own kernels (fast_kernels.cu; fast_plan.c says which ops) ---- */
 
-static uintptr_t addr_of(const tf_tensor_desc *t) { return (uintptr_t)tf_cu_mem_of(t) + (uintptr_t)t->offset; }
+static uintptr_t addr_of(const tf_tensor_desc *t) { return (uintptr_t)tf_cu_first(t); }
 
 /* TF_CUDA_PORTABLE_ONLY=1 keeps every op on the portable kernels (to compare). */
 static bool fast_kernels_enabled(void) {

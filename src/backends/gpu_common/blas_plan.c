@@ -55,3 +55,10 @@ bool tf_blas_plan_of(const tf_op *op, tf_blas_plan *p) {
     p->beta = p->with_c ? op->params.beta : 0;
     return true;
 }
+
+void tf_blas_scalars_of(const tf_blas_plan *p, bool f64_compute, tf_blas_scalars *s) {
+    s->alpha_f = (float)p->alpha;
+    s->beta_f = (float)p->beta;
+    s->alpha = f64_compute ? (const void *)&p->alpha : (const void *)&s->alpha_f;
+    s->beta = f64_compute ? (const void *)&p->beta : (const void *)&s->beta_f;
+}

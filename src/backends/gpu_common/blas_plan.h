@@ -29,4 +29,12 @@ typedef struct tf_blas_plan {
  * false to leave it to the portable matmul kernel. */
 bool tf_blas_plan_of(const tf_op *op, tf_blas_plan *p);
 
+/* alpha and beta as the library reads them through pointers: p's doubles
+ * for f64 compute, floats (held here) otherwise. Valid while p and s live. */
+typedef struct tf_blas_scalars {
+    float alpha_f, beta_f;
+    const void *alpha, *beta;
+} tf_blas_scalars;
+void tf_blas_scalars_of(const tf_blas_plan *p, bool f64_compute, tf_blas_scalars *s);
+
 #endif

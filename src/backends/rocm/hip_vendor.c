@@ -179,11 +179,9 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     }
     if (p.with_c && (*s = tf_pk_copy_c_into_out(tg, op)) != TF_OK) return true;
     rocblas_datatype compute = type == rocblas_datatype_f64_r ? rocblas_datatype_f64_r : rocblas_datatype_f32_r;
-    float af = (float)p.alpha, bf = (float)p.beta;
-    const void *pal = compute == rocblas_datatype_f64_r ? (const void *)&p.alpha : (const void *)&af;
-    const void *pbe = compute == rocblas_datatype_f64_r ? (const void *)&p.beta : (const void *)&bf;
-    const char *pa = (const char *)tf_cu_mem_of(a) + a->offset, *pb = (const char *)tf_cu_mem_of(b) + b->offset;
-    char *po = (char *)tf_cu_mem_of(o) + o->offset;
+    tf_blas_scalars sc;
+    tf_blas_scalars_of(&p, compute == rocblas_datatype_f64_r, &sc);
+    char *po = tf_cu_first(o);
     d->shared_scratch = true;                    /* rocBLAS's workspace serves every stream */
     rocblas_status e = blas_lib.rocblas_set_stream(d->vendor.blas, d->current);
     if (e != rocblas_status_success) {
@@ -193,9 +191,9 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     rocblas_operation ta = p.a.trans ? rocblas_operation_transpose : rocblas_operation_none;
     rocblas_operation tb = p.b.trans ? rocblas_operation_transpose : rocblas_operation_none;
     e = blas_lib.rocblas_gemm_strided_batched_ex(
-        d->vendor.blas, tb, ta, (rocblas_int)p.N, (rocblas_int)p.M, (rocblas_int)p.K, pal, pb, type,
-        (rocblas_int)p.b.ld, p.b.batch_stride, pa, type, (rocblas_int)p.a.ld, p.a.batch_stride, pbe, po, type,
-        (rocblas_int)p.N, p.M * p.N, po, type, (rocblas_int)p.N, p.M * p.N, (rocblas_int)p.batch, compute,
+        d->vendor.blas, tb, ta, (rocblas_int)p.N, (rocblas_int)p.M, (rocblas_int)p.K, sc.alpha, tf_cu_first(b), type,
+        (rocblas_int)p.b.ld, p.b.batch_stride, tf_cu_first(a), type, (rocblas_int)p.a.ld, p.a.batch_stride, sc.beta,
+        po, type, (rocblas_int)p.N, p.M * p.N, po, type, (rocblas_int)p.N, p.M * p.N, (rocblas_int)p.batch, compute,
         rocblas_gemm_algo_standard, 0, 0);
     *s = e == rocblas_status_success ? TF_OK : blas_fail(d, e, "rocblas_gemm_strided_batched_ex");
     if (*s == TF_OK) d->stats.gemm_calls++;

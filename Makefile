@@ -51,6 +51,8 @@ test: build build-asan build-tsan
 	@echo "== test suite =="
 	@bash scripts/fetch-models.sh $(BUILD)
 	@cd $(BUILD) && ctest --output-on-failure
+	@echo "== the Python package (pip wheel ./python, pytest in venvs under $(BUILD)/py) =="
+	@bash scripts/python-test.sh $(BUILD)
 
 # The loaders' fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).
 fuzz: deps

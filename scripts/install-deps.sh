@@ -15,7 +15,13 @@ packages=(
   hipcc libamdhip64-dev   # the ROCm plugin: compiled for AMD targets here (nothing HIP runs without an AMD GPU)
   clang libclang-rt-dev   # libFuzzer for the loaders' fuzz targets (make test, make fuzz)
   python3-numpy     # tests/gguf/check_dequant.py (with the gguf package fetch-models.sh brings)
+  python3-venv python3-torch   # the Python package's tests: venvs under the build folder, PyTorch 1.13 for DLPack
 )
+
+# `--python`: only what building the Python wheel needs (pip install ./python)
+if [ "${1:-}" = "--python" ]; then
+  packages=(build-essential cmake libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+fi
 
 # `--bench`: also what bench/compare.py runs with (Debian's python3 packages)
 if [ "${1:-}" = "--bench" ]; then

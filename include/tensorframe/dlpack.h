@@ -75,6 +75,14 @@ typedef struct {
     uint64_t byte_offset;
 } DLTensor;
 
+/* DLPack 0.x's managed tensor, still what legacy consumers exchange (the
+ * "dltensor" capsule of NumPy < 2.1 and PyTorch < 2.4). */
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
 #define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
 #define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
 
@@ -116,6 +124,13 @@ TF_API tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersione
  * lacks (complex, lanes > 1), negative strides, a version other than 1.x -
  * the error says which, nothing is made, and `managed` stays the caller's. */
 TF_API tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *managed, tf_tensor **out);
+
+/* The same through DLPack 0.x's unversioned DLManagedTensor, for consumers
+ * and producers that predate 1.0 (at::fromDLPack / at::toDLPack of
+ * PyTorch < 2.4, NumPy < 2.1). It carries no flags: an import is taken as
+ * writable, as those producers mean it. Ownership follows the rules above. */
+TF_API tf_status tf_tensor_to_dlpack_legacy(const tf_tensor *t, DLManagedTensor **out);
+TF_API tf_status tf_tensor_from_dlpack_legacy(DLManagedTensor *managed, tf_tensor **out);
 
 #ifdef __cplusplus
 }

@@ -186,3 +186,52 @@ tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *m, tf_tensor **out) {
     *out = copy;
     return TF_OK;
 }
+
+/* ---- DLPack 0.x: adapters over the versioned structures ---- */
+
+/* A legacy export wraps a versioned one: the legacy deleter runs it. */
+typedef struct legacy_export {
+    DLManagedTensor m;
+    DLManagedTensorVersioned *inner;
+} legacy_export;
+
+static void legacy_export_delete(DLManagedTensor *self) {
+    legacy_export *e = (legacy_export *)self;
+    e->inner->deleter(e->inner);
+    tf__free(e);
+}
+
+tf_status tf_tensor_to_dlpack_legacy(const tf_tensor *t, DLManagedTensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_to_dlpack_legacy: out is NULL");
+    *out = NULL;
+    legacy_export *e = tf__malloc(sizeof *e);
+    if (!e) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_tensor_to_dlpack_legacy: out of host memory");
+    tf_status s = tf_tensor_to_dlpack(t, &e->inner);
+    if (s != TF_OK) {
+        tf__free(e);
+        return tf__error_context(s, "tf_tensor_to_dlpack_legacy");
+    }
+    e->m = (DLManagedTensor){e->inner->dl_tensor, e, legacy_export_delete};
+    *out = &e->m;
+    return TF_OK;
+}
+
+/* A legacy import is seen through a versioned wrapper whose deleter runs
+ * the producer's and frees the wrapper. */
+static void legacy_import_delete(DLManagedTensorVersioned *self) {
+    DLManagedTensor *legacy = self->manager_ctx;
+    if (legacy->deleter) legacy->deleter(legacy);
+    tf__free(self);
+}
+
+tf_status tf_tensor_from_dlpack_legacy(DLManagedTensor *managed, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_from_dlpack_legacy: out is NULL");
+    *out = NULL;
+    if (!managed) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_from_dlpack_legacy: managed tensor is NULL");
+    DLManagedTensorVersioned *v = tf__malloc(sizeof *v);
+    if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_tensor_from_dlpack_legacy: out of host memory");
+    *v = (DLManagedTensorVersioned){{1, 0}, managed, legacy_import_delete, 0, managed->dl_tensor};
+    tf_status s = tf_tensor_from_dlpack(v, out);
+    if (s != TF_OK) tf__free(v);        /* refused: the producer's tensor stays the caller's */
+    return s;
+}

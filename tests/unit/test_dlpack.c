@@ -215,6 +215,49 @@ static void test_import_released_after_shutdown(void **state) {
     assert_int_equal(deleted, 1);
 }
 
+/* DLPack 0.x both ways: a legacy export is the tensor's memory and frees
+ * through its own deleter; a legacy import is zero-copy, its deleter runs
+ * once when the tensor goes, and a refusal leaves it the caller's. */
+typedef struct legacy_producer {
+    DLManagedTensor m;
+    int64_t shape[1];
+    float data[8];
+    int deleted;
+} legacy_producer;
+
+static void legacy_producer_delete(DLManagedTensor *self) { ((legacy_producer *)self->manager_ctx)->deleted++; }
+
+static void test_legacy_both_ways(void **state) {
+    (void)state;
+    float v[3] = {7, 8, 9};
+    int64_t n = 3;
+    tf_tensor *t = tensor_f32(cpu_device(), 1, &n, v), *u = NULL;
+    DLManagedTensor *out = NULL;
+    OK(tf_tensor_to_dlpack_legacy(t, &out));
+    assert_true(out->dl_tensor.shape[0] == 3 && out->dl_tensor.device.device_type == kDLCPU);
+    assert_memory_equal(out->dl_tensor.data, v, sizeof v);
+    tf_tensor_release(t);
+    assert_true(((float *)out->dl_tensor.data)[2] == 9);          /* alive until the deleter */
+    out->deleter(out);
+
+    legacy_producer p = {.shape = {8}};
+    for (int i = 0; i < 8; i++) p.data[i] = (float)i;
+    p.m = (DLManagedTensor){{p.data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, p.shape, NULL, 0}, &p, legacy_producer_delete};
+    p.m.dl_tensor.device.device_type = kDLCUDA;
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "device type 2", tf_tensor_from_dlpack_legacy(&p.m, &u));
+    assert_int_equal(p.deleted, 0);
+    p.m.dl_tensor.device.device_type = kDLCPU;
+    OK(tf_tensor_from_dlpack_legacy(&p.m, &u));
+    p.data[3] = 30;                                               /* read in place */
+    expect_f32(u, (float[]){0, 1, 2, 30, 4, 5, 6, 7}, 8);
+    assert_int_equal(p.deleted, 0);
+    tf_tensor_release(u);
+    assert_int_equal(p.deleted, 1);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "out is NULL", tf_tensor_to_dlpack_legacy(t, NULL));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tensor is NULL", tf_tensor_to_dlpack_legacy(NULL, &out));
+    assert_null(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_export_is_the_tensors_memory),
@@ -225,6 +268,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_refusals_leave_it_to_the_caller),
         cmocka_unit_test(test_import_released_after_shutdown),
+        cmocka_unit_test(test_legacy_both_ways),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -1,0 +1,623 @@
+"""The array type: a tf_tensor handle with Python's operators, indexing as
+views, device moves and DLPack."""
+import array as _pyarray
+import builtins
+import ctypes
+import math
+import operator
+
+from . import _dlpack
+from . import _dtypes as dt
+from ._lib import call, check, int64_array, int_array, lib
+
+ALL_AXES = -1000          # TF_ALL_AXES
+
+
+# ---- devices ----
+
+class Device:
+    """A device tensorframe found ("cpu", "opencl:0", "cuda:0", ...)."""
+    __slots__ = ("_h", "name")
+
+    def __init__(self, handle):
+        self._h = handle
+        self.name = lib.tf_device_name(handle).decode()
+
+    def __repr__(self):
+        return "Device(%r)" % self.name
+
+    def __str__(self):
+        return self.name
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = _DEVICES.get(other) or _maybe_device(other)
+        return isinstance(other, Device) and other._h == self._h
+
+    def __hash__(self):
+        return hash(self.name)
+
+    @property
+    def backend(self):
+        return self.name.split(":")[0]
+
+    @property
+    def is_host(self):
+        return self.backend == "cpu"
+
+    def synchronize(self):
+        check(lib.tf_device_synchronize(self._h))
+
+    def memory_stats(self):
+        from ._lib import MemoryStats
+        stats = MemoryStats()
+        check(lib.tf_device_memory_stats(self._h, ctypes.byref(stats)))
+        return {name: getattr(stats, name) for name, _ in MemoryStats._fields_}
+
+
+_DEVICES = {}
+_default_device_spec = ["auto"]
+
+
+def _maybe_device(spec):
+    try:
+        return device_of(spec)
+    except Exception:
+        return None
+
+
+def device_of(spec):
+    """A Device from None (the default: "auto", the best device by
+    priority, or what set_default_device chose), a Device or a spec."""
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        spec = _default_device_spec[0]
+    if not isinstance(spec, str):
+        raise TypeError("tensorframe: a device is a Device or a spec such as 'cpu' or 'opencl:0', not %s"
+                        % type(spec).__name__)
+    found = _DEVICES.get(spec)
+    if found is None:
+        handle = ctypes.c_void_p()
+        check(lib.tf_device_get(spec.encode(), ctypes.byref(handle)))
+        found = Device(handle.value)
+        _DEVICES[spec] = found
+    return found
+
+
+def devices():
+    """Every device present, in the library's order."""
+    return [Device(lib.tf_device_at(i)) for i in range(lib.tf_device_count())]
+
+
+# ---- host values ----
+
+def _shape_of_nested(obj):
+    shape = []
+    while isinstance(obj, (list, tuple)):
+        shape.append(len(obj))
+        if not obj:
+            break
+        obj = obj[0]
+    return shape
+
+
+def _flatten(obj, shape, depth, out):
+    if depth == len(shape):
+        if isinstance(obj, (list, tuple)):
+            raise ValueError("tensorframe.asarray: ragged nested sequence")
+        out.append(obj)
+        return
+    if not isinstance(obj, (list, tuple)) or len(obj) != shape[depth]:
+        raise ValueError("tensorframe.asarray: ragged nested sequence")
+    for item in obj:
+        _flatten(item, shape, depth + 1, out)
+
+
+def _infer_dtype(values):
+    if values and builtins.all(isinstance(v, builtins.bool) for v in values):
+        return dt.bool
+    if builtins.all(isinstance(v, (builtins.bool, int)) for v in values):
+        return dt.default_int if values else dt.default_float
+    return dt.default_float
+
+
+def _from_values(values, shape, dtype, device):
+    """A tensor of `dtype` on `device` from flat Python scalars: packed as
+    f64, i64 or bool on the host, then cast by the library."""
+    if dtype.kind == "bool":
+        host_dtype, packed = dt.bool, bytes(1 if v else 0 for v in values)
+    elif dtype.is_integer and builtins.all(isinstance(v, int) for v in values):
+        host_dtype, packed = dt.int64, _pyarray.array("q", values)
+    else:
+        host_dtype, packed = dt.float64, _pyarray.array("d", [float(v) for v in values])
+    buf = (ctypes.c_char * builtins.max(1, len(packed) * (packed.itemsize if hasattr(packed, "itemsize") else 1)))
+    data = buf.from_buffer_copy(bytes(packed) or b"\0")
+    h = call(lib.tf_tensor_from_data, device._h, host_dtype.code, len(shape), int64_array(shape), data)
+    t = Array._wrap(h)
+    return t if host_dtype == dtype else t.astype(dtype)
+
+
+def _format(values, shape, dtype, indent=0):
+    """NumPy's layout: rows on lines of their own, a blank line between
+    blocks of higher dimensions, `indent` columns before nested rows."""
+    def one(v):
+        if dtype.kind == "bool":
+            return "True" if v else "False"
+        if dtype.is_float:
+            if not math.isfinite(v):
+                return repr(float(v))
+            return "%d." % int(v) if v == int(v) and abs(v) < 1e16 else "%.6g" % v
+        return str(v)
+
+    def rec(offset, depth):
+        if depth == len(shape):
+            return one(values[offset]), offset + 1
+        parts = []
+        for _ in range(shape[depth]):
+            text, offset = rec(offset, depth + 1)
+            parts.append(text)
+        if depth == len(shape) - 1:
+            sep = ", "
+        else:
+            sep = "," + "\n" * (len(shape) - depth - 1) + " " * (indent + depth + 1)
+        return "[" + sep.join(parts) + "]", offset
+
+    return rec(0, 0)[0]
+
+
+# ---- the array ----
+
+def _binary(name):
+    fn = getattr(lib, "tf_" + name)
+
+    def op(self, other):
+        other = self._operand(other)
+        if other is NotImplemented:
+            return NotImplemented
+        return Array._wrap(call(fn, self._h, other._h))
+
+    def rop(self, other):
+        other = self._operand(other)
+        if other is NotImplemented:
+            return NotImplemented
+        return Array._wrap(call(fn, other._h, self._h))
+
+    return op, rop
+
+
+class Array:
+    """A tensorframe tensor. Operators follow NumPy broadcasting and the
+    library's dtype promotion; basic indexing gives views."""
+    __slots__ = ("_h", "__weakref__")
+    __array_priority__ = 100      # NumPy defers mixed operators to us
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("tensorframe.Array is made by tensorframe.asarray, zeros, ones, ... not directly")
+
+    @classmethod
+    def _wrap(cls, handle):
+        self = object.__new__(cls)
+        self._h = handle
+        return self
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            self._h = None
+            lib.tf_tensor_release(h)
+
+    # -- attributes --
+    @property
+    def dtype(self):
+        return dt.BY_CODE[lib.tf_tensor_dtype(self._h)]
+
+    @property
+    def device(self):
+        handle = lib.tf_tensor_device(self._h)
+        for d in _DEVICES.values():
+            if d._h == handle:
+                return d
+        d = Device(handle)
+        _DEVICES[d.name] = d
+        return d
+
+    @property
+    def ndim(self):
+        return lib.tf_tensor_ndim(self._h)
+
+    @property
+    def shape(self):
+        n = lib.tf_tensor_ndim(self._h)
+        p = lib.tf_tensor_shape(self._h)
+        return tuple(p[i] for i in range(n))
+
+    @property
+    def strides(self):
+        """In elements, as the library keeps them."""
+        n = lib.tf_tensor_ndim(self._h)
+        p = lib.tf_tensor_strides(self._h)
+        return tuple(p[i] for i in range(n))
+
+    @property
+    def size(self):
+        return lib.tf_tensor_numel(self._h)
+
+    @property
+    def T(self):
+        if self.ndim != 2:
+            raise ValueError("tensorframe: .T is for 2-d arrays (this one is %d-d); use .mT or permute_dims"
+                             % self.ndim)
+        return Array._wrap(call(lib.tf_transpose, self._h, 0, 1))
+
+    @property
+    def mT(self):
+        if self.ndim < 2:
+            raise ValueError("tensorframe: .mT needs at least 2 dimensions")
+        return Array._wrap(call(lib.tf_transpose, self._h, -2, -1))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    # -- conversions --
+    def to(self, device):
+        """This array on `device` (itself if it is there already)."""
+        target = device_of(device)
+        if target == self.device:
+            return self
+        return Array._wrap(call(lib.tf_tensor_to, self._h, target._h))
+
+    def to_device(self, device, /, *, stream=None):
+        return self.to(device)
+
+    def astype(self, dtype, copy=True):
+        dtype = dt.dtype_of(dtype)
+        if dtype == self.dtype and not copy:
+            return self
+        return Array._wrap(call(lib.tf_cast, self._h, dtype.code))
+
+    def _host_values(self):
+        """Flat row-major Python values (a copy to the host)."""
+        src = self
+        if src.dtype in (dt.bfloat16, dt.float16) or src.dtype.kind == "quantized":
+            src = src.astype(dt.float32)
+        n = src.size
+        buf = (ctypes.c_char * builtins.max(1, n * src.dtype.itemsize))()
+        check(lib.tf_tensor_read(src._h, buf, n * src.dtype.itemsize))
+        return memoryview(buf).cast("B")[: n * src.dtype.itemsize].cast(src.dtype.format).tolist()
+
+    def tolist(self):
+        values = self._host_values()
+        shape = self.shape
+
+        def rec(offset, depth):
+            if depth == len(shape):
+                return values[offset], offset + 1
+            out = []
+            for _ in range(shape[depth]):
+                v, offset = rec(offset, depth + 1)
+                out.append(v)
+            return out, offset
+
+        return rec(0, 0)[0]
+
+    def item(self):
+        if self.size != 1:
+            raise ValueError("tensorframe: item() of an array of %d elements" % self.size)
+        return self._host_values()[0]
+
+    def __bool__(self):
+        return builtins.bool(self._scalar_value("bool"))
+
+    def __int__(self):
+        return int(self._scalar_value("int"))
+
+    def __float__(self):
+        return float(self._scalar_value("float"))
+
+    def __index__(self):
+        if not self.dtype.is_integer:
+            raise TypeError("tensorframe: only integer arrays can be indices")
+        return int(self._scalar_value("index"))
+
+    def __complex__(self):
+        return complex(self._scalar_value("complex"))
+
+    def _scalar_value(self, what):
+        if self.size != 1:
+            raise ValueError("tensorframe: the %s of an array of %d elements is ambiguous" % (what, self.size))
+        return self._host_values()[0]
+
+    def __array__(self, dtype=None, copy=None):
+        """NumPy's view of the array: zero-copy over DLPack for host memory,
+        a copy for other devices (which copy=False refuses)."""
+        import numpy
+        if copy is False and not self.device.is_host:
+            raise ValueError("tensorframe: an array on %s reaches NumPy only by a copy" % self.device)
+        host = self if self.device.is_host else self.to("cpu")
+        if host.dtype == dt.bfloat16 or host.dtype.kind == "quantized":
+            host = host.astype(dt.float32)
+        try:
+            out = numpy.from_dlpack(host)
+        except (BufferError, TypeError, RuntimeError):     # NumPy < 1.25 reads no bool over DLPack
+            out = numpy.array(host.tolist(), dtype=host.dtype.name)
+        if copy:
+            out = out.copy()
+        return out.astype(dtype) if dtype is not None else out
+
+    def __repr__(self):
+        body = _format(self._host_values(), self.shape, self.dtype, indent=len("Array("))
+        return "Array(%s, dtype=%s, device='%s')" % (body, self.dtype.name, self.device.name)
+
+    def __str__(self):
+        return _format(self._host_values(), self.shape, self.dtype)
+
+    # -- DLPack --
+    def __dlpack_device__(self):
+        """Where __dlpack__ hands out memory: host memory (kDLCPU, 0). An
+        array on another device is copied to the host for export, which
+        copy=False refuses with BufferError."""
+        return (_dlpack.kDLCPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if stream is not None and stream != -1:
+            raise BufferError("tensorframe: exports host memory (kDLCPU), which takes no stream (got %r)" % (stream,))
+        if dl_device is not None and tuple(dl_device) != (_dlpack.kDLCPU, 0):
+            raise BufferError("tensorframe: exports to the host (kDLCPU, 0) only, not %r" % (tuple(dl_device),))
+        versioned = max_version is not None and max_version[0] >= 1
+        src, copied = self, False
+        if not self.device.is_host:
+            if copy is False:
+                raise BufferError("tensorframe: this array lives on %s, whose memory DLPack cannot hand out; "
+                                  "it reaches the host only by a copy, which copy=False forbids" % self.device)
+            src, copied = self.to("cpu"), True
+        elif copy:
+            src, copied = Array._wrap(call(lib.tf_copy, self._h)), True
+        try:
+            return _dlpack.export(src._h, versioned, copied)
+        except Exception as err:
+            raise BufferError(str(err)) from err
+
+    def __array_namespace__(self, *, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12"):
+            raise ValueError("tensorframe implements the array API 2023.12, not %r" % api_version)
+        import tensorframe
+        return tensorframe
+
+    # -- operands --
+    def _operand(self, other):
+        if isinstance(other, Array):
+            return other
+        if isinstance(other, (builtins.bool, int, float)):
+            return scalar(other, dt.scalar_dtype(other, self.dtype), self.device)
+        return NotImplemented
+
+    __add__, __radd__ = _binary("add")
+    __sub__, __rsub__ = _binary("sub")
+    __mul__, __rmul__ = _binary("mul")
+    __truediv__, __rtruediv__ = _binary("div")
+    __pow__, __rpow__ = _binary("pow")
+    __matmul__, __rmatmul__ = _binary("matmul")
+    __eq__, _ = _binary("eq")
+    __ne__, _ = _binary("ne")
+    __lt__, _ = _binary("lt")
+    __le__, _ = _binary("le")
+    __gt__, _ = _binary("gt")
+    __ge__, _ = _binary("ge")
+    __hash__ = None
+
+    def __floordiv__(self, other):
+        from . import _funcs
+        return _funcs.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        from . import _funcs
+        return _funcs.floor_divide(other, self)
+
+    def __mod__(self, other):
+        from . import _funcs
+        return _funcs.remainder(self, other)
+
+    def __rmod__(self, other):
+        from . import _funcs
+        return _funcs.remainder(other, self)
+
+    def __and__(self, other):
+        return self._logical("logical_and", other)
+
+    __rand__ = __and__
+
+    def __or__(self, other):
+        return self._logical("logical_or", other)
+
+    __ror__ = __or__
+
+    def __xor__(self, other):
+        return self._logical("ne", other)
+
+    __rxor__ = __xor__
+
+    def _logical(self, name, other):
+        other = self._operand(other)
+        if other is NotImplemented:
+            return NotImplemented
+        if self.dtype != dt.bool or other.dtype != dt.bool:
+            raise TypeError("tensorframe: &, | and ^ take bool arrays (no bitwise ops on integers)")
+        return Array._wrap(call(getattr(lib, "tf_" + name), self._h, other._h))
+
+    def __invert__(self):
+        if self.dtype != dt.bool:
+            raise TypeError("tensorframe: ~ takes a bool array (no bitwise ops on integers)")
+        return Array._wrap(call(lib.tf_logical_not, self._h))
+
+    def __neg__(self):
+        from . import _funcs
+        return _funcs.negative(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        from . import _funcs
+        return _funcs.abs(self)
+
+    # -- in place: the result written into this array's memory (views see it) --
+    def _inplace(self, op, other):
+        result = op(self, other)
+        if result is NotImplemented:
+            return NotImplemented
+        check(lib.tf_copy_into(self._h, result._h))
+        return self
+
+    def __iadd__(self, other):
+        return self._inplace(operator.add, other)
+
+    def __isub__(self, other):
+        return self._inplace(operator.sub, other)
+
+    def __imul__(self, other):
+        return self._inplace(operator.mul, other)
+
+    def __itruediv__(self, other):
+        return self._inplace(operator.truediv, other)
+
+    def __ipow__(self, other):
+        return self._inplace(operator.pow, other)
+
+    # -- indexing --
+    def __getitem__(self, key):
+        return _index(self, key)
+
+    def __setitem__(self, key, value):
+        view = _index(self, key, for_write=True)
+        if not isinstance(value, Array):
+            value = asarray_like(value, view)
+        check(lib.tf_copy_into(view._h, value._h))
+
+
+def scalar(value, dtype, device):
+    """A 0-d array holding a Python scalar; integers past 2**53 go through
+    int64 exactly rather than through a double."""
+    if isinstance(value, int) and not isinstance(value, builtins.bool) and abs(value) > 2 ** 53:
+        return _from_values([value], [], dtype, device)
+    return Array._wrap(call(lib.tf_scalar, device._h, dtype.code, float(value)))
+
+
+def asarray_like(value, like):
+    """A Python scalar or array-like as an Array on `like`'s device, taking
+    `like`'s dtype for scalars."""
+    if isinstance(value, (builtins.bool, int, float)):
+        return scalar(value, dt.scalar_dtype(value, like.dtype), like.device)
+    from . import _funcs
+    return _funcs.asarray(value, device=like.device)
+
+
+# ---- indexing ----
+
+def _normalize_key(key, ndim):
+    if not isinstance(key, tuple):
+        key = (key,)
+    consuming = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    bool_dims = builtins.sum(k.ndim - 1 for k in key if isinstance(k, Array) and k.dtype == dt.bool)
+    consuming += bool_dims
+    if builtins.sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("tensorframe: an index can hold one ellipsis")
+    if consuming > ndim:
+        raise IndexError("tensorframe: too many indices (%d) for a %d-d array" % (consuming, ndim))
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([slice(None)] * (ndim - consuming))
+        else:
+            out.append(k)
+    if Ellipsis not in key:
+        out.extend([slice(None)] * (ndim - consuming))
+    return out
+
+
+def _index(x, key, for_write=False):
+    t = x
+    axis = 0
+    for k in _normalize_key(key, x.ndim):
+        if k is None:
+            t = Array._wrap(call(lib.tf_unsqueeze, t._h, axis))
+            axis += 1
+        elif isinstance(k, slice):
+            t = _slice_axis(t, axis, k, for_write)
+            axis += 1
+        elif isinstance(k, Array):
+            if for_write:
+                raise IndexError("tensorframe: assignment takes basic indices (integers, slices, None, ...); "
+                                 "array indices give copies")
+            t, axis = _array_index(t, axis, k)
+        elif isinstance(k, (list, tuple)):
+            raise IndexError("tensorframe: a list index must be an Array of integers (tensorframe.asarray(...))")
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise IndexError("tensorframe: index %r is not an integer, slice, None, ellipsis or array"
+                                 % (k,)) from None
+            n = t.shape[axis]
+            if not -n <= i < n:
+                raise IndexError("tensorframe: index %d is out of range for axis %d of size %d" % (i, axis, n))
+            i %= n
+            s = Array._wrap(call(lib.tf_slice, t._h, axis, i, i + 1, 1))
+            t = Array._wrap(call(lib.tf_squeeze, s._h, axis))
+    return t
+
+
+def _slice_axis(t, axis, k, for_write):
+    n = t.shape[axis]
+    start, stop, step = k.indices(n)
+    if step > 0:
+        if (start, stop, step) == (0, n, 1):
+            return t
+        return Array._wrap(call(lib.tf_slice, t._h, axis, start, builtins.max(start, stop), step))
+    if for_write:
+        raise IndexError("tensorframe: assignment through a negative step is not supported (views step forward)")
+    r = range(start, stop, step)
+    if len(r) == 0:
+        return Array._wrap(call(lib.tf_slice, t._h, axis, 0, 0, 1))
+    forward = Array._wrap(call(lib.tf_slice, t._h, axis, r[-1], r[0] + 1, -step))
+    return Array._wrap(call(lib.tf_flip, forward._h, 1, int_array([axis])))
+
+
+def _array_index(t, axis, k):
+    """An integer array picks along one axis (index_select, a copy); a bool
+    mask picks the positions it holds true across its axes."""
+    if k.dtype == dt.bool:
+        mask_shape = k.shape
+        if tuple(t.shape[axis:axis + len(mask_shape)]) != tuple(mask_shape):
+            raise IndexError("tensorframe: a boolean index of shape %s does not match the array's axes %s"
+                             % (mask_shape, t.shape[axis:axis + len(mask_shape)]))
+        merged = list(t.shape[:axis]) + [-1] + list(t.shape[axis + len(mask_shape):])
+        flat = Array._wrap(call(lib.tf_reshape, t._h, len(merged), int64_array(_resolve_minus_one(merged, t.size))))
+        positions = [i for i, keep in enumerate(k.reshape_flat()._host_values()) if keep]
+        idx = _from_values(positions, [len(positions)], dt.int64, t.device)
+        return Array._wrap(call(lib.tf_index_select, flat._h, axis, idx._h)), axis + 1
+    if not k.dtype.is_integer:
+        raise IndexError("tensorframe: array indices must be integers or bools, not %s" % k.dtype.name)
+    if k.device != t.device:
+        k = k.to(t.device)
+    flat = Array._wrap(call(lib.tf_reshape, k._h, 1, int64_array([k.size])))
+    picked = Array._wrap(call(lib.tf_index_select, t._h, axis, flat._h))
+    shape = list(t.shape[:axis]) + list(k.shape) + list(t.shape[axis + 1:])
+    return Array._wrap(call(lib.tf_reshape, picked._h, len(shape), int64_array(shape))), axis + k.ndim
+
+
+def _resolve_minus_one(shape, size):
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    return [size // known if s == -1 and known else (0 if s == -1 else s) for s in shape]
+
+
+def _reshape_flat(self):
+    return Array._wrap(call(lib.tf_reshape, self._h, 1, int64_array([self.size])))
+
+
+Array.reshape_flat = _reshape_flat

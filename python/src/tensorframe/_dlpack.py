@@ -1,0 +1,100 @@
+"""DLPack capsules over the C API (tf_tensor_to_dlpack / _from_dlpack and
+their DLPack 0.x twins), made and consumed with CPython's capsule calls.
+
+A capsule named "dltensor_versioned" (DLPack 1.x) or "dltensor" (0.x)
+holds a managed tensor; the consumer renames it "used_..." and owns the
+tensor from then on. A capsule still carrying its first name when it is
+collected was never consumed, so its destructor gives the tensor back by
+calling the managed tensor's deleter."""
+import ctypes
+
+from . import _lib
+
+VERSIONED = b"dltensor_versioned"
+LEGACY = b"dltensor"
+USED_VERSIONED = b"used_dltensor_versioned"
+USED_LEGACY = b"used_dltensor"
+
+kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM, kDLROCMHost, kDLWebGPU = 1, 2, 3, 4, 7, 10, 11, 15
+HOST_DEVICE_TYPES = (kDLCPU, kDLCUDAHost, kDLROCMHost)
+FLAG_READ_ONLY = 1
+FLAG_IS_COPIED = 2
+
+_capi = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle)   # our own declarations, not pythonapi's shared ones
+_capi.PyCapsule_New.restype = ctypes.py_object
+_capi.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capi.PyCapsule_IsValid.restype = ctypes.c_int
+_capi.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_capi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_capi.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_capi.PyCapsule_SetName.restype = ctypes.c_int
+_capi.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _Versioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", _DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+class _Legacy(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+
+
+# The capsule destructor is C (python/csrc/dlpack_capsule.c): CPython runs
+# it with an exception in flight whenever a consumer refuses a capsule, when
+# Python code could not run without losing that exception.
+_helper = ctypes.CDLL(str(_lib.library_dir() / "libtfpy_capsule.so"))
+_DESTRUCTOR = ctypes.cast(_helper.tf_py_dlpack_capsule_destructor, ctypes.c_void_p)
+
+
+def export(handle, versioned, copied=False):
+    """A capsule over tensor `handle` (host memory), versioned or legacy."""
+    managed = ctypes.c_void_p()
+    fn = _lib.lib.tf_tensor_to_dlpack if versioned else _lib.lib.tf_tensor_to_dlpack_legacy
+    _lib.check(fn(handle, ctypes.byref(managed)))
+    if versioned and copied:
+        _Versioned.from_address(managed.value).flags |= FLAG_IS_COPIED
+    try:
+        return _capi.PyCapsule_New(managed.value, VERSIONED if versioned else LEGACY,
+                                   _DESTRUCTOR)
+    except BaseException:
+        struct = _Versioned if versioned else _Legacy
+        struct.from_address(managed.value).deleter(managed.value)
+        raise
+
+
+def consume(capsule, allow_copy=True):
+    """The tensor handle over a capsule's memory; the capsule is marked used
+    (tensorframe owns the managed tensor) only when the import succeeds. A
+    read-only tensor is copied by the library, which allow_copy=False
+    refuses."""
+    address = id(capsule)
+    for name, used, fn in ((VERSIONED, USED_VERSIONED, _lib.lib.tf_tensor_from_dlpack),
+                           (LEGACY, USED_LEGACY, _lib.lib.tf_tensor_from_dlpack_legacy)):
+        if _capi.PyCapsule_IsValid(address, name):
+            ptr = _capi.PyCapsule_GetPointer(address, name)
+            if name == VERSIONED and not allow_copy and _Versioned.from_address(ptr).flags & FLAG_READ_ONLY:
+                raise BufferError("tensorframe.from_dlpack: the producer's memory is read-only, so tensorframe "
+                                  "would copy it (an op could write through it); copy=False forbids that")
+            out = ctypes.c_void_p()
+            code = fn(ptr, ctypes.byref(out))
+            if code != 0:
+                err = _lib.error_of(code)
+                raise BufferError(str(err)) from err
+            _capi.PyCapsule_SetName(capsule, used)
+            return out.value
+    raise BufferError("tensorframe.from_dlpack: not an unconsumed DLPack capsule (\"dltensor_versioned\" or "
+                      "\"dltensor\"); a capsule can be consumed once")
+
+
+def is_capsule(obj):
+    return type(obj).__name__ == "PyCapsule"

@@ -1,0 +1,37 @@
+"""The array API's inspection namespace and the default device."""
+from . import _dtypes as dt
+from ._array import _default_device_spec, device_of, devices
+
+
+def set_default_device(device):
+    """The device arrays are made on when none is given ("auto" at first:
+    the best device by priority, as in C; TF_BACKEND steers that)."""
+    spec = device if isinstance(device, str) else device.name
+    device_of(spec)                     # refuse an unknown device now
+    _default_device_spec[0] = spec
+
+
+class _Info:
+    def capabilities(self):
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 8}
+
+    def default_device(self):
+        return device_of(None)
+
+    def default_dtypes(self, *, device=None):
+        return {"real floating": dt.default_float, "complex floating": None, "integral": dt.default_int,
+                "indexing": dt.default_index}
+
+    def devices(self):
+        return devices()
+
+    def dtypes(self, *, device=None, kind=None):
+        from ._funcs import isdtype
+        out = {d.name: d for d in dt.ELEMENT}
+        if kind is not None:
+            out = {n: d for n, d in out.items() if isdtype(d, kind)}
+        return out
+
+
+def __array_namespace_info__():
+    return _Info()

@@ -1,0 +1,202 @@
+"""The namespace against the array API standard's reference namespace,
+array-api-strict (2023.12), on fresh random inputs: each function called
+the same way on both, results compared in value, shape and dtype."""
+import math
+
+import pytest
+
+import tensorframe as tf
+from conftest import need
+
+
+@pytest.fixture(scope="module")
+def xp():
+    strict = need("array_api_strict")
+    strict.set_array_api_strict_flags(api_version="2023.12")
+    return strict
+
+
+def both(xp, np, host):
+    return tf.asarray(host, device="cpu"), xp.asarray(host)
+
+
+def check(np, mine, ref, rtol=1e-6):
+    ref_np = np.from_dlpack(ref) if hasattr(ref, "__dlpack__") else np.asarray(ref)
+    got = np.asarray(mine.to("cpu"))
+    assert got.shape == ref_np.shape, (got.shape, ref_np.shape)
+    assert mine.dtype.name == str(ref_np.dtype), (mine.dtype.name, ref_np.dtype)
+    if ref_np.dtype.kind == "f":
+        np.testing.assert_allclose(got, ref_np, rtol=rtol, atol=rtol * max(1.0, float(np.max(np.abs(ref_np),
+                                                                                                initial=0))))
+    else:
+        np.testing.assert_array_equal(got, ref_np)
+
+
+def test_namespace_and_info(xp):
+    x = tf.ones((2,), device="cpu")
+    assert x.__array_namespace__() is tf
+    assert tf.__array_api_version__ == "2023.12"
+    info = tf.__array_namespace_info__()
+    assert info.default_dtypes()["real floating"] == tf.float32
+    assert info.default_dtypes()["integral"] == tf.int64
+    assert set(info.dtypes(kind="real floating")) == {"float32", "float64", "float16", "bfloat16"}
+    assert info.default_device() in info.devices()
+    assert tf.isdtype(tf.int32, "integral") and not tf.isdtype(tf.float32, ("integral", "bool"))
+    assert tf.finfo(tf.float32).eps == 2.0 ** -23 and tf.iinfo(tf.int8).min == -128
+    assert tf.result_type(tf.int32, tf.float32) == tf.float32
+    assert tf.can_cast(tf.int8, tf.int64) and not tf.can_cast(tf.float64, tf.float32)
+
+
+UNARY_FLOAT = ["abs", "ceil", "cos", "cosh", "exp", "expm1", "floor", "isfinite", "isinf", "isnan", "negative",
+               "positive", "round", "sign", "sin", "sinh", "square", "tan", "tanh", "trunc"]
+UNARY_POSITIVE = ["log", "log1p", "log2", "log10", "sqrt"]
+BINARY_FLOAT = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
+                "less_equal", "greater", "greater_equal", "logaddexp", "hypot", "floor_divide", "remainder"]
+BINARY_INT = ["add", "subtract", "multiply", "maximum", "minimum", "equal", "less", "floor_divide",
+              "remainder"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", UNARY_FLOAT + UNARY_POSITIVE)
+def test_unary(xp, np, rng, dtype, name):
+    host = rng.uniform(0.1 if name in UNARY_POSITIVE else -4, 4, size=(3, 5)).astype(dtype)
+    host[0, 0] = 0.5 if name in UNARY_POSITIVE else -2.5        # round: a tie, to even
+    mine, ref = both(xp, np, host)
+    rtol = 2e-6 if dtype == "float32" else 1e-12
+    check(np, getattr(tf, name)(mine), getattr(xp, name)(ref), rtol=rtol * 8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", BINARY_FLOAT)
+def test_binary_float(xp, np, rng, dtype, name):
+    a = rng.uniform(-4, 4, size=(4, 1, 3)).astype(dtype)
+    b = rng.uniform(0.5, 3, size=(5, 3)).astype(dtype) * rng.choice([-1, 1], size=(5, 3)).astype(dtype)
+    b[0, :] = a[0, 0, :]                                       # ties for the comparisons
+    (ma, ra), (mb, rb) = both(xp, np, a), both(xp, np, b)
+    rtol = 4e-6 if dtype == "float32" else 1e-12
+    check(np, getattr(tf, name)(ma, mb), getattr(xp, name)(ra, rb), rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "uint8"])
+@pytest.mark.parametrize("name", BINARY_INT)
+def test_binary_int(xp, np, rng, dtype, name):
+    lo = 0 if dtype == "uint8" else -9
+    a = rng.integers(lo, 10, size=(3, 4)).astype(dtype)
+    b = rng.integers(1, 6, size=(4,)).astype(dtype)
+    (ma, ra), (mb, rb) = both(xp, np, a), both(xp, np, b)
+    check(np, getattr(tf, name)(ma, mb), getattr(xp, name)(ra, rb))
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "std"])
+def test_statistics(xp, np, rng, name):
+    host = rng.uniform(0.5, 1.5, size=(3, 4, 5))
+    mine, ref = both(xp, np, host)
+    for axis in (None, 0, -1, (0, 2), (1, 2), (0, 1, 2)):
+        for keepdims in (False, True):
+            kw = {"axis": axis, "keepdims": keepdims}
+            if name in ("var", "std"):
+                kw["correction"] = 1
+            check(np, getattr(tf, name)(mine, **kw), getattr(xp, name)(ref, **kw), rtol=1e-12)
+
+
+def test_integer_sums_and_searching(xp, np, rng):
+    host = rng.integers(-5, 6, size=(4, 6)).astype("int64")
+    mine, ref = both(xp, np, host)
+    check(np, tf.sum(mine, axis=1), xp.sum(ref, axis=1))
+    check(np, tf.cumulative_sum(mine, axis=1), xp.cumulative_sum(ref, axis=1))
+    check(np, tf.cumulative_sum(mine, axis=0, include_initial=True),
+          xp.cumulative_sum(ref, axis=0, include_initial=True))
+    for axis in (None, 0, 1):
+        check(np, tf.argmax(mine, axis=axis), xp.argmax(ref, axis=axis))
+        check(np, tf.argmin(mine, axis=axis, keepdims=True), xp.argmin(ref, axis=axis, keepdims=True))
+        check(np, tf.all(mine, axis=axis), xp.all(ref, axis=axis))
+        check(np, tf.any(mine > 4, axis=axis), xp.any(ref > 4, axis=axis))
+    np.testing.assert_array_equal(np.asarray(tf.count_nonzero(mine, axis=0)), np.count_nonzero(host, axis=0))
+    for m, r in zip(tf.nonzero(mine), xp.nonzero(ref)):
+        check(np, m, r)
+    check(np, tf.where(mine > 0, mine, 0), xp.where(ref > 0, ref, xp.asarray(0)))
+
+
+def test_creation(xp, np):
+    check(np, tf.arange(2, 11, 3, device="cpu"), xp.arange(2, 11, 3))
+    check(np, tf.arange(0.5, 3.0, 0.25, dtype=tf.float64), xp.arange(0.5, 3.0, 0.25, dtype=xp.float64))
+    check(np, tf.eye(3, 4, k=1, dtype=tf.float64), xp.eye(3, 4, k=1, dtype=xp.float64))
+    check(np, tf.eye(4, dtype=tf.float64), xp.eye(4, dtype=xp.float64))
+    check(np, tf.linspace(-1.0, 2.0, 7, dtype=tf.float64), xp.linspace(-1.0, 2.0, 7, dtype=xp.float64))
+    check(np, tf.linspace(0.0, 1.0, 4, dtype=tf.float64, endpoint=False),
+          xp.linspace(0.0, 1.0, 4, dtype=xp.float64, endpoint=False))
+    check(np, tf.full((2, 3), 7), xp.full((2, 3), 7))
+    check(np, tf.zeros((2, 0, 3), dtype=tf.int32), xp.zeros((2, 0, 3), dtype=xp.int32))
+    check(np, tf.ones_like(tf.zeros((3,), dtype=tf.int8)), xp.ones_like(xp.zeros((3,), dtype=xp.int8)))
+    host = np.arange(12.0).reshape(3, 4)
+    mine, ref = both(xp, np, host)
+    check(np, tf.tril(mine, k=1), xp.tril(ref, k=1))
+    check(np, tf.triu(mine, k=-1), xp.triu(ref, k=-1))
+    a, b = tf.arange(3.0, dtype=tf.float64), tf.arange(2.0, dtype=tf.float64)
+    ra, rb = xp.arange(3.0, dtype=xp.float64), xp.arange(2.0, dtype=xp.float64)
+    for indexing in ("xy", "ij"):
+        for m, r in zip(tf.meshgrid(a, b, indexing=indexing), xp.meshgrid(ra, rb, indexing=indexing)):
+            check(np, m, r)
+
+
+def test_manipulation(xp, np, rng):
+    host = rng.standard_normal((2, 3, 4))
+    mine, ref = both(xp, np, host)
+    check(np, tf.reshape(mine, (4, 6)), xp.reshape(ref, (4, 6)))
+    check(np, tf.permute_dims(mine, (2, 0, 1)), xp.permute_dims(ref, (2, 0, 1)))
+    check(np, tf.moveaxis(mine, 0, -1), xp.moveaxis(ref, 0, -1))
+    check(np, tf.expand_dims(mine, axis=1), xp.expand_dims(ref, axis=1))
+    check(np, tf.squeeze(tf.expand_dims(mine, axis=0), axis=0), ref)
+    check(np, tf.broadcast_to(mine[:, :1, :], (2, 3, 4)), xp.broadcast_to(ref[:, :1, :], (2, 3, 4)))
+    check(np, tf.concat([mine, mine], axis=1), xp.concat([ref, ref], axis=1))
+    check(np, tf.concat([mine, mine], axis=None), xp.concat([ref, ref], axis=None))
+    check(np, tf.stack([mine, mine], axis=-1), xp.stack([ref, ref], axis=-1))
+    for m, r in zip(tf.unstack(mine, axis=1), xp.unstack(ref, axis=1)):
+        check(np, m, r)
+    check(np, tf.flip(mine, axis=(0, 2)), xp.flip(ref, axis=(0, 2)))
+    check(np, tf.flip(mine), xp.flip(ref))
+    check(np, tf.roll(mine, 2, axis=2), xp.roll(ref, 2, axis=2))
+    check(np, tf.roll(mine, -3), xp.roll(ref, -3))
+    check(np, tf.tile(mine, (1, 2, 1)), xp.tile(ref, (1, 2, 1)))
+    check(np, tf.repeat(mine, 2, axis=1), xp.repeat(ref, 2, axis=1))
+    idx = tf.asarray([3, 0, 3]), xp.asarray([3, 0, 3])
+    check(np, tf.take(mine, idx[0], axis=2), xp.take(ref, idx[1], axis=2))
+    for m, r in zip(tf.broadcast_arrays(mine[:1, ...], mine[:, :1, :]),
+                    xp.broadcast_arrays(ref[:1, ...], ref[:, :1, :])):
+        check(np, m, r)
+
+
+def test_linear_algebra(xp, np, rng):
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    (ma, ra), (mb, rb) = both(xp, np, a), both(xp, np, b)
+    check(np, tf.matmul(ma, mb), xp.matmul(ra, rb), rtol=1e-12)
+    check(np, tf.matrix_transpose(ma), xp.matrix_transpose(ra))
+    check(np, tf.tensordot(ma, mb, axes=1), xp.tensordot(ra, rb, axes=1), rtol=1e-12)
+    check(np, tf.tensordot(ma, ma, axes=([1, 2], [1, 2])), xp.tensordot(ra, ra, axes=([1, 2], [1, 2])),
+          rtol=1e-12)
+    check(np, tf.vecdot(ma, ma), xp.vecdot(ra, ra), rtol=1e-12)
+
+
+def test_clip_and_logical(xp, np, rng):
+    host = rng.uniform(-3, 3, size=(10,))
+    mine, ref = both(xp, np, host)
+    check(np, tf.clip(mine, min=-1, max=2), xp.clip(ref, min=-1, max=2))
+    check(np, tf.clip(mine, max=0.5), xp.clip(ref, max=0.5))
+    p, q = mine > 0, mine > 1
+    rp, rq = ref > 0, ref > 1
+    check(np, tf.logical_xor(p, q), xp.logical_xor(rp, rq))
+    check(np, tf.logical_and(p, q), xp.logical_and(rp, rq))
+    check(np, tf.logical_not(p), xp.logical_not(rp))
+    assert math.isclose(float(tf.sum(mine)), float(xp.sum(ref)), rel_tol=1e-12)
+
+
+def test_special_values(xp, np):
+    """Infinities, NaN, zeros and huge values through the compositions."""
+    inf, nan = float("inf"), float("nan")
+    a = np.array([-inf, inf, -inf, 0.0, 1e300, nan, 3.0, -0.0])
+    b = np.array([-inf, inf, 1.0, 0.0, 1e300, 1.0, -inf, 0.0])
+    (ma, ra), (mb, rb) = both(xp, np, a), both(xp, np, b)
+    for name in ("logaddexp", "hypot", "maximum", "minimum", "add"):
+        check(np, getattr(tf, name)(ma, mb), getattr(xp, name)(ra, rb), rtol=1e-15)
+    for name in ("isfinite", "isinf", "isnan", "trunc", "sign", "abs"):
+        check(np, getattr(tf, name)(ma), getattr(xp, name)(ra))

@@ -232,6 +232,9 @@ tf_status tf_tensor_from_dlpack_legacy(DLManagedTensor *managed, tf_tensor **out
     if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_tensor_from_dlpack_legacy: out of host memory");
     *v = (DLManagedTensorVersioned){{1, 0}, managed, legacy_import_delete, 0, managed->dl_tensor};
     tf_status s = tf_tensor_from_dlpack(v, out);
-    if (s != TF_OK) tf__free(v);        /* refused: the producer's tensor stays the caller's */
-    return s;
+    if (s != TF_OK) {
+        tf__free(v);                     /* refused: the producer's tensor stays the caller's */
+        return tf__error_context(s, "tf_tensor_from_dlpack_legacy");
+    }
+    return TF_OK;
 }

@@ -639,6 +639,19 @@ static void program_dlpack(world *w, tf_tensor *a) {
     if (!finish_step(w, "tf_tensor_from_dlpack", s, &u, 1, false)) return;
     OP(sum, tf_add, u, a);
     (void)sum;
+    /* DLPack 0.x: the adapters' own allocations fail in turn too */
+    DLManagedTensor *lm = NULL;
+    CALL(false, tf_tensor_to_dlpack_legacy, a, &lm);
+    tf_tensor *lu = (tf_tensor *)(uintptr_t)1;
+    s = tf_tensor_from_dlpack_legacy(lm, &lu);
+    if (s != TF_OK) {
+        pause_injection();
+        lm->deleter(lm);
+        resume_injection();
+    }
+    if (!finish_step(w, "tf_tensor_from_dlpack_legacy", s, &lu, 1, false)) return;
+    OP(lsum, tf_add, lu, a);
+    (void)lsum;
 }
 
 static void program(world *w) {

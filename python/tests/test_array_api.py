@@ -111,6 +111,10 @@ def test_integer_sums_and_searching(xp, np, rng):
         check(np, tf.argmin(mine, axis=axis, keepdims=True), xp.argmin(ref, axis=axis, keepdims=True))
         check(np, tf.all(mine, axis=axis), xp.all(ref, axis=axis))
         check(np, tf.any(mine > 4, axis=axis), xp.any(ref > 4, axis=axis))
+    empty, rempty = tf.zeros((0, 3), dtype=tf.int64), xp.zeros((0, 3), dtype=xp.int64)
+    for axis in (None, 0, 1):
+        check(np, tf.all(empty, axis=axis), xp.all(rempty, axis=axis))
+        check(np, tf.any(empty, axis=axis, keepdims=True), xp.any(rempty, axis=axis, keepdims=True))
     np.testing.assert_array_equal(np.asarray(tf.count_nonzero(mine, axis=0)), np.count_nonzero(host, axis=0))
     for m, r in zip(tf.nonzero(mine), xp.nonzero(ref)):
         check(np, m, r)

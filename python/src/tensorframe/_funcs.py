@@ -685,20 +685,23 @@ argmax = _arg("argmax")
 argmin = _arg("argmin")
 
 
-@_export
-def all(x, /, *, axis=None, keepdims=False):
+def _truth(x, axis, keepdims, c_name, when_empty):
+    """all and any: the min or max of x as bool; an empty reduction gives
+    the identity (True for all, False for any)."""
     b = x.astype(dt.bool, copy=False)
     if b.size == 0:
-        return _empty_reduction(b, axis, keepdims, True)
-    return _reduce("min", b, axis, keepdims)
+        return _empty_reduction(b, axis, keepdims, when_empty)
+    return _reduce(c_name, b, axis, keepdims)
+
+
+@_export
+def all(x, /, *, axis=None, keepdims=False):
+    return _truth(x, axis, keepdims, "min", True)
 
 
 @_export
 def any(x, /, *, axis=None, keepdims=False):
-    b = x.astype(dt.bool, copy=False)
-    if b.size == 0:
-        return _empty_reduction(b, axis, keepdims, False)
-    return _reduce("max", b, axis, keepdims)
+    return _truth(x, axis, keepdims, "max", False)
 
 
 def _empty_reduction(b, axis, keepdims, value):

@@ -8,6 +8,7 @@ arrays (where the C library's kernels decide), and DLPack exchanges.
 the wheel installed). Each figure is the best of --repeat runs of a timed
 loop; ratios are tensorframe / peer (below 1: tensorframe is faster)."""
 import argparse
+import os
 import time
 
 import numpy as np
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
+    torch.set_num_threads(os.cpu_count())     # Debian's build starts with one; tensorframe uses every core
     rows = []
 
     def case(name, number, ours, numpy_fn, torch_fn):

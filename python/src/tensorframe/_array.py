@@ -538,6 +538,8 @@ def _normalize_key(key, ndim):
 
 
 def _index(x, key, for_write=False):
+    if isinstance(key, slice) and x.ndim:             # the common case, without the general walk
+        return _slice_axis(x, 0, key, for_write)
     t = x
     axis = 0
     for k in _normalize_key(key, x.ndim):

@@ -204,6 +204,11 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return out
 
 
+# Types whose __dlpack__ takes no keywords (DLPack < 1.0: NumPy < 2.1,
+# PyTorch < 2.4), remembered so that each call does not fail first.
+_LEGACY_PRODUCERS = set()
+
+
 def _request_capsule(x, copy):
     dev_type, _ = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (_dlpack.kDLCPU, 0)
     on_host = dev_type in _dlpack.HOST_DEVICE_TYPES
@@ -215,13 +220,16 @@ def _request_capsule(x, copy):
         kwargs.update(dl_device=(_dlpack.kDLCPU, 0), copy=True)
     elif copy is not None:
         kwargs["copy"] = copy
-    try:
-        return x.__dlpack__(**kwargs)
-    except TypeError:                                    # a producer from before DLPack 1.0
-        if not on_host:
-            raise BufferError("tensorframe.from_dlpack: the data is on device type %d and its producer cannot "
-                              "copy it to the host (DLPack < 1.0); move it to the CPU first" % dev_type) from None
-        return x.__dlpack__()
+    if type(x) not in _LEGACY_PRODUCERS:
+        try:
+            return x.__dlpack__(**kwargs)
+        except TypeError as err:                         # a producer from before DLPack 1.0
+            if "unexpected keyword" in str(err):
+                _LEGACY_PRODUCERS.add(type(x))
+    if not on_host:
+        raise BufferError("tensorframe.from_dlpack: the data is on device type %d and its producer cannot "
+                          "copy it to the host (DLPack < 1.0); move it to the CPU first" % dev_type)
+    return x.__dlpack__()
 
 
 @_export

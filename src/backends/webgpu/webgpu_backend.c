@@ -576,9 +576,18 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
         extras.backends = WGPUInstanceBackend_Primary;
         WGPUInstanceDescriptor desc = WGPU_INSTANCE_DESCRIPTOR_INIT;
         desc.nextInChain = &extras.chain;
+        /* Mesa's implicit device-select Vulkan layer orders GPUs for a
+         * display server and, where there is none (no XDG_RUNTIME_DIR),
+         * prints "error: XDG_RUNTIME_DIR is invalid" for each probe. We
+         * pick adapters ourselves, so the layer is switched off (its own
+         * NODEVICE_SELECT) while our instance is made and its adapters
+         * enumerated, and the environment is put back as it was after. */
+        bool quiet_layer = !getenv("XDG_RUNTIME_DIR") && !getenv("NODEVICE_SELECT");
+        if (quiet_layer) setenv("NODEVICE_SELECT", "1", 0);
         instance = wg.CreateInstance(&desc);
         if (instance) discover();
         else snprintf(note, sizeof note, "wgpuCreateInstance failed (%.300s)", wg.path);
+        if (quiet_layer) unsetenv("NODEVICE_SELECT");
         dl_iterate_phdr(pin_vulkan_stack, NULL);
     }
     tf_gpu_fill_reg(out, "webgpu", &wg_backend_iface, bdevs, n_devs, note);

@@ -15,6 +15,7 @@ packages=(
   hipcc libamdhip64-dev   # the ROCm plugin: compiled for AMD targets here (nothing HIP runs without an AMD GPU)
   clang libclang-rt-dev   # libFuzzer for the loaders' fuzz targets (make test, make fuzz)
   python3-numpy     # tests/gguf/check_dequant.py (with the gguf package fetch-models.sh brings)
+  openmpi-bin libopenmpi-dev   # libtensorframe_mpi (collectives) and its mpirun tests
   python3-venv python3-torch   # the Python package's tests: venvs under the build folder, PyTorch 1.13 for DLPack
 )
 

@@ -1,0 +1,75 @@
+/* tensorframe collectives: tensors reduced, gathered, scattered and sent
+ * between processes over MPI (libtensorframe_mpi, built when CMake finds
+ * MPI; the core library keeps no MPI dependency).
+ *
+ * Every call is collective over the communicator's ranks except send and
+ * recv, and blocks until this rank's part is done. Tensors may live on any
+ * device: host memory is handed to MPI as it is (a contiguous CPU tensor
+ * without a copy), other devices' tensors go through a contiguous host copy
+ * and the result is written back to the device.
+ *
+ * Before moving data, the ranks agree on dtype and shape (one small
+ * all-reduce): a mismatch is TF_ERR_SHAPE (or TF_ERR_DTYPE) on every rank,
+ * never a hang or a torn buffer. MPI errors return (MPI_ERRORS_RETURN on
+ * the communicator) as TF_ERR_BACKEND with MPI's message.
+ *
+ * Reductions: sum, max, min on every numeric dtype (f16 and bf16 are
+ * combined in f32 and rounded once per step of MPI's reduction tree); mean
+ * is the sum divided by the size, for float dtypes. Integer sums wrap as
+ * in C. bool takes max (any) and min (all).
+ *
+ *   tf_comm *c;  tf_comm_init(&c);                       // under mpirun
+ *   tf_all_reduce(c, grad, TF_REDUCE_MEAN);             // data parallel
+ *   tf_comm_destroy(c);
+ */
+#ifndef TENSORFRAME_COMM_H
+#define TENSORFRAME_COMM_H
+
+#include "tensorframe/tensorframe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tf_comm tf_comm;
+
+typedef enum tf_reduce_op {
+    TF_REDUCE_SUM = 0,
+    TF_REDUCE_MAX = 1,
+    TF_REDUCE_MIN = 2,
+    TF_REDUCE_MEAN = 3
+} tf_reduce_op;
+
+/* A communicator over every process mpirun started (MPI_COMM_WORLD,
+ * duplicated): MPI is initialized here if the program has not done it,
+ * and finalized when the last communicator made this way is destroyed. */
+TF_API tf_status tf_comm_init(tf_comm **out);
+#ifdef MPI_VERSION
+/* A communicator over the program's own MPI communicator (duplicated, so
+ * tensorframe's messages never mix with the program's). */
+TF_API tf_status tf_comm_init_mpi(MPI_Comm comm, tf_comm **out);
+#endif
+TF_API void tf_comm_destroy(tf_comm *c);
+TF_API int tf_comm_rank(const tf_comm *c);   /* -1 for NULL */
+TF_API int tf_comm_size(const tf_comm *c);   /* -1 for NULL */
+
+/* x becomes the reduction of every rank's x (in place). */
+TF_API tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op);
+/* The same into a new tensor on x's device; x unchanged. */
+TF_API tf_status tf_all_reduce_to(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out);
+/* [size, ...x's shape]: every rank's x stacked in rank order. */
+TF_API tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out);
+/* x's first axis, a multiple of size, reduced across ranks and split:
+ * rank r gets rows [r * n / size, (r + 1) * n / size). */
+TF_API tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out);
+/* x takes root's values on every rank (in place). */
+TF_API tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root);
+/* Point to point: x's elements to rank `dest`; recv writes them into x,
+ * whose dtype and element count must match the message (TF_ERR_SHAPE). */
+TF_API tf_status tf_send(tf_comm *c, const tf_tensor *x, int dest, int tag);
+TF_API tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TENSORFRAME_COMM_H */

@@ -1,0 +1,459 @@
+/* Collectives over MPI (tensorframe/comm.h), on the public API only: a
+ * tensor's host memory comes from its DLPack export (no copy for a
+ * contiguous CPU tensor), other tensors are staged through a contiguous
+ * CPU copy and written back with tf_copy_into. Errors go to
+ * tf_last_error() through the host services (tf_host()->set_error). */
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensorframe/backend.h"
+#include "tensorframe/comm.h"
+#include "tensorframe/dlpack.h"
+#include "tensorframe/numerics.h"
+
+struct tf_comm {
+    MPI_Comm comm;
+    int rank, size;
+    bool finalize;          /* made by tf_comm_init, which initialized MPI */
+};
+
+static int comms_that_finalize;
+
+#define FAIL(s, ...) tf_host()->set_error((s), __VA_ARGS__)
+
+static tf_status mpi_failed(int rc, const char *fn, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+    return FAIL(TF_ERR_BACKEND, "%s: %s failed: %s", fn, what, msg);
+}
+
+/* s with what failed before it: the library's message is copied first,
+ * since set_error writes the buffer last_error reads. */
+static tf_status failed_while(tf_status s, const char *fn, const char *what) {
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", tf_host()->last_error());
+    return FAIL(s, "%s: %s: %s", fn, what, cause);
+}
+
+/* ---- communicators ---- */
+
+static tf_status comm_from(MPI_Comm base, bool finalize, tf_comm **out) {
+    tf_comm *c = tf_host()->alloc(sizeof *c);
+    if (!c) return FAIL(TF_ERR_OUT_OF_MEMORY, "tf_comm_init: out of host memory");
+    int rc = MPI_Comm_dup(base, &c->comm);
+    if (rc != MPI_SUCCESS) {
+        tf_host()->free(c);
+        return mpi_failed(rc, "tf_comm_init", "MPI_Comm_dup");
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);   /* errors come back as statuses */
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->size);
+    c->finalize = finalize;
+    comms_that_finalize += finalize;
+    *out = c;
+    return TF_OK;
+}
+
+tf_status tf_comm_init(tf_comm **out) {
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_comm_init: out is NULL");
+    *out = NULL;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) return FAIL(TF_ERR_INVALID_ARGUMENT, "tf_comm_init: MPI was finalized already");
+    bool ours = false;
+    if (!inited) {
+        int provided = 0;
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, "tf_comm_init", "MPI_Init_thread");
+        ours = true;
+    } else {
+        ours = comms_that_finalize > 0;          /* MPI that an earlier tf_comm_init started */
+    }
+    return comm_from(MPI_COMM_WORLD, ours, out);
+}
+
+tf_status tf_comm_init_mpi(MPI_Comm comm, tf_comm **out) {
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_comm_init_mpi: out is NULL");
+    *out = NULL;
+    if (comm == MPI_COMM_NULL) return FAIL(TF_ERR_INVALID_ARGUMENT, "tf_comm_init_mpi: MPI_COMM_NULL");
+    return comm_from(comm, false, out);
+}
+
+void tf_comm_destroy(tf_comm *c) {
+    if (!c) return;
+    MPI_Comm_free(&c->comm);
+    bool finalize = c->finalize && --comms_that_finalize == 0;
+    tf_host()->free(c);
+    if (finalize) MPI_Finalize();
+}
+
+int tf_comm_rank(const tf_comm *c) { return c ? c->rank : -1; }
+int tf_comm_size(const tf_comm *c) { return c ? c->size : -1; }
+
+/* ---- dtypes and reductions ---- */
+
+/* f16 and bf16 travel as 16-bit words; their reductions are ours. */
+static bool mpi_type_of(tf_dtype dt, MPI_Datatype *t) {
+    switch (dt) {
+    case TF_F32: *t = MPI_FLOAT; return true;
+    case TF_F64: *t = MPI_DOUBLE; return true;
+    case TF_I8: *t = MPI_INT8_T; return true;
+    case TF_I32: *t = MPI_INT32_T; return true;
+    case TF_I64: *t = MPI_INT64_T; return true;
+    case TF_U8: case TF_BOOL: *t = MPI_UINT8_T; return true;
+    case TF_F16: case TF_BF16: *t = MPI_UINT16_T; return true;
+    default: return false;
+    }
+}
+
+typedef float (*to_f32_fn)(uint16_t);
+typedef uint16_t (*from_f32_fn)(float);
+
+static void half_reduce(void *in, void *inout, int n, tf_reduce_op op, to_f32_fn to, from_f32_fn from) {
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < n; i++) {
+        float x = to(a[i]), y = to(b[i]), r;
+        if (op == TF_REDUCE_MAX) r = (x > y || x != x) ? x : y;      /* NaN propagates */
+        else if (op == TF_REDUCE_MIN) r = (x < y || x != x) ? x : y;
+        else r = x + y;
+        b[i] = from(r);
+    }
+}
+
+#define HALF_OP(name, op, to, from) \
+    static void name(void *in, void *inout, int *n, MPI_Datatype *t) { (void)t; half_reduce(in, inout, *n, op, to, from); }
+HALF_OP(f16_sum, TF_REDUCE_SUM, tf_f16_to_f32, tf_f32_to_f16)
+HALF_OP(f16_max, TF_REDUCE_MAX, tf_f16_to_f32, tf_f32_to_f16)
+HALF_OP(f16_min, TF_REDUCE_MIN, tf_f16_to_f32, tf_f32_to_f16)
+HALF_OP(bf16_sum, TF_REDUCE_SUM, tf_bf16_to_f32, tf_f32_to_bf16)
+HALF_OP(bf16_max, TF_REDUCE_MAX, tf_bf16_to_f32, tf_f32_to_bf16)
+HALF_OP(bf16_min, TF_REDUCE_MIN, tf_bf16_to_f32, tf_f32_to_bf16)
+
+static MPI_User_function *const half_ops[2][3] = {{f16_sum, f16_max, f16_min}, {bf16_sum, bf16_max, bf16_min}};
+
+/* The MPI operation for op on dt; *made is set when the caller must free it. */
+static tf_status mpi_op_of(const char *fn, tf_dtype dt, tf_reduce_op op, MPI_Op *out, bool *made) {
+    *made = false;
+    if (op < TF_REDUCE_SUM || op > TF_REDUCE_MEAN) return FAIL(TF_ERR_INVALID_ARGUMENT, "%s: reduce op %d", fn, op);
+    if (op == TF_REDUCE_MEAN && !tf_dtype_is_float(dt))
+        return FAIL(TF_ERR_DTYPE, "%s: mean of %s; mean takes float dtypes", fn, tf_dtype_name(dt));
+    if (dt == TF_BOOL && op == TF_REDUCE_SUM)
+        return FAIL(TF_ERR_DTYPE, "%s: sum of bool; use max (any) or min (all)", fn);
+    int which = op == TF_REDUCE_MAX ? 1 : op == TF_REDUCE_MIN ? 2 : 0;
+    if (dt == TF_F16 || dt == TF_BF16) {
+        int rc = MPI_Op_create(half_ops[dt == TF_BF16][which], 1, out);
+        if (rc != MPI_SUCCESS) return mpi_failed(rc, fn, "MPI_Op_create");
+        *made = true;
+        return TF_OK;
+    }
+    *out = which == 1 ? MPI_MAX : which == 2 ? MPI_MIN : MPI_SUM;
+    return TF_OK;
+}
+
+/* Divide n elements by `by`, for mean. */
+static void scale_down(void *p, tf_dtype dt, int64_t n, int by) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (dt) {
+        case TF_F32: ((float *)p)[i] /= (float)by; break;
+        case TF_F64: ((double *)p)[i] /= by; break;
+        case TF_F16: ((uint16_t *)p)[i] = tf_f32_to_f16(tf_f16_to_f32(((uint16_t *)p)[i]) / (float)by); break;
+        case TF_BF16: ((uint16_t *)p)[i] = tf_f32_to_bf16(tf_bf16_to_f32(((uint16_t *)p)[i]) / (float)by); break;
+        default: return;
+        }
+    }
+}
+
+/* ---- host memory for a tensor ---- */
+
+/* A tensor's elements as contiguous host memory: its own when it is a
+ * contiguous host tensor, else a staged CPU copy. */
+typedef struct host_view {
+    tf_tensor *staged;                   /* the CPU copy, or NULL */
+    DLManagedTensorVersioned *export_;   /* keeps the memory while MPI uses it */
+    void *data;
+} host_view;
+
+static tf_status host_view_open(const char *fn, const tf_tensor *x, host_view *v) {
+    memset(v, 0, sizeof *v);
+    if (!tf_tensor_is_contiguous(x) || tf_tensor_to_dlpack(x, &v->export_) != TF_OK) {
+        tf_device *cpu = NULL;
+        tf_status s = tf_device_get("cpu", &cpu);
+        tf_tensor *moved = NULL;
+        if (s == TF_OK) s = tf_tensor_to(x, cpu, &moved);
+        if (s == TF_OK) {
+            s = tf_contiguous(moved, &v->staged);
+            tf_tensor_release(moved);
+        }
+        if (s == TF_OK) s = tf_tensor_to_dlpack(v->staged, &v->export_);
+        if (s != TF_OK) {
+            tf_tensor_release(v->staged);
+            v->staged = NULL;
+            return failed_while(s, fn, "staging the tensor in host memory");
+        }
+    }
+    v->data = (char *)v->export_->dl_tensor.data + v->export_->dl_tensor.byte_offset;
+    return TF_OK;
+}
+
+/* Write a staged result back into x (on its device); then let go. */
+static tf_status host_view_close(const char *fn, host_view *v, tf_tensor *write_back) {
+    tf_status s = TF_OK;
+    if (v->export_) v->export_->deleter(v->export_);
+    if (v->staged && write_back) {
+        s = tf_copy_into(write_back, v->staged);
+        if (s != TF_OK) s = failed_while(s, fn, "writing the result back");
+    }
+    tf_tensor_release(v->staged);
+    memset(v, 0, sizeof *v);
+    return s;
+}
+
+/* ---- agreement: every rank holds the same dtype and shape ---- */
+
+static void shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
+    size_t used = (size_t)snprintf(out, n, "[");
+    for (int i = 0; i < ndim && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%lld", i ? "," : "", (long long)shape[i]);
+    if (used < n) snprintf(out + used, n - used, "]");
+}
+
+/* One all-reduce of (v, -v) with MAX: every rank learns whether any
+ * rank's descriptor differs from its own. */
+static tf_status agree(const char *fn, tf_comm *c, const tf_tensor *x) {
+    enum { N = 2 + TF_MAX_DIMS };
+    int64_t mine[N] = {tf_tensor_dtype(x), tf_tensor_ndim(x)};
+    const int64_t *shape = tf_tensor_shape(x);
+    for (int i = 0; i < tf_tensor_ndim(x); i++) mine[2 + i] = shape[i];
+    int64_t both[2 * N], seen[2 * N];
+    for (int i = 0; i < N; i++) {
+        both[i] = mine[i];
+        both[N + i] = -mine[i];
+    }
+    int rc = MPI_Allreduce(both, seen, 2 * N, MPI_INT64_T, MPI_MAX, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_failed(rc, fn, "MPI_Allreduce (agreeing on shapes)");
+    for (int i = 0; i < N; i++) {
+        if (seen[i] == -seen[N + i]) continue;
+        char text[160];
+        shape_text(shape, tf_tensor_ndim(x), text, sizeof text);
+        return FAIL(i == 0 ? TF_ERR_DTYPE : TF_ERR_SHAPE, "%s: rank %d holds %s %s and another rank a different %s",
+                    fn, c->rank, tf_dtype_name(tf_tensor_dtype(x)), text, i == 0 ? "dtype" : "shape");
+    }
+    return TF_OK;
+}
+
+static tf_status check_args(const char *fn, const tf_comm *c, const tf_tensor *x, MPI_Datatype *t) {
+    if (!c) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: communicator is NULL", fn);
+    if (!x) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (!mpi_type_of(tf_tensor_dtype(x), t))
+        return FAIL(TF_ERR_DTYPE, "%s: %s cannot travel (a block-quantized dtype)", fn,
+                    tf_dtype_name(tf_tensor_dtype(x)));
+    if (tf_tensor_numel(x) > INT32_MAX)
+        return FAIL(TF_ERR_SIZE, "%s: %lld elements; MPI counts are int", fn, (long long)tf_tensor_numel(x));
+    return TF_OK;
+}
+
+/* ---- collectives ---- */
+
+tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op) {
+    const char *fn = "tf_all_reduce";
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    MPI_Op mop = MPI_OP_NULL;
+    bool made = false;
+    if (s == TF_OK) s = mpi_op_of(fn, tf_tensor_dtype(x), op, &mop, &made);
+    if (s == TF_OK) s = agree(fn, c, x);
+    if (s != TF_OK) {
+        if (made) MPI_Op_free(&mop);
+        return s;
+    }
+    host_view v;
+    s = host_view_open(fn, x, &v);
+    if (s == TF_OK) {
+        int64_t n = tf_tensor_numel(x);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, v.data, (int)n, type, mop, c->comm);
+        if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Allreduce");
+        else if (op == TF_REDUCE_MEAN) scale_down(v.data, tf_tensor_dtype(x), n, c->size);
+        tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
+        if (s == TF_OK) s = closed;
+    }
+    if (made) MPI_Op_free(&mop);
+    return s;
+}
+
+tf_status tf_all_reduce_to(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_all_reduce_to: out is NULL");
+    *out = NULL;
+    if (!x) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_all_reduce_to: tensor is NULL");
+    tf_tensor *y = NULL;
+    tf_status s = tf_copy(x, &y);
+    if (s == TF_OK) s = tf_all_reduce(c, y, op);
+    if (s != TF_OK) {
+        tf_tensor_release(y);
+        return s;
+    }
+    *out = y;
+    return TF_OK;
+}
+
+/* An empty CPU tensor of x's dtype with the given shape, and its memory. */
+static tf_status host_result(const char *fn, const tf_tensor *x, int ndim, const int64_t *shape, host_view *v,
+                             tf_tensor **t) {
+    tf_device *cpu = NULL;
+    tf_status s = tf_device_get("cpu", &cpu);
+    if (s == TF_OK) s = tf_empty(cpu, tf_tensor_dtype(x), ndim, shape, t);
+    if (s == TF_OK) s = host_view_open(fn, *t, v);
+    if (s != TF_OK) {
+        tf_tensor_release(*t);
+        *t = NULL;
+    }
+    return s;
+}
+
+/* The host result on x's device: moved there when x lives elsewhere. */
+static tf_status to_device_of(const tf_tensor *x, tf_tensor *host, tf_tensor **out) {
+    tf_device *dev = tf_tensor_device(x);
+    if (dev == tf_tensor_device(host)) {
+        *out = host;
+        return TF_OK;
+    }
+    tf_status s = tf_tensor_to(host, dev, out);
+    tf_tensor_release(host);
+    return s;
+}
+
+tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out) {
+    const char *fn = "tf_all_gather";
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    if (s == TF_OK && tf_tensor_ndim(x) >= TF_MAX_DIMS)
+        s = FAIL(TF_ERR_TOO_MANY_DIMS, "%s: the result would have %d dimensions", fn, tf_tensor_ndim(x) + 1);
+    if (s == TF_OK) s = agree(fn, c, x);
+    if (s != TF_OK) return s;
+    int64_t shape[TF_MAX_DIMS] = {c->size};
+    memcpy(shape + 1, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
+    host_view in, res;
+    tf_tensor *host = NULL;
+    s = host_view_open(fn, x, &in);
+    if (s != TF_OK) return s;
+    s = host_result(fn, x, tf_tensor_ndim(x) + 1, shape, &res, &host);
+    if (s == TF_OK) {
+        int n = (int)tf_tensor_numel(x);
+        int rc = MPI_Allgather(in.data, n, type, res.data, n, type, c->comm);
+        if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Allgather");
+        host_view_close(fn, &res, NULL);
+    }
+    host_view_close(fn, &in, NULL);
+    if (s == TF_OK) s = to_device_of(x, host, out);
+    else tf_tensor_release(host);
+    return s;
+}
+
+tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
+    const char *fn = "tf_reduce_scatter";
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    if (s == TF_OK && (tf_tensor_ndim(x) == 0 || tf_tensor_shape(x)[0] % c->size))
+        s = FAIL(TF_ERR_SHAPE, "%s: the first axis (%lld) must split evenly over %d ranks", fn,
+                 tf_tensor_ndim(x) ? (long long)tf_tensor_shape(x)[0] : 0LL, c->size);
+    MPI_Op mop = MPI_OP_NULL;
+    bool made = false;
+    if (s == TF_OK) s = mpi_op_of(fn, tf_tensor_dtype(x), op, &mop, &made);
+    if (s == TF_OK) s = agree(fn, c, x);
+    host_view in, res;
+    tf_tensor *host = NULL;
+    if (s == TF_OK) s = host_view_open(fn, x, &in);
+    if (s == TF_OK) {
+        int64_t shape[TF_MAX_DIMS];
+        memcpy(shape, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
+        shape[0] /= c->size;
+        s = host_result(fn, x, tf_tensor_ndim(x), shape, &res, &host);
+        if (s == TF_OK) {
+            int64_t n = tf_tensor_numel(x) / c->size;
+            int rc = MPI_Reduce_scatter_block(in.data, res.data, (int)n, type, mop, c->comm);
+            if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Reduce_scatter_block");
+            else if (op == TF_REDUCE_MEAN) scale_down(res.data, tf_tensor_dtype(x), n, c->size);
+            host_view_close(fn, &res, NULL);
+        }
+        host_view_close(fn, &in, NULL);
+    }
+    if (made) MPI_Op_free(&mop);
+    if (s == TF_OK) s = to_device_of(x, host, out);
+    else tf_tensor_release(host);
+    return s;
+}
+
+tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root) {
+    const char *fn = "tf_broadcast";
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    if (s == TF_OK && (root < 0 || root >= c->size))
+        s = FAIL(TF_ERR_INDEX, "%s: root %d of %d ranks", fn, root, c->size);
+    if (s == TF_OK) s = agree(fn, c, x);
+    if (s != TF_OK) return s;
+    host_view v;
+    s = host_view_open(fn, x, &v);
+    if (s != TF_OK) return s;
+    int rc = MPI_Bcast(v.data, (int)tf_tensor_numel(x), type, root, c->comm);
+    if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Bcast");
+    tf_status closed = host_view_close(fn, &v, s == TF_OK && c->rank != root ? x : NULL);
+    return s == TF_OK ? closed : s;
+}
+
+static tf_status check_peer(const char *fn, const tf_comm *c, int peer) {
+    if (peer < 0 || peer >= c->size || peer == c->rank)
+        return FAIL(TF_ERR_INDEX, "%s: rank %d (this is rank %d of %d)", fn, peer, c->rank, c->size);
+    return TF_OK;
+}
+
+tf_status tf_send(tf_comm *c, const tf_tensor *x, int dest, int tag) {
+    const char *fn = "tf_send";
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    if (s == TF_OK) s = check_peer(fn, c, dest);
+    if (s != TF_OK) return s;
+    host_view v;
+    s = host_view_open(fn, x, &v);
+    if (s != TF_OK) return s;
+    int rc = MPI_Send(v.data, (int)tf_tensor_numel(x), type, dest, tag, c->comm);
+    if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Send");
+    host_view_close(fn, &v, NULL);
+    return s;
+}
+
+tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag) {
+    const char *fn = "tf_recv";
+    MPI_Datatype type;
+    tf_status s = check_args(fn, c, x, &type);
+    if (s == TF_OK) s = check_peer(fn, c, source);
+    if (s != TF_OK) return s;
+    host_view v;
+    s = host_view_open(fn, x, &v);
+    if (s != TF_OK) return s;
+    /* The message's size first, so a mismatch is reported, not truncated. */
+    MPI_Status st;
+    int count = 0, rc = MPI_Probe(source, tag, c->comm, &st);
+    if (rc == MPI_SUCCESS) rc = MPI_Get_count(&st, type, &count);
+    if (rc != MPI_SUCCESS) {
+        s = mpi_failed(rc, fn, "MPI_Probe");
+    } else if (count != tf_tensor_numel(x)) {
+        char drain;                                  /* consume it: the next receive must not see it */
+        MPI_Recv(&drain, 0, MPI_BYTE, source, tag, c->comm, MPI_STATUS_IGNORE);
+        s = FAIL(TF_ERR_SHAPE, "%s: rank %d sent %d elements of %s; this tensor holds %lld", fn, source, count,
+                 tf_dtype_name(tf_tensor_dtype(x)), (long long)tf_tensor_numel(x));
+    } else {
+        rc = MPI_Recv(v.data, count, type, source, tag, c->comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Recv");
+    }
+    tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
+    return s == TF_OK ? closed : s;
+}

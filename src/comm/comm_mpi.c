@@ -214,7 +214,7 @@ static tf_status host_view_close(const char *fn, host_view *v, tf_tensor *write_
     return s;
 }
 
-/* ---- agreement: every rank holds the same dtype and shape ---- */
+/* ---- agreement: every rank is ready, with the same dtype and shape ---- */
 
 static void shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
     size_t used = (size_t)snprintf(out, n, "[");
@@ -223,32 +223,38 @@ static void shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
     if (used < n) snprintf(out + used, n - used, "]");
 }
 
-/* One all-reduce of (v, -v) with MAX: every rank learns whether any
- * rank's descriptor differs from its own. */
-static tf_status agree(const char *fn, tf_comm *c, const tf_tensor *x) {
-    enum { N = 2 + TF_MAX_DIMS };
-    int64_t mine[N] = {tf_tensor_dtype(x), tf_tensor_ndim(x)};
-    const int64_t *shape = tf_tensor_shape(x);
-    for (int i = 0; i < tf_tensor_ndim(x); i++) mine[2 + i] = shape[i];
+/* The step before any data moves, taken by every rank whatever happened
+ * before it: one all-reduce (MAX) of (v, -v) over (failed, dtype, ndim,
+ * shape). A rank that failed locally (a bad argument, an allocation while
+ * staging) returns its own error and makes the others return one too, so
+ * no rank is left waiting in MPI; otherwise a rank whose descriptor
+ * differs from another's makes all of them fail with TF_ERR_DTYPE or
+ * TF_ERR_SHAPE. `local` is this rank's status so far. */
+static tf_status agree(const char *fn, tf_comm *c, const tf_tensor *x, tf_status local) {
+    enum { N = 3 + TF_MAX_DIMS };
+    int64_t mine[N] = {local != TF_OK, x ? (int64_t)tf_tensor_dtype(x) : -1, x ? tf_tensor_ndim(x) : -1};
+    for (int i = 0; x && i < tf_tensor_ndim(x); i++) mine[3 + i] = tf_tensor_shape(x)[i];
     int64_t both[2 * N], seen[2 * N];
     for (int i = 0; i < N; i++) {
         both[i] = mine[i];
         both[N + i] = -mine[i];
     }
     int rc = MPI_Allreduce(both, seen, 2 * N, MPI_INT64_T, MPI_MAX, c->comm);
+    if (local != TF_OK) return local;
     if (rc != MPI_SUCCESS) return mpi_failed(rc, fn, "MPI_Allreduce (agreeing on shapes)");
-    for (int i = 0; i < N; i++) {
+    if (seen[0]) return FAIL(TF_ERR_BACKEND, "%s: another rank failed before the exchange (see its error); "
+                             "nothing was sent", fn);
+    for (int i = 1; i < N; i++) {
         if (seen[i] == -seen[N + i]) continue;
         char text[160];
-        shape_text(shape, tf_tensor_ndim(x), text, sizeof text);
-        return FAIL(i == 0 ? TF_ERR_DTYPE : TF_ERR_SHAPE, "%s: rank %d holds %s %s and another rank a different %s",
-                    fn, c->rank, tf_dtype_name(tf_tensor_dtype(x)), text, i == 0 ? "dtype" : "shape");
+        shape_text(tf_tensor_shape(x), tf_tensor_ndim(x), text, sizeof text);
+        return FAIL(i == 1 ? TF_ERR_DTYPE : TF_ERR_SHAPE, "%s: rank %d holds %s %s and another rank a different %s",
+                    fn, c->rank, tf_dtype_name(tf_tensor_dtype(x)), text, i == 1 ? "dtype" : "shape");
     }
     return TF_OK;
 }
 
-static tf_status check_args(const char *fn, const tf_comm *c, const tf_tensor *x, MPI_Datatype *t) {
-    if (!c) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: communicator is NULL", fn);
+static tf_status check_tensor(const char *fn, const tf_tensor *x, MPI_Datatype *t) {
     if (!x) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
     if (!mpi_type_of(tf_tensor_dtype(x), t))
         return FAIL(TF_ERR_DTYPE, "%s: %s cannot travel (a block-quantized dtype)", fn,
@@ -258,41 +264,42 @@ static tf_status check_args(const char *fn, const tf_comm *c, const tf_tensor *x
     return TF_OK;
 }
 
-/* ---- collectives ---- */
+#define NEED_COMM(fn, c) \
+    do { if (!(c)) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: communicator is NULL", fn); } while (0)
+
+/* ---- collectives: local work, agreement, exchange, local work ---- */
 
 tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op) {
     const char *fn = "tf_all_reduce";
+    NEED_COMM(fn, c);
     MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
     MPI_Op mop = MPI_OP_NULL;
     bool made = false;
+    host_view v = {0};
+    tf_status s = check_tensor(fn, x, &type);
     if (s == TF_OK) s = mpi_op_of(fn, tf_tensor_dtype(x), op, &mop, &made);
-    if (s == TF_OK) s = agree(fn, c, x);
-    if (s != TF_OK) {
-        if (made) MPI_Op_free(&mop);
-        return s;
-    }
-    host_view v;
-    s = host_view_open(fn, x, &v);
+    if (s == TF_OK) s = host_view_open(fn, x, &v);
+    s = agree(fn, c, x, s);
     if (s == TF_OK) {
         int64_t n = tf_tensor_numel(x);
         int rc = MPI_Allreduce(MPI_IN_PLACE, v.data, (int)n, type, mop, c->comm);
         if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Allreduce");
         else if (op == TF_REDUCE_MEAN) scale_down(v.data, tf_tensor_dtype(x), n, c->size);
-        tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
-        if (s == TF_OK) s = closed;
     }
+    tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
     if (made) MPI_Op_free(&mop);
-    return s;
+    return s == TF_OK ? closed : s;
 }
 
 tf_status tf_all_reduce_to(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
-    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_all_reduce_to: out is NULL");
+    const char *fn = "tf_all_reduce_to";
+    NEED_COMM(fn, c);
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
-    if (!x) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_all_reduce_to: tensor is NULL");
     tf_tensor *y = NULL;
-    tf_status s = tf_copy(x, &y);
+    tf_status s = x ? tf_copy(x, &y) : FAIL(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
     if (s == TF_OK) s = tf_all_reduce(c, y, op);
+    else s = agree(fn, c, x, s);                     /* the others must not wait for this rank */
     if (s != TF_OK) {
         tf_tensor_release(y);
         return s;
@@ -327,87 +334,103 @@ static tf_status to_device_of(const tf_tensor *x, tf_tensor *host, tf_tensor **o
     return s;
 }
 
+/* What an all-gather and a reduce-scatter share: x's memory in, a new
+ * host result of `shape` out, both opened before the agreement. */
+typedef struct exchange {
+    host_view in, res;
+    tf_tensor *host;
+} exchange;
+
+static tf_status exchange_open(const char *fn, const tf_tensor *x, int ndim, const int64_t *shape, exchange *e) {
+    memset(e, 0, sizeof *e);
+    tf_status s = host_view_open(fn, x, &e->in);
+    if (s == TF_OK) s = host_result(fn, x, ndim, shape, &e->res, &e->host);
+    return s;
+}
+
+/* Close both views; on success the result moves to x's device as *out. */
+static tf_status exchange_close(const char *fn, const tf_tensor *x, exchange *e, tf_status s, tf_tensor **out) {
+    host_view_close(fn, &e->res, NULL);
+    host_view_close(fn, &e->in, NULL);
+    if (s == TF_OK) return to_device_of(x, e->host, out);
+    tf_tensor_release(e->host);
+    return s;
+}
+
 tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out) {
     const char *fn = "tf_all_gather";
+    NEED_COMM(fn, c);
     if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
+    exchange e = {0};
+    tf_status s = check_tensor(fn, x, &type);
     if (s == TF_OK && tf_tensor_ndim(x) >= TF_MAX_DIMS)
         s = FAIL(TF_ERR_TOO_MANY_DIMS, "%s: the result would have %d dimensions", fn, tf_tensor_ndim(x) + 1);
-    if (s == TF_OK) s = agree(fn, c, x);
-    if (s != TF_OK) return s;
-    int64_t shape[TF_MAX_DIMS] = {c->size};
-    memcpy(shape + 1, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
-    host_view in, res;
-    tf_tensor *host = NULL;
-    s = host_view_open(fn, x, &in);
-    if (s != TF_OK) return s;
-    s = host_result(fn, x, tf_tensor_ndim(x) + 1, shape, &res, &host);
+    if (s == TF_OK) {
+        int64_t shape[TF_MAX_DIMS] = {c->size};
+        memcpy(shape + 1, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
+        s = exchange_open(fn, x, tf_tensor_ndim(x) + 1, shape, &e);
+    }
+    s = agree(fn, c, x, s);
     if (s == TF_OK) {
         int n = (int)tf_tensor_numel(x);
-        int rc = MPI_Allgather(in.data, n, type, res.data, n, type, c->comm);
+        int rc = MPI_Allgather(e.in.data, n, type, e.res.data, n, type, c->comm);
         if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Allgather");
-        host_view_close(fn, &res, NULL);
     }
-    host_view_close(fn, &in, NULL);
-    if (s == TF_OK) s = to_device_of(x, host, out);
-    else tf_tensor_release(host);
-    return s;
+    return exchange_close(fn, x, &e, s, out);
 }
 
 tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
     const char *fn = "tf_reduce_scatter";
+    NEED_COMM(fn, c);
     if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
+    MPI_Op mop = MPI_OP_NULL;
+    bool made = false;
+    exchange e = {0};
+    tf_status s = check_tensor(fn, x, &type);
     if (s == TF_OK && (tf_tensor_ndim(x) == 0 || tf_tensor_shape(x)[0] % c->size))
         s = FAIL(TF_ERR_SHAPE, "%s: the first axis (%lld) must split evenly over %d ranks", fn,
                  tf_tensor_ndim(x) ? (long long)tf_tensor_shape(x)[0] : 0LL, c->size);
-    MPI_Op mop = MPI_OP_NULL;
-    bool made = false;
     if (s == TF_OK) s = mpi_op_of(fn, tf_tensor_dtype(x), op, &mop, &made);
-    if (s == TF_OK) s = agree(fn, c, x);
-    host_view in, res;
-    tf_tensor *host = NULL;
-    if (s == TF_OK) s = host_view_open(fn, x, &in);
     if (s == TF_OK) {
         int64_t shape[TF_MAX_DIMS];
         memcpy(shape, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
         shape[0] /= c->size;
-        s = host_result(fn, x, tf_tensor_ndim(x), shape, &res, &host);
-        if (s == TF_OK) {
-            int64_t n = tf_tensor_numel(x) / c->size;
-            int rc = MPI_Reduce_scatter_block(in.data, res.data, (int)n, type, mop, c->comm);
-            if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Reduce_scatter_block");
-            else if (op == TF_REDUCE_MEAN) scale_down(res.data, tf_tensor_dtype(x), n, c->size);
-            host_view_close(fn, &res, NULL);
-        }
-        host_view_close(fn, &in, NULL);
+        s = exchange_open(fn, x, tf_tensor_ndim(x), shape, &e);
+    }
+    s = agree(fn, c, x, s);
+    if (s == TF_OK) {
+        int64_t n = tf_tensor_numel(x) / c->size;
+        int rc = MPI_Reduce_scatter_block(e.in.data, e.res.data, (int)n, type, mop, c->comm);
+        if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Reduce_scatter_block");
+        else if (op == TF_REDUCE_MEAN) scale_down(e.res.data, tf_tensor_dtype(x), n, c->size);
     }
     if (made) MPI_Op_free(&mop);
-    if (s == TF_OK) s = to_device_of(x, host, out);
-    else tf_tensor_release(host);
-    return s;
+    return exchange_close(fn, x, &e, s, out);
 }
 
 tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root) {
     const char *fn = "tf_broadcast";
+    NEED_COMM(fn, c);
     MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
+    host_view v = {0};
+    tf_status s = check_tensor(fn, x, &type);
     if (s == TF_OK && (root < 0 || root >= c->size))
         s = FAIL(TF_ERR_INDEX, "%s: root %d of %d ranks", fn, root, c->size);
-    if (s == TF_OK) s = agree(fn, c, x);
-    if (s != TF_OK) return s;
-    host_view v;
-    s = host_view_open(fn, x, &v);
-    if (s != TF_OK) return s;
-    int rc = MPI_Bcast(v.data, (int)tf_tensor_numel(x), type, root, c->comm);
-    if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Bcast");
+    if (s == TF_OK) s = host_view_open(fn, x, &v);
+    s = agree(fn, c, x, s);
+    if (s == TF_OK) {
+        int rc = MPI_Bcast(v.data, (int)tf_tensor_numel(x), type, root, c->comm);
+        if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Bcast");
+    }
     tf_status closed = host_view_close(fn, &v, s == TF_OK && c->rank != root ? x : NULL);
     return s == TF_OK ? closed : s;
 }
+
+/* ---- point to point: a failed side still completes the message ---- */
 
 static tf_status check_peer(const char *fn, const tf_comm *c, int peer) {
     if (peer < 0 || peer >= c->size || peer == c->rank)
@@ -415,44 +438,50 @@ static tf_status check_peer(const char *fn, const tf_comm *c, int peer) {
     return TF_OK;
 }
 
+/* A sender that failed locally still sends: an empty message, which the
+ * receiver reports (a count that does not match) instead of waiting. */
 tf_status tf_send(tf_comm *c, const tf_tensor *x, int dest, int tag) {
     const char *fn = "tf_send";
-    MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
-    if (s == TF_OK) s = check_peer(fn, c, dest);
-    if (s != TF_OK) return s;
-    host_view v;
-    s = host_view_open(fn, x, &v);
-    if (s != TF_OK) return s;
-    int rc = MPI_Send(v.data, (int)tf_tensor_numel(x), type, dest, tag, c->comm);
-    if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Send");
+    NEED_COMM(fn, c);
+    tf_status s = check_peer(fn, c, dest);
+    if (s != TF_OK) return s;                        /* no such peer: nobody waits */
+    MPI_Datatype type = MPI_BYTE;
+    host_view v = {0};
+    s = check_tensor(fn, x, &type);
+    if (s == TF_OK) s = host_view_open(fn, x, &v);
+    int count = s == TF_OK ? (int)tf_tensor_numel(x) : 0;
+    int rc = MPI_Send(s == TF_OK ? v.data : NULL, count, type, dest, tag, c->comm);
+    if (s == TF_OK && rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Send");
     host_view_close(fn, &v, NULL);
     return s;
 }
 
+/* The message's size is probed first, so a mismatch is reported; a
+ * message this rank cannot take (a mismatch, or a local failure) is still
+ * received - truncated to nothing - so the sender never blocks on it. */
 tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag) {
     const char *fn = "tf_recv";
-    MPI_Datatype type;
-    tf_status s = check_args(fn, c, x, &type);
-    if (s == TF_OK) s = check_peer(fn, c, source);
+    NEED_COMM(fn, c);
+    tf_status s = check_peer(fn, c, source);
     if (s != TF_OK) return s;
-    host_view v;
-    s = host_view_open(fn, x, &v);
-    if (s != TF_OK) return s;
-    /* The message's size first, so a mismatch is reported, not truncated. */
+    MPI_Datatype type = MPI_BYTE;
+    host_view v = {0};
+    s = check_tensor(fn, x, &type);
+    if (s == TF_OK) s = host_view_open(fn, x, &v);
     MPI_Status st;
     int count = 0, rc = MPI_Probe(source, tag, c->comm, &st);
     if (rc == MPI_SUCCESS) rc = MPI_Get_count(&st, type, &count);
-    if (rc != MPI_SUCCESS) {
-        s = mpi_failed(rc, fn, "MPI_Probe");
-    } else if (count != tf_tensor_numel(x)) {
-        char drain;                                  /* consume it: the next receive must not see it */
-        MPI_Recv(&drain, 0, MPI_BYTE, source, tag, c->comm, MPI_STATUS_IGNORE);
-        s = FAIL(TF_ERR_SHAPE, "%s: rank %d sent %d elements of %s; this tensor holds %lld", fn, source, count,
-                 tf_dtype_name(tf_tensor_dtype(x)), (long long)tf_tensor_numel(x));
-    } else {
+    if (s == TF_OK && rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Probe");
+    if (s == TF_OK && count != tf_tensor_numel(x))
+        s = FAIL(TF_ERR_SHAPE, "%s: rank %d sent %d elements of %s; this tensor holds %lld%s", fn, source, count,
+                 tf_dtype_name(tf_tensor_dtype(x)), (long long)tf_tensor_numel(x),
+                 count ? "" : " (a send that failed on its side sends nothing)");
+    if (s == TF_OK) {
         rc = MPI_Recv(v.data, count, type, source, tag, c->comm, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Recv");
+    } else if (rc == MPI_SUCCESS) {
+        char drain;                                  /* consume it: the next receive must not see it */
+        MPI_Recv(&drain, 0, MPI_BYTE, source, tag, c->comm, MPI_STATUS_IGNORE);
     }
     tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
     return s == TF_OK ? closed : s;

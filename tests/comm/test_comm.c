@@ -7,6 +7,7 @@
  * dtypes on every rank, a short message, bad roots and peers - each
  * followed by a collective that must still work (no hang, no torn state). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,6 @@ static void check_gather_scatter_broadcast(tf_device *dev, tf_dtype dt, int64_t 
     tf_tensor_release(g);
 
     /* reduce-scatter over [size * n] made of every rank's rows */
-    int64_t shape[2] = {size, n};
     tf_tensor *rows = NULL, *part = NULL;
     tf_tensor **mine = malloc(sizeof(tf_tensor *) * (size_t)size);
     for (int r = 0; r < size; r++) mine[r] = input(rank + r * 7, dev, dt, n);
@@ -177,7 +177,6 @@ static void check_gather_scatter_broadcast(tf_device *dev, tf_dtype dt, int64_t 
     free(mine);
     tf_tensor_release(rows);
     tf_tensor_release(part);
-    (void)shape;
 
     OK(tf_broadcast(comm, x, size - 1));
     double *bv = values(x);
@@ -277,6 +276,60 @@ static void check_errors(void) {
     check_still_works("a short message");
 }
 
+/* Every allocation of rank 0's collective failed in turn (staging an
+ * opencl:0 tensor, the result, the write-back): rank 0 gets the failure,
+ * the other ranks an error too when it came before the exchange - none
+ * waits forever - and a tensor whose collective failed keeps its values. */
+static void check_one_rank_failing(void) {
+    tf_device *dev = NULL;
+    if (tf_device_get("opencl:0", &dev) != TF_OK) tf_device_get("cpu", &dev);
+    int64_t n = 64;
+    int injected = 0, peers_told = 0;
+    for (int64_t nth = 1; nth < 400; nth++) {
+        int64_t most = 0;                              /* allocations the longest of the three made */
+        for (int which = 0; which < 3; which++) {
+            tf_tensor *x = input(rank, dev, TF_F16, n), *out = NULL;
+            double *before = values(x);
+            if (rank == 0) tf_debug_fail_allocation(nth);
+            tf_status s = which == 0 ? tf_all_reduce(comm, x, TF_REDUCE_SUM)
+                        : which == 1 ? tf_all_gather(comm, x, &out)
+                                     : tf_reduce_scatter(comm, x, TF_REDUCE_SUM, &out);
+            int64_t made = tf_debug_allocation_count();
+            tf_debug_fail_allocation(0);
+            if (made > most) most = made;
+            bool fired = rank == 0 && made >= nth;
+            if (rank == 0) EXPECT(fired ? s == TF_ERR_OUT_OF_MEMORY || s == TF_OK : s == TF_OK,
+                                  "nth %lld, collective %d: status %d", (long long)nth, which, s);
+            else EXPECT(s == TF_OK || s == TF_ERR_BACKEND, "the peer's status %d", s);
+            if (s != TF_OK) {
+                double *after = values(x);
+                EXPECT(!memcmp(before, after, sizeof(double) * (size_t)n), "a failed collective changed x");
+                EXPECT(!out, "a failed collective made a result");
+                free(after);
+            }
+            injected += fired && s != TF_OK;
+            peers_told += rank != 0 && s == TF_ERR_BACKEND;
+            free(before);
+            tf_tensor_release(x);
+            tf_tensor_release(out);
+        }
+        /* stop once rank 0's allocations all ran: every rank must agree to stop */
+        tf_device *cpu = NULL;
+        tf_device_get("cpu", &cpu);
+        int64_t one = 1;
+        tf_tensor *flag = NULL;
+        tf_full(cpu, TF_I32, 1, &one, rank == 0 && most < nth ? 1 : 0, &flag);
+        tf_all_reduce(comm, flag, TF_REDUCE_MAX);
+        int32_t done = 0;
+        tf_tensor_read(flag, &done, sizeof done);
+        tf_tensor_release(flag);
+        if (done) break;
+    }
+    if (rank == 0) EXPECT(injected > 10, "only %d injected failures surfaced", injected);
+    if (rank == 1) EXPECT(peers_told > 0, "the peer never heard of a failure before the exchange");
+    check_still_works("one rank's failed allocations");
+}
+
 int main(void) {
     if (tf_comm_init(&comm) != TF_OK) {
         fprintf(stderr, "tf_comm_init: %s\n", tf_last_error());
@@ -319,6 +372,7 @@ int main(void) {
     }
     check_strided_view();
     check_errors();
+    check_one_rank_failing();
     int total = 0, all_checks = 0;
     tf_comm *c = comm;
     /* every rank's failures, so each exits with the same verdict */

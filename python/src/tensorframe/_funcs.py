@@ -8,7 +8,7 @@ import math
 from . import _dlpack
 from . import _dtypes as dt
 from ._array import ALL_AXES, Array, _from_values, _flatten, _infer_dtype, _shape_of_nested, device_of, scalar
-from ._lib import call, int64_array, int_array, lib
+from ._lib import call, check, int64_array, int_array, lib
 
 __all__ = []
 
@@ -284,9 +284,6 @@ def result_type(*arrays_and_dtypes):
 
 def _promote(a, b):
     code = ctypes.c_int()
-    from ._lib import check
-    lib.tf_promote_types.restype = ctypes.c_int
-    lib.tf_promote_types.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
     check(lib.tf_promote_types(a.code, b.code, ctypes.byref(code)))
     return dt.BY_CODE[code.value]
 
@@ -629,13 +626,11 @@ def _apply(fn, x, axis, keepdims, extra):
     return _wrap(call(fn, x._h, axis, keepdims))
 
 
-def _reduction(api_name, c_name, composes=True, float_only=False):
+def _reduction(api_name, c_name):
     def f(x, /, *, axis=None, keepdims=False, dtype=None):
         if dtype is not None:
             x = x.astype(dtype, copy=False)
-        if float_only and not x.dtype.is_float:
-            raise TypeError("tensorframe.%s: takes a floating-point array, not %s" % (api_name, x.dtype.name))
-        return _reduce(c_name, x, axis, keepdims, composes=composes)
+        return _reduce(c_name, x, axis, keepdims)
 
     f.__name__ = api_name
     return _export(f)

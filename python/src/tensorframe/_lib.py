@@ -139,6 +139,7 @@ _declare("tf_last_error", ctypes.c_char_p)
 _declare("tf_dtype_name", ctypes.c_char_p, _I)
 _declare("tf_dtype_size", ctypes.c_size_t, _I)
 _declare("tf_op_name", ctypes.c_char_p, _I)
+_declare("tf_promote_types", _S, _I, _I, ctypes.POINTER(ctypes.c_int))
 
 _declare("tf_device_get", _S, ctypes.c_char_p, ctypes.POINTER(_D))
 _declare("tf_device_count", _I)

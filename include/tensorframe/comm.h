@@ -13,6 +13,15 @@
  * never a hang or a torn buffer. MPI errors return (MPI_ERRORS_RETURN on
  * the communicator) as TF_ERR_BACKEND with MPI's message.
  *
+ * Timeouts: a call waits at most the communicator's timeout (600 s, or
+ * TF_COMM_TIMEOUT seconds from the environment, or tf_comm_set_timeout;
+ * 0 waits for ever) for the other ranks, then returns TF_ERR_TIMEOUT: a
+ * rank that died, hangs or skipped the call ends as an error on the
+ * others, not a hang. The communicator is then unusable (every call
+ * returns TF_ERR_BACKEND): MPI may still complete the abandoned operation
+ * if the late rank arrives, so its buffers are kept until then, and MPI
+ * is not finalized while it is pending. End the job: tf_comm_abort.
+ *
  * Reductions: sum, max, min on every numeric dtype (f16 and bf16 are
  * combined in f32 and rounded once per step of MPI's reduction tree); mean
  * is the sum divided by the size, for float dtypes. Integer sums wrap as
@@ -52,6 +61,15 @@ TF_API tf_status tf_comm_init_mpi(MPI_Comm comm, tf_comm **out);
 TF_API void tf_comm_destroy(tf_comm *c);
 TF_API int tf_comm_rank(const tf_comm *c);   /* -1 for NULL */
 TF_API int tf_comm_size(const tf_comm *c);   /* -1 for NULL */
+/* How long a call waits for the other ranks, in seconds; 0: no limit.
+ * TF_ERR_INVALID_ARGUMENT for a negative or NaN value. */
+TF_API tf_status tf_comm_set_timeout(tf_comm *c, double seconds);
+TF_API double tf_comm_timeout(const tf_comm *c);   /* -1 for NULL */
+/* End the whole job (MPI_Abort: every rank of every communicator exits
+ * with `code`): what a rank that got TF_ERR_TIMEOUT should do, so the
+ * late rank - which may then wait in the data exchange - ends too. Does
+ * not return. */
+TF_API void tf_comm_abort(tf_comm *c, int code);
 
 /* x becomes the reduction of every rank's x (in place). */
 TF_API tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op);

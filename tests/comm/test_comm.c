@@ -6,11 +6,13 @@
  * the reduction order allows. Then the errors: mismatched shapes and
  * dtypes on every rank, a short message, bad roots and peers - each
  * followed by a collective that must still work (no hang, no torn state). */
+#define _DEFAULT_SOURCE   /* clock_gettime */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <tensorframe/comm.h>
 
@@ -330,6 +332,59 @@ static void check_one_rank_failing(void) {
     check_still_works("one rank's failed allocations");
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Timeouts, on a communicator of their own (a timeout leaves it broken):
+ * a receive of a message never sent, then an all-reduce that rank 1
+ * never makes (as a rank that died would not): rank 0 must return
+ * TF_ERR_TIMEOUT, x intact, and refuse the next call. */
+static void check_timeouts(void) {
+    tf_comm *t = NULL;
+    OK(tf_comm_init(&t));
+    EXPECT(tf_comm_timeout(t) == 600, "default timeout %g", tf_comm_timeout(t));
+    EXPECT(tf_comm_timeout(NULL) == -1, "timeout of NULL");
+    EXPECT(tf_comm_set_timeout(t, -1) == TF_ERR_INVALID_ARGUMENT, "a negative timeout");
+    EXPECT(tf_comm_set_timeout(t, NAN) == TF_ERR_INVALID_ARGUMENT, "a NaN timeout");
+    EXPECT(tf_comm_set_timeout(NULL, 1) == TF_ERR_NULL_ARGUMENT, "NULL communicator");
+    const double limit = 0.3;
+    if (rank == 1) OK(tf_comm_set_timeout(t, limit));  /* rank 0 waits out rank 1's receive below */
+    tf_device *cpu = NULL;
+    tf_device_get("cpu", &cpu);
+    int64_t n = 1000;
+    tf_tensor *x = NULL;
+    OK(tf_full(cpu, TF_F32, 1, &n, rank + 1, &x));
+    if (rank == 1) {
+        double t0 = now_s();
+        EXPECT(tf_recv(t, x, 0, 77) == TF_ERR_TIMEOUT, "a receive of a message never sent");
+        EXPECT(now_s() - t0 >= limit, "the receive gave up after %g s", now_s() - t0);
+        EXPECT(strstr(tf_last_error(), "waited 0.3 s") != NULL, "message: %s", tf_last_error());
+    }
+    OK(tf_all_reduce(t, x, TF_REDUCE_SUM));           /* a receive that timed out leaves nothing pending */
+    static float got[1000];
+    OK(tf_tensor_read(x, got, sizeof got));
+    EXPECT(got[0] == size * (size + 1) / 2, "after a timed-out receive: %g", got[0]);
+    OK(tf_comm_set_timeout(t, limit));
+    if (rank == 0) {
+        double t0 = now_s();
+        tf_status s = tf_all_reduce(t, x, TF_REDUCE_SUM);
+        double waited = now_s() - t0;
+        EXPECT(s == TF_ERR_TIMEOUT, "a rank that never came: status %d", s);
+        EXPECT(waited >= limit && waited < 10 * limit, "rank 0 gave up after %g s", waited);
+        OK(tf_tensor_read(x, got, sizeof got));
+        EXPECT(got[0] == size * (size + 1) / 2 && got[999] == got[0], "a timed-out all-reduce changed x: %g",
+               got[0]);
+        EXPECT(tf_broadcast(t, x, 0) == TF_ERR_BACKEND, "a call on a communicator that timed out");
+        EXPECT(strstr(tf_last_error(), "timed out in an earlier call") != NULL, "message: %s", tf_last_error());
+    }
+    tf_tensor_release(x);
+    tf_comm_destroy(t);
+    check_still_works("a timeout on another communicator");
+}
+
 int main(void) {
     if (tf_comm_init(&comm) != TF_OK) {
         fprintf(stderr, "tf_comm_init: %s\n", tf_last_error());
@@ -373,6 +428,7 @@ int main(void) {
     check_strided_view();
     check_errors();
     check_one_rank_failing();
+    check_timeouts();
     int total = 0, all_checks = 0;
     tf_comm *c = comm;
     /* every rank's failures, so each exits with the same verdict */

@@ -64,6 +64,7 @@ static void untrack(my_buffer *b) {
     X(stream_create) X(stream_destroy) X(event_create) X(event_record) X(event_wait) X(event_destroy)          \
     X(event_query) X(event_synchronize) X(event_elapsed_ms) X(buffer_upload_async) X(buffer_download_async)     \
     X(host_alloc) X(host_free) X(graph_capture_begin) X(graph_capture_end) X(graph_launch) X(graph_destroy)    \
+    X(buffer_native) X(stream_native)                                                                           \
     X(memory_stats) X(empty_cache) X(alloc_configure) X(reset_peak_memory) X(shutdown) X(get_proc_address) X(set_num_threads) X(get_num_threads)
 enum {
 #define MY_SLOT_ENUM(n) SLOT_##n,
@@ -253,6 +254,24 @@ static void free_token(my_token *t) {
     } else if (t) {
         host->log(TF_LOG_ERROR, MYBACKEND_NAME ": freeing a stream or event that is not ours");
     }
+}
+
+/* The memory's address as its "native" one: a DLPack export of this
+ * device's tensors is a kDLExtDev tensor at that address. */
+static tf_status my_buffer_native(void *ctx, tf_backend_buffer *buf, void **ptr, int32_t *type, int32_t *id) {
+    CALLED(buffer_native);
+    *ptr = ((my_buffer *)buf)->data;
+    *type = 12;                                       /* kDLExtDev */
+    *id = (int32_t)(intptr_t)ctx;
+    return TF_OK;
+}
+
+/* A stream's native queue is its token (NULL: the device's own queue). */
+static tf_status my_stream_native(void *ctx, tf_backend_stream *stream, void **out) {
+    (void)ctx;
+    CALLED(stream_native);
+    *out = stream;
+    return TF_OK;
 }
 
 static tf_status my_stream_create(void *ctx, tf_backend_stream **out) {
@@ -581,6 +600,8 @@ static const tf_device_iface my_device_iface = {
     .graph_capture_end = my_graph_capture_end,
     .graph_launch = my_graph_launch,
     .graph_destroy = my_graph_destroy,
+    .buffer_native = my_buffer_native,
+    .stream_native = my_stream_native,
 };
 
 static const tf_backend_device my_devices[MAX_MY_DEVICES] = {

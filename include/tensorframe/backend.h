@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 3
+#define TF_BACKEND_ABI_MINOR 4
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -281,6 +281,16 @@ typedef struct tf_device_iface {
     tf_status (*graph_capture_end)(void *dev_ctx, tf_backend_stream *stream, tf_backend_graph **out);
     tf_status (*graph_launch)(void *dev_ctx, tf_backend_stream *stream, tf_backend_graph *graph);
     void (*graph_destroy)(void *dev_ctx, tf_backend_graph *graph);
+    /* (optional, SDK 2.4) The buffer as the native API addresses it, for
+     * the DLPack export of device memory (tf_tensor_to_dlpack) and for
+     * libraries that take raw device pointers (NCCL in libtensorframe_mpi):
+     * the address of its first byte, and the DLPack device it lives on
+     * (DLDeviceType: 2 kDLCUDA, 10 kDLROCM, 12 kDLExtDev; the ordinal). */
+    tf_status (*buffer_native)(void *dev_ctx, tf_backend_buffer *buf, void **ptr, int32_t *dl_device_type,
+                               int32_t *dl_device_id);
+    /* (optional, SDK 2.4) The native queue behind `stream` (cudaStream_t,
+     * hipStream_t); for NULL, the queue the device uses then. */
+    tf_status (*stream_native)(void *dev_ctx, tf_backend_stream *stream, void **out);
 } tf_device_iface;
 
 typedef struct tf_backend_device {

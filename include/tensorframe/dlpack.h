@@ -109,11 +109,20 @@ extern "C" {
  * first element as the data pointer (byte_offset 0). The managed tensor
  * holds a reference to t's memory; the consumer calls its deleter exactly
  * once, and t may be released before that. Work queued on t's device is
- * finished first, so the consumer reads the values. Devices whose memory is
- * host memory (the CPU) export as kDLCPU; a tensor on another device gives
- * TF_ERR_UNSUPPORTED (move it with tf_tensor_to first); a block-quantized
- * dtype, which DLPack cannot describe, TF_ERR_DTYPE. */
+ * finished first, so the consumer reads the values on any stream. Devices
+ * whose memory is host memory (the CPU) export as kDLCPU; devices whose
+ * backend addresses its memory natively, as their own (CUDA: kDLCUDA with
+ * the device pointer; ROCm: kDLROCM); others (OpenCL, WebGPU) give
+ * TF_ERR_UNSUPPORTED (move the tensor with tf_tensor_to first). A
+ * block-quantized dtype, which DLPack cannot describe, is TF_ERR_DTYPE. */
 TF_API tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersioned **out);
+
+/* Where t's first element lives, without a reference and without waiting
+ * for queued work (order foreign work with tf_stream_native_handle): a
+ * host address (kDLCPU) or a device address as the backend's native API
+ * takes it (kDLCUDA ...). t must stay alive while it is used. Strides as
+ * tf_tensor_strides; TF_ERR_UNSUPPORTED as for tf_tensor_to_dlpack. */
+TF_API tf_status tf_tensor_native_memory(const tf_tensor *t, void **data, DLDevice *device);
 
 /* A tensor over a DLPack tensor's memory, on the CPU, without a copy (host
  * memory: kDLCPU, kDLCUDAHost, kDLROCMHost). On success tensorframe owns

@@ -273,6 +273,12 @@ TF_API void tf_stream_destroy(tf_stream *s);
 TF_API tf_stream *tf_stream_default(tf_device *dev);      /* NULL for a NULL dev */
 TF_API tf_device *tf_stream_device(const tf_stream *s);
 TF_API tf_status tf_stream_synchronize(tf_stream *s);
+/* The native queue behind s (a cudaStream_t on CUDA, a hipStream_t on
+ * ROCm), for work of other libraries ordered with tensorframe's: queue it
+ * there and it runs after the work queued on s before, and before the work
+ * queued after. TF_ERR_UNSUPPORTED for a backend without native queues
+ * (the CPU, OpenCL, WebGPU). */
+TF_API tf_status tf_stream_native_handle(tf_stream *s, void **out);
 /* Make s the calling thread's current stream for its device. */
 TF_API tf_status tf_stream_set_current(tf_stream *s);
 TF_API tf_stream *tf_stream_current(tf_device *dev);

@@ -293,9 +293,20 @@ static void scale_down(void *p, tf_dtype dt, int64_t n, int by) {
 
 /* ---- host memory for a tensor ---- */
 
+/* x's own memory when it is contiguous host memory (a DLPack export as
+ * kDLCPU; device memory is exported too, as kDLCUDA say, and let go). */
+static bool export_host(const tf_tensor *x, DLManagedTensorVersioned **out) {
+    *out = NULL;
+    if (!tf_tensor_is_contiguous(x) || tf_tensor_to_dlpack(x, out) != TF_OK) return false;
+    if ((*out)->dl_tensor.device.device_type == kDLCPU) return true;
+    (*out)->deleter(*out);
+    *out = NULL;
+    return false;
+}
+
 static tf_status host_view_open(const char *fn, const tf_tensor *x, host_view *v) {
     memset(v, 0, sizeof *v);
-    if (!tf_tensor_is_contiguous(x) || tf_tensor_to_dlpack(x, &v->export_) != TF_OK) {
+    if (!export_host(x, &v->export_)) {
         tf_device *cpu = NULL;
         tf_status s = tf_device_get("cpu", &cpu);
         tf_tensor *moved = NULL;

@@ -1,5 +1,7 @@
 /* DLPack 1.x in and out (tensorframe/dlpack.h). Exports hand out the
- * tensor's own memory with a reference held until the consumer's deleter;
+ * tensor's own memory (host memory, or device memory where the backend
+ * gives its native address) with a reference held until the consumer's
+ * deleter;
  * imports wrap the producer's memory in a CPU buffer whose release hook
  * (memory.c) calls the producer's deleter when the buffer is truly free. */
 #include <stdint.h>
@@ -52,6 +54,41 @@ static void exported_delete(DLManagedTensorVersioned *self) {
     tf__free(e);
 }
 
+/* Where t's storage lives: host memory (kDLCPU), or a device's memory as
+ * its backend's native API addresses it (the buffer_native slot). */
+static tf_status memory_of(const char *fn, const tf_tensor *t, char **base, DLDevice *where) {
+    tf_device *dev = t->storage->dev;
+    void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
+    tf_status (*native)(void *, tf_backend_buffer *, void **, int32_t *, int32_t *) =
+        TF_DEVICE_SLOT(dev, buffer_native);
+    *where = (DLDevice){kDLCPU, 0};
+    if (tf__device_is_host(dev) && host_ptr) {
+        *base = host_ptr(dev->bdev.ctx, t->storage->buf);
+    } else if (native) {
+        void *p = NULL;
+        int32_t type = 0, id = 0;
+        tf_status s = native(dev->bdev.ctx, t->storage->buf, &p, &type, &id);
+        if (s != TF_OK) return tf__error_context(s, "%s", fn);
+        *base = p;
+        *where = (DLDevice){(DLDeviceType)type, id};
+    }
+    if (!*base && t->storage->nbytes)
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: %s's memory cannot be handed out (neither host memory nor "
+                         "addressable device memory); tf_tensor_to(t, cpu) first", fn, dev->name);
+    return TF_OK;
+}
+
+tf_status tf_tensor_native_memory(const tf_tensor *t, void **data, DLDevice *device) {
+    if (!data || !device) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_native_memory: data or device is NULL");
+    *data = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_native_memory: tensor is NULL");
+    char *base = NULL;
+    tf_status s = memory_of("tf_tensor_native_memory", t, &base, device);
+    if (s != TF_OK) return s;
+    *data = base ? base + t->offset : NULL;
+    return TF_OK;
+}
+
 tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersioned **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_tensor_to_dlpack: out is NULL");
     *out = NULL;
@@ -61,12 +98,11 @@ tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersioned **out
         return tf__error(TF_ERR_DTYPE, "tf_tensor_to_dlpack: DLPack has no %s (a block-quantized dtype); "
                          "dequantize first", tf_dtype_name(t->dtype));
     tf_device *dev = t->storage->dev;
-    void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
-    char *base = tf__device_is_host(dev) && host_ptr ? host_ptr(dev->bdev.ctx, t->storage->buf) : NULL;
-    if (!base && t->storage->nbytes)
-        return tf__error(TF_ERR_UNSUPPORTED, "tf_tensor_to_dlpack: %s's memory is not host memory; "
-                         "tf_tensor_to(t, cpu) first", dev->name);
-    tf_status s = tf__device_synchronize_all(dev);  /* the consumer reads what queued work writes */
+    DLDevice where;
+    char *base = NULL;
+    tf_status s = memory_of("tf_tensor_to_dlpack", t, &base, &where);
+    if (s != TF_OK) return s;
+    s = tf__device_synchronize_all(dev);            /* the consumer reads what queued work writes */
     if (s != TF_OK) return s;
     exported *e = tf__malloc(sizeof *e);
     if (!e) return tf__error(TF_ERR_OUT_OF_MEMORY, "tf_tensor_to_dlpack: out of host memory");
@@ -80,7 +116,7 @@ tf_status tf_tensor_to_dlpack(const tf_tensor *t, DLManagedTensorVersioned **out
     e->m.manager_ctx = e;
     e->m.deleter = exported_delete;
     e->m.flags = 0;
-    e->m.dl_tensor = (DLTensor){base ? base + t->offset : NULL, {kDLCPU, 0}, t->ndim, dl,
+    e->m.dl_tensor = (DLTensor){base ? base + t->offset : NULL, where, t->ndim, dl,
                                 e->dims, e->dims + TF_MAX_DIMS, 0};
     *out = &e->m;
     return TF_OK;

@@ -126,6 +126,17 @@ tf_status tf_stream_synchronize(tf_stream *s) {
     return tf__in(fn, st);
 }
 
+tf_status tf_stream_native_handle(tf_stream *s, void **out) {
+    static const char fn[] = "tf_stream_native_handle";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    tf_status st = check_stream(fn, s);
+    if (st != TF_OK) return tf__in(fn, st);
+    tf_status (*native)(void *, tf_backend_stream *, void **) = TF_DEVICE_SLOT(s->dev, stream_native);
+    if (!native) return tf__error(TF_ERR_UNSUPPORTED, "%s: %s has no native queues", fn, s->dev->name);
+    return tf__in(fn, native(s->dev->bdev.ctx, s->bs, out));
+}
+
 tf_status tf__device_synchronize_all(tf_device *d) {
     tf_status first = sync_queue(d, NULL);
     pthread_mutex_lock(&d->streams_lock);

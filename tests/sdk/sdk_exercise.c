@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <tensorframe/dlpack.h>
 #include <tensorframe/tensorframe.h>
 
 #include "mybackend.h"
@@ -83,6 +84,31 @@ static void exercise_streams(tf_device *d0) {
     if (!done || ms < 0 || got[3] != 13.0f) {
         printf("FAIL streams: done %d, %g ms, got[3] %g\n", done, ms, got[3]);
         failures++;
+    }
+    void *queue = NULL;
+    CHECK(tf_stream_native_handle(side, &queue));                  /* stream_native */
+    if (!queue) {
+        printf("FAIL tf_stream_native_handle: no queue for a stream of %s\n", tf_device_name(d0));
+        failures++;
+    }
+    DLManagedTensorVersioned *m = NULL;
+    if (t) CHECK(tf_tensor_to_dlpack(t, &m));                       /* buffer_native: device memory, no copy */
+    if (m) {
+        const float *p = m->dl_tensor.data;                         /* the example's memory is host memory */
+        if (m->dl_tensor.device.device_type != kDLExtDev || !p || p[3] != 13.0f) {
+            printf("FAIL tf_tensor_to_dlpack of %s: device type %d, p[3] %g\n", tf_device_name(d0),
+                   (int)m->dl_tensor.device.device_type, p ? p[3] : -1.0);
+            failures++;
+        }
+        void *at = NULL;
+        DLDevice where = {kDLCPU, 0};
+        CHECK(tf_tensor_native_memory(t, &at, &where));
+        if (at != m->dl_tensor.data || where.device_type != kDLExtDev) {
+            printf("FAIL tf_tensor_native_memory: %p on %d, the export %p\n", at, (int)where.device_type,
+                   m->dl_tensor.data);
+            failures++;
+        }
+        m->deleter(m);
     }
     CHECK(tf_stream_set_current(tf_stream_default(d0)));
     tf_tensor_release(t);

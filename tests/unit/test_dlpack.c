@@ -63,6 +63,30 @@ static void test_export_is_the_tensors_memory(void **state) {
     m->deleter(m);                                                /* ASan: everything freed here */
 }
 
+/* The address without a reference: a view's first element, no copy. */
+static void test_native_memory(void **state) {
+    (void)state;
+    float v[12];
+    for (int i = 0; i < 12; i++) v[i] = (float)i;
+    int64_t shape[2] = {3, 4};
+    tf_tensor *t = tensor_f32(cpu_device(), 2, shape, v), *sl = NULL;
+    OK(tf_slice(t, 0, 1, 3, 1, &sl));                             /* rows 1..2: first element v[4] */
+    void *p = NULL, *q = NULL;
+    DLDevice where = {kDLCUDA, 7};
+    OK(tf_tensor_native_memory(sl, &p, &where));
+    assert_int_equal(where.device_type, kDLCPU);
+    assert_int_equal(where.device_id, 0);
+    assert_true(((const float *)p)[0] == 4 && ((const float *)p)[7] == 11);
+    OK(tf_tensor_native_memory(t, &q, &where));
+    assert_ptr_equal((char *)q + 4 * sizeof(float), p);          /* the same memory, offset by the view */
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tensor is NULL", tf_tensor_native_memory(NULL, &p, &where));
+    assert_null(p);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "is NULL", tf_tensor_native_memory(t, NULL, &where));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "is NULL", tf_tensor_native_memory(t, &p, NULL));
+    tf_tensor_release(sl);
+    tf_tensor_release(t);
+}
+
 static void test_export_of_a_view(void **state) {
     (void)state;
     float v[12];
@@ -262,6 +286,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_export_is_the_tensors_memory),
         cmocka_unit_test(test_export_of_a_view),
+        cmocka_unit_test(test_native_memory),
         cmocka_unit_test(test_import_without_a_copy),
         cmocka_unit_test(test_import_strided_and_offset),
         cmocka_unit_test(test_read_only_is_copied),

@@ -254,7 +254,22 @@ static tf_status cu_synchronize(void *ctx, tf_backend_stream *stream) {
     return s;
 }
 
+/* The device pointer, for DLPack (kDLCUDA) and NCCL. */
+static tf_status cu_buffer_native(void *ctx, tf_backend_buffer *buf, void **ptr, int32_t *type, int32_t *id) {
+    cuda_dev *d = ctx;
+    *ptr = ((cuda_buf *)buf)->handle;
+    *type = 2;                                       /* kDLCUDA */
+    *id = d->index;
+    return TF_OK;
+}
+
 /* ---- streams and events ---- */
+
+static tf_status cu_stream_native(void *ctx, tf_backend_stream *stream, void **out) {
+    cuda_dev *d = ctx;
+    *out = stream ? (void *)stream : (void *)d->stream;
+    return TF_OK;
+}
 
 static tf_status cu_stream_create(void *ctx, tf_backend_stream **out) {
     cuda_dev *d = ctx;
@@ -638,6 +653,8 @@ static const tf_device_iface cu_device_iface = {
     .graph_capture_end = cu_graph_capture_end,
     .graph_launch = cu_graph_launch,
     .graph_destroy = cu_graph_destroy,
+    .buffer_native = cu_buffer_native,
+    .stream_native = cu_stream_native,
 };
 
 /* ---- discovery ---- */

@@ -65,6 +65,23 @@ TF_API int tf_comm_size(const tf_comm *c);   /* -1 for NULL */
  * TF_ERR_INVALID_ARGUMENT for a negative or NaN value. */
 TF_API tf_status tf_comm_set_timeout(tf_comm *c, double seconds);
 TF_API double tf_comm_timeout(const tf_comm *c);   /* -1 for NULL */
+/* Order the collectives with the work of one device (tensors elsewhere
+ * are TF_ERR_DEVICE_MISMATCH): each call queues on `stream` after the work
+ * queued there before it, and the work queued after it sees its result.
+ * Tensors that go through NCCL (CUDA) are queued without the host waiting
+ * (the call returns at once; tf_stream_synchronize or an event waits);
+ * tensors that go through MPI on host memory still block the host for the
+ * exchange, their staging and write-back queued on `stream`. NULL (the
+ * default) makes every call blocking again, on the tensor's device's
+ * current stream. The communicator does not own the stream. */
+TF_API tf_status tf_comm_set_stream(tf_comm *c, tf_stream *stream);
+/* NCCL's version code (22809 for 2.28.9) when libtensorframe_mpi was
+ * built with NCCL and libnccl.so.2 (or the file TF_NCCL_LIBRARY names)
+ * loads with every entry point used; 0 otherwise. CUDA tensors go through
+ * NCCL when it loads and the CUDA driver initializes (TF_COMM_NCCL=0 turns
+ * it off), else through MPI: on device memory where MPI is CUDA-aware
+ * (MPIX_Query_cuda_support), else staged through host memory. */
+TF_API int tf_comm_nccl_version(void);
 /* End the whole job (MPI_Abort: every rank of every communicator exits
  * with `code`): what a rank that got TF_ERR_TIMEOUT should do, so the
  * late rank - which may then wait in the data exchange - ends too. Does

@@ -12,6 +12,13 @@
 #include <string.h>
 #include <time.h>
 
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>                /* Open MPI: MPIX_Query_cuda_support */
+#endif
+#endif
+
+#include "comm_nccl.h"
 #include "tensorframe/backend.h"
 #include "tensorframe/comm.h"
 #include "tensorframe/dlpack.h"
@@ -25,7 +32,12 @@ typedef struct host_view {
     void *data;
 } host_view;
 
-enum { AGREE_N = 3 + TF_MAX_DIMS };
+enum { AGREE_N = 4 + TF_MAX_DIMS };
+
+/* How a tensor's data travels: its host memory (or a staged host copy)
+ * through MPI; a CUDA tensor through NCCL; or its device memory through
+ * an MPI that reads device memory itself (CUDA-aware). */
+typedef enum route { ROUTE_HOST = 0, ROUTE_NCCL = 1, ROUTE_CUDA_MPI = 2 } route;
 
 /* What a call that timed out leaves with MPI: a request that a late peer
  * may still complete, reading or writing the view's memory, which so
@@ -42,6 +54,8 @@ struct tf_comm {
     double timeout_s;       /* how long a call waits for the others; 0: for ever */
     bool broken;            /* a call timed out: MPI's state is unknown */
     abandoned left;         /* what that call left with MPI */
+    tf_stream *stream;      /* tf_comm_set_stream; NULL: blocking */
+    tf_nccl *nccl;          /* made at the first collective of CUDA tensors */
     /* The agreement's buffers live here, not on the stack: a timed-out
      * agreement leaves them with MPI. */
     int64_t agree_in[2 * AGREE_N], agree_out[2 * AGREE_N];
@@ -152,6 +166,7 @@ void tf_comm_destroy(tf_comm *c) {
     bool settled = !c->broken || abandoned_settled(&c->left);
     bool finalize = c->finalize && --comms_that_finalize == 0 && settled;
     if (!settled) return;
+    tf__nccl_destroy(c->nccl, false);
     MPI_Comm_free(&c->comm);
     tf_host()->free(c);
     if (finalize) MPI_Finalize();
@@ -170,6 +185,14 @@ tf_status tf_comm_set_timeout(tf_comm *c, double seconds) {
 }
 
 double tf_comm_timeout(const tf_comm *c) { return c ? c->timeout_s : -1; }
+
+tf_status tf_comm_set_stream(tf_comm *c, tf_stream *stream) {
+    if (!c) return FAIL(TF_ERR_NULL_ARGUMENT, "tf_comm_set_stream: communicator is NULL");
+    c->stream = stream;
+    return TF_OK;
+}
+
+int tf_comm_nccl_version(void) { return tf__nccl_version(); }
 
 void tf_comm_abort(tf_comm *c, int code) {
     int inited = 0;
@@ -278,6 +301,17 @@ static tf_status mpi_op_of(const char *fn, tf_dtype dt, tf_reduce_op op, MPI_Op 
     return TF_OK;
 }
 
+/* x /= by with tensorframe's ops, where x's memory is the device's. */
+static tf_status divide_on_device(const char *fn, tf_tensor *x, int by) {
+    tf_tensor *k = NULL, *q = NULL;
+    tf_status s = tf_scalar(tf_tensor_device(x), tf_tensor_dtype(x), (double)by, &k);
+    if (s == TF_OK) s = tf_div(x, k, &q);
+    if (s == TF_OK) s = tf_copy_into(x, q);
+    tf_tensor_release(k);
+    tf_tensor_release(q);
+    return s == TF_OK ? TF_OK : failed_while(s, fn, "dividing for the mean");
+}
+
 /* Divide n elements by `by`, for mean. */
 static void scale_down(void *p, tf_dtype dt, int64_t n, int by) {
     for (int64_t i = 0; i < n; i++) {
@@ -289,6 +323,57 @@ static void scale_down(void *p, tf_dtype dt, int64_t n, int by) {
         default: return;
         }
     }
+}
+
+/* ---- routes ---- */
+
+static bool cuda_aware_mpi(void) {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support() == 1;
+#else
+    return false;
+#endif
+}
+
+/* NCCL unless TF_COMM_NCCL=0 (then CUDA tensors take the MPI routes). */
+static bool nccl_wanted(void) {
+    const char *e = getenv("TF_COMM_NCCL");
+    return !(e && !strcmp(e, "0")) && tf__nccl_usable();
+}
+
+/* A contiguous CUDA tensor: NCCL, else a CUDA-aware MPI, else staged;
+ * everything else: host memory (staged when it is not host memory). */
+static route route_of(const tf_tensor *x) {
+    void *p = NULL;
+    DLDevice d = {kDLCPU, 0};
+    if (!x || !tf_tensor_is_contiguous(x) || tf_tensor_dtype(x) >= TF_DTYPE_COUNT) return ROUTE_HOST;
+    char saved[512];                                 /* a refused query must not leave its message */
+    snprintf(saved, sizeof saved, "%s", tf_host()->last_error());
+    tf_status s = tf_tensor_native_memory(x, &p, &d);
+    tf_host()->set_error(TF_OK, "%s", saved);
+    if (s != TF_OK || d.device_type != kDLCUDA) return ROUTE_HOST;
+    if (nccl_wanted()) return ROUTE_NCCL;
+    return cuda_aware_mpi() ? ROUTE_CUDA_MPI : ROUTE_HOST;
+}
+
+/* ---- the stream a call queues on ---- */
+
+/* With tf_comm_set_stream, x's device's current stream is the
+ * communicator's for the call (staging and write-back queue there);
+ * stream_leave restores it. */
+static tf_status stream_enter(const char *fn, tf_comm *c, const tf_tensor *x, tf_stream **prev) {
+    *prev = NULL;
+    if (!c->stream || !x) return TF_OK;
+    tf_device *dev = tf_tensor_device(x);
+    if (tf_stream_device(c->stream) != dev)
+        return FAIL(TF_ERR_DEVICE_MISMATCH, "%s: the tensor is on %s, the communicator's stream on %s", fn,
+                    tf_device_name(dev), tf_device_name(tf_stream_device(c->stream)));
+    *prev = tf_stream_current(dev);
+    return tf_stream_set_current(c->stream);
+}
+
+static void stream_leave(tf_stream *prev) {
+    if (prev) tf_stream_set_current(prev);
 }
 
 /* ---- host memory for a tensor ---- */
@@ -304,8 +389,17 @@ static bool export_host(const tf_tensor *x, DLManagedTensorVersioned **out) {
     return false;
 }
 
+/* x's device memory for a CUDA-aware MPI, once the work queued on it is done. */
+static tf_status device_view_open(const char *fn, const tf_tensor *x, host_view *v) {
+    DLDevice d;
+    tf_status s = tf_stream_synchronize(tf_stream_current(tf_tensor_device(x)));
+    if (s == TF_OK) s = tf_tensor_native_memory(x, &v->data, &d);
+    return s == TF_OK ? TF_OK : failed_while(s, fn, "reaching the device memory");
+}
+
 static tf_status host_view_open(const char *fn, const tf_tensor *x, host_view *v) {
     memset(v, 0, sizeof *v);
+    if (route_of(x) == ROUTE_CUDA_MPI) return device_view_open(fn, x, v);
     if (!export_host(x, &v->export_)) {
         tf_device *cpu = NULL;
         tf_status s = tf_device_get("cpu", &cpu);
@@ -361,8 +455,8 @@ static void shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
  * TF_ERR_SHAPE. `local` is this rank's status so far. */
 static tf_status agree(const char *fn, tf_comm *c, const tf_tensor *x, tf_status local) {
     enum { N = AGREE_N };
-    int64_t mine[N] = {local != TF_OK, x ? (int64_t)tf_tensor_dtype(x) : -1, x ? tf_tensor_ndim(x) : -1};
-    for (int i = 0; x && i < tf_tensor_ndim(x); i++) mine[3 + i] = tf_tensor_shape(x)[i];
+    int64_t mine[N] = {local != TF_OK, route_of(x), x ? (int64_t)tf_tensor_dtype(x) : -1, x ? tf_tensor_ndim(x) : -1};
+    for (int i = 0; x && i < tf_tensor_ndim(x); i++) mine[4 + i] = tf_tensor_shape(x)[i];
     int64_t *both = c->agree_in, *seen = c->agree_out;
     for (int i = 0; i < N; i++) {
         both[i] = mine[i];
@@ -376,12 +470,17 @@ static tf_status agree(const char *fn, tf_comm *c, const tf_tensor *x, tf_status
     if (waited != TF_OK) return waited;
     if (seen[0]) return FAIL(TF_ERR_BACKEND, "%s: another rank failed before the exchange (see its error); "
                              "nothing was sent", fn);
-    for (int i = 1; i < N; i++) {
+    if (seen[1] != -seen[N + 1])
+        return FAIL(TF_ERR_DEVICE_MISMATCH, "%s: rank %d's tensor is on %s (%s) and another rank's takes another "
+                    "route (NCCL, MPI on host memory, CUDA-aware MPI): put every rank's on the same kind of device",
+                    fn, c->rank, tf_device_name(tf_tensor_device(x)),
+                    route_of(x) == ROUTE_NCCL ? "NCCL" : route_of(x) == ROUTE_CUDA_MPI ? "CUDA-aware MPI" : "MPI");
+    for (int i = 2; i < N; i++) {
         if (seen[i] == -seen[N + i]) continue;
         char text[160];
         shape_text(tf_tensor_shape(x), tf_tensor_ndim(x), text, sizeof text);
-        return FAIL(i == 1 ? TF_ERR_DTYPE : TF_ERR_SHAPE, "%s: rank %d holds %s %s and another rank a different %s",
-                    fn, c->rank, tf_dtype_name(tf_tensor_dtype(x)), text, i == 1 ? "dtype" : "shape");
+        return FAIL(i == 2 ? TF_ERR_DTYPE : TF_ERR_SHAPE, "%s: rank %d holds %s %s and another rank a different %s",
+                    fn, c->rank, tf_dtype_name(tf_tensor_dtype(x)), text, i == 2 ? "dtype" : "shape");
     }
     return TF_OK;
 }
@@ -415,9 +514,7 @@ static tf_status check_tensor(const char *fn, const tf_tensor *x, MPI_Datatype *
  * dies in the middle of the transfer is left to the launcher (mpirun
  * ends the job when a rank dies). */
 
-tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op) {
-    const char *fn = "tf_all_reduce";
-    NEED_COMM(fn, c);
+static tf_status all_reduce(const char *fn, tf_comm *c, tf_tensor *x, tf_reduce_op op) {
     MPI_Datatype type;
     MPI_Op mop = MPI_OP_NULL;
     bool made = false;
@@ -430,7 +527,8 @@ tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op) {
         int64_t n = tf_tensor_numel(x);
         int rc = MPI_Allreduce(MPI_IN_PLACE, v.data, (int)n, type, mop, c->comm);
         if (rc != MPI_SUCCESS) s = mpi_failed(rc, fn, "MPI_Allreduce");
-        else if (op == TF_REDUCE_MEAN) scale_down(v.data, tf_tensor_dtype(x), n, c->size);
+        else if (op == TF_REDUCE_MEAN && v.export_) scale_down(v.data, tf_tensor_dtype(x), n, c->size);
+        else if (op == TF_REDUCE_MEAN) s = divide_on_device(fn, x, c->size);   /* device memory (CUDA-aware) */
     }
     tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
     if (made) MPI_Op_free(&mop);
@@ -503,11 +601,7 @@ static tf_status exchange_close(const char *fn, const tf_tensor *x, exchange *e,
     return s;
 }
 
-tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out) {
-    const char *fn = "tf_all_gather";
-    NEED_COMM(fn, c);
-    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+static tf_status all_gather(const char *fn, tf_comm *c, const tf_tensor *x, tf_tensor **out) {
     MPI_Datatype type;
     exchange e = {0};
     tf_status s = check_tensor(fn, x, &type);
@@ -527,11 +621,7 @@ tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out) {
     return exchange_close(fn, x, &e, s, out);
 }
 
-tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
-    const char *fn = "tf_reduce_scatter";
-    NEED_COMM(fn, c);
-    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
-    *out = NULL;
+static tf_status reduce_scatter(const char *fn, tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
     MPI_Datatype type;
     MPI_Op mop = MPI_OP_NULL;
     bool made = false;
@@ -558,9 +648,7 @@ tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_
     return exchange_close(fn, x, &e, s, out);
 }
 
-tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root) {
-    const char *fn = "tf_broadcast";
-    NEED_COMM(fn, c);
+static tf_status broadcast(const char *fn, tf_comm *c, tf_tensor *x, int root) {
     MPI_Datatype type;
     host_view v = {0};
     tf_status s = check_tensor(fn, x, &type);
@@ -576,6 +664,208 @@ tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root) {
     return s == TF_OK ? closed : s;
 }
 
+/* ---- NCCL: CUDA tensors ---- */
+
+/* The CUDA device x lives on, and the address of its first element. */
+static tf_status cuda_memory(const char *fn, const tf_tensor *x, void **p, int *ordinal) {
+    DLDevice d;
+    tf_status s = tf_tensor_native_memory(x, p, &d);
+    if (s != TF_OK) return failed_while(s, fn, "reaching the device memory");
+    *ordinal = d.device_id;
+    return TF_OK;
+}
+
+/* A communicator's NCCL half is bound to the device of its first call. */
+static tf_status nccl_bound_to(const char *fn, const tf_comm *c, int ordinal) {
+    if (!c->nccl || tf__nccl_device(c->nccl) == ordinal) return TF_OK;
+    return FAIL(TF_ERR_DEVICE_MISMATCH, "%s: this communicator's NCCL ranks are on cuda:%d, the tensor on cuda:%d "
+                "(one communicator per device: tf_comm_init_mpi on a split communicator)", fn,
+                tf__nccl_device(c->nccl), ordinal);
+}
+
+/* Made at the first NCCL call, after the agreement (every rank is here):
+ * rank 0's unique id goes to the others over MPI, with a flag that says
+ * whether it could make one. */
+static tf_status nccl_ready(const char *fn, tf_comm *c, int ordinal) {
+    if (c->nccl) return TF_OK;
+    unsigned char msg[1 + TF_NCCL_ID_BYTES] = {0};
+    tf_status s = TF_OK;
+    if (c->rank == 0) {
+        s = tf__nccl_unique_id(msg + 1);
+        msg[0] = s == TF_OK;
+    }
+    MPI_Request req;
+    int rc = MPI_Ibcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->comm, &req);
+    tf_status sent = rc != MPI_SUCCESS ? mpi_failed(rc, fn, "MPI_Ibcast (NCCL's id)")
+                                       : await(fn, c, &req, NULL, "handing out NCCL's id");
+    if (s != TF_OK) return s;
+    if (sent != TF_OK) return sent;
+    if (!msg[0]) return FAIL(TF_ERR_BACKEND, "%s: rank 0 could not make an NCCL id (see its error)", fn);
+    s = tf__nccl_create(msg + 1, c->rank, c->size, ordinal, &c->nccl);
+    return s == TF_OK ? TF_OK : failed_while(s, fn, "joining the NCCL communicator");
+}
+
+/* Queue the call on the communicator's stream (then return) or on the
+ * device's current one (then wait, within the timeout: a timeout aborts
+ * NCCL's communicator and breaks this one). */
+static tf_status nccl_run(const char *fn, tf_comm *c, const tf_tensor *x, const tf_nccl_call *call) {
+    tf_stream *st = c->stream ? c->stream : tf_stream_current(tf_tensor_device(x));
+    void *queue = NULL;
+    tf_status s = tf_stream_native_handle(st, &queue);
+    if (s == TF_OK) s = tf__nccl_enqueue(c->nccl, call, queue);
+    if (s == TF_OK && !c->stream) s = tf__nccl_wait(c->nccl, queue, c->timeout_s);
+    if (s == TF_ERR_TIMEOUT) {
+        tf__nccl_destroy(c->nccl, true);
+        c->nccl = NULL;
+        c->broken = true;
+    }
+    return s == TF_OK ? TF_OK : failed_while(s, fn, "NCCL");
+}
+
+/* What every NCCL collective does first: x's memory, the checks, the
+ * agreement, the communicator. */
+static tf_status nccl_begin(const char *fn, tf_comm *c, const tf_tensor *x, tf_status s, void **p) {
+    int ordinal = -1;
+    if (s == TF_OK) s = cuda_memory(fn, x, p, &ordinal);
+    if (s == TF_OK) s = nccl_bound_to(fn, c, ordinal);
+    s = agree(fn, c, x, s);
+    if (s == TF_OK) s = nccl_ready(fn, c, ordinal);
+    return s;
+}
+
+static tf_status nccl_all_reduce(const char *fn, tf_comm *c, tf_tensor *x, tf_reduce_op op) {
+    MPI_Datatype type;
+    void *p = NULL;
+    tf_status s = check_tensor(fn, x, &type);
+    if (s == TF_OK && (op < TF_REDUCE_SUM || op > TF_REDUCE_MEAN)) s = FAIL(TF_ERR_INVALID_ARGUMENT, "%s: reduce op %d", fn, op);
+    if (s == TF_OK && op == TF_REDUCE_MEAN && !tf_dtype_is_float(tf_tensor_dtype(x)))
+        s = FAIL(TF_ERR_DTYPE, "%s: mean of %s; mean takes float dtypes", fn, tf_dtype_name(tf_tensor_dtype(x)));
+    if (s == TF_OK && tf_tensor_dtype(x) == TF_BOOL && op == TF_REDUCE_SUM)
+        s = FAIL(TF_ERR_DTYPE, "%s: sum of bool; use max (any) or min (all)", fn);
+    if ((s = nccl_begin(fn, c, x, s, &p)) != TF_OK) return s;
+    tf_nccl_call call = {TF_NCCL_ALL_REDUCE, p, p, (size_t)tf_tensor_numel(x), tf_tensor_dtype(x), op, 0};
+    return nccl_run(fn, c, x, &call);
+}
+
+/* A new tensor on x's device for a gathered or scattered result. */
+static tf_status nccl_result(const tf_tensor *x, int ndim, const int64_t *shape, tf_tensor **out, void **q) {
+    DLDevice d;
+    tf_status s = tf_empty(tf_tensor_device(x), tf_tensor_dtype(x), ndim, shape, out);
+    if (s == TF_OK) s = tf_tensor_native_memory(*out, q, &d);
+    return s;
+}
+
+static tf_status nccl_all_gather(const char *fn, tf_comm *c, const tf_tensor *x, tf_tensor **out) {
+    MPI_Datatype type;
+    void *p = NULL, *q = NULL;
+    tf_tensor *y = NULL;
+    tf_status s = check_tensor(fn, x, &type);
+    if (s == TF_OK && tf_tensor_ndim(x) >= TF_MAX_DIMS)
+        s = FAIL(TF_ERR_TOO_MANY_DIMS, "%s: the result would have %d dimensions", fn, tf_tensor_ndim(x) + 1);
+    if (s == TF_OK) {
+        int64_t shape[TF_MAX_DIMS] = {c->size};
+        memcpy(shape + 1, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
+        s = nccl_result(x, tf_tensor_ndim(x) + 1, shape, &y, &q);
+    }
+    s = nccl_begin(fn, c, x, s, &p);
+    if (s == TF_OK) {
+        tf_nccl_call call = {TF_NCCL_ALL_GATHER, p, q, (size_t)tf_tensor_numel(x), tf_tensor_dtype(x), 0, 0};
+        s = nccl_run(fn, c, x, &call);
+    }
+    if (s != TF_OK) tf_tensor_release(y);
+    else *out = y;
+    return s;
+}
+
+static tf_status nccl_reduce_scatter(const char *fn, tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
+    MPI_Datatype type;
+    MPI_Op unused = MPI_OP_NULL;
+    bool made = false;
+    void *p = NULL, *q = NULL;
+    tf_tensor *y = NULL;
+    tf_status s = check_tensor(fn, x, &type);
+    if (s == TF_OK && (tf_tensor_ndim(x) == 0 || tf_tensor_shape(x)[0] % c->size))
+        s = FAIL(TF_ERR_SHAPE, "%s: the first axis (%lld) must split evenly over %d ranks", fn,
+                 tf_tensor_ndim(x) ? (long long)tf_tensor_shape(x)[0] : 0LL, c->size);
+    if (s == TF_OK) s = mpi_op_of(fn, tf_tensor_dtype(x), op, &unused, &made);   /* the same checks */
+    if (made) MPI_Op_free(&unused);
+    if (s == TF_OK) {
+        int64_t shape[TF_MAX_DIMS];
+        memcpy(shape, tf_tensor_shape(x), sizeof(int64_t) * (size_t)tf_tensor_ndim(x));
+        shape[0] /= c->size;
+        s = nccl_result(x, tf_tensor_ndim(x), shape, &y, &q);
+    }
+    s = nccl_begin(fn, c, x, s, &p);
+    if (s == TF_OK) {
+        tf_nccl_call call = {TF_NCCL_REDUCE_SCATTER, p, q, (size_t)(tf_tensor_numel(x) / c->size),
+                             tf_tensor_dtype(x), op, 0};
+        s = nccl_run(fn, c, x, &call);
+    }
+    if (s != TF_OK) tf_tensor_release(y);
+    else *out = y;
+    return s;
+}
+
+static tf_status nccl_broadcast(const char *fn, tf_comm *c, tf_tensor *x, int root) {
+    MPI_Datatype type;
+    void *p = NULL;
+    tf_status s = check_tensor(fn, x, &type);
+    if (s == TF_OK && (root < 0 || root >= c->size)) s = FAIL(TF_ERR_INDEX, "%s: root %d of %d ranks", fn, root, c->size);
+    if ((s = nccl_begin(fn, c, x, s, &p)) != TF_OK) return s;
+    tf_nccl_call call = {TF_NCCL_BROADCAST, p, p, (size_t)tf_tensor_numel(x), tf_tensor_dtype(x), 0, root};
+    return nccl_run(fn, c, x, &call);
+}
+
+/* ---- the collectives: the communicator's stream, then the route ---- */
+
+tf_status tf_all_reduce(tf_comm *c, tf_tensor *x, tf_reduce_op op) {
+    const char *fn = "tf_all_reduce";
+    NEED_COMM(fn, c);
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    if (s != TF_OK) return agree(fn, c, x, s);
+    s = route_of(x) == ROUTE_NCCL ? nccl_all_reduce(fn, c, x, op) : all_reduce(fn, c, x, op);
+    stream_leave(prev);
+    return s;
+}
+
+tf_status tf_all_gather(tf_comm *c, const tf_tensor *x, tf_tensor **out) {
+    const char *fn = "tf_all_gather";
+    NEED_COMM(fn, c);
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    if (s != TF_OK) return agree(fn, c, x, s);
+    s = route_of(x) == ROUTE_NCCL ? nccl_all_gather(fn, c, x, out) : all_gather(fn, c, x, out);
+    stream_leave(prev);
+    return s;
+}
+
+tf_status tf_reduce_scatter(tf_comm *c, const tf_tensor *x, tf_reduce_op op, tf_tensor **out) {
+    const char *fn = "tf_reduce_scatter";
+    NEED_COMM(fn, c);
+    if (!out) return FAIL(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    if (s != TF_OK) return agree(fn, c, x, s);
+    s = route_of(x) == ROUTE_NCCL ? nccl_reduce_scatter(fn, c, x, op, out) : reduce_scatter(fn, c, x, op, out);
+    stream_leave(prev);
+    return s;
+}
+
+tf_status tf_broadcast(tf_comm *c, tf_tensor *x, int root) {
+    const char *fn = "tf_broadcast";
+    NEED_COMM(fn, c);
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    if (s != TF_OK) return agree(fn, c, x, s);
+    s = route_of(x) == ROUTE_NCCL ? nccl_broadcast(fn, c, x, root) : broadcast(fn, c, x, root);
+    stream_leave(prev);
+    return s;
+}
+
 /* ---- point to point: a failed side still completes the message ---- */
 
 static tf_status check_peer(const char *fn, const tf_comm *c, int peer) {
@@ -586,14 +876,12 @@ static tf_status check_peer(const char *fn, const tf_comm *c, int peer) {
 
 /* A sender that failed locally still sends: an empty message, which the
  * receiver reports (a count that does not match) instead of waiting. */
-tf_status tf_send(tf_comm *c, const tf_tensor *x, int dest, int tag) {
-    const char *fn = "tf_send";
-    NEED_COMM(fn, c);
+static tf_status send_msg(const char *fn, tf_comm *c, const tf_tensor *x, int dest, int tag, tf_status local) {
     tf_status s = check_peer(fn, c, dest);
     if (s != TF_OK) return s;                        /* no such peer: nobody waits */
     MPI_Datatype type = MPI_BYTE;
     host_view v = {0};
-    s = check_tensor(fn, x, &type);
+    s = local == TF_OK ? check_tensor(fn, x, &type) : local;
     if (s == TF_OK) s = host_view_open(fn, x, &v);
     int count = s == TF_OK ? (int)tf_tensor_numel(x) : 0;
     MPI_Request req;
@@ -617,14 +905,12 @@ static int probe(const tf_comm *c, int source, int tag, MPI_Status *st) {
 /* The message's size is probed first, so a mismatch is reported; a
  * message this rank cannot take (a mismatch, or a local failure) is still
  * received - truncated to nothing - so the sender never blocks on it. */
-tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag) {
-    const char *fn = "tf_recv";
-    NEED_COMM(fn, c);
+static tf_status recv_msg(const char *fn, tf_comm *c, tf_tensor *x, int source, int tag, tf_status local) {
     tf_status s = check_peer(fn, c, source);
     if (s != TF_OK) return s;
     MPI_Datatype type = MPI_BYTE;
     host_view v = {0};
-    s = check_tensor(fn, x, &type);
+    s = local == TF_OK ? check_tensor(fn, x, &type) : local;
     if (s == TF_OK) s = host_view_open(fn, x, &v);
     MPI_Status st;
     int count = 0, rc = probe(c, source, tag, &st);
@@ -649,4 +935,27 @@ tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag) {
     }
     tf_status closed = host_view_close(fn, &v, s == TF_OK ? x : NULL);
     return s == TF_OK ? closed : s;
+}
+
+/* Messages of CUDA tensors go through MPI too (staged, or device memory
+ * where MPI is CUDA-aware): NCCL's send and receive could not tell a
+ * receiver of the wrong size from a slow sender. */
+tf_status tf_send(tf_comm *c, const tf_tensor *x, int dest, int tag) {
+    const char *fn = "tf_send";
+    NEED_COMM(fn, c);
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    s = send_msg(fn, c, x, dest, tag, s);
+    stream_leave(prev);
+    return s;
+}
+
+tf_status tf_recv(tf_comm *c, tf_tensor *x, int source, int tag) {
+    const char *fn = "tf_recv";
+    NEED_COMM(fn, c);
+    tf_stream *prev;
+    tf_status s = stream_enter(fn, c, x, &prev);
+    s = recv_msg(fn, c, x, source, tag, s);
+    stream_leave(prev);
+    return s;
 }

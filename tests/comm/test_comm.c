@@ -332,6 +332,58 @@ static void check_one_rank_failing(void) {
     check_still_works("one rank's failed allocations");
 }
 
+/* tf_comm_set_stream on opencl:0: x = a + b queued on a side stream, the
+ * all-reduce on it, then y = 2 x; one synchronize of the side stream at the
+ * end must give every rank 2 * sum(a + b). A tensor on another device is
+ * TF_ERR_DEVICE_MISMATCH on every rank; NULL makes calls blocking again. */
+static void check_on_a_stream(void) {
+    tf_device *dev = NULL, *cpu = NULL;
+    tf_device_get("cpu", &cpu);
+    if (tf_device_get("opencl:0", &dev) != TF_OK) dev = cpu;
+    tf_stream *side = NULL;
+    OK(tf_stream_create(dev, &side));
+    int64_t n = 100000;
+    tf_tensor *a = input(rank, dev, TF_F32, n), *b = input(rank + 7, dev, TF_F32, n), *x = NULL, *y = NULL, *two = NULL;
+    OK(tf_scalar(dev, TF_F32, 2, &two));
+    OK(tf_comm_set_stream(comm, side));
+    OK(tf_stream_set_current(side));
+    OK(tf_add(a, b, &x));
+    OK(tf_all_reduce(comm, x, TF_REDUCE_SUM));
+    OK(tf_mul(x, two, &y));
+    OK(tf_stream_synchronize(side));
+    OK(tf_stream_set_current(tf_stream_default(dev)));
+    double *got = values(y);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double want = 0;
+        for (int r = 0; r < size; r++) want += (double)value(r, i, TF_F32) + (double)value(r + 7, i, TF_F32);
+        bad += fabs(got[i] - 2 * want) > 1e-4 * (1 + fabs(want));
+    }
+    EXPECT(!bad, "%d of %lld elements wrong after an all-reduce on a stream of %s", bad, (long long)n,
+           tf_device_name(dev));
+    free(got);
+    tf_tensor *elsewhere = NULL;
+    OK(tf_zeros(cpu, TF_F32, 1, &n, &elsewhere));
+    if (dev != cpu)
+        EXPECT(tf_all_reduce(comm, elsewhere, TF_REDUCE_SUM) == TF_ERR_DEVICE_MISMATCH, "a cpu tensor, a %s stream",
+               tf_device_name(dev));
+    OK(tf_comm_set_stream(comm, NULL));
+    EXPECT(tf_comm_set_stream(NULL, side) == TF_ERR_NULL_ARGUMENT, "NULL communicator");
+    tf_tensor *all[] = {a, b, x, y, two, elsewhere};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    tf_stream_destroy(side);
+    check_still_works("calls on a stream");
+}
+
+/* libtensorframe_mpi built with NCCL (TF_TEST_NCCL=1 from CMake) must load
+ * libnccl.so.2 and resolve every entry point it uses, GPU or not. */
+static void check_nccl_loads(void) {
+    const char *built = getenv("TF_TEST_NCCL");
+    int v = tf_comm_nccl_version();
+    if (built && !strcmp(built, "1")) EXPECT(v >= 21000, "NCCL version %d: built with NCCL, but it did not load", v);
+    if (!rank) printf("NCCL: %s (version code %d)\n", v ? "loads" : "not available", v);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -394,8 +446,11 @@ int main(void) {
     size = tf_comm_size(comm);
     static const tf_dtype dtypes[] = {TF_I32, TF_F32, TF_F16, TF_BF16};
     static const int64_t sizes[] = {1, 7, 1000, 65539};
-    const char *specs[] = {"cpu", "opencl:0"};
-    for (int d = 0; d < 2; d++) {
+    /* CUDA: a device per rank, as NCCL requires (cuda:<rank>) */
+    char cuda[16];
+    snprintf(cuda, sizeof cuda, "cuda:%d", rank);
+    const char *specs[] = {"cpu", "opencl:0", cuda};
+    for (int d = 0; d < 3; d++) {
         tf_device *dev = NULL;
         if (tf_device_get(specs[d], &dev) != TF_OK) {
             if (!rank) printf("%s: not present, skipped\n", specs[d]);
@@ -426,9 +481,13 @@ int main(void) {
                           specs[d]);
     }
     check_strided_view();
-    check_errors();
-    check_one_rank_failing();
-    check_timeouts();
+    check_on_a_stream();
+    check_nccl_loads();
+    if (size >= 2) {                                   /* these need a peer */
+        check_errors();
+        check_one_rank_failing();
+        check_timeouts();
+    }
     int total = 0, all_checks = 0;
     tf_comm *c = comm;
     /* every rank's failures, so each exits with the same verdict */

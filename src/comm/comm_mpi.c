@@ -59,6 +59,7 @@ struct tf_comm {
     /* The agreement's buffers live here, not on the stack: a timed-out
      * agreement leaves them with MPI. */
     int64_t agree_in[2 * AGREE_N], agree_out[2 * AGREE_N];
+    unsigned char nccl_id[1 + TF_NCCL_ID_BYTES];   /* rank 0's NCCL id, broadcast (the same reason) */
 };
 
 static int comms_that_finalize;
@@ -346,7 +347,7 @@ static bool nccl_wanted(void) {
 static route route_of(const tf_tensor *x) {
     void *p = NULL;
     DLDevice d = {kDLCPU, 0};
-    if (!x || !tf_tensor_is_contiguous(x) || tf_tensor_dtype(x) >= TF_DTYPE_COUNT) return ROUTE_HOST;
+    if (!x || !tf_tensor_is_contiguous(x)) return ROUTE_HOST;
     char saved[512];                                 /* a refused query must not leave its message */
     snprintf(saved, sizeof saved, "%s", tf_host()->last_error());
     tf_status s = tf_tensor_native_memory(x, &p, &d);
@@ -688,14 +689,15 @@ static tf_status nccl_bound_to(const char *fn, const tf_comm *c, int ordinal) {
  * whether it could make one. */
 static tf_status nccl_ready(const char *fn, tf_comm *c, int ordinal) {
     if (c->nccl) return TF_OK;
-    unsigned char msg[1 + TF_NCCL_ID_BYTES] = {0};
+    unsigned char *msg = c->nccl_id;
+    memset(msg, 0, sizeof c->nccl_id);
     tf_status s = TF_OK;
     if (c->rank == 0) {
         s = tf__nccl_unique_id(msg + 1);
         msg[0] = s == TF_OK;
     }
     MPI_Request req;
-    int rc = MPI_Ibcast(msg, (int)sizeof msg, MPI_BYTE, 0, c->comm, &req);
+    int rc = MPI_Ibcast(msg, (int)sizeof c->nccl_id, MPI_BYTE, 0, c->comm, &req);
     tf_status sent = rc != MPI_SUCCESS ? mpi_failed(rc, fn, "MPI_Ibcast (NCCL's id)")
                                        : await(fn, c, &req, NULL, "handing out NCCL's id");
     if (s != TF_OK) return s;

@@ -1,6 +1,7 @@
 /* The llama decoder on the public API; see model.h. */
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,14 @@
 #include "tokenizer.h"   /* llm_fail */
 
 /* ---- configuration ------------------------------------------------------ */
+
+/* Every value read from the file is checked for what it means: its type
+ * (an integer key is an integer, not a bool or a float; a number is a
+ * float), then its range. */
+static bool is_integer_type(tf_gguf_type t) {
+    return t == TF_GGUF_U8 || t == TF_GGUF_I8 || t == TF_GGUF_U16 || t == TF_GGUF_I16 || t == TF_GGUF_U32 ||
+           t == TF_GGUF_I32 || t == TF_GGUF_U64 || t == TF_GGUF_I64;
+}
 
 static tf_status config_int(const tf_gguf *f, const char *arch, const char *key, int64_t fallback, int64_t *v) {
     char full[128];
@@ -18,18 +27,25 @@ static tf_status config_int(const tf_gguf *f, const char *arch, const char *key,
         *v = fallback;
         return TF_OK;
     }
-    tf_status s = tf_gguf_get_int(f, i, 0, v);
-    if (s != TF_OK || *v <= 0 || *v > (1 << 24)) return llm_fail(TF_ERR_FORMAT, "model: %s is not a usable count", full);
+    if (!is_integer_type(tf_gguf_key_type(f, i)) || tf_gguf_get_int(f, i, 0, v) != TF_OK)
+        return llm_fail(TF_ERR_FORMAT, "model: %s is not an integer", full);
+    if (*v <= 0 || *v > (1 << 24)) return llm_fail(TF_ERR_FORMAT, "model: %s is not a usable count", full);
     return TF_OK;
 }
 
-static tf_status config_float(const tf_gguf *f, const char *arch, const char *key, double fallback, double *v) {
+/* A float key in (lo, hi], finite. */
+static tf_status config_float(const tf_gguf *f, const char *arch, const char *key, double fallback, double lo,
+                              double hi, double *v) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", arch, key);
     int64_t i = tf_gguf_find_key(f, full);
     *v = fallback;
-    if (i >= 0 && (tf_gguf_get_float(f, i, 0, v) != TF_OK || !(*v > 0)))
-        return llm_fail(TF_ERR_FORMAT, "model: %s is not a positive number", full);
+    if (i < 0) return TF_OK;
+    tf_gguf_type type = tf_gguf_key_type(f, i);
+    if ((type != TF_GGUF_F32 && type != TF_GGUF_F64) || tf_gguf_get_float(f, i, 0, v) != TF_OK)
+        return llm_fail(TF_ERR_FORMAT, "model: %s is not a floating-point number", full);
+    if (!(*v > lo && *v <= hi))          /* NaN fails too */
+        return llm_fail(TF_ERR_FORMAT, "model: %s is %g, outside (%g, %g]", full, *v, lo, hi);
     return TF_OK;
 }
 
@@ -47,8 +63,11 @@ static tf_status read_config(const tf_gguf *f, llm_config *c) {
     if (s == TF_OK) s = config_int(f, "llama", "attention.head_count", -1, &c->n_head);
     if (s == TF_OK) s = config_int(f, "llama", "attention.head_count_kv", c->n_head, &c->n_head_kv);
     if (s == TF_OK) s = config_int(f, "llama", "context_length", 2048, &c->n_ctx_train);
-    if (s == TF_OK) s = config_float(f, "llama", "rope.freq_base", 10000.0, &c->rope_base);
-    if (s == TF_OK) s = config_float(f, "llama", "attention.layer_norm_rms_epsilon", 1e-5, &c->rms_eps);
+    /* Real bases run from 10^4 to a few 10^9 (long-context Llama 3s); an
+     * epsilon is a small guard against a zero mean square, never near 1. */
+    if (s == TF_OK) s = config_float(f, "llama", "rope.freq_base", 10000.0, 1.0, 1e12, &c->rope_base);
+    if (s == TF_OK)
+        s = config_float(f, "llama", "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 0.1, &c->rms_eps);
     if (s != TF_OK) return s;
     if (c->n_embd % c->n_head || c->n_head % c->n_head_kv)
         return llm_fail(TF_ERR_FORMAT, "model: %lld heads (%lld for keys) do not divide width %lld", (long long)c->n_head,
@@ -63,6 +82,11 @@ static tf_status read_config(const tf_gguf *f, llm_config *c) {
 
 /* ---- weights ------------------------------------------------------------ */
 
+/* ggml's float and block-quantized types: the rest (I8 ... I64) hold no weights. */
+static bool is_weight_type(int block_type) {
+    return block_type >= 0 && block_type != 24 && block_type != 25 && block_type != 26 && block_type != 27;
+}
+
 /* Loads `name` and checks its shape (outermost first). */
 static tf_status load_weight(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, int ndim,
                              const int64_t *shape, tf_tensor **out) {
@@ -75,9 +99,40 @@ static tf_status load_weight(const tf_gguf *f, const char *name, tf_device *dev,
     bool same = info.ndim == ndim;
     for (int d = 0; same && d < ndim; d++) same = info.shape[d] == shape[d];
     if (!same) return llm_fail(TF_ERR_SHAPE, "model: %s has an unexpected shape", name);
+    if (!is_weight_type(info.block_type))
+        return llm_fail(TF_ERR_DTYPE, "model: %s is stored as %s; weights are floating-point or block-quantized",
+                        name, info.block_type_name);
     s = dtype == LLM_WEIGHTS_AS_STORED ? tf_gguf_load(f, name, dev, out) : tf_gguf_load_as(f, name, dev, dtype, out);
     if (s != TF_OK) return llm_fail(s, "model: loading %s: %s", name, tf_last_error());
     return TF_OK;
+}
+
+/* A norm's weights are all finite (they are few: the check reads them). */
+static tf_status check_finite_norm(const char *name, const tf_tensor *w) {
+    int64_t n = tf_tensor_numel(w);
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    tf_status s = tf_tensor_read(w, v, (size_t)n * sizeof *v);
+    int64_t bad = -1;
+    for (int64_t i = 0; s == TF_OK && i < n && bad < 0; i++)
+        if (!isfinite(v[i])) bad = i;
+    float value = bad >= 0 ? v[bad] : 0;
+    free(v);
+    if (s != TF_OK) return llm_fail(s, "model: reading %s: %s", name, tf_last_error());
+    if (bad >= 0)
+        return llm_fail(TF_ERR_FORMAT, "model: %s holds %g at element %lld; norm weights are finite", name,
+                        (double)value, (long long)bad);
+    return TF_OK;
+}
+
+/* A norm vector of width n as f32, checked finite. */
+static tf_status load_norm(const tf_gguf *f, const char *name, tf_device *dev, int64_t n, tf_tensor **out) {
+    tf_status s = load_weight(f, name, dev, TF_F32, 1, &n, out);
+    if (s == TF_OK && (s = check_finite_norm(name, *out)) != TF_OK) {
+        tf_tensor_release(*out);
+        *out = NULL;
+    }
+    return s;
 }
 
 /* Matrices [rows_i, K] of one dtype stacked into one [sum rows_i, K]
@@ -130,7 +185,8 @@ static tf_status load_layer(const tf_gguf *f, const llm_config *c, int64_t l, tf
         char name[96];
         snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, parts[i].suffix);
         bool norm = parts[i].ndim == 1;     /* norms stay f32: they are tiny and read once per row */
-        s = load_weight(f, name, dev, norm ? TF_F32 : dt, parts[i].ndim, parts[i].shape, parts[i].dst);
+        s = norm ? load_norm(f, name, dev, parts[i].shape[0], parts[i].dst)
+                 : load_weight(f, name, dev, dt, parts[i].ndim, parts[i].shape, parts[i].dst);
     }
     if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){wq, wk, wv}, 3, &L->wqkv);
     if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){w_gate, w_up}, 2, &L->w_gate_up);
@@ -160,7 +216,7 @@ tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_m
             c->n_vocab = info.shape[0];
     }
     if (s == TF_OK) s = load_weight(f, "token_embd.weight", dev, dtype, 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->tok_embd);
-    if (s == TF_OK) s = load_weight(f, "output_norm.weight", dev, TF_F32, 1, &c->n_embd, &m->out_norm);
+    if (s == TF_OK) s = load_norm(f, "output_norm.weight", dev, c->n_embd, &m->out_norm);
     if (s == TF_OK && tf_gguf_find_tensor(f, "output.weight") >= 0)
         s = load_weight(f, "output.weight", dev, dtype, 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->output);
     else if (s == TF_OK)
@@ -376,6 +432,24 @@ static tf_status head(scratch *s, const llm_model *m, tf_tensor *x, bool all_log
     return TF_OK;
 }
 
+/* Logits with a NaN or an infinity (from weights the loader does not read
+ * one by one, or activations that overflowed) are an error, not a token:
+ * sum(x - x) is 0 exactly when every element is finite. */
+static tf_status check_finite_logits(const tf_tensor *logits) {
+    tf_tensor *diff = NULL, *sum = NULL;
+    float total = 0;
+    tf_status s = tf_sub(logits, logits, &diff);
+    if (s == TF_OK) s = tf_sum(diff, TF_ALL_AXES, false, &sum);
+    if (s == TF_OK) s = tf_tensor_read(sum, &total, sizeof total);
+    tf_tensor_release(diff);
+    tf_tensor_release(sum);
+    if (s != TF_OK) return llm_fail(s, "forward: checking the logits: %s", tf_last_error());
+    if (total != 0)
+        return llm_fail(TF_ERR_NOT_FINITE, "forward: the logits hold NaN or infinity (the model's weights or "
+                        "activations are not finite)");
+    return TF_OK;
+}
+
 tf_status llm_forward(const llm_model *m, llm_cache *kv, const int32_t *ids, int64_t n, bool all_logits,
                       tf_tensor **logits) {
     *logits = NULL;
@@ -400,6 +474,10 @@ tf_status llm_forward(const llm_model *m, llm_cache *kv, const int32_t *ids, int
         x = next;
     }
     if (st == TF_OK) st = head(&s, m, x, all_logits, logits);
+    if (st == TF_OK && (st = check_finite_logits(*logits)) != TF_OK) {
+        tf_tensor_release(*logits);
+        *logits = NULL;
+    }
     drop_all(&s);
     tf_tensor_release(x);
     tf_tensor_release(pos);

@@ -213,14 +213,29 @@ static tf_status key_of(const tf_gguf *f, const char *key, tf_gguf_type type, bo
     return TF_OK;
 }
 
-static int64_t int_or(const tf_gguf *f, const char *key, int64_t fallback) {
-    int64_t i = tf_gguf_find_key(f, key), v;
-    return i >= 0 && tf_gguf_get_int(f, i, 0, &v) == TF_OK ? v : fallback;
+/* An optional integer key: `fallback` when absent; present, it must be an
+ * integer (or bool) in [lo, hi], checked as int64 before any narrowing. */
+static tf_status optional_int(const tf_gguf *f, const char *key, int64_t lo, int64_t hi, int64_t fallback,
+                              int64_t *v) {
+    int64_t i = tf_gguf_find_key(f, key);
+    *v = fallback;
+    if (i < 0) return TF_OK;
+    tf_gguf_type type = tf_gguf_key_type(f, i);
+    bool integer = type != TF_GGUF_F32 && type != TF_GGUF_F64 && type != TF_GGUF_STRING && type != TF_GGUF_ARRAY;
+    if (!integer || tf_gguf_get_int(f, i, 0, v) != TF_OK)
+        return llm_fail(TF_ERR_FORMAT, "tokenizer: %s is not an integer", key);
+    if (*v < lo || *v > hi)
+        return llm_fail(TF_ERR_FORMAT, "tokenizer: %s is %lld, outside [%lld, %lld]", key, (long long)*v,
+                        (long long)lo, (long long)hi);
+    return TF_OK;
 }
 
-/* The raw bytes a vocabulary entry stands for. */
+/* The raw bytes a vocabulary entry stands for. Each byte of the text gives
+ * at most 3: a byte-level character (1 or 2 bytes of text) gives 1, a valid
+ * UTF-8 character of k bytes gives the same k, and a byte that starts no
+ * valid sequence gives U+FFFD's 3. */
 static tf_status decode_token(token *tok) {
-    tok->bytes = malloc(tok->len + 1);
+    tok->bytes = malloc(3 * tok->len + 1);
     if (!tok->bytes) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     if (tok->type == 3 || tok->type == 4) {       /* control and user-defined tokens are plain text */
         memcpy(tok->bytes, tok->text, tok->len);
@@ -262,6 +277,9 @@ static tf_status load_tokens(llm_tokenizer *t, const tf_gguf *f) {
         int64_t type;
         if ((s = tf_gguf_get_string(f, ki, i, &text, &len)) != TF_OK || (s = tf_gguf_get_int(f, kt, i, &type)) != TF_OK)
             return llm_fail(s, "tokenizer: token %lld unreadable", (long long)i);
+        if (type < 0 || type > 6)      /* llama.cpp's types: undefined, normal, unknown, control, user, unused, byte */
+            return llm_fail(TF_ERR_FORMAT, "tokenizer: token %lld has type %lld (types are 0 to 6)", (long long)i,
+                            (long long)type);
         token *tok = &t->tokens[i];
         tok->text = malloc(len + 1);
         if (!tok->text) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
@@ -362,17 +380,17 @@ tf_status llm_tokenizer_load(const tf_gguf *f, llm_tokenizer **out) {
     if (s == TF_OK) s = load_tokens(t, f);
     if (s == TF_OK) s = load_merges(t, f);
     if (s == TF_OK) s = load_specials(t);
+    int64_t bos = -1, eos = -1, add_bos = 0;
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.bos_token_id", 0, t->n_tokens - 1, -1, &bos);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.eos_token_id", 0, t->n_tokens - 1, -1, &eos);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, 0, &add_bos);
     if (s != TF_OK) {
         llm_tokenizer_free(t);
         return s;
     }
-    t->bos = (int32_t)int_or(f, "tokenizer.ggml.bos_token_id", -1);
-    t->eos = (int32_t)int_or(f, "tokenizer.ggml.eos_token_id", -1);
-    t->add_bos = int_or(f, "tokenizer.ggml.add_bos_token", 0) != 0;
-    if (t->bos >= t->n_tokens || t->eos >= t->n_tokens) {
-        llm_tokenizer_free(t);
-        return llm_fail(TF_ERR_FORMAT, "tokenizer: BOS or EOS id outside the vocabulary");
-    }
+    t->bos = (int32_t)bos;                 /* in range: n_tokens <= INT32_MAX / 2 */
+    t->eos = (int32_t)eos;
+    t->add_bos = add_bos != 0;
     *out = t;
     return TF_OK;
 }

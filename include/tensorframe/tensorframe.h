@@ -66,7 +66,8 @@ extern "C" {
     X(ERR_INDEX,             -19, "index out of range")                          \
     X(ERR_IO,                -20, "file could not be read or written")           \
     X(ERR_FORMAT,            -21, "malformed file")                              \
-    X(ERR_TIMEOUT,           -22, "timed out")
+    X(ERR_TIMEOUT,           -22, "timed out")                                   \
+    X(ERR_NOT_FINITE,        -23, "a result is not finite (NaN or infinity)")
 
 typedef enum tf_status {
 #define TF__STATUS_ENUM(name, code, msg) TF_##name = code,

@@ -46,17 +46,18 @@ test: build build-asan build-tsan
 	@echo "== concurrency tests under ThreadSanitizer =="
 	@cd $(TSAN_BUILD) && export TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast && ./bin/test_streams
-	@echo "== the file loaders under libFuzzer (ASan+UBSan), a minute each =="
-	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60
-	@echo "== test suite =="
 	@bash scripts/fetch-models.sh $(BUILD)
+	@echo "== the file loaders and the model runner under libFuzzer (ASan+UBSan), a minute each =="
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60 $(BUILD)/models
+	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
 	@echo "== the Python package (pip wheel ./python, pytest in venvs under $(BUILD)/py) =="
 	@bash scripts/python-test.sh $(BUILD)
 
-# The loaders' fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).
+# The fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).
 fuzz: deps
-	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	@bash scripts/fetch-models.sh $(BUILD)
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(BUILD)/models
 
 # tf-bench beside OpenBLAS, STREAM-style loops and PyTorch; writes
 # docs/perf.json and docs/perf.png (see docs/PERFORMANCE.md).

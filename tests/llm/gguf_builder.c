@@ -92,6 +92,11 @@ void gb_bool(gguf_builder *b, const char *k, bool v) {
     put(&b->kv, &c, 1);
 }
 
+void gb_scalar(gguf_builder *b, const char *k, int type, const void *value, size_t size) {
+    key(b, k, (uint32_t)type);
+    put(&b->kv, value, size);
+}
+
 void gb_string_array(gguf_builder *b, const char *k, int64_t n, const char *const *strs, const size_t *lens) {
     key(b, k, GB_T_ARRAY);
     put_u32(&b->kv, GB_T_STRING);

@@ -30,6 +30,8 @@ void gb_i64(gguf_builder *b, const char *key, int64_t v);
 void gb_f32(gguf_builder *b, const char *key, float v);
 void gb_f64(gguf_builder *b, const char *key, double v);
 void gb_bool(gguf_builder *b, const char *key, bool v);
+/* A scalar of value type `type` from its bytes (any type id, hostile too). */
+void gb_scalar(gguf_builder *b, const char *key, int type, const void *value, size_t size);
 /* An array of n strings (lens[i] bytes each; NULL lens: NUL-ended). */
 void gb_string_array(gguf_builder *b, const char *key, int64_t n, const char *const *strs, const size_t *lens);
 /* An array of n scalars of value type `type`, `elsize` bytes each. */

@@ -128,10 +128,17 @@ TF_API tf_status tf_tensor_native_memory(const tf_tensor *t, void **data, DLDevi
  * memory: kDLCPU, kDLCUDAHost, kDLROCMHost). On success tensorframe owns
  * `managed`: its deleter runs once the memory is truly free (the last view
  * released and queued work done). A READ_ONLY tensor is copied instead (an
- * op's output or tf_tensor_write could write through it) and its deleter
- * runs before this returns. On failure - another device, a dtype tensorframe
- * lacks (complex, lanes > 1), negative strides, a version other than 1.x -
- * the error says which, nothing is made, and `managed` stays the caller's. */
+ * op's output or tf_tensor_write could write through it), and so is one
+ * whose first element is misaligned for its dtype (data + byte_offset not a
+ * multiple of the element size: kernels load whole elements); a copy's
+ * deleter runs before this returns. The fields are not trusted: an offset
+ * or strides that wrap the address space or span more than any object can
+ * (TF_ERR_SIZE), or that reach bytes not mapped in this process
+ * (TF_ERR_INVALID_ARGUMENT: the pages of the first and last byte are
+ * checked), are refused before anything is read. On failure - those, another
+ * device, a dtype tensorframe lacks (complex, lanes > 1), negative strides,
+ * a version other than 1.x - the error says which, nothing is made, and
+ * `managed` stays the caller's. */
 TF_API tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *managed, tf_tensor **out);
 
 /* The same through DLPack 0.x's unversioned DLManagedTensor, for consumers

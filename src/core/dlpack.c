@@ -4,8 +4,13 @@
  * deleter;
  * imports wrap the producer's memory in a CPU buffer whose release hook
  * (memory.c) calls the producer's deleter when the buffer is truly free. */
+#define _DEFAULT_SOURCE   /* mincore */
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "tensorframe/dlpack.h"
@@ -130,7 +135,7 @@ static void call_deleter(void *ctx) {
 }
 
 /* The bytes from the first element to one past the last (0 when empty);
- * false if a stride is negative or the span overflows. */
+ * false if the span is larger than any object can be. */
 static bool span_of(const DLTensor *d, size_t elsize, const int64_t *strides, size_t *bytes) {
     int64_t last = 0;
     for (int i = 0; i < d->ndim; i++) {
@@ -138,13 +143,30 @@ static bool span_of(const DLTensor *d, size_t elsize, const int64_t *strides, si
             *bytes = 0;
             return true;
         }
-        if (strides[i] < 0) return false;
         int64_t step;
         if (tf__mul_overflows(d->shape[i] - 1, strides[i], &step) || last > INT64_MAX - step) return false;
         last += step;
     }
-    if ((uint64_t)last + 1 > SIZE_MAX / elsize) return false;
+    if ((uint64_t)last + 1 > (uint64_t)PTRDIFF_MAX / elsize) return false;   /* no object is larger */
     *bytes = (size_t)(last + 1) * elsize;
+    return true;
+}
+
+/* Is [p, p + n) this process's memory, as far as can be told cheaply: the
+ * pages of its first and last bytes are mapped (mincore fails with ENOMEM
+ * on an unmapped page). A hostile offset or stride points far
+ * outside anything mapped; a producer with holes inside its own span is
+ * beyond checking. */
+static bool bytes_mapped(const char *p, size_t n) {
+#if defined(__unix__) || defined(__APPLE__)
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !n) return true;
+    const uintptr_t mask = ~(uintptr_t)(page - 1);
+    unsigned char vec[1];
+    const uintptr_t ends[2] = {(uintptr_t)p & mask, ((uintptr_t)p + n - 1) & mask};
+    for (int i = 0; i < 2; i++)
+        if (mincore((void *)ends[i], (size_t)page, (void *)vec) != 0 && errno == ENOMEM) return false;
+#endif
     return true;
 }
 
@@ -177,6 +199,59 @@ static tf_status check_import(const DLManagedTensorVersioned *m, tf_dtype *dt, i
     return TF_OK;
 }
 
+/* Where the elements are: data + byte_offset, and `bytes` from there, all
+ * inside this process's mapped memory without wrapping the address space. */
+static tf_status check_memory(const DLTensor *d, size_t elsize, const int64_t *strides, size_t *bytes) {
+    const char *fn = "tf_tensor_from_dlpack";
+    if (!span_of(d, elsize, strides, bytes))
+        return tf__error(TF_ERR_SIZE, "%s: the strides reach past the addressable size", fn);
+    uintptr_t base = (uintptr_t)d->data;
+    if (d->byte_offset > UINTPTR_MAX - base || *bytes > UINTPTR_MAX - (base + d->byte_offset))
+        return tf__error(TF_ERR_SIZE, "%s: byte_offset %llu and %zu bytes of elements wrap the address space", fn,
+                         (unsigned long long)d->byte_offset, *bytes);
+    if (*bytes && !bytes_mapped((const char *)(base + d->byte_offset), *bytes))   /* integers: no pointer overflow */
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: byte_offset %llu and strides reach %zu bytes, past the "
+                         "producer's memory (not mapped in this process)", fn, (unsigned long long)d->byte_offset,
+                         *bytes);
+    return TF_OK;
+}
+
+/* Element by element, byte by byte: a gather that reads misaligned memory
+ * without loading a misaligned float. dst is contiguous. */
+static void gather_bytes(char *dst, const char *src, int ndim, const int64_t *shape, const int64_t *strides,
+                         size_t elsize, int64_t numel) {
+    int64_t dense[TF_MAX_DIMS];
+    tf__contiguous_strides(ndim, shape, dense);
+    if (!memcmp(dense, strides, sizeof(int64_t) * (size_t)ndim)) {     /* row-major already: one copy */
+        memcpy(dst, src, (size_t)numel * elsize);
+        return;
+    }
+    int64_t idx[TF_MAX_DIMS] = {0};
+    for (int64_t n = 0; n < numel; n++) {
+        int64_t at = 0;
+        for (int i = 0; i < ndim; i++) at += idx[i] * strides[i];
+        memcpy(dst + (size_t)n * elsize, src + (size_t)at * elsize, elsize);
+        for (int i = ndim - 1; i >= 0 && ++idx[i] == shape[i]; i--) idx[i] = 0;
+    }
+}
+
+/* A contiguous copy of the producer's elements in tensorframe's memory. */
+static tf_status import_copy(const DLTensor *d, tf_dtype dt, const int64_t *strides, tf_tensor **out) {
+    tf_tensor *t = NULL;
+    tf_status s = tf_empty(tf__cpu_device(), dt, d->ndim, d->shape, &t);
+    if (s != TF_OK) return s;
+    void *dst = NULL;
+    DLDevice where;
+    if ((s = tf_tensor_native_memory(t, &dst, &where)) != TF_OK) {
+        tf_tensor_release(t);
+        return s;
+    }
+    if (dst) gather_bytes(dst, (const char *)d->data + d->byte_offset, d->ndim, d->shape, strides, tf_dtype_size(dt),
+                          tf_tensor_numel(t));
+    *out = t;
+    return TF_OK;
+}
+
 tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *m, tf_tensor **out) {
     const char *fn = "tf_tensor_from_dlpack";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -184,42 +259,43 @@ tf_status tf_tensor_from_dlpack(DLManagedTensorVersioned *m, tf_tensor **out) {
     if (!m) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: managed tensor is NULL", fn);
     tf_dtype dt = TF_F32;
     int64_t strides[TF_MAX_DIMS];
+    size_t bytes;
     tf_status s = check_import(m, &dt, strides);
+    if (s == TF_OK) s = check_memory(&m->dl_tensor, tf_dtype_size(dt), strides, &bytes);
     if (s != TF_OK) return s;
     const DLTensor *d = &m->dl_tensor;
-    size_t bytes;
-    if (!span_of(d, tf_dtype_size(dt), strides, &bytes))
-        return tf__error(TF_ERR_SIZE, "%s: the strides reach past the addressable size", fn);
     tf_device *cpu = tf__cpu_device();
     if (!cpu) return tf__error(TF_ERR_BACKEND, "%s: no CPU device", fn);
     char *first = d->data ? (char *)d->data + d->byte_offset : NULL;
+    /* Read-only memory is copied (tensorframe could write through a view),
+     * and so is memory misaligned for its dtype (kernels load whole
+     * elements): the copy is tensorframe's, the producer's goes back now. */
+    bool read_only = m->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+    bool misaligned = (uintptr_t)first % tf_dtype_size(dt) != 0;
+    if (read_only || misaligned) {
+        tf_tensor *copy = NULL;
+        if ((s = import_copy(d, dt, strides, &copy)) != TF_OK)
+            return tf__error_context(s, "%s: copying a %s tensor", fn, read_only ? "read-only" : "misaligned");
+        call_deleter(m);
+        *out = copy;
+        return TF_OK;
+    }
     tf_backend_buffer *buf = NULL;
     s = cpu->bdev.iface->buffer_from_host_ptr(cpu->bdev.ctx, first, bytes, &buf);
     if (s != TF_OK) return tf__error_context(s, "%s", fn);
-    bool read_only = m->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
     /* The hook first: once the tensor exists, its release must reach it. */
-    if (!read_only && (s = tf__buffer_on_release(buf, call_deleter, m)) != TF_OK) {
+    if ((s = tf__buffer_on_release(buf, call_deleter, m)) != TF_OK) {
         cpu->bdev.iface->buffer_free(cpu->bdev.ctx, buf);
         return tf__error_context(s, "%s", fn);
     }
     tf_tensor *t = NULL;
     s = tf__tensor_wrap(cpu, buf, bytes, dt, d->ndim, d->shape, strides, &t);
     if (s != TF_OK) {
-        if (!read_only) tf__free(tf__buffer_take_release(buf));   /* the caller keeps m: the hook must not run */
+        tf__free(tf__buffer_take_release(buf));   /* the caller keeps m: the hook must not run */
         cpu->bdev.iface->buffer_free(cpu->bdev.ctx, buf);
         return tf__error_context(s, "%s", fn);
     }
-    if (!read_only) {
-        *out = t;
-        return TF_OK;
-    }
-    /* Read-only memory is copied: tensorframe could write through a view. */
-    tf_tensor *copy = NULL;
-    s = tf_copy(t, &copy);
-    tf_tensor_release(t);                                        /* frees the wrapper, not the memory */
-    if (s != TF_OK) return tf__error_context(s, "%s: copying a read-only tensor", fn);
-    call_deleter(m);
-    *out = copy;
+    *out = t;
     return TF_OK;
 }
 

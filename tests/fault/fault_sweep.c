@@ -639,6 +639,20 @@ static void program_dlpack(world *w, tf_tensor *a) {
     if (!finish_step(w, "tf_tensor_from_dlpack", s, &u, 1, false)) return;
     OP(sum, tf_add, u, a);
     (void)sum;
+    /* a read-only export comes back as a copy (the misaligned path's too) */
+    DLManagedTensorVersioned *rm = NULL;
+    CALL(false, tf_tensor_to_dlpack, a, &rm);
+    rm->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+    tf_tensor *ru = (tf_tensor *)(uintptr_t)1;
+    s = tf_tensor_from_dlpack(rm, &ru);
+    if (s != TF_OK) {
+        pause_injection();
+        rm->deleter(rm);
+        resume_injection();
+    }
+    if (!finish_step(w, "tf_tensor_from_dlpack", s, &ru, 1, false)) return;
+    OP(rsum, tf_add, ru, a);
+    (void)rsum;
     /* DLPack 0.x: the adapters' own allocations fail in turn too */
     DLManagedTensor *lm = NULL;
     CALL(false, tf_tensor_to_dlpack_legacy, a, &lm);

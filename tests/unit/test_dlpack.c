@@ -149,6 +149,55 @@ static void test_import_strided_and_offset(void **state) {
     assert_int_equal(deleted, 1);
 }
 
+/* Offsets and strides that lie: refused before anything is read, the
+ * producer's tensor left to the caller. */
+static void test_lying_offsets_and_strides_refused(void **state) {
+    (void)state;
+    int deleted = 0;
+    producer *p = make_producer(1, (int64_t[]){2}, (int64_t[]){1}, &deleted);
+    tf_tensor *t = (tf_tensor *)1;
+    p->m.dl_tensor.byte_offset = (uint64_t)1 << 63;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not mapped in this process", tf_tensor_from_dlpack(&p->m, &t));
+    assert_null(t);
+    p->m.dl_tensor.byte_offset = UINT64_MAX;                      /* one byte before the buffer, by wrapping */
+    FAILS_WITH(TF_ERR_SIZE, "wrap the address space", tf_tensor_from_dlpack(&p->m, &t));
+    p->m.dl_tensor.byte_offset = 0;
+    p->strides[0] = INT64_MAX / 4;
+    FAILS_WITH(TF_ERR_SIZE, "past the addressable size", tf_tensor_from_dlpack(&p->m, &t));
+    p->strides[0] = (int64_t)1 << 40;                             /* 4 TiB on: no object of the producer's */
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not mapped in this process", tf_tensor_from_dlpack(&p->m, &t));
+    p->strides[0] = (int64_t)1 << 61;
+    FAILS_WITH(TF_ERR_SIZE, "past the addressable size", tf_tensor_from_dlpack(&p->m, &t));
+    assert_null(t);
+    assert_int_equal(deleted, 0);
+    p->strides[0] = 1;
+    OK(tf_tensor_from_dlpack(&p->m, &t));                         /* the same fields, told the truth */
+    tf_tensor_release(t);
+    assert_int_equal(deleted, 1);
+}
+
+/* Data misaligned for its dtype is copied to aligned memory (the kernels
+ * load whole elements): the values arrive, the producer's tensor goes back
+ * at once, and later writes to either side are not shared. */
+static void test_misaligned_import_is_copied(void **state) {
+    (void)state;
+    int deleted = 0;
+    producer *p = make_producer(1, (int64_t[]){3}, NULL, &deleted);
+    unsigned char *bytes = (unsigned char *)p->data;
+    float want[3] = {1.5f, -2.25f, 1e30f};
+    memcpy(bytes + 1, want, sizeof want);
+    p->m.dl_tensor.byte_offset = 1;
+    tf_tensor *t = NULL, *sum = NULL;
+    OK(tf_tensor_from_dlpack(&p->m, &t));
+    assert_int_equal(deleted, 1);
+    expect_f32(t, want, 3);
+    OK(tf_add(t, t, &sum));
+    expect_f32(sum, (float[]){3.0f, -4.5f, 2e30f}, 3);
+    tf_tensor_release(sum);
+    tf_tensor_release(t);
+    assert_int_equal(deleted, 1);
+}
+
 static void test_read_only_is_copied(void **state) {
     (void)state;
     int deleted = 0;
@@ -290,6 +339,8 @@ int main(void) {
         cmocka_unit_test(test_import_without_a_copy),
         cmocka_unit_test(test_import_strided_and_offset),
         cmocka_unit_test(test_read_only_is_copied),
+        cmocka_unit_test(test_lying_offsets_and_strides_refused),
+        cmocka_unit_test(test_misaligned_import_is_copied),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_refusals_leave_it_to_the_caller),
         cmocka_unit_test(test_import_released_after_shutdown),

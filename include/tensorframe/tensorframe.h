@@ -309,7 +309,9 @@ TF_API tf_status tf_event_elapsed_ms(tf_event *start, tf_event *end, double *ms)
  * overwrites (tf_tensor_write, tf_copy_into) before each replay, or passes
  * to tf_graph_replay_with, which copies new values of the same dtype and
  * shape into them (another shape is TF_ERR_SHAPE: capture a graph per
- * shape). Outputs are the tensors the captured ops returned: each replay
+ * shape; a tensor the graph never read, or one it made - an output - is
+ * TF_ERR_INVALID_ARGUMENT naming its position, nothing written). Outputs
+ * are the tensors the captured ops returned: each replay
  * rewrites them. A replay queues on the thread's current stream.
  *
  *   tf_tensor *x;  tf_zeros(dev, TF_F32, 2, shape, &x);     static input

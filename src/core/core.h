@@ -267,6 +267,8 @@ tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, co
                           int64_t offset, tf_tensor **out);
 void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 tf_tensor_desc tf__desc(const tf_tensor *t);
+/* dispatch.c: the byte range [lo, hi) of its buffer a descriptor touches. */
+void tf__desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi);
 /* Copy host bytes into a tensor's storage / storage bytes to host. */
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n);
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n);

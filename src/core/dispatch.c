@@ -210,8 +210,7 @@ tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const in
 
 /* ---- CPU fallback ---- */
 
-/* Byte range [lo, hi) of the buffer a descriptor touches. */
-static void desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi) {
+void tf__desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi) {
     int64_t min = 0, max = 0;
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] == 0) { *lo = *hi = d->offset; return; }
@@ -227,7 +226,7 @@ static void desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi) {
 static tf_status stage_to_cpu(tf_device *dev, tf_device *cpu, tf_tensor_desc *d, bool fetch,
                               tf_backend_buffer **staged) {
     uint64_t lo, hi;
-    desc_extent(d, &lo, &hi);
+    tf__desc_extent(d, &lo, &hi);
     size_t n = (size_t)(hi - lo);
     const tf_device_iface *di = dev->bdev.iface, *ci = cpu->bdev.iface;
     void *(*host_ptr)(void *, tf_backend_buffer *) = TF_DEVICE_SLOT(dev, buffer_host_ptr);
@@ -278,12 +277,12 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     bool host_out = host_ptr && host_ptr(dev->bdev.ctx, op->output.buffer);
     if (s == TF_OK && !host_out) {
         uint64_t lo, hi;
-        desc_extent(&op->output, &lo, &hi);
+        tf__desc_extent(&op->output, &lo, &hi);
         void *src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[TF_OP_MAX_INPUTS]);
         if (hi > lo) s = di->buffer_upload(dev->bdev.ctx, tf__stream_of(dev), op->output.buffer, lo, src, (size_t)(hi - lo));
         for (int i = 0; i < op->n_inputs && s == TF_OK; i++) {
             if (!writes_input(op, i)) continue;
-            desc_extent(&op->inputs[i], &lo, &hi);
+            tf__desc_extent(&op->inputs[i], &lo, &hi);
             src = ci->buffer_host_ptr(cpu->bdev.ctx, staged[i]);
             if (hi > lo)
                 s = di->buffer_upload(dev->bdev.ctx, tf__stream_of(dev), op->inputs[i].buffer, lo, src, (size_t)(hi - lo));

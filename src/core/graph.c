@@ -36,6 +36,15 @@ typedef struct graph_guard {
     int64_t numel, extent;
 } graph_guard;
 
+/* How the captured ops use one buffer: the bytes they read (from nodes'
+ * inputs and guards) and whether the capture made it (an output or a
+ * constant of the graph). tf_graph_replay_with writes only into tensors
+ * the graph reads and did not make. */
+typedef struct buffer_use {
+    uint64_t read_lo, read_hi;     /* empty when read_lo >= read_hi */
+    bool made;
+} buffer_use;
+
 struct tf_graph {
     tf_device *dev;
     uint32_t generation;
@@ -46,8 +55,9 @@ struct tf_graph {
     tf_backend_buffer **bufs;      /* touched by recorded ops; sorted once captured */
     bool *released;                /* its tensors are gone: the graph frees it */
     int n_bufs, cap_bufs;
-    tf_backend_buffer **made;      /* allocated during the capture */
+    tf_backend_buffer **made;      /* allocated during the capture (freed once captured) */
     int n_made, cap_made;
+    buffer_use *uses;              /* per sorted buffer: what replay_with may write into */
     bool sorted;
     tf_backend_graph *native;      /* the device's own graph, or NULL */
     tf_status invalid;             /* TF_OK, or why the capture cannot be replayed */
@@ -223,6 +233,7 @@ static void free_graph(tf_graph *g) {
     tf__free(g->bufs);
     tf__free(g->released);
     tf__free(g->made);
+    tf__free(g->uses);
     tf__free(g);
 }
 
@@ -286,6 +297,56 @@ static void make_native(tf_graph *g) {
     g->native = native;
 }
 
+static void note_read(tf_graph *g, tf_backend_buffer *buf, uint64_t lo, uint64_t hi) {
+    int i = find_buffer(g, buf);
+    if (i < 0 || lo >= hi) return;
+    buffer_use *u = &g->uses[i];
+    if (u->read_lo >= u->read_hi) {
+        u->read_lo = lo, u->read_hi = hi;
+        return;
+    }
+    u->read_lo = lo < u->read_lo ? lo : u->read_lo;
+    u->read_hi = hi > u->read_hi ? hi : u->read_hi;
+}
+
+/* Per sorted buffer: the bytes the nodes and guards read, and whether the
+ * capture made it; false without host memory. */
+static bool record_uses(tf_graph *g) {
+    g->uses = tf__calloc((size_t)(g->n_bufs ? g->n_bufs : 1), sizeof *g->uses);
+    if (!g->uses) return false;
+    for (int n = 0; n < g->n_nodes; n++)
+        for (int i = 0; i < g->nodes[n].op.n_inputs; i++) {
+            const tf_tensor_desc *d = &g->nodes[n].op.inputs[i];
+            uint64_t lo, hi;
+            tf__desc_extent(d, &lo, &hi);
+            note_read(g, d->buffer, lo, hi);
+        }
+    for (int i = 0; i < g->n_guards; i++) {
+        const graph_guard *gd = &g->guards[i];
+        note_read(g, gd->buf, gd->offset, gd->offset + (uint64_t)gd->numel * tf_dtype_size(gd->dtype));
+    }
+    for (int i = 0; i < g->n_made; i++) {
+        int k = find_buffer(g, g->made[i]);
+        if (k >= 0) g->uses[k].made = true;
+    }
+    return true;
+}
+
+/* Why replay_with may not write into t, or NULL: the graph never reads
+ * those bytes (nothing it computes depends on them), or it made t. */
+static const char *not_an_input(const tf_graph *g, const tf_tensor *t) {
+    if (t->storage->dev != g->dev) return "it lives on another device than the graph";
+    int i = find_buffer(g, t->storage->buf);
+    if (i >= 0 && g->uses[i].made)
+        return "it is the graph's own (made during the capture: an output or a constant, which a replay rewrites)";
+    tf_tensor_desc d = tf__desc(t);
+    uint64_t lo, hi;
+    tf__desc_extent(&d, &lo, &hi);
+    if (i < 0 || lo >= hi || hi <= g->uses[i].read_lo || lo >= g->uses[i].read_hi)
+        return "the graph never read it (nothing it computes depends on it)";
+    return NULL;
+}
+
 static int compare_buffers(const void *a, const void *b) {
     uintptr_t x = (uintptr_t) * (tf_backend_buffer *const *)a, y = (uintptr_t) * (tf_backend_buffer *const *)b;
     return x < y ? -1 : x > y;
@@ -318,6 +379,10 @@ tf_status tf_graph_end(tf_graph **out) {
     }
     g->sorted = true;
     pthread_mutex_unlock(&graphs_lock);
+    if (!record_uses(g)) {
+        free_graph(g);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to record the graph's inputs", fn);
+    }
     tf__free(g->made);
     g->made = NULL;
     g->n_made = g->cap_made = 0;
@@ -407,11 +472,15 @@ tf_status tf_graph_replay(tf_graph *g) {
 tf_status tf_graph_replay_with(tf_graph *g, int n, tf_tensor *const *captured, const tf_tensor *const *values) {
     static const char fn[] = "tf_graph_replay_with";
     if (!g) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: graph is NULL", fn);
+    if (g->generation != tf__generation())
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: the graph is from before tf_shutdown", fn);
     if (n < 0 || (n > 0 && (!captured || !values)))
         return tf__error(TF_ERR_NULL_ARGUMENT, "%s: %d inputs but no arrays", fn, n);
     for (int i = 0; i < n; i++) {                 /* all checked before anything is written */
         const tf_tensor *c = captured[i], *v = values[i];
         if (!c || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input %d is NULL", fn, i);
+        const char *why = not_an_input(g, c);
+        if (why) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: captured[%d] is not an input of the graph: %s", fn, i, why);
         bool same = c->dtype == v->dtype && c->ndim == v->ndim;
         for (int k = 0; same && k < c->ndim; k++) same = c->shape[k] == v->shape[k];
         if (!same) {

@@ -230,6 +230,21 @@ static void test_what_a_replay_cannot_repeat_is_refused(void **state) {
     OK(tf_tensor_read(x, out, sizeof out));
     assert_true(out[0] == 1 && out[3] == 4);
     FAILS_WITH(TF_ERR_NULL_ARGUMENT, "no arrays", tf_graph_replay_with(g, 1, NULL, values));
+    /* a tensor the graph never read, and the graph's own output: refused by
+     * position, before anything is written (x keeps its values) */
+    int64_t n4 = 4;
+    tf_tensor *stranger = tensor_f32(cpu, 1, &n4, (float[]){7, 7, 7, 7}), *sevens = tensor_f32(cpu, 1, &n4, (float[]){7, 7, 7, 7});
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "captured[1] is not an input of the graph: the graph never read it",
+               tf_graph_replay_with(g, 2, (tf_tensor *[]){x, stranger}, (const tf_tensor *[]){sevens, sevens}));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "captured[0] is not an input of the graph: it is the graph's own",
+               tf_graph_replay_with(g, 1, (tf_tensor *[]){z}, (const tf_tensor *[]){sevens}));
+    OK(tf_tensor_read(x, out, sizeof out));
+    assert_true(out[0] == 1 && out[3] == 4);
+    OK(tf_graph_replay_with(g, 2, (tf_tensor *[]){x, y}, (const tf_tensor *[]){sevens, sevens}));   /* both read */
+    OK(tf_tensor_read(z, out, sizeof out));
+    assert_true(out[0] == 14 && out[3] == 14);
+    tf_tensor_release(stranger);
+    tf_tensor_release(sevens);
     OK(tf_graph_begin(cpu));
     FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "capturing another graph", tf_graph_replay(g));
     tf_graph *empty = NULL;

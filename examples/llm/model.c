@@ -58,6 +58,11 @@ static tf_status read_config(const tf_gguf *f, llm_config *c) {
     if (len != 5 || memcmp(arch, "llama", 5) != 0)
         return llm_fail(TF_ERR_UNSUPPORTED, "model: architecture '%.*s' is not llama", (int)len, arch);
     tf_status s = config_int(f, "llama", "block_count", -1, &c->n_layer);
+    /* Nine tensors a block: a count the file cannot hold is refused before
+     * anything is allocated per block. */
+    if (s == TF_OK && c->n_layer > tf_gguf_tensor_count(f) / 9)
+        return llm_fail(TF_ERR_FORMAT, "model: llama.block_count is %lld but the file holds %lld tensors (9 a block)",
+                        (long long)c->n_layer, (long long)tf_gguf_tensor_count(f));
     if (s == TF_OK) s = config_int(f, "llama", "embedding_length", -1, &c->n_embd);
     if (s == TF_OK) s = config_int(f, "llama", "feed_forward_length", -1, &c->n_ff);
     if (s == TF_OK) s = config_int(f, "llama", "attention.head_count", -1, &c->n_head);

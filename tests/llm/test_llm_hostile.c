@@ -177,6 +177,14 @@ static void test_float_metadata_in_range(void **state) {
     expect_model_refused(f, TF_ERR_FORMAT, "block_count is not an integer");
     f = with_float_key("llama.block_count", 2.0, false);
     expect_model_refused(f, TF_ERR_FORMAT, "block_count is not an integer");
+    /* a count of blocks the file's tensors cannot hold: refused before a
+     * table of 16 million layers is allocated (found by fuzz_model) */
+    b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"llama.block_count", NULL}});
+    gb_u32(b, "llama.block_count", 16776971);
+    f = open_built(b);
+    gb_free(b);
+    expect_model_refused(f, TF_ERR_FORMAT, "block_count is 16776971 but the file holds 20 tensors");
 }
 
 /* ---- the weights ---- */

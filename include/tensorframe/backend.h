@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 4
+#define TF_BACKEND_ABI_MINOR 5
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -340,6 +340,17 @@ typedef struct tf_host_api {
     void (*free)(void *p);
     /* (SDK 2.1) The calling thread's message, as tf_last_error(). */
     const char *(*last_error)(void);
+    /* (SDK 2.5) Environment variables, read as the core reads its own: a
+     * value is taken only when all of it means what the variable means;
+     * otherwise it is ignored with one warning naming the variable and the
+     * value. Each returns whether a valid value was found (env_choice: its
+     * index, or -1). Unset and empty are the same. Check the slots with
+     * TF_HAS_FIELD before use: an older host lacks them. */
+    bool (*env_int)(const char *name, int64_t lo, int64_t hi, int64_t *out);
+    bool (*env_number)(const char *name, double lo, double hi, double *out);
+    int (*env_choice)(const char *name, const char *const *choices, int n);
+    bool (*env_flag)(const char *name, bool fallback);                 /* 0/1, false/true, off/on, no/yes */
+    const char *(*env_string)(const char *name);                       /* a path or a list; NULL when unset */
 } tf_host_api;
 
 typedef tf_status (*tf_backend_plugin_init_fn)(const tf_host_api *host, tf_backend_reg *out);

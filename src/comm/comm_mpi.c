@@ -85,18 +85,11 @@ static tf_status failed_while(tf_status s, const char *fn, const char *what) {
 
 enum { DEFAULT_TIMEOUT_S = 600 };     /* PyTorch's default for NCCL, too */
 
-/* TF_COMM_TIMEOUT in seconds (0: wait for ever), else the default. */
+/* TF_COMM_TIMEOUT in seconds (0: wait for ever), within tf_comm_set_timeout's
+ * limits, else the default. */
 static double timeout_from_env(void) {
-    const char *e = getenv("TF_COMM_TIMEOUT");
-    if (!e || !*e) return DEFAULT_TIMEOUT_S;
-    char *end = NULL;
-    double v = strtod(e, &end);
-    if (*end || !(v >= 0)) {
-        tf_host()->log(TF_LOG_WARN, "TF_COMM_TIMEOUT=%s is not a number of seconds >= 0; using %d", e,
-                       DEFAULT_TIMEOUT_S);
-        return DEFAULT_TIMEOUT_S;
-    }
-    return v;
+    double v;
+    return tf_host()->env_number("TF_COMM_TIMEOUT", 0, 1e9, &v) ? v : DEFAULT_TIMEOUT_S;
 }
 
 static tf_status comm_from(MPI_Comm base, bool finalize, tf_comm **out) {
@@ -338,8 +331,7 @@ static bool cuda_aware_mpi(void) {
 
 /* NCCL unless TF_COMM_NCCL=0 (then CUDA tensors take the MPI routes). */
 static bool nccl_wanted(void) {
-    const char *e = getenv("TF_COMM_NCCL");
-    return !(e && !strcmp(e, "0")) && tf__nccl_usable();
+    return tf_host()->env_flag("TF_COMM_NCCL", true) && tf__nccl_usable();
 }
 
 /* A contiguous CUDA tensor: NCCL, else a CUDA-aware MPI, else staged;

@@ -70,8 +70,8 @@ static bool resolve(void *lib, const char *name, void **slot) {
 }
 
 static void load(void) {
-    const char *path = getenv("TF_NCCL_LIBRARY");
-    void *nccl = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+    const char *path = tf_host()->env_string("TF_NCCL_LIBRARY");
+    void *nccl = dlopen(path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!nccl) {
         snprintf(api.why, sizeof api.why, "NCCL did not load (%s)", dlerror());
         return;

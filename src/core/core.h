@@ -221,6 +221,8 @@ struct tf_tensor {
  * its scope's list. */
 bool tf__scope_adopt(tf_tensor *t);
 void tf__scope_forget(tf_tensor *t);
+/* At tf_shutdown: every thread's open scopes end (their tensors released). */
+void tf__scope_shutdown(void);
 
 /* A whole file mapped read-only (the loaders read headers in place and copy
  * tensor bytes straight from the mapping to their device). */
@@ -267,6 +269,15 @@ tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, co
                           int64_t offset, tf_tensor **out);
 void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 tf_tensor_desc tf__desc(const tf_tensor *t);
+/* env.c: environment variables read strictly. Each returns whether the
+ * variable is set to a valid value (else it was unset, or ignored with one
+ * warning naming it and its value). */
+const char *tf__env_string(const char *name);                     /* NULL when unset or empty */
+bool tf__env_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
+bool tf__env_number(const char *name, double lo, double hi, double *out);
+int tf__env_choice(const char *name, const char *const *choices, int n);   /* the index, or -1 */
+bool tf__env_flag(const char *name, bool fallback);                /* 0/1, false/true, off/on, no/yes */
+void tf__env_warn(const char *name, const char *value, const char *expected);
 /* dispatch.c: the byte range [lo, hi) of its buffer a descriptor touches. */
 void tf__desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi);
 /* Copy host bytes into a tensor's storage / storage bytes to host. */

@@ -64,13 +64,13 @@ tf_status tf__in(const char *fn, tf_status s) {
 }
 
 static tf_log_level log_threshold(void) {
-    const char *env = getenv("TF_LOG_LEVEL");
-    if (!env) return TF_LOG_WARN;
-    if (!strcmp(env, "debug")) return TF_LOG_DEBUG;
-    if (!strcmp(env, "info")) return TF_LOG_INFO;
-    if (!strcmp(env, "error")) return TF_LOG_ERROR;
-    if (!strcmp(env, "none")) return (tf_log_level)99;
-    return TF_LOG_WARN;
+    /* A bad value warns once through tf__log itself, which reads this again:
+     * env.c's once-per-value rule ends that at the second read. */
+    static const char *const names[] = {"debug", "info", "warn", "warning", "error", "none"};
+    static const tf_log_level levels[] = {TF_LOG_DEBUG, TF_LOG_INFO, TF_LOG_WARN, TF_LOG_WARN, TF_LOG_ERROR,
+                                          (tf_log_level)99};
+    int i = tf__env_choice("TF_LOG_LEVEL", names, 6);
+    return i < 0 ? TF_LOG_WARN : levels[i];
 }
 
 void tf__log(tf_log_level level, const char *fmt, ...) {

@@ -262,8 +262,7 @@ static bool native_wanted(const tf_graph *g) {
     if (!TF_DEVICE_SLOT(d, graph_capture_begin) || !TF_DEVICE_SLOT(d, graph_capture_end) ||
         !TF_DEVICE_SLOT(d, graph_launch) || !TF_DEVICE_SLOT(d, graph_destroy) || g->n_nodes == 0)
         return false;
-    const char *env = getenv("TF_GRAPH_NATIVE");
-    if (env && strcmp(env, "0") == 0) return false;
+    if (!tf__env_flag("TF_GRAPH_NATIVE", true)) return false;
     for (int i = 0; i < g->n_nodes; i++)
         if (!g->nodes[i].native) return false;     /* a CPU fallback node is the core's to run */
     return true;

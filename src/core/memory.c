@@ -23,8 +23,8 @@ static atomic_int trace_mode;
 
 static FILE *trace_locked(void) {
     if (atomic_load(&trace_mode) == TRACE_UNKNOWN) {
-        const char *path = getenv("TF_ALLOC_TRACE");
-        if (path && *path && !(trace_file = fopen(path, "w")))
+        const char *path = tf__env_string("TF_ALLOC_TRACE");
+        if (path && !(trace_file = fopen(path, "w")))
             tf__log(TF_LOG_WARN, "TF_ALLOC_TRACE: cannot open %s; no trace is written", path);
         atomic_store(&trace_mode, trace_file ? TRACE_ON : TRACE_OFF);
     }
@@ -325,8 +325,8 @@ static bool same_conf(const tf_alloc_conf *a, const tf_alloc_conf *b) {
 
 void tf__alloc_conf_init(tf_device *d) {
     d->alloc_conf = TF_ALLOC_CONF_DEFAULT;
-    const char *env = getenv("TF_ALLOC_CONF");
-    if (!env || !*env) return;
+    const char *env = tf__env_string("TF_ALLOC_CONF");
+    if (!env) return;
     tf_alloc_conf c = d->alloc_conf;
     if (tf_alloc_conf_parse(env, d, &c) != TF_OK) {
         tf__log(TF_LOG_WARN, "TF_ALLOC_CONF ignored for %s: %s", d->name, tf_last_error());

@@ -281,15 +281,14 @@ tf_status tf_profiler_summary(char *buf, size_t buf_bytes) {
 /* ---- TF_PROFILE ---- */
 
 void tf__profile_from_environment(void) {
-    const char *path = getenv("TF_PROFILE");
-    if (path && *path && !tf__profiling()) tf_profiler_start();
+    if (tf__env_string("TF_PROFILE") && !tf__profiling()) tf_profiler_start();
 }
 
 /* At tf_shutdown: TF_PROFILE's trace to its path, the table beside it
  * (PATH.txt). Records name devices, so they go with them. */
 void tf__profile_shutdown(void) {
-    const char *path = getenv("TF_PROFILE");
-    if (path && *path && P.count) {
+    const char *path = tf__env_string("TF_PROFILE");
+    if (path && P.count) {
         tf_profiler_stop();
         if (tf_profiler_write_trace(path) != TF_OK) tf__log(TF_LOG_WARN, "TF_PROFILE: %s", tf_last_error());
         char txt[1024];

@@ -95,7 +95,8 @@ static tf_status host_set_error(tf_status s, const char *fmt, ...) {
 }
 
 static const tf_host_api host_api = {sizeof(tf_host_api), TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR, host_log,
-                                     host_set_error, tf__malloc, tf__free, tf_last_error};
+                                     host_set_error, tf__malloc, tf__free, tf_last_error,
+                                     tf__env_int, tf__env_number, tf__env_choice, tf__env_flag, tf__env_string};
 
 const tf_host_api *tf_host(void) { return &host_api; }
 
@@ -349,8 +350,8 @@ static void library_dir(char *out, size_t n) {
 }
 
 static void load_all_plugins(void) {
-    const char *env = getenv("TF_PLUGIN_PATH");
-    if (env && *env) {
+    const char *env = tf__env_string("TF_PLUGIN_PATH");
+    if (env) {
         char *copy = strdup(env), *save = NULL;
         for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
             load_plugin_path_entry(tok);
@@ -405,8 +406,8 @@ static tf_status parse_priority(const char *csv, char list[][32], int *n) {
 static tf_status set_priority_locked(const char *csv) {
     if (!csv) {
         g.priority_explicit = false;
-        const char *env = getenv("TF_BACKEND");
-        if (env && *env) {
+        const char *env = tf__env_string("TF_BACKEND");
+        if (env) {
             if (parse_priority(env, g.priority, &g.n_priority) == TF_OK) {
                 g.priority_explicit = true;
                 return TF_OK;
@@ -530,6 +531,7 @@ void tf_shutdown(void) {
     }
     tf__profile_shutdown();                    /* TF_PROFILE's files name the devices: before they go */
     tf__graph_shutdown();
+    tf__scope_shutdown();                      /* scopes left open: their tensors go while the devices exist */
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {
         tf_backend_entry *b = g.backends[i];

@@ -5,11 +5,13 @@
  * either way the inputs keep their values. Run under ASan and UBSan by
  * make test, so a wild write or a signed overflow fails it too. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <tensorframe/dlpack.h>
 #include <tensorframe/tensorframe.h>
 
 static int calls, problems;
@@ -236,6 +238,94 @@ static void mixed_precision(void) {
     }
 }
 
+/* A graph over y = x + x, replayed with hostile inputs: counts, NULLs, a
+ * tensor the graph never read, its own output, another shape. Each is
+ * refused before anything is written (x keeps its values: check() looks). */
+static void graphs(tf_device *cpu) {
+    tf_tensor *stage = NULL, *out = NULL, *fresh = NULL;
+    tf_copy(x, &stage);                               /* a static input the graph reads */
+    tf_graph *g = NULL;
+    if (tf_graph_begin(cpu) != TF_OK || tf_add(stage, stage, &out) != TF_OK || tf_graph_end(&g) != TF_OK) {
+        printf("FAIL graphs: no graph to abuse (%s)\n", tf_last_error());
+        problems++;
+        return;
+    }
+    tf_copy(x, &fresh);
+    tf_tensor *captured[3] = {stage, NULL, NULL};
+    const tf_tensor *values[3] = {x, NULL, NULL};
+    for (int i = 0; i < N_INTS; i++)                  /* a count past the arrays is the caller's bug: negative ones */
+        if (ints[i] < 0)
+            must_fail("tf_graph_replay_with", "tf_graph_replay_with(n < 0)", tf_graph_replay_with(g, ints[i], captured, values));
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(NULL entry)", tf_graph_replay_with(g, 2, captured, values));
+    captured[1] = fresh, values[1] = x;
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(never read)", tf_graph_replay_with(g, 2, captured, values));
+    captured[1] = out;
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(its output)", tf_graph_replay_with(g, 2, captured, values));
+    captured[1] = stage, values[1] = m4;
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(another shape)", tf_graph_replay_with(g, 2, captured, values));
+    captured[0] = x;                                  /* x itself: never read by the graph, so never written */
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(x)", tf_graph_replay_with(g, 1, captured, (const tf_tensor *[]){y}));
+    must_fail("tf_graph_replay_with", "tf_graph_replay_with(NULL graph)", tf_graph_replay_with(NULL, 1, captured, values));
+    tf_graph_destroy(g);
+    tf_tensor_release(stage);
+    tf_tensor_release(out);
+    tf_tensor_release(fresh);
+}
+
+/* Scopes misused: ended twice, ended with a pointer that is no scope, and
+ * left open on threads that end (reclaimed at their exit) and on this
+ * thread until tf_shutdown (reclaimed there: LeakSanitizer checks). */
+static _Atomic int witnesses_released;
+static float witness_data[4];
+
+static void witness_deleter(DLManagedTensorVersioned *m) {
+    witnesses_released++;
+    free(m);
+}
+
+/* A tensor over caller memory whose release the deleter reports: made in
+ * an open scope, it is the scope's, so it goes exactly when the scope does. */
+static void make_witness(void) {
+    static int64_t shape = 4;
+    DLManagedTensorVersioned *m = calloc(1, sizeof *m);
+    *m = (DLManagedTensorVersioned){{1, 0}, NULL, witness_deleter, 0,
+                                    {witness_data, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, &shape, NULL, 0}};
+    tf_tensor *t = NULL;
+    if (tf_tensor_from_dlpack(m, &t) != TF_OK) free(m);
+}
+
+static void *leave_a_scope_open(void *arg) {
+    tf_scope *sc = NULL;
+    tf_tensor *t = NULL;
+    if (tf_scope_begin(&sc) == TF_OK) tf_add((tf_tensor *)arg, (tf_tensor *)arg, &t);
+    make_witness();
+    return NULL;
+}
+
+static void scopes(void) {
+    tf_scope *sc = NULL, *inner = NULL;
+    tf_scope_begin(&sc);
+    tf_scope_end(sc);
+    must_fail("tf_scope_end", "tf_scope_end(twice)", tf_scope_end(sc));
+    int not_a_scope = 0;
+    must_fail("tf_scope_end", "tf_scope_end(not a scope)", tf_scope_end((tf_scope *)&not_a_scope));
+    must_fail("tf_scope_end", "tf_scope_end(NULL)", tf_scope_end(NULL));
+    pthread_t th[10];
+    for (int i = 0; i < 10; i++) pthread_create(&th[i], NULL, leave_a_scope_open, x);
+    for (int i = 0; i < 10; i++) pthread_join(th[i], NULL);
+    calls++;
+    if (witnesses_released != 10) {
+        printf("FAIL scopes: %d of 10 threads' open scopes were reclaimed at their exit\n", (int)witnesses_released);
+        problems++;
+    }
+    tf_tensor *t = NULL;                              /* left open here: tf_shutdown ends them */
+    tf_scope_begin(&sc);
+    tf_add(x, y, &t);
+    tf_scope_begin(&inner);
+    tf_mul(x, y, &t);
+    make_witness();
+}
+
 int main(void) {
     tf_device *cpu = NULL;
     if (tf_device_get("cpu", &cpu) != TF_OK) return 1;
@@ -258,9 +348,16 @@ int main(void) {
     transformer_and_vision(cpu);
     reading();
     mixed_precision();
+    graphs(cpu);
+    scopes();
     tf_tensor *all[] = {x, y, m4, idx, pos};
     for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
     tf_shutdown();
+    calls++;
+    if (witnesses_released != 11) {
+        printf("FAIL scopes: the scopes left open on the main thread were not reclaimed by tf_shutdown\n");
+        problems++;
+    }
     printf("%d calls with hostile values: %d passed, %d failed\n", calls, calls - problems, problems);
     return problems ? 1 : 0;
 }

@@ -870,6 +870,31 @@ static void test_scopes(void **state) {
     assert_int_equal(cpu_bytes_held(), before);
 }
 
+/* A thread that ends with scopes open (nested, holding tensors): they end
+ * with it, and their tensors are released. */
+static void *leave_scopes_open(void *arg) {
+    tf_scope *outer = NULL, *inner = NULL;
+    tf_tensor *a = NULL, *b = NULL;
+    int64_t shape[2] = {32, 32};
+    intptr_t ok = tf_scope_begin(&outer) == TF_OK && tf_ones((tf_device *)arg, TF_F32, 2, shape, &a) == TF_OK &&
+                  tf_scope_begin(&inner) == TF_OK && tf_add(a, a, &b) == TF_OK;
+    return (void *)ok;
+}
+
+static void test_scopes_end_with_their_thread(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    const uint64_t before = cpu_bytes_held();
+    pthread_t th[10];
+    for (int i = 0; i < 10; i++) assert_int_equal(pthread_create(&th[i], NULL, leave_scopes_open, cpu), 0);
+    for (int i = 0; i < 10; i++) {
+        void *ok = NULL;
+        pthread_join(th[i], &ok);
+        assert_true(ok);
+    }
+    assert_int_equal(cpu_bytes_held(), before);
+}
+
 /* tf_norm for p = 2, 1, inf and 3, tf_normalize, and tf_masked_mean (a
  * row with nothing kept gives 0), against float64; and their errors. */
 static void test_norms_and_masked_mean(void **state) {
@@ -958,6 +983,7 @@ int main(void) {
         cmocka_unit_test(test_attention_masks),
         cmocka_unit_test(test_zero_d_promotion),
         cmocka_unit_test(test_scopes),
+        cmocka_unit_test(test_scopes_end_with_their_thread),
         cmocka_unit_test(test_norms_and_masked_mean),
         cmocka_unit_test(test_fill_rounds_once),
     };

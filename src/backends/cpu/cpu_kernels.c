@@ -17,8 +17,7 @@ static pthread_once_t built = PTHREAD_ONCE_INIT;
 
 static void build(void) {
     tf_cpu_ref_install(&table);
-    const char *mode = getenv("TF_CPU_KERNELS");
-    if (!mode || strcmp(mode, "reference")) {
+    if (!tf_cpu_reference_kernels()) {
         if (tf_cpu_have_blas()) tf_cpu_blas_install(&table);
         if (tf_fast()) tf_cpu_simd_install(&table);
     }

@@ -35,6 +35,8 @@
 #include "cpu_blas.h"
 #include "cpu_common.h"
 #include "cpu_quant.h"
+#include "fast_kernels.h"      /* tf_cpu_reference_kernels, tf_cpu_isa_cap */
+#include "tensorframe/backend.h"
 
 /* ---- decoding ---- */
 
@@ -379,9 +381,9 @@ tf_qdot_kernels tf_cpu_qdot_fast(void) {
     static _Atomic int chosen = -1;      /* 0 none, 1 avx2, 2 vnni */
     int c = chosen;
     if (c < 0) {
-        const char *off = getenv("TF_CPU_KERNELS"), *cap = getenv("TF_CPU_ISA");
-        bool reference = off && !strcmp(off, "reference"), generic = cap && !strcmp(cap, "generic"),
-             avx2_only = cap && !strcmp(cap, "avx2");
+        const int cap = tf_cpu_isa_cap();
+        bool reference = tf_cpu_reference_kernels(), generic = cap == TF_CPU_ISA_GENERIC,
+             avx2_only = cap == TF_CPU_ISA_AVX2;
         __builtin_cpu_init();
         /* F16C is not a feature name Clang's builtin knows; every AVX2 CPU has it (Intel since Ivy Bridge, AMD since Piledriver) */
         bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -400,8 +402,8 @@ tf_qdot_kernels tf_cpu_qdot_fast(void) {
  * call, so a test can switch). */
 static tf_qdot_kernels qdot_kernels(void) {
     tf_qdot_kernels fast = tf_cpu_qdot_fast();
-    const char *env = getenv("TF_CPU_QDOT");
-    if (!fast.dot || (env && !strcmp(env, "scalar"))) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row};
+    static const char *const modes[] = {"simd", "scalar"};
+    if (!fast.dot || tf_host()->env_choice("TF_CPU_QDOT", modes, 2) == 1) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row};
     return fast;
 }
 

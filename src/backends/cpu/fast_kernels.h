@@ -10,6 +10,12 @@
 
 #include "tensorframe/ops.h"   /* binary kernels take the op's own value: TF_OP_ADD, ... */
 
+/* What the environment allows, read strictly (tf_host()->env_choice):
+ * TF_CPU_KERNELS=reference (or fast, the default) and TF_CPU_ISA's cap. */
+enum { TF_CPU_ISA_ALL, TF_CPU_ISA_AVX512, TF_CPU_ISA_AVX2, TF_CPU_ISA_GENERIC };
+bool tf_cpu_reference_kernels(void);
+int tf_cpu_isa_cap(void);
+
 /* The weight's storage in tf_fast_kernels.linear. */
 enum { TF_FAST_W_F32, TF_FAST_W_F16, TF_FAST_W_BF16 };
 

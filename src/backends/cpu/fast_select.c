@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fast_kernels.h"
+#include "tensorframe/backend.h"   /* tf_host: the strict environment readers */
 
 extern const tf_fast_kernels tf_fast_table_generic;
 #if defined(__x86_64__)
@@ -20,16 +21,26 @@ static tf_fast_kernels table;               /* the ISA's table, plus extensions 
 static const tf_fast_kernels *chosen;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+bool tf_cpu_reference_kernels(void) {
+    static const char *const modes[] = {"fast", "reference"};
+    return tf_host()->env_choice("TF_CPU_KERNELS", modes, 2) == 1;
+}
+
 /* TF_CPU_ISA caps the choice: avx512bf16 (the default: everything the CPU
  * has), avx512, avx2, generic. */
+int tf_cpu_isa_cap(void) {
+    static const char *const caps[] = {"avx512bf16", "avx512", "avx2", "generic"};
+    int i = tf_host()->env_choice("TF_CPU_ISA", caps, 4);
+    return i < 0 ? TF_CPU_ISA_ALL : i;
+}
+
 static void choose(void) {
-    const char *off = getenv("TF_CPU_KERNELS"), *cap = getenv("TF_CPU_ISA");
-    if (off && !strcmp(off, "reference")) return;
+    if (tf_cpu_reference_kernels()) return;
     table = tf_fast_table_generic;
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    bool allow_bf16 = !cap || !strcmp(cap, "avx512bf16"), allow512 = allow_bf16 || !strcmp(cap, "avx512"),
-         allow2 = allow512 || !strcmp(cap, "avx2");
+    const int cap = tf_cpu_isa_cap();
+    bool allow_bf16 = cap == TF_CPU_ISA_ALL, allow512 = cap <= TF_CPU_ISA_AVX512, allow2 = cap <= TF_CPU_ISA_AVX2;
     bool have512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl");
     if (allow512 && have512) {

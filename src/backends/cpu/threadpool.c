@@ -10,9 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tensorframe/backend.h"   /* tf_host: the core's strict environment readers */
 #include "threadpool.h"
 
-#define MAX_THREADS 256
+#define MAX_THREADS (TF_CPU_MAX_THREADS - 1)   /* workers */
 #define SPIN_NS 50000                /* how long a worker waits for the next job before sleeping */
 
 typedef struct job {
@@ -85,8 +86,8 @@ static void *worker_main(void *arg) {
 }
 
 static int default_threads(void) {
-    const char *env = getenv("TF_NUM_THREADS");
-    if (env && atoi(env) > 0) return atoi(env);
+    int64_t n_env;                  /* the limits of tf_set_num_threads; anything else warns and is ignored */
+    if (tf_host()->env_int("TF_NUM_THREADS", 1, TF_CPU_MAX_THREADS, &n_env)) return (int)n_env;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -135,7 +136,7 @@ int tf_cpu_num_threads(void) {
 }
 
 tf_status tf_cpu_set_num_threads(int n) {
-    if (n < 1 || n > MAX_THREADS + 1) return TF_ERR_INVALID_ARGUMENT;
+    if (n < 1 || n > TF_CPU_MAX_THREADS) return TF_ERR_INVALID_ARGUMENT;
     pthread_mutex_lock(&pool.owner);              /* no region may be running */
     pthread_mutex_lock(&pool.lock);
     pool.started = true;

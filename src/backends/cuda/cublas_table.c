@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "cublas_table.h"
+#include "gpu_runtime.h"   /* tf_gpu_env_string */
 #include "vendor.h"
 
 #include <dlfcn.h>
@@ -21,14 +22,14 @@ void tf_cublas_load(tf_cublas *t, const char *soname, const char *toolkit_path) 
     memset(t, 0, sizeof *t);
     static const char *const names[] = {TF_CUBLAS_SYMBOLS(TF__NAME)};
     void **const slots[] = {TF_CUBLAS_SYMBOLS(TF__SLOT)};
-    t->loaded = load_symbols(soname, getenv("TF_CUBLAS_LIB"), toolkit_path, names, slots,
+    t->loaded = load_symbols(soname, tf_gpu_env_string("TF_CUBLAS_LIB"), toolkit_path, names, slots,
                              sizeof names / sizeof *names, t->why, sizeof t->why);
 }
 
 void tf_cublaslt_load(tf_cublas *t, const char *soname, const char *toolkit_path) {
     static const char *const names[] = {TF_CUBLASLT_SYMBOLS(TF__NAME)};
     void **const slots[] = {TF_CUBLASLT_SYMBOLS(TF__SLOT)};
-    t->lt_loaded = load_symbols(soname, getenv("TF_CUBLASLT_LIB"), toolkit_path, names, slots,
+    t->lt_loaded = load_symbols(soname, tf_gpu_env_string("TF_CUBLASLT_LIB"), toolkit_path, names, slots,
                                 sizeof names / sizeof *names, t->lt_why, sizeof t->lt_why);
 }
 #undef TF__NAME

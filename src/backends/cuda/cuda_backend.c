@@ -783,6 +783,7 @@ static const tf_backend_iface cu_backend_iface = {
 
 __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf_host_api *h, tf_backend_reg *out) {
     tf_cu_host = h;
+    tf_gpu_env_init(h);
     n_devs = 0;
     note[0] = 0;
     if (tf_vendor_init(note, sizeof note)) discover();

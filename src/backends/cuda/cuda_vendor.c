@@ -29,11 +29,10 @@ static tf_cublas blas_lib;               /* resolved once a GPU is found; GEMM f
 bool tf_vendor_init(char *why, size_t n) {
     (void)why;
     (void)n;
-    const char *tf32 = getenv("TF_CUDA_TF32");
-    use_tf32 = tf32 && !strcmp(tf32, "1");
+    use_tf32 = tf_gpu_env_flag("TF_CUDA_TF32", false);
     memset(&blas_lib, 0, sizeof blas_lib);
-    const char *chosen = getenv("TF_CUBLAS_LIB");    /* a cuBLAS named by the user is checked up front */
-    if (chosen && *chosen) tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
+    if (tf_gpu_env_string("TF_CUBLAS_LIB"))           /* a cuBLAS named by the user is checked up front */
+        tf_cublas_load(&blas_lib, TF_CUBLAS_SONAME, TF_CUBLAS_TOOLKIT_PATH);
     return true;                                     /* the runtime is linked in: cudaGetDeviceCount says the rest */
 }
 
@@ -115,10 +114,7 @@ static tf_status ensure_blas(cuda_dev *d) {
 /* TF_CUDA_LT=0 keeps bias GEMMs on the copy-then-GEMM path (to compare). */
 static bool lt_enabled(void) {
     static int enabled = -1;
-    if (enabled < 0) {
-        const char *v = getenv("TF_CUDA_LT");
-        enabled = !(v && !strcmp(v, "0"));
-    }
+    if (enabled < 0) enabled = tf_gpu_env_flag("TF_CUDA_LT", true);
     return enabled;
 }
 
@@ -194,10 +190,7 @@ static uintptr_t addr_of(const tf_tensor_desc *t) { return (uintptr_t)tf_cu_firs
 /* TF_CUDA_PORTABLE_ONLY=1 keeps every op on the portable kernels (to compare). */
 static bool fast_kernels_enabled(void) {
     static int enabled = -1;
-    if (enabled < 0) {
-        const char *v = getenv("TF_CUDA_PORTABLE_ONLY");
-        enabled = !(v && *v && strcmp(v, "0") != 0);
-    }
+    if (enabled < 0) enabled = !tf_gpu_env_flag("TF_CUDA_PORTABLE_ONLY", false);
     return enabled;
 }
 

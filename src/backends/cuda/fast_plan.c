@@ -1,5 +1,6 @@
 /* Which ops the CUDA plugin's own kernels take (see fast_plan.h). */
 #include "fast_plan.h"
+#include "gpu_runtime.h"   /* tf_gpu_env_choice */
 
 #include <math.h>
 #include <stdlib.h>
@@ -180,8 +181,8 @@ bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr,
         return true;
     }
     a->kind = TF_CUDA_ATTN_FLASH;
-    const char *w = getenv("TF_CUDA_FLASH_WARPS");      /* tuning experiments only: 4 or 8 */
-    a->warps = w && atoi(w) == 8 ? 8 : 4;
+    static const char *const warps[] = {"4", "8"};      /* TF_CUDA_FLASH_WARPS: tuning experiments only */
+    a->warps = tf_gpu_env_choice("TF_CUDA_FLASH_WARPS", warps, 2) == 1 ? 8 : 4;
     return ceil_div(a->Lq, 16 * a->warps) <= INT32_MAX;
 }
 

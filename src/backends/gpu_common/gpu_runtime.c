@@ -95,6 +95,24 @@ void *tf_gpu_find_extra(const tf_gpu_extra *extras, int n, const char *name) {
     return NULL;
 }
 
+/* ---- environment variables ---- */
+
+static const tf_host_api *env_host;
+
+void tf_gpu_env_init(const tf_host_api *host) { env_host = host; }
+
+static bool host_reads_env(void) { return env_host && TF_HAS_FIELD(env_host, tf_host_api, env_string); }
+
+const char *tf_gpu_env_string(const char *name) { return host_reads_env() ? env_host->env_string(name) : NULL; }
+
+bool tf_gpu_env_flag(const char *name, bool fallback) {
+    return host_reads_env() ? env_host->env_flag(name, fallback) : fallback;
+}
+
+int tf_gpu_env_choice(const char *name, const char *const *choices, int n) {
+    return host_reads_env() ? env_host->env_choice(name, choices, n) : -1;
+}
+
 tf_status tf_gpu_check_index(const tf_host_api *host, const char *extra, int device, int count, const void *out) {
     if (!out) return host->set_error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", extra);
     if (device < 0 || device >= count)

@@ -91,6 +91,15 @@ void *tf_gpu_find_extra(const tf_gpu_extra *extras, int n, const char *name);
  * TF_ERR_INVALID_ARGUMENT naming the extra, or NULL_ARGUMENT for out. */
 tf_status tf_gpu_check_index(const tf_host_api *host, const char *extra, int device, int count, const void *out);
 
+/* Environment variables through the host's strict readers (SDK 2.5: the
+ * value must mean what the variable means, else one warning and the
+ * default). tf_gpu_env_init(host) at plugin init; under an older host
+ * every variable reads as unset. */
+void tf_gpu_env_init(const tf_host_api *host);
+const char *tf_gpu_env_string(const char *name);          /* a path; NULL when unset */
+bool tf_gpu_env_flag(const char *name, bool fallback);
+int tf_gpu_env_choice(const char *name, const char *const *choices, int n);   /* index, or -1 */
+
 /* ---- launch geometry ---- */
 
 /* OpenCL's NDRange (`dims` 1 or 2, `global` work-items, `local` the group

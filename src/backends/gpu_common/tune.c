@@ -1,6 +1,7 @@
 /* The autotuning cache (tune.h): timing candidates, the file, its header. */
 #define _POSIX_C_SOURCE 200809L
 #include "tune.h"
+#include "gpu_runtime.h"   /* tf_gpu_env_flag, tf_gpu_env_string */
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,8 +14,7 @@
 #define TUNE_FORMAT "tensorframe-tune,1"
 
 bool tf_tune_enabled(void) {
-    const char *v = getenv("TF_AUTOTUNE");
-    return v && !strcmp(v, "1");
+    return tf_gpu_env_flag("TF_AUTOTUNE", false);
 }
 
 static uint64_t fnv1a(const char *s) {
@@ -24,8 +24,8 @@ static uint64_t fnv1a(const char *s) {
 }
 
 void tf_gpu_cache_dir(char *out, size_t n, const char *sub) {
-    const char *env = getenv("TF_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && *env) snprintf(out, n, "%s/%s", env, sub);
+    const char *env = tf_gpu_env_string("TF_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (env) snprintf(out, n, "%s/%s", env, sub);
     else if (xdg && *xdg) snprintf(out, n, "%s/tensorframe/%s", xdg, sub);
     else if (home && *home) snprintf(out, n, "%s/.cache/tensorframe/%s", home, sub);
     else snprintf(out, n, "/tmp/tensorframe-cache/%s", sub);

@@ -856,6 +856,7 @@ static const tf_backend_iface cl_backend_iface = {
 
 __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf_host_api *h, tf_backend_reg *out) {
     host = h;
+    tf_gpu_env_init(h);
     n_devs = 0;
     note[0] = 0;
     if (!make_kernel_source()) return h->set_error(TF_ERR_OUT_OF_MEMORY, "opencl: no memory for the kernel source");

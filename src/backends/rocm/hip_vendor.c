@@ -27,8 +27,8 @@ static char skipped[600];                    /* devices without code for their t
 bool tf_vendor_init(char *why, size_t n) {
     memset(&blas_lib, 0, sizeof blas_lib);
     skipped[0] = 0;
-    const char *chosen = getenv("TF_HIP_LIB");
-    if (!(chosen && *chosen) && access("/dev/kfd", F_OK) != 0) {
+    const char *chosen = tf_gpu_env_string("TF_HIP_LIB");
+    if (!chosen && access("/dev/kfd", F_OK) != 0) {
         memset(&tf_hip, 0, sizeof tf_hip);
         snprintf(why, n, "no ROCm device: /dev/kfd is absent (no amdgpu kernel driver), the HIP runtime is not loaded");
         return false;
@@ -220,7 +220,7 @@ void tf_vendor_no_device_note(char *out, size_t n, hipError_t e) {
 
 /* rocBLAS only where there is a GPU to run it on. */
 void tf_vendor_discovered(int count) {
-    if (count > 0 && !blas_lib.loaded) tf_rocblas_load(&blas_lib, getenv("TF_ROCBLAS_LIB"));
+    if (count > 0 && !blas_lib.loaded) tf_rocblas_load(&blas_lib, tf_gpu_env_string("TF_ROCBLAS_LIB"));
 }
 
 void tf_vendor_note(char *out, size_t n, int count, int failed) {

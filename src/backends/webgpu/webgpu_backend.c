@@ -564,6 +564,7 @@ static void plugin_dir(char *out, size_t n) {
 
 __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf_host_api *h, tf_backend_reg *out) {
     host = h;
+    tf_gpu_env_init(h);
     n_devs = 0;
     note[0] = 0;
     char dir[512];
@@ -582,6 +583,7 @@ __attribute__((visibility("default"))) tf_status tf_backend_plugin_init(const tf
          * pick adapters ourselves, so the layer is switched off (its own
          * NODEVICE_SELECT) while our instance is made and its adapters
          * enumerated, and the environment is put back as it was after. */
+        /* the desktop's variables, not tensorframe's: read as the layer reads them */
         bool quiet_layer = !getenv("XDG_RUNTIME_DIR") && !getenv("NODEVICE_SELECT");
         if (quiet_layer) setenv("NODEVICE_SELECT", "1", 0);
         instance = wg.CreateInstance(&desc);

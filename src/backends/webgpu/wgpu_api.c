@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "wgpu_api.h"
+#include "gpu_runtime.h"   /* tf_gpu_env_string */
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -34,8 +35,8 @@ static bool try_path(tf_wgpu_api *api, const char *path, char *why, size_t why_l
 
 bool tf_wgpu_load(tf_wgpu_api *api, const char *plugin_dir, char *why, size_t why_len) {
     memset(api, 0, sizeof *api);
-    const char *env = getenv("TF_WGPU_LIBRARY");
-    if (env && *env) {                         /* named by the user: that one or none */
+    const char *env = tf_gpu_env_string("TF_WGPU_LIBRARY");
+    if (env) {                         /* named by the user: that one or none */
         if (try_path(api, env, why, why_len)) return true;
         char inner[400];
         snprintf(inner, sizeof inner, "%s", why);

@@ -299,7 +299,7 @@ static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint
     WGPUComputePipeline pipeline = wg.DeviceCreateComputePipeline(d->device, &cd);
     char message[400];
     WGPUErrorType e = tf_wg_pop_scope(d, message, sizeof message);
-    if (getenv("TF_WEBGPU_DUMP_WGSL")) fprintf(stderr, "---- %s (%d) ----\n%s\n", name, (int)dt, source);
+    if (tf_gpu_env_flag("TF_WEBGPU_DUMP_WGSL", false)) fprintf(stderr, "---- %s (%d) ----\n%s\n", name, (int)dt, source);
     free(source);
     if (module) wg.ShaderModuleRelease(module);
     if (pl) wg.PipelineLayoutRelease(pl);
@@ -742,9 +742,7 @@ bool tf_wg_supports(wg_dev *d, const tf_op *op) {
  * barrier-free kernel instead. TF_WEBGPU_QGEMV=1 takes qgemv anyway (a
  * test runs it so on lavapipe), 0 never. */
 static bool avoid_qgemv(const wg_dev *d) {
-    const char *e = getenv("TF_WEBGPU_QGEMV");
-    if (e && *e) return strcmp(e, "1") != 0;
-    return d->adapter_type == WGPUAdapterType_CPU;
+    return !tf_gpu_env_flag("TF_WEBGPU_QGEMV", d->adapter_type != WGPUAdapterType_CPU);
 }
 
 bool tf_wg_kernels_init(wg_dev *d) {

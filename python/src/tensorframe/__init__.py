@@ -11,7 +11,7 @@ both ways (zero-copy with NumPy and PyTorch on host memory).
 import math as _math
 
 from ._lib import (TensorframeError, ShapeError, DtypeError, AxisError, OutOfRangeError, InvalidArgumentError,
-                   UnknownDeviceError, DeviceMismatchError, UnsupportedError, OutOfMemoryError)
+                   UnknownDeviceError, DeviceMismatchError, UnsupportedError, OutOfMemoryError, NotFiniteError)
 from ._dtypes import (DType, float32, float64, float16, bfloat16, int8, int32, int64, uint8, bool,  # noqa: A004
                       q4_0, q4_1, q8_0, q4_k, q6_k)
 from ._array import Array, Device, devices, device_of as device

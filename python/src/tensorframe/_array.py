@@ -128,6 +128,8 @@ def _from_values(values, shape, dtype, device):
     if dtype.kind == "bool":
         host_dtype, packed = dt.bool, bytes(1 if v else 0 for v in values)
     elif dtype.is_integer and builtins.all(isinstance(v, int) for v in values):
+        for v in values:
+            dt.check_int_fits(v, dtype)
         host_dtype, packed = dt.int64, _pyarray.array("q", values)
     else:
         host_dtype, packed = dt.float64, _pyarray.array("d", [float(v) for v in values])
@@ -205,6 +207,7 @@ class Array:
         h = getattr(self, "_h", None)
         if h:
             self._h = None
+            self.__class__ = _Released      # any later use says so, at no cost to live arrays
             lib.tf_tensor_release(h)
 
     # -- attributes --
@@ -497,9 +500,29 @@ class Array:
         check(lib.tf_copy_into(view._h, value._h))
 
 
+class _Released(Array):
+    """What an Array becomes once its tensor is released (by __del__, which
+    a caller may call by hand): every attribute and operator raises."""
+    __slots__ = ()
+    _MESSAGE = "tensorframe: this array was released (its tensor is gone); use another array"
+
+    def __getattribute__(self, name):
+        if name in ("__class__", "__del__", "__repr__"):
+            return object.__getattribute__(self, name)
+        raise ValueError(_Released._MESSAGE)
+
+    def __del__(self):
+        pass
+
+    def __repr__(self):
+        return "Array(<released>)"
+
+
 def scalar(value, dtype, device):
     """A 0-d array holding a Python scalar; integers past 2**53 go through
-    int64 exactly rather than through a double."""
+    int64 exactly rather than through a double, and one outside an integer
+    dtype's range is OverflowError."""
+    dt.check_int_fits(value, dtype)
     if isinstance(value, int) and not isinstance(value, builtins.bool) and abs(value) > 2 ** 53:
         return _from_values([value], [], dtype, device)
     return Array._wrap(call(lib.tf_scalar, device._h, dtype.code, float(value)))

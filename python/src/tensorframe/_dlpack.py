@@ -72,19 +72,33 @@ def export(handle, versioned, copied=False):
         raise
 
 
+def _why_copied(ptr, versioned):
+    """Why the library would copy this managed tensor rather than share its
+    memory (read-only, or misaligned for its dtype), or None."""
+    managed = (_Versioned if versioned else _Legacy).from_address(ptr)
+    if versioned and managed.flags & FLAG_READ_ONLY:
+        return "the producer's memory is read-only (an op could write through it)"
+    t = managed.dl_tensor
+    size = t.bits // 8
+    if size > 1 and ((t.data or 0) + t.byte_offset) % size:
+        return "the data is not aligned to its %d-byte elements" % size
+    return None
+
+
 def consume(capsule, allow_copy=True):
     """The tensor handle over a capsule's memory; the capsule is marked used
     (tensorframe owns the managed tensor) only when the import succeeds. A
-    read-only tensor is copied by the library, which allow_copy=False
-    refuses."""
+    read-only or misaligned tensor is copied by the library, which
+    allow_copy=False refuses."""
     address = id(capsule)
     for name, used, fn in ((VERSIONED, USED_VERSIONED, _lib.lib.tf_tensor_from_dlpack),
                            (LEGACY, USED_LEGACY, _lib.lib.tf_tensor_from_dlpack_legacy)):
         if _capi.PyCapsule_IsValid(address, name):
             ptr = _capi.PyCapsule_GetPointer(address, name)
-            if name == VERSIONED and not allow_copy and _Versioned.from_address(ptr).flags & FLAG_READ_ONLY:
-                raise BufferError("tensorframe.from_dlpack: the producer's memory is read-only, so tensorframe "
-                                  "would copy it (an op could write through it); copy=False forbids that")
+            why = None if allow_copy else _why_copied(ptr, name == VERSIONED)
+            if why:
+                raise BufferError("tensorframe.from_dlpack: %s, so tensorframe would copy it; copy=False forbids "
+                                  "that" % why)
             out = ctypes.c_void_p()
             code = fn(ptr, ctypes.byref(out))
             if code != 0:

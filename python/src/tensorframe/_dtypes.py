@@ -81,6 +81,17 @@ def dtype_of(x):
     raise TypeError("tensorframe has no dtype %r" % (x,))
 
 
+def check_int_fits(value, dtype):
+    """NumPy 2's rule for Python integers: one outside an integer dtype's
+    range is OverflowError, never wrapped or saturated."""
+    if not dtype.is_integer or isinstance(value, builtins.bool) or not isinstance(value, int):
+        return
+    bits = dtype.itemsize * 8
+    lo, hi = (0, (1 << bits) - 1) if dtype.kind == "unsigned" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if not lo <= value <= hi:
+        raise OverflowError("Python integer %d out of bounds for %s" % (value, dtype.name))
+
+
 def scalar_dtype(value, array_dtype):
     """The dtype a Python scalar takes beside an array (the array API's
     rule: a scalar of the array's kind takes the array's dtype)."""

@@ -117,6 +117,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
         dtype = dt.bool if isinstance(fill_value, builtins.bool) else (
             dt.default_int if isinstance(fill_value, int) else dt.default_float)
     dtype = dt.dtype_of(dtype)
+    dt.check_int_fits(fill_value, dtype)
     if isinstance(fill_value, int) and not isinstance(fill_value, builtins.bool) \
             and builtins.abs(fill_value) > 2 ** 53:
         return broadcast_to(scalar(fill_value, dtype, device_of(device)), shape).__copy__()
@@ -169,16 +170,22 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
 
 @_export
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    """start + i * step, computed in double precision on the host, the last
-    value exactly `stop` with an endpoint (NumPy's formula)."""
+    """start + i * step, computed in double precision (NumPy's formula, the
+    last value exactly `stop` with an endpoint) by the library on the CPU,
+    so the count is checked before any work: a count no memory can hold is
+    an error at once, not a Python list being built."""
+    import operator
+    num = operator.index(num)
     if num < 0:
         raise ValueError("tensorframe.linspace: num is negative")
+    dtype = dt.dtype_of(dtype) if dtype else dt.default_float
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
-    values = [start + i * step for i in range(num)]
+    i = _wrap(call(lib.tf_arange, device_of("cpu")._h, dt.float64.code, 0.0, float(num), 1.0))
+    values = i * float(step) + float(start)
     if endpoint and num > 1:
-        values[-1] = stop
-    return _from_values(values, [num], dt.dtype_of(dtype) if dtype else dt.default_float, device_of(device))
+        values[num - 1] = float(stop)
+    return values.astype(dtype).to(device_of(device))
 
 
 @_export
@@ -838,6 +845,8 @@ def broadcast_arrays(*arrays):
 
 def _handles(arrays):
     arrays = list(arrays)
+    if builtins.any(not isinstance(a, Array) or not a._h for a in arrays):
+        raise ValueError("tensorframe: concat and stack take live Arrays (one is released or not an Array)")
     return arrays, (ctypes.c_void_p * builtins.max(1, len(arrays)))(*[a._h for a in arrays])
 
 
@@ -893,13 +902,22 @@ def tile(x, repetitions, /):
 
 @_export
 def repeat(x, repeats, /, *, axis=None):
+    """Each element along `axis` `repeats` times (an int, or one count per
+    element). The output's size is checked by the library before an index
+    is built: a count no memory can hold fails at once."""
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
+    axis = _axes(axis, x.ndim)[0]
     n = x.shape[axis]
     counts = [repeats] * n if isinstance(repeats, int) else list(repeats.tolist() if isinstance(repeats, Array)
                                                                  else repeats)
     if len(counts) != n:
         raise ValueError("tensorframe.repeat: %d repeats for an axis of %d" % (len(counts), n))
+    if builtins.any(c < 0 for c in counts):
+        raise ValueError("tensorframe.repeat: repeats must be >= 0, not %d" % builtins.min(counts))
+    shape = list(x.shape)
+    shape[axis] = builtins.sum(counts)
+    empty(tuple(shape), dtype=x.dtype, device=x.device)   # the size, checked where the memory is
     positions = [i for i, c in enumerate(counts) for _ in range(c)]
     idx = _from_values(positions, [len(positions)], dt.int64, x.device)
     return _wrap(call(lib.tf_index_select, x._h, axis, idx._h))

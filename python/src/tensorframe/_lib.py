@@ -4,6 +4,7 @@ carries the library's own message and status name."""
 import ctypes
 import os
 import pathlib
+import threading
 
 _HERE = pathlib.Path(__file__).resolve().parent
 
@@ -23,7 +24,7 @@ def _library_path():
 
 
 _PATH = _library_path()
-lib = ctypes.CDLL(_PATH)
+_cdll = ctypes.CDLL(_PATH)
 
 
 def library_dir():
@@ -84,6 +85,10 @@ class OutOfMemoryError(TensorframeError, MemoryError):
     pass
 
 
+class NotFiniteError(TensorframeError, ArithmeticError):
+    pass
+
+
 # Each status name with the Python classes it also is, so that callers may
 # catch what the array API and Python expect (ValueError for a bad shape).
 _ERROR_CLASSES = {
@@ -100,6 +105,7 @@ _ERROR_CLASSES = {
     "TF_ERR_DEVICE_MISMATCH": DeviceMismatchError,
     "TF_ERR_UNSUPPORTED": UnsupportedError,
     "TF_ERR_OUT_OF_MEMORY": OutOfMemoryError,
+    "TF_ERR_NOT_FINITE": NotFiniteError,
 }
 
 
@@ -115,35 +121,131 @@ def check(code):
         raise error_of(code)
 
 
+# ---- checked argument types ----
+# ctypes converts a Python int to a C integer by truncating it silently
+# (2**64 + 3 becomes 3) and a str with a NUL to the bytes before it. The
+# integer and name arguments of the calls go through these instead: a value
+# that does not fit is OverflowError, a NUL in a name ValueError, before
+# the library sees anything. (A released array's methods raise before any
+# call: see _array.Array.__del__.)
+
+# ctypes reports an exception raised in from_param as ctypes.ArgumentError
+# ("argument 2: OverflowError: ..."), losing its type; the refusal is kept
+# here and the call's wrapper (lib.<name>) raises it as it was.
+_refused = threading.local()
+
+
+def _refuse(exc):
+    _refused.exc = exc
+    raise exc
+
+
+def fit_integer(value, bits, signed=True, what="a C integer"):
+    """value as an int that fits `bits` bits, else OverflowError."""
+    import operator
+    try:
+        v = operator.index(value)
+    except TypeError:
+        _refuse(TypeError("tensorframe: %s is not an integer (the call takes %s)" % (type(value).__name__, what)))
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+    if not lo <= v <= hi:
+        _refuse(OverflowError("tensorframe: %d does not fit %s [%d, %d]" % (v, what, lo, hi)))
+    return v
+
+
+class _Int(ctypes.c_int):
+    @classmethod
+    def from_param(cls, value, _c=ctypes.c_int):
+        if type(value) is int and -2147483648 <= value <= 2147483647:     # the common case, first
+            return _c(value)
+        return _c(fit_integer(value, 32, what="a C int"))
+
+
+class _Int64(ctypes.c_int64):
+    @classmethod
+    def from_param(cls, value, _c=ctypes.c_int64):
+        if type(value) is int and -9223372036854775808 <= value <= 9223372036854775807:
+            return _c(value)
+        return _c(fit_integer(value, 64, what="int64"))
+
+
+class _UInt64(ctypes.c_uint64):
+    @classmethod
+    def from_param(cls, value):
+        return ctypes.c_uint64(fit_integer(value, 64, signed=False, what="uint64"))
+
+
+class _Name(ctypes.c_char_p):
+    """A NUL-free name (a device spec): 'cpu\\0evil' is not 'cpu'."""
+    @classmethod
+    def from_param(cls, value):
+        if isinstance(value, str):
+            value = value.encode()
+        if not isinstance(value, bytes):
+            _refuse(TypeError("tensorframe: a name is a str, not %s" % type(value).__name__))
+        if b"\0" in value:
+            _refuse(ValueError("tensorframe: %r holds a NUL character" % value))
+        return ctypes.c_char_p(value)
+
+
+_CHECKED = (_Int, _Int64, _UInt64, _Name)
+
+
 # ---- declarations ----
 
+_PLAIN = {_Int: ctypes.c_int, _Int64: ctypes.c_int64, _UInt64: ctypes.c_uint64}
+
+class _Library:
+    """The declared calls, each raising a refused argument's own exception."""
+
+
+lib = _Library()
+
+
+def _wrap_refusals(f):
+    def call(*args):
+        try:
+            return f(*args)
+        except ctypes.ArgumentError:
+            exc, _refused.exc = getattr(_refused, "exc", None), None
+            if exc is None:
+                raise
+            raise exc from None
+
+    call.__name__ = f.__name__
+    return call
+
+
 def _declare(name, restype, *argtypes):
-    f = getattr(lib, name)
-    f.restype = restype
+    """lib.<name>: the C call, wrapped only where an argument is checked."""
+    f = getattr(_cdll, name)
+    f.restype = _PLAIN.get(restype, restype)      # results come back as Python ints, unchecked
     f.argtypes = list(argtypes)
+    setattr(lib, name, _wrap_refusals(f) if any(t in _CHECKED for t in argtypes) else f)
     return f
 
 
-_S = ctypes.c_int          # tf_status
+_S = ctypes.c_int          # tf_status (a result: not checked)
 _T = tensor_p
 _TP = ctypes.POINTER(ctypes.c_void_p)
 _D = device_p
-_I = ctypes.c_int
-_I64 = ctypes.c_int64
+_I = _Int                  # an int from the caller: checked
+_I64 = _Int64
+_C = ctypes.c_int          # a code or count the package itself computes (a dtype code, len(shape))
 _DBL = ctypes.c_double
 _B = ctypes.c_bool
 
-_declare("tf_status_name", ctypes.c_char_p, _I)
-_declare("tf_status_string", ctypes.c_char_p, _I)
+_declare("tf_status_name", ctypes.c_char_p, _C)
+_declare("tf_status_string", ctypes.c_char_p, _C)
 _declare("tf_last_error", ctypes.c_char_p)
-_declare("tf_dtype_name", ctypes.c_char_p, _I)
-_declare("tf_dtype_size", ctypes.c_size_t, _I)
-_declare("tf_op_name", ctypes.c_char_p, _I)
-_declare("tf_promote_types", _S, _I, _I, ctypes.POINTER(ctypes.c_int))
+_declare("tf_dtype_name", ctypes.c_char_p, _C)
+_declare("tf_dtype_size", ctypes.c_size_t, _C)
+_declare("tf_op_name", ctypes.c_char_p, _C)
+_declare("tf_promote_types", _S, _C, _C, ctypes.POINTER(ctypes.c_int))
 
-_declare("tf_device_get", _S, ctypes.c_char_p, ctypes.POINTER(_D))
+_declare("tf_device_get", _S, _Name, ctypes.POINTER(_D))
 _declare("tf_device_count", _I)
-_declare("tf_device_at", _D, _I)
+_declare("tf_device_at", _D, _C)
 _declare("tf_device_name", ctypes.c_char_p, _D)
 _declare("tf_device_synchronize", _S, _D)
 _declare("tf_backend_count", _I)
@@ -161,25 +263,28 @@ _declare("tf_tensor_read", _S, _T, ctypes.c_void_p, ctypes.c_size_t)
 _declare("tf_tensor_to", _S, _T, _D, _TP)
 
 for _name in ("tf_empty", "tf_zeros", "tf_ones"):
-    _declare(_name, _S, _D, _I, _I, c_int64_p, _TP)
-_declare("tf_full", _S, _D, _I, _I, c_int64_p, _DBL, _TP)
-_declare("tf_arange", _S, _D, _I, _DBL, _DBL, _DBL, _TP)
-_declare("tf_eye", _S, _D, _I, _I64, _I64, _TP)
-_declare("tf_scalar", _S, _D, _I, _DBL, _TP)
-_declare("tf_tensor_from_data", _S, _D, _I, _I, c_int64_p, ctypes.c_void_p, _TP)
-_declare("tf_rand", _S, _D, _I, _I, c_int64_p, ctypes.c_uint64, _TP)
-_declare("tf_randn", _S, _D, _I, _I, c_int64_p, ctypes.c_uint64, _TP)
+    _declare(_name, _S, _D, _C, _C, c_int64_p, _TP)
+_declare("tf_full", _S, _D, _C, _C, c_int64_p, _DBL, _TP)
+_declare("tf_arange", _S, _D, _C, _DBL, _DBL, _DBL, _TP)
+_declare("tf_eye", _S, _D, _C, _I64, _I64, _TP)
+_declare("tf_scalar", _S, _D, _C, _DBL, _TP)
+_declare("tf_tensor_from_data", _S, _D, _C, _C, c_int64_p, ctypes.c_void_p, _TP)
+_declare("tf_rand", _S, _D, _C, _C, c_int64_p, _UInt64, _TP)
+_declare("tf_randn", _S, _D, _C, _C, c_int64_p, _UInt64, _TP)
 
-_declare("tf_reshape", _S, _T, _I, c_int64_p, _TP)
+_declare("tf_reshape", _S, _T, _C, c_int64_p, _TP)
 _declare("tf_permute", _S, _T, ctypes.POINTER(ctypes.c_int), _TP)
-_declare("tf_transpose", _S, _T, _I, _I, _TP)
-_declare("tf_slice", _S, _T, _I, _I64, _I64, _I64, _TP)
-_declare("tf_expand", _S, _T, _I, c_int64_p, _TP)
-_declare("tf_squeeze", _S, _T, _I, _TP)
+# The package's own indexing calls these with values it has bounded by the
+# shape already (slice.indices, a checked index, -2/-1): plain C types,
+# the hot path of x[a:b] without a checking layer.
+_declare("tf_transpose", _S, _T, ctypes.c_int, ctypes.c_int, _TP)
+_declare("tf_slice", _S, _T, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _TP)
+_declare("tf_expand", _S, _T, _C, c_int64_p, _TP)
+_declare("tf_squeeze", _S, _T, _C, _TP)          # squeeze() checks its axes
 _declare("tf_unsqueeze", _S, _T, _I, _TP)
 _declare("tf_contiguous", _S, _T, _TP)
 _declare("tf_copy", _S, _T, _TP)
-_declare("tf_cast", _S, _T, _I, _TP)
+_declare("tf_cast", _S, _T, _C, _TP)
 _declare("tf_copy_into", _S, _T, _T)
 
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge",
@@ -192,10 +297,10 @@ for _name in BINARY:
     _declare("tf_" + _name, _S, _T, _T, _TP)
 for _name in UNARY:
     _declare("tf_" + _name, _S, _T, _TP)
-for _name in REDUCE:
-    _declare("tf_" + _name, _S, _T, _I, _B, _TP)
-_declare("tf_var", _S, _T, _I, _I64, _B, _TP)
-_declare("tf_std", _S, _T, _I, _I64, _B, _TP)
+for _name in REDUCE:                    # _reduce checks the axes; argmax and argmin take the caller's
+    _declare("tf_" + _name, _S, _T, _I if _name.startswith("arg") else _C, _B, _TP)
+_declare("tf_var", _S, _T, _C, _I64, _B, _TP)
+_declare("tf_std", _S, _T, _C, _I64, _B, _TP)
 _declare("tf_cumsum", _S, _T, _I, _TP)
 _declare("tf_leaky_relu", _S, _T, _DBL, _TP)
 _declare("tf_clamp", _S, _T, _DBL, _DBL, _TP)
@@ -212,13 +317,13 @@ _declare("tf_rope", _S, _T, _T, _I, _I64, _DBL, _I, _TP)
 _declare("tf_index_select", _S, _T, _I, _T, _TP)
 _declare("tf_gather", _S, _T, _I, _T, _TP)
 _declare("tf_embedding", _S, _T, _T, _TP)
-_declare("tf_concat", _S, _I, _TP, _I, _TP)
-_declare("tf_stack", _S, _I, _TP, _I, _TP)
+_declare("tf_concat", _S, _C, _TP, _I, _TP)
+_declare("tf_stack", _S, _C, _TP, _I, _TP)
 _declare("tf_tril", _S, _T, _I64, _TP)
 _declare("tf_triu", _S, _T, _I64, _TP)
-_declare("tf_tile", _S, _T, _I, c_int64_p, _TP)
-_declare("tf_flip", _S, _T, _I, ctypes.POINTER(ctypes.c_int), _TP)
-_declare("tf_pad", _S, _T, _I, c_int64_p, _DBL, _TP)
+_declare("tf_tile", _S, _T, _C, c_int64_p, _TP)
+_declare("tf_flip", _S, _T, _C, ctypes.POINTER(ctypes.c_int), _TP)
+_declare("tf_pad", _S, _T, _C, c_int64_p, _DBL, _TP)
 
 _declare("tf_tensor_to_dlpack", _S, _T, _TP)
 _declare("tf_tensor_to_dlpack_legacy", _S, _T, _TP)
@@ -236,12 +341,12 @@ _declare("tf_device_memory_stats", _S, _D, ctypes.POINTER(MemoryStats))
 
 
 def int64_array(values):
-    values = list(values)
+    values = [fit_integer(v, 64, what="int64") for v in values]
     return (ctypes.c_int64 * max(1, len(values)))(*values)
 
 
 def int_array(values):
-    values = list(values)
+    values = [fit_integer(v, 32, what="a C int") for v in values]
     return (ctypes.c_int * max(1, len(values)))(*values)
 
 

@@ -196,6 +196,40 @@ static void test_activation_rounding(void **state) {
     }
 }
 
+/* A NaN or an infinity in an activation reaches the product, through the
+ * SIMD rounding and the scalar one: the 8-bit rounding once dropped a NaN
+ * (the block's max skips it), and a model whose activations broke gave
+ * finite garbage. Other rows and blocks keep their values. */
+static void test_non_finite_activations_propagate(void **state) {
+    (void)state;
+    for (size_t t = 0; t < 5; t++) {
+        tf_tensor *w = random_f32(3, 256, 8), *q = quantize(w, quantized[t]);
+        for (int scalar = 0; scalar < 2; scalar++) {
+            float xv[3 * 256];
+            for (int i = 0; i < 3 * 256; i++) xv[i] = (float)cos(i * 0.3);
+            xv[5] = NAN;                                   /* row 0, block 0 */
+            xv[256 + 40] = -INFINITY;                      /* row 1, block 1 */
+            tf_tensor *x = NULL, *y = NULL;
+            OK(tf_tensor_from_data(cpu_device(), TF_F32, 2, (int64_t[]){3, 256}, xv, &x));
+            if (scalar) setenv("TF_CPU_QDOT", "scalar", 1);
+            OK(tf_matmul_quantized(x, q, &y));
+            unsetenv("TF_CPU_QDOT");
+            float out[9];
+            read_all(y, out);
+            for (int j = 0; j < 3; j++) {
+                if (!isnan(out[j]) || isfinite(out[3 + j]))
+                    fail_msg("%s (%s): row 0 gives %g, row 1 %g (want NaN, non-finite)", tf_dtype_name(quantized[t]),
+                             scalar ? "scalar" : "simd", out[j], out[3 + j]);
+                if (!isfinite(out[6 + j])) fail_msg("%s: the finite row gives %g", tf_dtype_name(quantized[t]), out[6 + j]);
+            }
+            tf_tensor_release(x);
+            tf_tensor_release(y);
+        }
+        tf_tensor_release(w);
+        tf_tensor_release(q);
+    }
+}
+
 /* The SIMD dot products against the scalar ones (same integers; only the
  * order of the f32 additions differs), for one row and a few. */
 static void test_simd_matches_scalar(void **state) {
@@ -251,6 +285,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_facts),         cmocka_unit_test(test_shapes_are_whole_blocks),
         cmocka_unit_test(test_views_pick_whole_rows), cmocka_unit_test(test_other_ops_refuse),
         cmocka_unit_test(test_embedding_decodes_rows), cmocka_unit_test(test_simd_matches_scalar), cmocka_unit_test(test_activation_rounding),
+        cmocka_unit_test(test_non_finite_activations_propagate),
         cmocka_unit_test(test_products),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

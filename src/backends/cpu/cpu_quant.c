@@ -259,13 +259,28 @@ void tf_cpu_quantize_row(tf_dtype wt, const float *src, int64_t n, uint8_t *dst)
 
 /* ---- activations to 8 bits ---- */
 
+/* A block holding a NaN or an infinity cannot be rounded to 8 bits (the
+ * max would skip a NaN and the codes lose it): its scale becomes NaN and its
+ * codes 0, so every product it enters is NaN, as the f32 product would be. */
+static void q8_non_finite_block(int64_t b, int8_t *q, float *d, int32_t *s, float *ds) {
+    memset(q + b * TF_Q8_BLOCK, 0, TF_Q8_BLOCK);
+    s[2 * b] = s[2 * b + 1] = 0;
+    d[b] = ds[b] = NAN;
+}
+
 static void q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds) {
     for (int64_t b = 0; b < k / TF_Q8_BLOCK; b++) {
         const float *xb = x + b * TF_Q8_BLOCK;
         float amax = 0;                            /* no libm calls: this runs per block of every row */
+        bool finite = true;
         for (int j = 0; j < TF_Q8_BLOCK; j++) {
             const float a = xb[j] < 0 ? -xb[j] : xb[j];
             amax = a > amax ? a : amax;
+            finite &= a < INFINITY;                /* false for inf and NaN */
+        }
+        if (!finite) {
+            q8_non_finite_block(b, q, d, s, ds);
+            continue;
         }
         const float db = amax / 127, id = db != 0 ? 1.0f / db : 0.0f;
         d[b] = db;

@@ -225,6 +225,9 @@ static int run(const options *o) {
         tf_shutdown();
         return st == TF_OK ? 0 : 1;
     }
+    if (st == TF_OK && o->n_ctx > m->cfg.n_ctx_train)     /* llama.cpp warns the same way */
+        fprintf(stderr, "[warning: --ctx %lld is past the %lld positions the model was trained on]\n",
+                (long long)o->n_ctx, (long long)m->cfg.n_ctx_train);
     if (st == TF_OK) st = llm_cache_new(m, o->n_ctx, &kv);
     if (st == TF_OK && !(text = o->raw ? strdup(o->prompt) : chat_prompt(f, o->prompt)))
         st = llm_fail(TF_ERR_OUT_OF_MEMORY, "out of memory");

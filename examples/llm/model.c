@@ -205,6 +205,30 @@ static void free_layer(llm_layer *L) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tf_tensor_release(all[i]);
 }
 
+/* A tensor the architecture does not use means the file is another model
+ * (more blocks than block_count says, a rope_freqs this runner would
+ * ignore): refused, as llama.cpp refuses a tensor count it did not expect,
+ * rather than run a different model than the file holds. */
+static tf_status check_every_tensor_used(const tf_gguf *f, int64_t n_layer, bool own_output) {
+    int64_t used = 9 * n_layer + 2 + own_output, n = tf_gguf_tensor_count(f);
+    if (n == used) return TF_OK;
+    for (int64_t i = 0; i < n; i++) {             /* name one: the first this runner does not load */
+        tf_gguf_tensor info;
+        if (tf_gguf_tensor_info(f, i, &info) != TF_OK) continue;
+        long long block = -1;
+        int end = 0;
+        bool known = !strcmp(info.name, "token_embd.weight") || !strcmp(info.name, "output_norm.weight") ||
+                     (own_output && !strcmp(info.name, "output.weight")) ||
+                     (sscanf(info.name, "blk.%lld.%*[a-z_].weight%n", &block, &end) == 1 && end > 0 &&
+                      info.name[end] == 0 && block >= 0 && block < n_layer);
+        if (!known)
+            return llm_fail(TF_ERR_FORMAT, "model: the file holds %s, which a llama model of %lld blocks does not use "
+                            "(%lld tensors, %lld expected)", info.name, (long long)n_layer, (long long)n, (long long)used);
+    }
+    return llm_fail(TF_ERR_FORMAT, "model: the file holds %lld tensors, a llama model of %lld blocks %lld",
+                    (long long)n, (long long)n_layer, (long long)used);
+}
+
 tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_model **out) {
     *out = NULL;
     llm_model *m = calloc(1, sizeof *m);
@@ -220,6 +244,11 @@ tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_m
         else
             c->n_vocab = info.shape[0];
     }
+    int64_t declared = 0;                /* optional; present, it says how many rows the embeddings have */
+    if (s == TF_OK && tf_gguf_find_key(f, "llama.vocab_size") >= 0 &&
+        (s = config_int(f, "llama", "vocab_size", -1, &declared)) == TF_OK && declared != c->n_vocab)
+        s = llm_fail(TF_ERR_FORMAT, "model: llama.vocab_size is %lld but token_embd.weight has %lld rows",
+                     (long long)declared, (long long)c->n_vocab);
     if (s == TF_OK) s = load_weight(f, "token_embd.weight", dev, dtype, 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->tok_embd);
     if (s == TF_OK) s = load_norm(f, "output_norm.weight", dev, c->n_embd, &m->out_norm);
     if (s == TF_OK && tf_gguf_find_tensor(f, "output.weight") >= 0)
@@ -229,6 +258,7 @@ tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_m
     if (s == TF_OK && !(m->layers = calloc((size_t)c->n_layer, sizeof *m->layers)))
         s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
     for (int64_t l = 0; s == TF_OK && l < c->n_layer; l++) s = load_layer(f, c, l, dev, dtype, &m->layers[l]);
+    if (s == TF_OK) s = check_every_tensor_used(f, c->n_layer, m->output != m->tok_embd);
     if (s != TF_OK) {
         llm_model_free(m);
         return s;

@@ -185,6 +185,26 @@ static void test_float_metadata_in_range(void **state) {
     f = open_built(b);
     gb_free(b);
     expect_model_refused(f, TF_ERR_FORMAT, "block_count is 16776971 but the file holds 20 tensors");
+    /* fewer blocks than the file holds: another model than the file's (the
+     * probe ran SmolLM2 on 1 of its 30 blocks) */
+    b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"llama.block_count", NULL}});
+    gb_u32(b, "llama.block_count", 1);
+    f = open_built(b);
+    gb_free(b);
+    expect_model_refused(f, TF_ERR_FORMAT, "holds blk.1.attn_norm.weight, which a llama model of 1 blocks does not use");
+    b = gb_new();
+    tiny_llama(b, NULL);
+    gb_tensor(b, "rope_freqs.weight", GB_F32, 1, (int64_t[]){2}, (float[]){1, 1}, 8);
+    f = open_built(b);
+    gb_free(b);
+    expect_model_refused(f, TF_ERR_FORMAT, "holds rope_freqs.weight");
+    b = gb_new();
+    tiny_llama(b, NULL);
+    gb_u32(b, "llama.vocab_size", TINY_VOCAB + 1);
+    f = open_built(b);
+    gb_free(b);
+    expect_model_refused(f, TF_ERR_FORMAT, "vocab_size is 265 but token_embd.weight has 264 rows");
 }
 
 /* ---- the weights ---- */

@@ -153,6 +153,16 @@ static tf_gguf *with_float_key(const char *key, double value, bool as_f64) {
     return f;
 }
 
+/* The tiny llama with `key` (written as u32) set to value. */
+static tf_gguf *with_u32_key(const char *key, uint32_t value) {
+    gguf_builder *b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){key, NULL}});
+    gb_u32(b, key, value);
+    tf_gguf *f = open_built(b);
+    gb_free(b);
+    return f;
+}
+
 static void test_float_metadata_in_range(void **state) {
     const char *eps = "llama.attention.layer_norm_rms_epsilon", *base = "llama.rope.freq_base";
     const double bad_eps[] = {INFINITY, 1e38, NAN, 0.0, -1e-5, 0.5}, bad_base[] = {INFINITY, 1e38, NAN, 0.0, 0.5, -1e4};
@@ -179,32 +189,20 @@ static void test_float_metadata_in_range(void **state) {
     expect_model_refused(f, TF_ERR_FORMAT, "block_count is not an integer");
     /* a count of blocks the file's tensors cannot hold: refused before a
      * table of 16 million layers is allocated (found by fuzz_model) */
-    b = gb_new();
-    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"llama.block_count", NULL}});
-    gb_u32(b, "llama.block_count", 16776971);
-    f = open_built(b);
-    gb_free(b);
-    expect_model_refused(f, TF_ERR_FORMAT, "block_count is 16776971 but the file holds 20 tensors");
+    expect_model_refused(with_u32_key("llama.block_count", 16776971), TF_ERR_FORMAT,
+                         "block_count is 16776971 but the file holds 20 tensors");
     /* fewer blocks than the file holds: another model than the file's (the
      * probe ran SmolLM2 on 1 of its 30 blocks) */
-    b = gb_new();
-    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"llama.block_count", NULL}});
-    gb_u32(b, "llama.block_count", 1);
-    f = open_built(b);
-    gb_free(b);
-    expect_model_refused(f, TF_ERR_FORMAT, "holds blk.1.attn_norm.weight, which a llama model of 1 blocks does not use");
+    expect_model_refused(with_u32_key("llama.block_count", 1), TF_ERR_FORMAT,
+                         "holds blk.1.attn_norm.weight, which a llama model of 1 blocks does not use");
+    expect_model_refused(with_u32_key("llama.vocab_size", TINY_VOCAB + 1), TF_ERR_FORMAT,
+                         "vocab_size is 265 but token_embd.weight has 264 rows");
     b = gb_new();
     tiny_llama(b, NULL);
     gb_tensor(b, "rope_freqs.weight", GB_F32, 1, (int64_t[]){2}, (float[]){1, 1}, 8);
     f = open_built(b);
     gb_free(b);
     expect_model_refused(f, TF_ERR_FORMAT, "holds rope_freqs.weight");
-    b = gb_new();
-    tiny_llama(b, NULL);
-    gb_u32(b, "llama.vocab_size", TINY_VOCAB + 1);
-    f = open_built(b);
-    gb_free(b);
-    expect_model_refused(f, TF_ERR_FORMAT, "vocab_size is 265 but token_embd.weight has 264 rows");
 }
 
 /* ---- the weights ---- */

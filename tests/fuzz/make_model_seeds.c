@@ -1,7 +1,9 @@
 /* Seeds for fuzz_model, written at fuzz time into a scratch folder (nothing
  * derived from a downloaded model is committed):
- *   tiny.gguf, tiny-f16.gguf   the tiny llama of tests/llm (a forward pass
- *                              runs on them);
+ *   tiny.gguf, tiny-f16.gguf, tiny-untied.gguf
+ *                              the tiny llama of tests/llm (a forward pass
+ *                              runs on them; the last with output.weight
+ *                              and llama.vocab_size);
  * and, given a real model (SmolLM2 from scripts/fetch-models.sh):
  *   real-metadata.gguf         every key of the real file with its value,
  *                              the vocabulary cut to its first N tokens and
@@ -175,6 +177,10 @@ int main(int argc, char **argv) {
     b = gb_new();
     tiny_llama(b, &(tiny_llama_opts){.matrix_type = GB_F16, .seed = 7});
     rc |= write_seed(b, argv[1], "tiny-f16.gguf");
+    gb_free(b);
+    b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.untied_output = true, .seed = 9});
+    rc |= write_seed(b, argv[1], "tiny-untied.gguf");
     gb_free(b);
     if (argc > 2) rc |= real_seeds(argv[1], argv[2], argc > 3 ? atoll(argv[3]) : 400);
     tf_shutdown();

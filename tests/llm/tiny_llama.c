@@ -108,6 +108,10 @@ void tiny_llama(gguf_builder *b, const tiny_llama_opts *o) {
     if (!o->no_tokenizer) tokenizer(b, o);
     tensor(b, o, &state, "token_embd.weight", vocab, e);
     tensor(b, o, &state, "output_norm.weight", 0, e);
+    if (o->untied_output) {
+        tensor(b, o, &state, "output.weight", vocab, e);
+        gb_u32(b, "llama.vocab_size", (uint32_t)vocab);
+    }
     for (int l = 0; l < TINY_LAYERS; l++) {
         const struct { const char *suffix; int64_t rows, cols; } parts[] = {
             {"attn_norm.weight", 0, e}, {"attn_q.weight", e, e},      {"attn_k.weight", kv, e},

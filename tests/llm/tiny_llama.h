@@ -20,6 +20,7 @@ typedef struct tiny_llama_opts {
     const float *norm_fill;     /* every norm weight this value (NaN, inf), else near 1 */
     bool bad_utf8_token;        /* the last normal token's text is 3 bytes of invalid UTF-8 */
     bool no_tokenizer;          /* write no tokenizer.* keys (the caller writes its own) */
+    bool untied_output;         /* an output.weight of its own, and llama.vocab_size */
     int n_vocab;                /* rows of token_embd: 0 for TINY_VOCAB, the tokenizer's own */
     unsigned seed;
 } tiny_llama_opts;

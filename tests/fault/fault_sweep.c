@@ -624,48 +624,46 @@ static void program_amp(world *w, tf_tensor *a, tf_tensor *am) {
     resume_injection();
 }
 
-/* DLPack out and back in: a failed import leaves the managed tensor the
- * caller's, whose deleter then gives the export's reference back. */
-static void program_dlpack(world *w, tf_tensor *a) {
-    DLManagedTensorVersioned *m = NULL;
-    CALL(false, tf_tensor_to_dlpack, a, &m);
-    tf_tensor *u = (tf_tensor *)(uintptr_t)1;
-    tf_status s = tf_tensor_from_dlpack(m, &u);
+/* Imports m; on failure the managed tensor is still the caller's, whose
+ * deleter (run outside the injection) gives the export's reference back. */
+static tf_status import_or_give_back(DLManagedTensorVersioned *m, tf_tensor **out) {
+    tf_status s = tf_tensor_from_dlpack(m, out);
     if (s != TF_OK) {
         pause_injection();
         m->deleter(m);
         resume_injection();
     }
-    if (!finish_step(w, "tf_tensor_from_dlpack", s, &u, 1, false)) return;
+    return s;
+}
+
+static tf_status import_legacy_or_give_back(DLManagedTensor *m, tf_tensor **out) {
+    tf_status s = tf_tensor_from_dlpack_legacy(m, out);
+    if (s != TF_OK) {
+        pause_injection();
+        m->deleter(m);
+        resume_injection();
+    }
+    return s;
+}
+
+/* DLPack out and back in, zero-copy and (read-only: the misaligned path's
+ * too) as a copy, and through the DLPack 0.x adapters, whose own
+ * allocations fail in turn too. */
+static void program_dlpack(world *w, tf_tensor *a) {
+    DLManagedTensorVersioned *m = NULL, *rm = NULL;
+    DLManagedTensor *lm = NULL;
+    tf_tensor *u = (tf_tensor *)(uintptr_t)1, *ru = u, *lu = u;
+    CALL(false, tf_tensor_to_dlpack, a, &m);
+    if (!finish_step(w, "tf_tensor_from_dlpack", import_or_give_back(m, &u), &u, 1, false)) return;
     OP(sum, tf_add, u, a);
-    (void)sum;
-    /* a read-only export comes back as a copy (the misaligned path's too) */
-    DLManagedTensorVersioned *rm = NULL;
     CALL(false, tf_tensor_to_dlpack, a, &rm);
     rm->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-    tf_tensor *ru = (tf_tensor *)(uintptr_t)1;
-    s = tf_tensor_from_dlpack(rm, &ru);
-    if (s != TF_OK) {
-        pause_injection();
-        rm->deleter(rm);
-        resume_injection();
-    }
-    if (!finish_step(w, "tf_tensor_from_dlpack", s, &ru, 1, false)) return;
+    if (!finish_step(w, "tf_tensor_from_dlpack", import_or_give_back(rm, &ru), &ru, 1, false)) return;
     OP(rsum, tf_add, ru, a);
-    (void)rsum;
-    /* DLPack 0.x: the adapters' own allocations fail in turn too */
-    DLManagedTensor *lm = NULL;
     CALL(false, tf_tensor_to_dlpack_legacy, a, &lm);
-    tf_tensor *lu = (tf_tensor *)(uintptr_t)1;
-    s = tf_tensor_from_dlpack_legacy(lm, &lu);
-    if (s != TF_OK) {
-        pause_injection();
-        lm->deleter(lm);
-        resume_injection();
-    }
-    if (!finish_step(w, "tf_tensor_from_dlpack_legacy", s, &lu, 1, false)) return;
+    if (!finish_step(w, "tf_tensor_from_dlpack_legacy", import_legacy_or_give_back(lm, &lu), &lu, 1, false)) return;
     OP(lsum, tf_add, lu, a);
-    (void)lsum;
+    (void)sum, (void)rsum, (void)lsum;
 }
 
 static void program(world *w) {

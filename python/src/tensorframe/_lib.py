@@ -146,11 +146,20 @@ def fit_integer(value, bits, signed=True, what="a C integer"):
     try:
         v = operator.index(value)
     except TypeError:
-        _refuse(TypeError("tensorframe: %s is not an integer (the call takes %s)" % (type(value).__name__, what)))
+        raise TypeError("tensorframe: %s is not an integer (the call takes %s)" % (type(value).__name__, what)) from None
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     if not lo <= v <= hi:
-        _refuse(OverflowError("tensorframe: %d does not fit %s [%d, %d]" % (v, what, lo, hi)))
+        raise OverflowError("tensorframe: %d does not fit %s [%d, %d]" % (v, what, lo, hi))
     return v
+
+
+def _fit_param(value, bits, signed, what):
+    """fit_integer inside from_param: a refusal is kept for the call's
+    wrapper (only here, so no refusal outside a call can go stale)."""
+    try:
+        return fit_integer(value, bits, signed, what)
+    except (TypeError, OverflowError) as exc:
+        _refuse(exc)
 
 
 class _Int(ctypes.c_int):
@@ -158,7 +167,7 @@ class _Int(ctypes.c_int):
     def from_param(cls, value, _c=ctypes.c_int):
         if type(value) is int and -2147483648 <= value <= 2147483647:     # the common case, first
             return _c(value)
-        return _c(fit_integer(value, 32, what="a C int"))
+        return _c(_fit_param(value, 32, True, "a C int"))
 
 
 class _Int64(ctypes.c_int64):
@@ -166,13 +175,13 @@ class _Int64(ctypes.c_int64):
     def from_param(cls, value, _c=ctypes.c_int64):
         if type(value) is int and -9223372036854775808 <= value <= 9223372036854775807:
             return _c(value)
-        return _c(fit_integer(value, 64, what="int64"))
+        return _c(_fit_param(value, 64, True, "int64"))
 
 
 class _UInt64(ctypes.c_uint64):
     @classmethod
     def from_param(cls, value):
-        return ctypes.c_uint64(fit_integer(value, 64, signed=False, what="uint64"))
+        return ctypes.c_uint64(_fit_param(value, 64, False, "uint64"))
 
 
 class _Name(ctypes.c_char_p):
@@ -206,9 +215,9 @@ def _wrap_refusals(f):
     def call(*args):
         try:
             return f(*args)
-        except ctypes.ArgumentError:
+        except ctypes.ArgumentError as err:
             exc, _refused.exc = getattr(_refused, "exc", None), None
-            if exc is None:
+            if exc is None or str(exc) not in str(err):    # not our refusal: ctypes' own
                 raise
             raise exc from None
 

@@ -1,11 +1,16 @@
 /* tf-ops: the op list as a Markdown table, generated from the op table
- * (TF_OP_LIST). The README's op list is this output; a test keeps it so. */
+ * (TF_OP_LIST), on stdout or into the file named (the build writes
+ * build/docs/OPS.md so). */
 #include <stdio.h>
 #include <string.h>
 
 #include <tensorframe/tensorframe.h>
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 2 || (argc == 2 && !freopen(argv[1], "w", stdout))) {
+        fprintf(stderr, "usage: tf-ops [FILE]  (the op list as Markdown, on stdout or into FILE)\n");
+        return 2;
+    }
     printf("| op | inputs | shape rule | dtype rule | accepts | conformance NMSE bound |\n");
     printf("|---|---|---|---|---|---|\n");
 #define ROW(E, n, ar, sh, dt, acc, dom, k, kern)                                                            \

@@ -1091,6 +1091,13 @@ TF_API tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **
 TF_API tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out);
 
 TF_API const char *tf_op_name(tf_op_kind op);       /* "add"; "?" if invalid */
+/* The op table at run time (a library newer than the header may have more
+ * ops): the number of ops, an op's tensor inputs (-1 if invalid) and its
+ * kernel family (the table's kernel column; TF_KERNEL_NONE if invalid).
+ * Bindings derive their op lists from these. Thread-safe. */
+TF_API int tf_op_count(void);
+TF_API int tf_op_arity(tf_op_kind op);
+TF_API tf_op_kernel tf_op_family(tf_op_kind op);
 
 /* ------------------------------------------------------------------------ */
 /* Debugging                                                                */

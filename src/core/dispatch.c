@@ -15,6 +15,12 @@ const tf_op_info tf__op_table[TF_OP_COUNT] = {
 
 const char *tf_op_name(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf__op_table[op].name : "?"; }
 
+int tf_op_count(void) { return TF_OP_COUNT; }
+
+int tf_op_arity(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf__op_table[op].arity : -1; }
+
+tf_op_kernel tf_op_family(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf_op_kernel_of(op) : TF_KERNEL_NONE; }
+
 static atomic_bool poison_outputs;
 
 void tf_debug_poison_outputs(bool on) { atomic_store(&poison_outputs, on); }

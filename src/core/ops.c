@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "formulas.h"
 
 static tf_status dtype_not_accepted(const char *fn, tf_op_kind op, tf_dtype dt) {
     return tf__error(TF_ERR_DTYPE, "%s: %s does not accept dtype %s", fn, tf_op_name(op), tf_dtype_name(dt));
@@ -137,19 +138,20 @@ static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, con
     return elementwise_binary(fn, kind, a, b, NULL, out);
 }
 
-tf_status tf_add(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_add", TF_OP_ADD, a, b, out); }
-tf_status tf_sub(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_sub", TF_OP_SUB, a, b, out); }
-tf_status tf_mul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_mul", TF_OP_MUL, a, b, out); }
-tf_status tf_div(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_div", TF_OP_DIV, a, b, out); }
-tf_status tf_maximum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_maximum", TF_OP_MAXIMUM, a, b, out); }
-tf_status tf_minimum(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_minimum", TF_OP_MINIMUM, a, b, out); }
-tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
-    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_pow", out, tf_pow(a, b, out), &a, &b);
-    return binary("tf_pow", TF_OP_POW, a, b, out);
-}
-tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out) {
-    return binary("tf_swiglu", TF_OP_SWIGLU, gate, up, out);
-}
+/* tf_add, tf_sub, ...: one per binary formula (src/ops/formulas.txt). */
+#define TF__BINARY_FN(KIND, name)                                                                   \
+    tf_status tf_##name(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {                  \
+        return binary("tf_" #name, TF_OP_##KIND, a, b, out);                                         \
+    }
+#define TF__BINARY_F32_FN(KIND, name)                                                               \
+    tf_status tf_##name(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {                  \
+        TF__AUTOCAST(TF__AUTOCAST_F32, "tf_" #name, out, tf_##name(a, b, out), &a, &b);             \
+        return binary("tf_" #name, TF_OP_##KIND, a, b, out);                                         \
+    }
+TF_FORMULA_BINARY_API(TF__BINARY_FN)
+TF_FORMULA_BINARY_API_F32(TF__BINARY_F32_FN)
+#undef TF__BINARY_FN
+#undef TF__BINARY_F32_FN
 tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_eq", TF_OP_EQ, a, b, out); }
 tf_status tf_ne(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_ne", TF_OP_NE, a, b, out); }
 tf_status tf_lt(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) { return binary("tf_lt", TF_OP_LT, a, b, out); }
@@ -689,35 +691,17 @@ static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, cons
     return elementwise_unary(fn, kind, x, params, NULL, out);
 }
 
-#define TF__UNARY_FN(name, KIND) \
+/* tf_neg, tf_exp, ...: one per unary formula without parameters. */
+#define TF__UNARY_FN(KIND, name) \
     tf_status tf_##name(const tf_tensor *x, tf_tensor **out) { return unary("tf_" #name, TF_OP_##KIND, x, NULL, out); }
 /* ... and those autocast runs in f32 */
-#define TF__UNARY_F32_FN(name, KIND)                                              \
+#define TF__UNARY_F32_FN(KIND, name)                                              \
     tf_status tf_##name(const tf_tensor *x, tf_tensor **out) {                     \
         TF__AUTOCAST(TF__AUTOCAST_F32, "tf_" #name, out, tf_##name(x, out), &x);               \
         return unary("tf_" #name, TF_OP_##KIND, x, NULL, out);                     \
     }
-TF__UNARY_FN(neg, NEG)
-TF__UNARY_FN(abs, ABS)
-TF__UNARY_FN(sign, SIGN)
-TF__UNARY_F32_FN(exp, EXP)
-TF__UNARY_F32_FN(log, LOG)
-TF__UNARY_F32_FN(log1p, LOG1P)
-TF__UNARY_F32_FN(expm1, EXPM1)
-TF__UNARY_FN(sqrt, SQRT)
-TF__UNARY_F32_FN(rsqrt, RSQRT)
-TF__UNARY_FN(sin, SIN)
-TF__UNARY_FN(cos, COS)
-TF__UNARY_FN(tanh, TANH)
-TF__UNARY_FN(sigmoid, SIGMOID)
-TF__UNARY_FN(relu, RELU)
-TF__UNARY_FN(gelu, GELU)
-TF__UNARY_FN(gelu_tanh, GELU_TANH)
-TF__UNARY_FN(silu, SILU)
-TF__UNARY_F32_FN(softplus, SOFTPLUS)
-TF__UNARY_FN(floor, FLOOR)
-TF__UNARY_FN(ceil, CEIL)
-TF__UNARY_FN(round, ROUND)
+TF_FORMULA_UNARY_API(TF__UNARY_FN)
+TF_FORMULA_UNARY_API_F32(TF__UNARY_F32_FN)
 #undef TF__UNARY_FN
 #undef TF__UNARY_F32_FN
 

@@ -24,6 +24,7 @@
 #include <tensorframe/tensorframe.h>
 
 #include "mybackend.h"
+#include "formulas.h"               /* generated: which ops have a tf_NAME made from a formula */
 
 /* ---- the op table, as this suite reads it ---- */
 
@@ -334,36 +335,21 @@ static double ref_unary(tf_op_kind k, double x, double alpha, double lo, double 
     }
 }
 
+/* The op's public function: those the formulas make (the generated list
+ * names them; the formulas themselves are not used here), then the rest. */
 static tf_status run_unary_op(tf_op_kind k, const tf_tensor *x, double alpha, double lo, double hi, tf_tensor **out) {
+#define CALL_UNARY(E, name) case TF_OP_##E: return tf_##name(x, out);
     switch (k) {
-    case TF_OP_NEG: return tf_neg(x, out);
-    case TF_OP_ABS: return tf_abs(x, out);
-    case TF_OP_SIGN: return tf_sign(x, out);
-    case TF_OP_EXP: return tf_exp(x, out);
-    case TF_OP_LOG: return tf_log(x, out);
-    case TF_OP_LOG1P: return tf_log1p(x, out);
-    case TF_OP_EXPM1: return tf_expm1(x, out);
-    case TF_OP_SQRT: return tf_sqrt(x, out);
-    case TF_OP_RSQRT: return tf_rsqrt(x, out);
-    case TF_OP_SIN: return tf_sin(x, out);
-    case TF_OP_COS: return tf_cos(x, out);
-    case TF_OP_TANH: return tf_tanh(x, out);
-    case TF_OP_SIGMOID: return tf_sigmoid(x, out);
-    case TF_OP_RELU: return tf_relu(x, out);
+    TF_FORMULA_UNARY_API(CALL_UNARY)
+    TF_FORMULA_UNARY_API_F32(CALL_UNARY)
     case TF_OP_LEAKY_RELU: return tf_leaky_relu(x, alpha, out);
-    case TF_OP_GELU: return tf_gelu(x, out);
-    case TF_OP_GELU_TANH: return tf_gelu_tanh(x, out);
-    case TF_OP_SILU: return tf_silu(x, out);
-    case TF_OP_SOFTPLUS: return tf_softplus(x, out);
-    case TF_OP_FLOOR: return tf_floor(x, out);
-    case TF_OP_CEIL: return tf_ceil(x, out);
-    case TF_OP_ROUND: return tf_round(x, out);
     case TF_OP_CLAMP: return tf_clamp(x, lo, hi, out);
     case TF_OP_LOGICAL_NOT: return tf_logical_not(x, out);
     case TF_OP_ISNAN: return tf_isnan(x, out);
     case TF_OP_ISINF: return tf_isinf(x, out);
     default: return TF_ERR_UNSUPPORTED;
     }
+#undef CALL_UNARY
 }
 
 /* A reduction of n values (row-major over the reduced axes); *mag, when
@@ -632,15 +618,10 @@ static const reduce_case reduce_cases[] = {
 };
 
 static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
+#define CALL_BINARY(E, name) case TF_OP_##E: return tf_##name(a, b, out);
     switch (k) {
-    case TF_OP_ADD: return tf_add(a, b, out);
-    case TF_OP_SUB: return tf_sub(a, b, out);
-    case TF_OP_MUL: return tf_mul(a, b, out);
-    case TF_OP_DIV: return tf_div(a, b, out);
-    case TF_OP_MAXIMUM: return tf_maximum(a, b, out);
-    case TF_OP_MINIMUM: return tf_minimum(a, b, out);
-    case TF_OP_POW: return tf_pow(a, b, out);
-    case TF_OP_SWIGLU: return tf_swiglu(a, b, out);
+    TF_FORMULA_BINARY_API(CALL_BINARY)
+    TF_FORMULA_BINARY_API_F32(CALL_BINARY)
     case TF_OP_EQ: return tf_eq(a, b, out);
     case TF_OP_NE: return tf_ne(a, b, out);
     case TF_OP_LT: return tf_lt(a, b, out);
@@ -652,6 +633,7 @@ static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor
     case TF_OP_MATMUL: return tf_matmul(a, b, out);
     default: return TF_ERR_UNSUPPORTED;
     }
+#undef CALL_BINARY
 }
 
 static tf_dtype result_dtype(const op_row *op, tf_dtype in) {

@@ -6,6 +6,7 @@ import ctypes
 import math
 
 from . import _dlpack
+from . import _lib
 from . import _dtypes as dt
 from ._array import ALL_AXES, Array, _from_values, _flatten, _infer_dtype, _shape_of_nested, device_of, scalar
 from ._lib import call, check, int64_array, int_array, lib
@@ -409,9 +410,13 @@ def _unary_fn(api_name, c_name, integer_identity=False):
     return _export(f)
 
 
-for _name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tanh", "isnan", "isinf", "logical_not",
-              "rsqrt", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "softplus"):
-    globals()[_name] = _unary_fn(_name, _name)
+# Every unary formula of the library under its own name (a new one appears
+# here without an edit), but those the array API names otherwise
+# (negative, absolute value and sign, below) and floor, ceil and round.
+_OWN_PYTHON = ("neg", "abs", "sign", "floor", "ceil", "round")
+for _name in _lib.MATH_UNARY + ("isnan", "isinf", "logical_not"):
+    if _name not in _OWN_PYTHON:
+        globals()[_name] = _unary_fn(_name, _name)
 floor = _unary_fn("floor", "floor", integer_identity=True)
 ceil = _unary_fn("ceil", "ceil", integer_identity=True)
 round = _unary_fn("round", "round", integer_identity=True)

@@ -296,11 +296,32 @@ _declare("tf_copy", _S, _T, _TP)
 _declare("tf_cast", _S, _T, _C, _TP)
 _declare("tf_copy_into", _S, _T, _T)
 
-BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "eq", "ne", "lt", "le", "gt", "ge",
-          "logical_and", "logical_or", "matmul", "outer", "gemv", "swiglu")
-UNARY = ("neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-         "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "softplus", "floor", "ceil", "round",
-         "logical_not", "isnan", "isinf")
+# The op lists come from the library's op table, not from this file: every
+# op of the elementwise families with the plain signature tf_NAME(x[, y],
+# out). A family's ops with parameters (leaky_relu, clamp) are declared
+# one by one below, with their own signatures.
+_declare("tf_op_count", ctypes.c_int)
+_declare("tf_op_arity", ctypes.c_int, _C)
+_declare("tf_op_family", ctypes.c_int, _C)
+KERNEL_ARITH, KERNEL_MATH, KERNEL_COMPARE, KERNEL_PREDICATE = 1, 2, 3, 4     # tf_op_kernel
+_WITH_PARAMETERS = ("leaky_relu", "clamp")
+
+
+def _ops_of(families, arity):
+    names = []
+    for op in range(lib.tf_op_count()):
+        if lib.tf_op_family(op) in families and lib.tf_op_arity(op) == arity:
+            name = lib.tf_op_name(op).decode()
+            if name not in _WITH_PARAMETERS:
+                names.append(name)
+    return tuple(names)
+
+
+ELEMENTWISE_BINARY = _ops_of((KERNEL_ARITH, KERNEL_COMPARE), 2)
+ELEMENTWISE_UNARY = _ops_of((KERNEL_MATH, KERNEL_PREDICATE), 1)
+MATH_UNARY = _ops_of((KERNEL_MATH,), 1)            # the unary formulas: float in, float out
+BINARY = ELEMENTWISE_BINARY + ("matmul", "outer", "gemv")
+UNARY = ELEMENTWISE_UNARY
 REDUCE = ("sum", "mean", "max", "min", "argmax", "argmin", "prod", "logsumexp")
 for _name in BINARY:
     _declare("tf_" + _name, _S, _T, _T, _TP)

@@ -49,46 +49,53 @@ static bool same_dtype_inputs(const tf_op *op) {
     return true;
 }
 
-/* The dtype combinations the kernels take (the core's op contract), and an
- * entry in the table for them. */
+static bool index_dtype(tf_dtype dt) { return dt == TF_I32 || dt == TF_I64; }
+
+/* Copies: a quantized side converts with float and quantized dtypes only. */
+static bool copy_supported(tf_dtype in, tf_dtype out) {
+    if (tf_dtype_is_quantized(in)) return is_float(out) || tf_dtype_is_quantized(out);
+    return !tf_dtype_is_quantized(out) || is_float(in);
+}
+
+static bool qmatmul_supported(const tf_op *op) {
+    tf_dtype w = op->inputs[1].dtype;
+    return op->output.dtype == TF_F32 && op->inputs[0].dtype == TF_F32 && op->inputs[0].ndim == 2 &&
+           op->inputs[1].ndim == 2 && (tf_dtype_is_quantized(w) || w == TF_F16 || w == TF_BF16);
+}
+
+/* Reductions: sums and products of integers give i64, positions i64, the
+ * rest (and every float reduction) the input's dtype. */
+static bool reduce_supported(tf_op_kind kind, tf_dtype in, tf_dtype out) {
+    switch (kind) {
+    case TF_OP_SUM: case TF_OP_PROD: case TF_OP_CUMSUM: return is_float(in) ? out == in : out == TF_I64;
+    case TF_OP_ARGMAX: case TF_OP_ARGMIN: return out == TF_I64;
+    case TF_OP_MAX: case TF_OP_MIN: return out == in;
+    default: return is_float(in) && out == in;     /* mean, var, std, logsumexp */
+    }
+}
+
+/* The dtype combinations the kernels take (the core's op contract), by the
+ * op's kernel family (the op table's kernel column), and an entry in the
+ * table for them: a new op of a family needs no line here. */
 bool tf_cpu_kernels_support(const tf_op *op) {
     tf_dtype out = op->output.dtype, in = op->n_inputs ? op->inputs[0].dtype : out;
     if ((unsigned)out >= TF_DTYPE_COUNT || (unsigned)in >= TF_DTYPE_COUNT || !entry(op)) return false;
-    switch (op->kind) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV:
-    case TF_OP_MAXIMUM: case TF_OP_MINIMUM: case TF_OP_POW: case TF_OP_SWIGLU:
-        return same_dtype_inputs(op);
-    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
-    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR:
-        return op->inputs[1].dtype == in && out == TF_BOOL;
-    case TF_OP_LOGICAL_NOT: return in == TF_BOOL && out == TF_BOOL;
-    case TF_OP_ISNAN: case TF_OP_ISINF: return out == TF_BOOL;
-    case TF_OP_WHERE:
-        return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
-    case TF_OP_MATMUL: case TF_OP_GEMM: return same_dtype_inputs(op);
-    case TF_OP_SUM: case TF_OP_PROD: case TF_OP_CUMSUM: return is_float(in) ? out == in : out == TF_I64;
-    case TF_OP_MEAN: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: return is_float(in) && out == in;
-    case TF_OP_MAX: case TF_OP_MIN: return out == in;
-    case TF_OP_ARGMAX: case TF_OP_ARGMIN: return out == TF_I64;
-    case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
-        return out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
-    case TF_OP_TRIL: case TF_OP_TRIU: return out == in && op->output.ndim >= 2;
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_SDPA:
-        return is_float(out) && out == in;
-    case TF_OP_ROPE: return is_float(out) && out == in && (op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64);
-    case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM:
-        return is_float(out) && same_dtype_inputs(op);
-    case TF_OP_COPY:                    /* a quantized side converts with float and quantized dtypes only */
-        if (tf_dtype_is_quantized(in)) return is_float(out) || tf_dtype_is_quantized(out);
-        return !tf_dtype_is_quantized(out) || is_float(in);
-    case TF_OP_FILL: return true;
-    case TF_OP_QMATMUL:
-        return out == TF_F32 && in == TF_F32 && op->inputs[0].ndim == 2 && op->inputs[1].ndim == 2 &&
-               (tf_dtype_is_quantized(op->inputs[1].dtype) || op->inputs[1].dtype == TF_F16 ||
-                op->inputs[1].dtype == TF_BF16);
-    case TF_OP_ARANGE: return out != TF_BOOL;
-    case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return is_float(out);
-    default: return is_float(out) && same_dtype_inputs(op);
+    switch (tf_op_kernel_of(op->kind)) {
+    case TF_KERNEL_ARITH: return same_dtype_inputs(op);
+    case TF_KERNEL_SELECT: return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
+    case TF_KERNEL_COMPARE: return op->inputs[1].dtype == in && out == TF_BOOL;
+    case TF_KERNEL_PREDICATE: return out == TF_BOOL && (op->kind != TF_OP_LOGICAL_NOT || in == TF_BOOL);
+    case TF_KERNEL_MATMUL: return op->kind == TF_OP_QMATMUL ? qmatmul_supported(op) : same_dtype_inputs(op);
+    case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: return reduce_supported(op->kind, in, out);
+    case TF_KERNEL_PICK: return out == in && index_dtype(op->inputs[1].dtype);
+    case TF_KERNEL_TRIANGLE: return out == in && op->output.ndim >= 2;
+    case TF_KERNEL_ROPE: return is_float(out) && out == in && index_dtype(op->inputs[1].dtype);
+    case TF_KERNEL_ROW: case TF_KERNEL_ATTENTION: return is_float(out) && out == in;
+    case TF_KERNEL_COPY: return copy_supported(in, out);
+    case TF_KERNEL_FILL: return true;
+    case TF_KERNEL_ARANGE: return out != TF_BOOL;
+    case TF_KERNEL_RANDOM: return is_float(out);
+    default: return is_float(out) && same_dtype_inputs(op);       /* MATH (the unary formulas), CONV, POOL, OPTIMIZER */
     }
 }
 

@@ -8,24 +8,9 @@
  * reference for every other backend and the fallback for ops a backend
  * lacks. */
 #include "cpu_common.h"
+#include "formulas.h"
 
-/* ---- elementwise binary ---- */
-
-
-#define OP_ADD(x, y) ((x) + (y))
-#define OP_SUB(x, y) ((x) - (y))
-#define OP_MUL(x, y) ((x) * (y))
-#define OP_DIV(x, y) ((x) / (y))
-#define FOP_MAX(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) > (y) ? (x) : (y))
-#define FOP_MIN(x, y) (isnan(x) || isnan(y) ? (x) + (y) : (x) < (y) ? (x) : (y))
-#define FOP_POW(x, y) _Generic((x), float: powf, default: pow)(x, y)
-#define FOP_SWIGLU(x, y) ((x) / (1 + _Generic((x), float: expf, default: exp)(-(x))) * (y))
-#define IOP_ADD(x, y) ((int64_t)((uint64_t)(x) + (uint64_t)(y)))
-#define IOP_SUB(x, y) ((int64_t)((uint64_t)(x) - (uint64_t)(y)))
-#define IOP_MUL(x, y) ((int64_t)((uint64_t)(x) * (uint64_t)(y)))
-#define IOP_MAX(x, y) ((x) > (y) ? (x) : (y))
-#define IOP_MIN(x, y) ((x) < (y) ? (x) : (y))
-#define IOP_POW(x, y) int_pow(x, y)
+/* ---- elementwise binary and unary: the formulas of src/ops/formulas.txt ---- */
 
 /* Integer power by squaring, wrapping; negative exponents give 0 except
  * for bases 1 and -1 (what repeated division would round to). */
@@ -40,22 +25,27 @@ static int64_t int_pow(int64_t base, int64_t e) {
     return (int64_t)r;
 }
 
-#define DEF_BIN(NAME, DT, CT, EXPR)                                              \
+/* b_NAME_f / _d / _i and u_NAME_f / _d, one per formula (generated). */
+#include "formulas_ref.inc"
+
+#define DEF_BIN(NAME, DT, CT, FN)                                                \
     static void bin_##NAME##_##DT(int64_t n, char **p, const int64_t *s) {     \
         char *o = p[0];                                                         \
         const char *a = p[1], *b = p[2];                                        \
         for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {     \
             CT x = (CT)LD_##DT(a), y = (CT)LD_##DT(b);                          \
-            ST_##DT(o, EXPR(x, y));                                             \
+            ST_##DT(o, FN(x, y));                                               \
         }                                                                       \
     }
-#define DEF_FLOAT_BINS(DT, CT)                                                   \
-    DEF_BIN(add, DT, CT, OP_ADD) DEF_BIN(sub, DT, CT, OP_SUB) DEF_BIN(mul, DT, CT, OP_MUL) \
-    DEF_BIN(div, DT, CT, OP_DIV) DEF_BIN(maximum, DT, CT, FOP_MAX) DEF_BIN(minimum, DT, CT, FOP_MIN) \
-    DEF_BIN(pow, DT, CT, FOP_POW) DEF_BIN(swiglu, DT, CT, FOP_SWIGLU)
-#define DEF_INT_BINS(DT)                                                         \
-    DEF_BIN(add, DT, int64_t, IOP_ADD) DEF_BIN(sub, DT, int64_t, IOP_SUB) DEF_BIN(mul, DT, int64_t, IOP_MUL) \
-    DEF_BIN(maximum, DT, int64_t, IOP_MAX) DEF_BIN(minimum, DT, int64_t, IOP_MIN) DEF_BIN(pow, DT, int64_t, IOP_POW)
+/* f16 and bf16 compute in f32, integers in int64 (wrapping). */
+#define DEF_FLOAT_BINS(E, NAME)                                                          \
+    DEF_BIN(NAME, f32, float, b_##NAME##_f) DEF_BIN(NAME, f64, double, b_##NAME##_d)     \
+    DEF_BIN(NAME, f16, float, b_##NAME##_f) DEF_BIN(NAME, bf16, float, b_##NAME##_f)
+#define DEF_INT_BINS(E, NAME)                                                              \
+    DEF_BIN(NAME, i8, int64_t, b_##NAME##_i) DEF_BIN(NAME, i32, int64_t, b_##NAME##_i)     \
+    DEF_BIN(NAME, i64, int64_t, b_##NAME##_i) DEF_BIN(NAME, u8, int64_t, b_##NAME##_i)
+TF_FORMULA_BINARY(DEF_FLOAT_BINS)
+TF_FORMULA_BINARY_INT(DEF_INT_BINS)
 
 /* Comparisons (and logic on bools): typed inputs, a bool output. */
 #define DEF_CMP(NAME, DT, CT, EXPR)                                              \
@@ -87,28 +77,15 @@ DEF_CMP(or, b8, int64_t, x || y)
      [TF_I8] = cmp_##OP##_i8,   [TF_I32] = cmp_##OP##_i32, [TF_I64] = cmp_##OP##_i64, [TF_U8] = cmp_##OP##_u8,     \
      [TF_BOOL] = cmp_##OP##_b8}
 
-DEF_FLOAT_BINS(f32, float)
-DEF_FLOAT_BINS(f64, double)
-DEF_FLOAT_BINS(f16, float)
-DEF_FLOAT_BINS(bf16, float)
-DEF_INT_BINS(i8)
-DEF_INT_BINS(i32)
-DEF_INT_BINS(i64)
-DEF_INT_BINS(u8)
-
 #define FLOAT_ROW(OP) \
     [TF_F32] = bin_##OP##_f32, [TF_F64] = bin_##OP##_f64, [TF_F16] = bin_##OP##_f16, [TF_BF16] = bin_##OP##_bf16
 #define INT_ROW(OP) [TF_I8] = bin_##OP##_i8, [TF_I32] = bin_##OP##_i32, [TF_I64] = bin_##OP##_i64, [TF_U8] = bin_##OP##_u8
 
+#define FLOAT_ONLY_ROW(E, NAME) [TF_OP_##E] = {FLOAT_ROW(NAME)},
+#define FLOAT_INT_ROW(E, NAME) [TF_OP_##E] = {FLOAT_ROW(NAME), INT_ROW(NAME)},
 static const binary_loop binary_loops[TF_OP_COUNT][TF_DTYPE_COUNT] = {
-    [TF_OP_ADD] = {FLOAT_ROW(add), INT_ROW(add)},
-    [TF_OP_SUB] = {FLOAT_ROW(sub), INT_ROW(sub)},
-    [TF_OP_MUL] = {FLOAT_ROW(mul), INT_ROW(mul)},
-    [TF_OP_DIV] = {FLOAT_ROW(div)},
-    [TF_OP_MAXIMUM] = {FLOAT_ROW(maximum), INT_ROW(maximum)},
-    [TF_OP_MINIMUM] = {FLOAT_ROW(minimum), INT_ROW(minimum)},
-    [TF_OP_POW] = {FLOAT_ROW(pow), INT_ROW(pow)},
-    [TF_OP_SWIGLU] = {FLOAT_ROW(swiglu)},
+    TF_FORMULA_BINARY_FLOAT_ONLY(FLOAT_ONLY_ROW)
+    TF_FORMULA_BINARY_INT(FLOAT_INT_ROW)
     [TF_OP_EQ] = CMP_ROW(eq), [TF_OP_NE] = CMP_ROW(ne), [TF_OP_LT] = CMP_ROW(lt),
     [TF_OP_LE] = CMP_ROW(le), [TF_OP_GT] = CMP_ROW(gt), [TF_OP_GE] = CMP_ROW(ge),
     [TF_OP_LOGICAL_AND] = {[TF_BOOL] = cmp_and_b8},
@@ -132,57 +109,13 @@ static tf_status run_binary(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
-/* ---- elementwise unary (floats) ---- */
-
-/* One scalar function per op, for float and for double. NaN propagates. */
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_OVER_PI 0.79788456080286535588
-#define DEF_UNARY_FNS(CT, SUF, EXPF, LOGF, LOG1PF, EXPM1F, SQRTF, SINF, COSF, TANHF, ERFF, FLOORF, CEILF, RINTF) \
-    static CT u_neg_##SUF(CT x, const tf_op_params *p) { (void)p; return -x; }                              \
-    static CT u_abs_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? -x : x == 0 ? (CT)0 : x; } \
-    static CT u_sign_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)((x > 0) - (x < 0)); }         \
-    static CT u_exp_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPF(x); }                         \
-    static CT u_log_##SUF(CT x, const tf_op_params *p) { (void)p; return LOGF(x); }                         \
-    static CT u_log1p_##SUF(CT x, const tf_op_params *p) { (void)p; return LOG1PF(x); }                     \
-    static CT u_expm1_##SUF(CT x, const tf_op_params *p) { (void)p; return EXPM1F(x); }                     \
-    static CT u_sqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return SQRTF(x); }                       \
-    static CT u_rsqrt_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / SQRTF(x); }              \
-    static CT u_sin_##SUF(CT x, const tf_op_params *p) { (void)p; return SINF(x); }                         \
-    static CT u_cos_##SUF(CT x, const tf_op_params *p) { (void)p; return COSF(x); }                         \
-    static CT u_tanh_##SUF(CT x, const tf_op_params *p) { (void)p; return TANHF(x); }                       \
-    static CT u_sigmoid_##SUF(CT x, const tf_op_params *p) { (void)p; return (CT)1 / ((CT)1 + EXPF(-x)); }  \
-    static CT u_relu_##SUF(CT x, const tf_op_params *p) { (void)p; return x < 0 ? (CT)0 : x; }             \
-    static CT u_leaky_relu_##SUF(CT x, const tf_op_params *p) { return x < 0 ? (CT)p->alpha * x : x; }     \
-    static CT u_gelu_##SUF(CT x, const tf_op_params *p) {                                                   \
-        (void)p; return (CT)0.5 * x * ((CT)1 + ERFF(x * (CT)SQRT1_2)); }                                    \
-    static CT u_gelu_tanh_##SUF(CT x, const tf_op_params *p) {                                              \
-        (void)p; return (CT)0.5 * x * ((CT)1 + TANHF((CT)SQRT_2_OVER_PI * (x + (CT)0.044715 * x * x * x))); } \
-    static CT u_silu_##SUF(CT x, const tf_op_params *p) { (void)p; return x / ((CT)1 + EXPF(-x)); }         \
-    static CT u_softplus_##SUF(CT x, const tf_op_params *p) { (void)p; return x > 20 ? x : LOG1PF(EXPF(x)); } \
-    static CT u_floor_##SUF(CT x, const tf_op_params *p) { (void)p; return FLOORF(x); }                     \
-    static CT u_ceil_##SUF(CT x, const tf_op_params *p) { (void)p; return CEILF(x); }                       \
-    static CT u_round_##SUF(CT x, const tf_op_params *p) { (void)p; return RINTF(x); }                      \
-    static CT u_clamp_##SUF(CT x, const tf_op_params *p) {                                                  \
-        if (x != x) return x;                                                                               \
-        if (p->min_value == p->min_value && x < (CT)p->min_value) x = (CT)p->min_value;                     \
-        if (p->max_value == p->max_value && x > (CT)p->max_value) x = (CT)p->max_value;                     \
-        return x; }
-
-DEF_UNARY_FNS(float, f, expf, logf, log1pf, expm1f, sqrtf, sinf, cosf, tanhf, erff, floorf, ceilf, rintf)
-DEF_UNARY_FNS(double, d, exp, log, log1p, expm1, sqrt, sin, cos, tanh, erf, floor, ceil, rint)
+/* ---- elementwise unary (floats): u_NAME_f / u_NAME_d from formulas_ref.inc ---- */
 
 typedef float (*unary_f)(float, const tf_op_params *);
 typedef double (*unary_d)(double, const tf_op_params *);
 
-#define UNARY_ROW(NAME, KIND) [TF_OP_##KIND] = {u_##NAME##_f, u_##NAME##_d}
-static const struct { unary_f f; unary_d d; } unary_fns[TF_OP_COUNT] = {
-    UNARY_ROW(neg, NEG), UNARY_ROW(abs, ABS), UNARY_ROW(sign, SIGN), UNARY_ROW(exp, EXP), UNARY_ROW(log, LOG),
-    UNARY_ROW(log1p, LOG1P), UNARY_ROW(expm1, EXPM1), UNARY_ROW(sqrt, SQRT), UNARY_ROW(rsqrt, RSQRT),
-    UNARY_ROW(sin, SIN), UNARY_ROW(cos, COS), UNARY_ROW(tanh, TANH), UNARY_ROW(sigmoid, SIGMOID),
-    UNARY_ROW(relu, RELU), UNARY_ROW(leaky_relu, LEAKY_RELU), UNARY_ROW(gelu, GELU),
-    UNARY_ROW(gelu_tanh, GELU_TANH), UNARY_ROW(silu, SILU), UNARY_ROW(softplus, SOFTPLUS),
-    UNARY_ROW(floor, FLOOR), UNARY_ROW(ceil, CEIL), UNARY_ROW(round, ROUND), UNARY_ROW(clamp, CLAMP),
-};
+#define UNARY_ROW(E, NAME) [TF_OP_##E] = {u_##NAME##_f, u_##NAME##_d},
+static const struct { unary_f f; unary_d d; } unary_fns[TF_OP_COUNT] = {TF_FORMULA_UNARY(UNARY_ROW)};
 
 typedef struct unary_ctx {
     tf_dtype dt;

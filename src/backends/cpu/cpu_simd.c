@@ -4,6 +4,7 @@
  * kernel fits and hands every other case to the entry it replaced. */
 #include "cpu_blas.h"
 #include "cpu_common.h"
+#include "formulas.h"
 
 static tf_cpu_table below;              /* the table as it was before this layer */
 
@@ -24,15 +25,16 @@ static void fast_binary_chunk(void *ctx, int64_t begin, int64_t end) {
     j->k->binary(j->op, end - begin, j->o + begin, j->sa ? j->a + begin : j->a, j->sa, j->sb ? j->b + begin : j->b, j->sb);
 }
 
-/* The op itself when the fast binary kernel has it (they switch on the op's
- * value), else -1. */
+/* The op itself when the fast binary kernel has it (the binary formulas
+ * with a SIMD body; they switch on the op's value), else -1. */
 static int fast_binary_code(tf_op_kind kind) {
+#define FAST_BINARY_CASE(E, NAME) case TF_OP_##E:
     switch (kind) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_SWIGLU:
+    TF_FORMULA_SIMD_BINARY(FAST_BINARY_CASE)
         return (int)kind;
     default: return -1;
     }
+#undef FAST_BINARY_CASE
 }
 
 /* f16/bf16: blocks widened to f32 on the stack, the f32 kernel, one
@@ -374,33 +376,38 @@ static tf_status simd_matmul(const tf_op *op, tf_cpu_address_fn address) {
 
 /* ---- gelu: the vector erf (the reference calls libm's erff per element) ---- */
 
-typedef struct gelu_job {
+/* ---- unary formulas with a SIMD body, contiguous operands ---- */
+
+typedef struct unary_job {
     const tf_fast_kernels *k;
+    const tf_op *op;
     void *o;
     const void *x;
-    tf_dtype dt;
-} gelu_job;
+} unary_job;
 
-static void gelu_chunk(void *ctx, int64_t begin, int64_t end) {
-    const gelu_job *j = ctx;
-    if (j->dt == TF_F32) {
-        j->k->gelu(end - begin, (float *)j->o + begin, (const float *)j->x + begin);
+static void unary_chunk(void *ctx, int64_t begin, int64_t end) {
+    const unary_job *j = ctx;
+    const tf_op_params *p = &j->op->params;
+    float alpha = (float)p->alpha, lo = (float)p->min_value, hi = (float)p->max_value;
+    tf_dtype dt = j->op->output.dtype;
+    if (dt == TF_F32) {
+        j->k->unary(j->op->kind, end - begin, (float *)j->o + begin, (const float *)j->x + begin, alpha, lo, hi);
         return;
     }
     float block[HALF_BLOCK];                 /* f16/bf16: widened, computed in f32, rounded once */
     for (int64_t i = begin; i < end; i += HALF_BLOCK) {
         int64_t n = end - i < HALF_BLOCK ? end - i : HALF_BLOCK;
-        j->k->widen(n, (const uint16_t *)j->x + i, block, j->dt == TF_BF16);
-        j->k->gelu(n, block, block);
-        j->k->narrow(n, block, (uint16_t *)j->o + i, j->dt == TF_BF16);
+        j->k->widen(n, (const uint16_t *)j->x + i, block, dt == TF_BF16);
+        j->k->unary(j->op->kind, n, block, block, alpha, lo, hi);
+        j->k->narrow(n, block, (uint16_t *)j->o + i, dt == TF_BF16);
     }
 }
 
-static tf_status simd_gelu(const tf_op *op, tf_cpu_address_fn address) {
+static tf_status simd_unary(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
     if (X->dtype != O->dtype || !tf_desc_is_contiguous(X) || !tf_desc_is_contiguous(O)) return run_below(op, address);
-    gelu_job j = {tf_fast(), address(O->buffer) + O->offset, address(X->buffer) + X->offset, O->dtype};
-    tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, gelu_chunk, &j);
+    unary_job j = {tf_fast(), op, address(O->buffer) + O->offset, address(X->buffer) + X->offset};
+    tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, unary_chunk, &j);
     return TF_OK;
 }
 
@@ -464,15 +471,19 @@ static tf_status simd_reduce(const tf_op *op, tf_cpu_address_fn address) {
 
 void tf_cpu_simd_install(tf_cpu_table *t) {
     below = *t;
-    static const tf_op_kind binary[] = {TF_OP_ADD, TF_OP_SUB, TF_OP_MUL, TF_OP_DIV, TF_OP_MAXIMUM, TF_OP_MINIMUM,
-                                        TF_OP_SWIGLU};
     static const tf_dtype floats[] = {TF_F32, TF_F16, TF_BF16};
-    for (size_t i = 0; i < sizeof binary / sizeof *binary; i++)
-        for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[binary[i]][floats[d]] = simd_binary;
+#define INSTALL(E, NAME, FN)                                                                         \
+    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[TF_OP_##E][floats[d]] = FN;
+#define INSTALL_BINARY(E, NAME) INSTALL(E, NAME, simd_binary)
+#define INSTALL_UNARY(E, NAME) INSTALL(E, NAME, simd_unary)
+    TF_FORMULA_SIMD_BINARY(INSTALL_BINARY)
+    TF_FORMULA_SIMD_UNARY(INSTALL_UNARY)
+#undef INSTALL_UNARY
+#undef INSTALL_BINARY
+#undef INSTALL
     static const tf_op_kind rows[] = {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX, TF_OP_RMSNORM, TF_OP_LAYERNORM};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) t->fn[rows[i]][TF_F32] = simd_row;
     for (size_t d = 0; d < sizeof floats / sizeof *floats; d++)
         t->fn[TF_OP_MATMUL][floats[d]] = t->fn[TF_OP_GEMM][floats[d]] = simd_matmul;   /* GEMM: plain products only */
     t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = simd_reduce;
-    for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) t->fn[TF_OP_GELU][floats[d]] = simd_gelu;
 }

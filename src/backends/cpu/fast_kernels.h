@@ -64,8 +64,10 @@ typedef struct tf_fast_kernels {
      * panel into L1 and multiplied as outer products. */
     void (*linear_packed)(int64_t m, int64_t j0, int64_t j1, int64_t k, const float *a, int64_t lda, const void *w,
                           int64_t ldw, int wkind, const float *bias, float *c, int64_t ldc);
-    /* o = gelu(x) (the erf form) over n elements; o may be x. */
-    void (*gelu)(int64_t n, float *o, const float *x);
+    /* o = op(x) over n elements for the unary formulas with a SIMD body
+     * (TF_FORMULA_SIMD_UNARY), with leaky_relu's alpha and clamp's lo, hi;
+     * o may be x. false (nothing written) for any other op. */
+    bool (*unary)(int op, int64_t n, float *o, const float *x, float alpha, float lo, float hi);
 } tf_fast_kernels;
 
 /* The table for this CPU, or NULL when fast kernels are off. */

@@ -22,7 +22,7 @@ TF_PK_KERNEL_LIST(TF__MISSING)
 
 namespace TF_NS {
 using namespace tf_cuda_missing;
-#include "kernels.cl"
+#include "portable_kernels.cl"       /* gpu_common/kernels.cl with the formulas (generated) */
 }
 
 #undef kernel

@@ -115,38 +115,23 @@ inline long offset_of(const geom *g, int k, long i) {
 /* op is the op table's value (TF_OP_ADD, ...): the host prepends them. */
 
 #if TF_DT != DT_BOOL
-inline C apply(int op, C x, C y) {
-#if IS_FLOAT
-    switch (op) {
-    case TF_OP_ADD: return x + y;
-    case TF_OP_SUB: return x - y;
-    case TF_OP_MUL: return x * y;
-    case TF_OP_DIV: return x / y;
-    case TF_OP_MAXIMUM: return isnan(x) || isnan(y) ? x + y : (x > y ? x : y);
-    case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? x + y : (x < y ? x : y);
-    case TF_OP_SWIGLU: return x / ((C)1 + exp(-x)) * y;
-    default: return pow(x, y);
+#if !IS_FLOAT
+/* Integer power by squaring, wrapping; negative exponents give 0 except
+ * for bases 1 and -1 (what repeated division would round to). */
+inline long tf_ipow(long x, long y) {
+    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+    ulong r = 1, b = (ulong)x;
+    while (y) {
+        if (y & 1) r *= b;
+        b *= b;
+        y >>= 1;
     }
-#else
-    switch (op) {
-    case TF_OP_ADD: return (long)((ulong)x + (ulong)y);
-    case TF_OP_SUB: return (long)((ulong)x - (ulong)y);
-    case TF_OP_MUL: return (long)((ulong)x * (ulong)y);
-    case TF_OP_MAXIMUM: return x > y ? x : y;
-    case TF_OP_MINIMUM: return x < y ? x : y;
-    default: {
-        if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
-        ulong r = 1, b = (ulong)x;
-        while (y) {
-            if (y & 1) r *= b;
-            b *= b;
-            y >>= 1;
-        }
-        return (long)r;
-    }
-    }
-#endif
+    return (long)r;
 }
+#endif
+
+/* apply(op, x, y): the binary formulas of src/ops/formulas.txt. */
+//@formulas binary
 
 /* out (operand 0) = a (1) op b (2); out is contiguous. */
 kernel void binary(int op, long n, geom g, global T *out, global const T *a, global const T *b) {
@@ -171,37 +156,8 @@ kernel void binary4(int op, long n4, long oo, long ao, long bo, global float *ou
 
 /* ---- elementwise unary (floats; f16/bf16 in f32) ---- */
 #if IS_FLOAT
-inline C apply_unary(int op, C x, C alpha, C lo, C hi) {
-    switch (op) {
-    case TF_OP_NEG: return -x;
-    case TF_OP_ABS: return x < 0 ? -x : x == 0 ? (C)0 : x;
-    case TF_OP_SIGN: return (C)((x > 0) - (x < 0));        /* PyTorch's rule: NaN gives 0 */
-    case TF_OP_EXP: return exp(x);
-    case TF_OP_LOG: return log(x);
-    case TF_OP_LOG1P: return log1p(x);
-    case TF_OP_EXPM1: return expm1(x);
-    case TF_OP_SQRT: return sqrt(x);
-    case TF_OP_RSQRT: return (C)1 / sqrt(x);
-    case TF_OP_SIN: return sin(x);
-    case TF_OP_COS: return cos(x);
-    case TF_OP_TANH: return tanh(x);
-    case TF_OP_SIGMOID: return (C)1 / ((C)1 + exp(-x));
-    case TF_OP_RELU: return x < 0 ? (C)0 : x;
-    case TF_OP_LEAKY_RELU: return x < 0 ? alpha * x : x;
-    case TF_OP_GELU: return (C)0.5 * x * ((C)1 + erf(x * (C)0.70710678118654752440));
-    case TF_OP_GELU_TANH: return (C)0.5 * x * ((C)1 + tanh((C)0.79788456080286535588 * (x + (C)0.044715 * x * x * x)));
-    case TF_OP_SILU: return x / ((C)1 + exp(-x));
-    case TF_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
-    case TF_OP_FLOOR: return floor(x);
-    case TF_OP_CEIL: return ceil(x);
-    case TF_OP_ROUND: return rint(x);
-    default:                                      /* TF_OP_CLAMP */
-        if (isnan(x)) return x;
-        if (!isnan(lo) && x < lo) x = lo;
-        if (!isnan(hi) && x > hi) x = hi;
-        return x;
-    }
-}
+/* apply_unary(op, x, alpha, lo, hi): the unary formulas of src/ops/formulas.txt. */
+//@formulas unary
 
 /* out (operand 0) = f(x (operand 1)); out is contiguous. */
 kernel void unary(int op, C alpha, C lo, C hi, long n, geom g, global T *out, global const T *x) {

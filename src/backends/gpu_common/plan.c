@@ -2,6 +2,7 @@
  * OpenCL plugin so that the CUDA plugin launches the same kernels with the
  * same arguments. */
 #include "plan.h"
+#include "formulas.h"          /* generated: the binary formulas with an int form */
 
 #include <math.h>
 #include <stdio.h>
@@ -568,6 +569,18 @@ static tf_status run_qmatmul(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, TF_F32, TF_PK_QMATMUL, 13, args, 2, global, local);
 }
 
+/* The binary formulas with an int form (src/ops/formulas.txt); the others
+ * take floats only. */
+static bool has_int_form(tf_op_kind kind) {
+#define TF__INT_CASE(E, name) case TF_OP_##E:
+    switch (kind) {
+    TF_FORMULA_BINARY_INT(TF__INT_CASE)
+        return true;
+    default: return false;
+    }
+#undef TF__INT_CASE
+}
+
 static bool float_on_device(tf_dtype dt, bool fp64) { return dt_is_float(dt) && (fp64 || dt != TF_F64); }
 
 /* The ops a quantized operand takes part in (tf__op_begin admits no others). */
@@ -605,25 +618,17 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
         for (int i = 0; i < op->n_inputs; i++)
             if (op->inputs[i].dtype == TF_F64) return false;
     }
-    switch (op->kind) {
-    case TF_OP_ADD: case TF_OP_SUB: case TF_OP_MUL: case TF_OP_DIV: case TF_OP_MAXIMUM: case TF_OP_MINIMUM:
-    case TF_OP_POW: case TF_OP_MATMUL: case TF_OP_GEMM: case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_COPY: case TF_OP_FILL:
-    case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL:
-        return true;
-    case TF_OP_EQ: case TF_OP_NE: case TF_OP_LT: case TF_OP_LE: case TF_OP_GT: case TF_OP_GE:
-    case TF_OP_LOGICAL_AND: case TF_OP_LOGICAL_OR: case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF:
-    case TF_OP_WHERE: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN: case TF_OP_PROD:
-    case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP: case TF_OP_CUMSUM: case TF_OP_TRIL: case TF_OP_TRIU:
-        return true;
-    case TF_OP_INDEX_SELECT: case TF_OP_GATHER:
-        return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: case TF_OP_ROPE:
-    case TF_OP_SWIGLU:
-        return dt_is_float(op->output.dtype);
-    case TF_OP_SDPA: return dt_is_float(op->output.dtype) && op->inputs[2].shape[3] <= MAX_DV;
-    case TF_OP_CONV2D: case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: case TF_OP_ADAM: return dt_is_float(op->output.dtype);
-    default:
-        return tf_op_kernel_of(op->kind) == TF_KERNEL_MATH && dt_is_float(op->output.dtype);
+    bool float_out = dt_is_float(op->output.dtype);
+    switch (tf_op_kernel_of(op->kind)) {            /* by family: a new op of a family needs no line here */
+    case TF_KERNEL_ARITH: return float_out || has_int_form(op->kind);
+    case TF_KERNEL_MATH: case TF_KERNEL_ROW: case TF_KERNEL_ROPE: case TF_KERNEL_CONV: case TF_KERNEL_POOL:
+    case TF_KERNEL_OPTIMIZER:
+        return float_out;
+    case TF_KERNEL_ATTENTION: return float_out && op->inputs[2].shape[3] <= MAX_DV;
+    case TF_KERNEL_PICK: return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
+    case TF_KERNEL_MATMUL: return op->kind != TF_OP_QMATMUL;       /* qmatmul: quantized weights only (above) */
+    case TF_KERNEL_NONE: return false;
+    default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
     }
 }
 
@@ -653,32 +658,27 @@ tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op) {
         default: return tg->host->set_error(TF_ERR_UNSUPPORTED, "portable kernels: no kernel for %d", (int)op->kind);
         }
     }
-    switch (op->kind) {
-    case TF_OP_FILL: return run_fill(tg, op);
-    case TF_OP_MATMUL: case TF_OP_GEMM: return run_matmul(tg, op);
-    case TF_OP_SUM: case TF_OP_MEAN: case TF_OP_MAX: case TF_OP_MIN: case TF_OP_ARGMAX: case TF_OP_ARGMIN:
-    case TF_OP_PROD: case TF_OP_VAR: case TF_OP_STD: case TF_OP_LOGSUMEXP:
-        return run_reduce(tg, op);
-    case TF_OP_CUMSUM: return run_cumsum(tg, op);
-    case TF_OP_INDEX_SELECT: case TF_OP_GATHER: return run_index_pick(tg, op);
-    case TF_OP_TRIL: case TF_OP_TRIU: return run_triangle(tg, op);
-    case TF_OP_SOFTMAX: case TF_OP_LOG_SOFTMAX: case TF_OP_RMSNORM: case TF_OP_LAYERNORM: return run_row_op(tg, op);
-    case TF_OP_ROPE: return run_rope(tg, op);
-    case TF_OP_SDPA: return run_sdpa(tg, op);
-    case TF_OP_CONV2D: return run_conv2d(tg, op);
-    case TF_OP_MAXPOOL2D: case TF_OP_AVGPOOL2D: return run_pool(tg, op);
-    case TF_OP_ADAM: return run_adam(tg, op);
-    case TF_OP_COPY: return run_copy(tg, op);
-    case TF_OP_ARANGE: case TF_OP_RAND_UNIFORM: case TF_OP_RAND_NORMAL: return run_creation(tg, op);
-    case TF_OP_LOGICAL_NOT: case TF_OP_ISNAN: case TF_OP_ISINF: return run_bool_unary(tg, op);
-    case TF_OP_WHERE: return run_where(tg, op);
-    default:
-        switch (tf_op_kernel_of(op->kind)) {
-        case TF_KERNEL_MATH: return run_unary(tg, op);
-        case TF_KERNEL_COMPARE: return run_compare(tg, op);
-        case TF_KERNEL_ARITH: return run_binary(tg, op);
-        default: return tg->host->set_error(TF_ERR_UNSUPPORTED, "portable kernels: no kernel for %d", (int)op->kind);
-        }
+    switch (tf_op_kernel_of(op->kind)) {
+    case TF_KERNEL_ARITH: return run_binary(tg, op);
+    case TF_KERNEL_MATH: return run_unary(tg, op);
+    case TF_KERNEL_COMPARE: return run_compare(tg, op);
+    case TF_KERNEL_PREDICATE: return run_bool_unary(tg, op);
+    case TF_KERNEL_SELECT: return run_where(tg, op);
+    case TF_KERNEL_MATMUL: return run_matmul(tg, op);
+    case TF_KERNEL_REDUCE: return run_reduce(tg, op);
+    case TF_KERNEL_SCAN: return run_cumsum(tg, op);
+    case TF_KERNEL_PICK: return run_index_pick(tg, op);
+    case TF_KERNEL_TRIANGLE: return run_triangle(tg, op);
+    case TF_KERNEL_COPY: return run_copy(tg, op);
+    case TF_KERNEL_FILL: return run_fill(tg, op);
+    case TF_KERNEL_ARANGE: case TF_KERNEL_RANDOM: return run_creation(tg, op);
+    case TF_KERNEL_ROW: return run_row_op(tg, op);
+    case TF_KERNEL_ROPE: return run_rope(tg, op);
+    case TF_KERNEL_ATTENTION: return run_sdpa(tg, op);
+    case TF_KERNEL_CONV: return run_conv2d(tg, op);
+    case TF_KERNEL_POOL: return run_pool(tg, op);
+    case TF_KERNEL_OPTIMIZER: return run_adam(tg, op);
+    default: return tg->host->set_error(TF_ERR_UNSUPPORTED, "portable kernels: no kernel for %d", (int)op->kind);
     }
 }
 

@@ -15,4 +15,4 @@ extern "C" {
 #undef kernel
 #define kernel extern "C" __attribute__((__global__))
 
-#include "kernels.cl"
+#include "portable_kernels.cl"       /* gpu_common/kernels.cl with the formulas (generated) */

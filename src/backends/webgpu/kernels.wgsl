@@ -326,15 +326,23 @@ fn erf_f32(x: f32) -> f32 {
     return select(1.0 - erfc, erfc - 1.0, x < 0.0);
 }
 
-// GELU: 0.5 x (1 + erf(x / sqrt 2)); at x < -0.5 sqrt 2 that is
-// 0.5 x erfc(|x| / sqrt 2), taken directly rather than as 1 + (erfc - 1),
-// with exp(-x^2 / 2) from x itself: the rounding of x / sqrt 2 would cost
-// x^2 ulps there.
-fn gelu_f32(x: f32) -> f32 {
+// The standard normal CDF, 0.5 erfc(-x / sqrt 2) (GELU's x Phi(x)): below
+// x = -0.5 sqrt 2 from erfc_scaled directly, with exp(-x^2 / 2) from x
+// itself (the rounding of x / sqrt 2 would cost x^2 ulps there), 1 + erf
+// where nothing cancels.
+fn ncdf_f32(x: f32) -> f32 {
     let u = x * 0.70710678118654752440;
-    if (u <= -14.0) { return 0.0 * x; }                  // below f32's range (keeps -0 and NaN)
-    if (u <= -0.5) { return 0.5 * x * erfc_scaled(-u) * exp_neg_square(x, 2.0); }
-    return 0.5 * x * (1.0 + erf_f32(u));
+    if (u <= -14.0) { return 0.0; }                      // below f32's range
+    if (u <= -0.5) { return 0.5 * erfc_scaled(-u) * exp_neg_square(x, 2.0); }
+    return 0.5 * (1.0 + erf_f32(u));
+}
+
+// erfc(w) without cancellation: from erfc_scaled where erfc is small
+// (w >= 0.5), as 1 - erf(w) where it is not; below f32's range past 10.
+fn erfc_f32(w: f32) -> f32 {
+    if (w >= 10.0) { return 0.0; }
+    if (w >= 0.5) { return erfc_scaled(w) * exp_neg_square(w, 1.0); }
+    return 1.0 - erf_f32(w);
 }
 
 // exp and log to about an ulp (a driver's may be several off: lavapipe's
@@ -450,19 +458,8 @@ fn exp2_of_product(y: f32, x: f32) -> f32 {
     return ldexp(sum, i32(n));
 }
 
-// Binary arithmetic on floats (binary, binary4).
-fn apply_f(op: i32, x: f32, y: f32) -> f32 {
-    switch op {
-        case TF_OP_ADD: { return x + y; }
-        case TF_OP_SUB: { return x - y; }
-        case TF_OP_MUL: { return x * y; }
-        case TF_OP_DIV: { return x / y; }
-        case TF_OP_MAXIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x > y); }
-        case TF_OP_MINIMUM: { if (is_nan(x) || is_nan(y)) { return x + y; } return select(y, x, x < y); }
-        case TF_OP_SWIGLU: { return x / (1.0 + exp(-x)) * y; }
-        default: { return pow_f32(x, y); }
-    }
-}
+// Binary arithmetic on floats (binary, binary4): the formulas of src/ops/formulas.txt.
+//@formulas binary_f
 
 // conv2d's and pool2d's geometry (mirrors tf_pk_conv_geom).
 struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: i32, kh: i32, kw: i32, groups: i32,
@@ -473,27 +470,23 @@ struct ConvGeom { N: i32, C: i32, H: i32, W: i32, O: i32, Ho: i32, Wo: i32, cg: 
 //@kernel binary
 struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
-fn apply_i(op: i32, x: i32, y0: i32) -> i32 {
-    switch op {
-        case TF_OP_ADD: { return x + y0; }
-        case TF_OP_SUB: { return x - y0; }
-        case TF_OP_MUL: { return x * y0; }
-        case TF_OP_MAXIMUM: { return max(x, y0); }
-        case TF_OP_MINIMUM: { return min(x, y0); }
-        default: {
-            var y = y0;
-            if (y < 0) { return select(select(0, select(1, -1, (y & 1) != 0), x == -1), 1, x == 1); }
-            var r = 1;
-            var b = x;
-            while (y != 0) {
-                if ((y & 1) != 0) { r *= b; }
-                b *= b;
-                y >>= 1u;
-            }
-            return r;
-        }
+// Integer power by squaring (i32 wraps); negative exponents give 0 except
+// for bases 1 and -1.
+fn ipow_i32(x: i32, y0: i32) -> i32 {
+    var y = y0;
+    if (y < 0) { return select(select(0, select(1, -1, (y & 1) != 0), x == -1), 1, x == 1); }
+    var r = 1;
+    var b = x;
+    while (y != 0) {
+        if ((y & 1) != 0) { r *= b; }
+        b *= b;
+        y >>= 1u;
     }
+    return r;
 }
+
+// Binary arithmetic on i32 words: the int forms of src/ops/formulas.txt.
+//@formulas binary_i
 
 fn apply_64(op: i32, x: vec2<u32>, y0: vec2<u32>) -> vec2<u32> {
     switch op {
@@ -562,39 +555,8 @@ fn binary4_item(i: i32) {
 //@kernel unary
 struct Args { gx: i32, gy: i32, op: i32, alpha: f32, lo: f32, hi: f32, n: i32, g: Geom }
 
-fn apply_unary(op: i32, x0: f32) -> f32 {
-    var x = x0;
-    switch op {
-        case TF_OP_NEG: { return -x; }
-        case TF_OP_ABS: { return abs(x); }
-        case TF_OP_SIGN: { if (x > 0.0) { return 1.0; } if (x < 0.0) { return -1.0; } return 0.0; }
-        case TF_OP_EXP: { return exp_f32(x); }
-        case TF_OP_LOG: { return log_f32(x); }
-        case TF_OP_LOG1P: { return log1p_f32(x); }
-        case TF_OP_EXPM1: { return expm1_f32(x); }
-        case TF_OP_SQRT: { return sqrt(x); }
-        case TF_OP_RSQRT: { return 1.0 / sqrt(x); }
-        case TF_OP_SIN: { return sin(x); }
-        case TF_OP_COS: { return cos(x); }
-        case TF_OP_TANH: { return tanh_f32(x); }
-        case TF_OP_SIGMOID: { return 1.0 / (1.0 + exp_f32(-x)); }
-        case TF_OP_RELU: { return select(x, 0.0, x < 0.0); }
-        case TF_OP_LEAKY_RELU: { return select(x, A.alpha * x, x < 0.0); }
-        case TF_OP_GELU: { return gelu_f32(x); }
-        case TF_OP_GELU_TANH: { return 0.5 * x * (1.0 + tanh_f32(0.79788456080286535588 * (x + 0.044715 * x * x * x))); }
-        case TF_OP_SILU: { return x / (1.0 + exp_f32(-x)); }
-        case TF_OP_SOFTPLUS: { if (x > 20.0) { return x; } return log1p_f32(exp_f32(x)); }
-        case TF_OP_FLOOR: { return floor(x); }
-        case TF_OP_CEIL: { return ceil(x); }
-        case TF_OP_ROUND: { return round(x); }            // half to even, as rint
-        default: {                                         // TF_OP_CLAMP
-            if (is_nan(x)) { return x; }
-            if (!is_nan(A.lo) && x < A.lo) { x = A.lo; }
-            if (!is_nan(A.hi) && x > A.hi) { x = A.hi; }
-            return x;
-        }
-    }
-}
+// The unary formulas of src/ops/formulas.txt.
+//@formulas unary
 
 @compute @workgroup_size(WG)
 fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential   # gcc, make
   cmake             # 3.25 or newer
+  python3           # tools/gen_formulas.py: the elementwise kernels, generated at build time
   pkg-config        # finds cmocka; the install test's pkg-config consumer
   libcmocka-dev     # unit test framework
   libopenblas-dev   # CBLAS for large GEMM on the CPU (and the benchmark's peer)
@@ -21,7 +22,7 @@ packages=(
 
 # `--python`: only what building the Python wheel needs (pip install ./python)
 if [ "${1:-}" = "--python" ]; then
-  packages=(build-essential cmake libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+  packages=(build-essential cmake python3 libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
 fi
 
 # `--bench`: also what bench/compare.py runs with (Debian's python3 packages)

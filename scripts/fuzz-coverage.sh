@@ -21,4 +21,4 @@ LLVM_PROFILE_FILE="$out/model-%p.profraw" "$out/bin/fuzz_model" -runs=0 "$fuzz/c
 llvm-profdata merge -sparse "$out"/*.profraw -o "$out/model.profdata"
 echo "fuzz-coverage: $(ls "$fuzz/corpus-model" | wc -l) inputs kept by the fuzzer, $(ls "$fuzz/seeds-model" | wc -l) seeds"
 llvm-cov report "$out/bin/fuzz_model" -instr-profile="$out/model.profdata" \
-  "$src/examples/llm/model.c" "$src/examples/llm/tokenizer.c" "$src/src/core/gguf.c"
+  "$src/examples/llm/model.c" "$src/examples/llm/tokenizer.c" "$src/src/formats/gguf.c"

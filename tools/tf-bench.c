@@ -112,6 +112,17 @@ static tf_status run_reduce(void *v) {
     return s;
 }
 
+/* An elementwise unary op over a whole tensor. */
+typedef struct math_ctx { tf_tensor *x; tf_status (*fn)(const tf_tensor *, tf_tensor **); } math_ctx;
+
+static tf_status run_math(void *v) {
+    math_ctx *c = v;
+    tf_tensor *o = NULL;
+    tf_status s = c->fn(c->x, &o);
+    tf_tensor_release(o);
+    return s;
+}
+
 typedef struct mm_ctx { tf_tensor *a, *b; } mm_ctx;
 
 static tf_status run_matmul(void *v) {
@@ -395,6 +406,17 @@ int main(int argc, char **argv) {
         unary_ctx c = {NULL, NULL, NULL, 0};
         CHECK(tf_rand(dev, TF_F32, 1, &n, 3, &c.x));
         report("sum", "16M f32", time_op(run_row, &c, dev, min_time), (double)n, 4.0 * n);
+        tf_tensor_release(c.x);
+    }
+    /* Unary formulas: with a SIMD body (gelu, silu, exp, relu) and without (tanh). */
+    static const struct { const char *name; tf_status (*fn)(const tf_tensor *, tf_tensor **); } maths[] = {
+        {"gelu", tf_gelu}, {"silu", tf_silu}, {"exp", tf_exp}, {"relu", tf_relu}, {"tanh", tf_tanh}};
+    for (size_t i = 0; i < sizeof maths / sizeof *maths; i++) {
+        if (!wanted(ops, maths[i].name)) continue;
+        int64_t n = 16 << 20;
+        math_ctx c = {NULL, maths[i].fn};
+        CHECK(tf_rand(dev, TF_F32, 1, &n, 4, &c.x));
+        report(maths[i].name, "16M f32", time_op(run_math, &c, dev, min_time), (double)n, 8.0 * n);
         tf_tensor_release(c.x);
     }
     static const char *const row_names[3] = {"softmax", "rmsnorm", "layernorm"};

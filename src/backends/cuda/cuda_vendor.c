@@ -1,4 +1,4 @@
-/* What the CUDA plugin does its own way (cuda_dev.h): cuBLAS and cuBLASLt
+/* What the CUDA plugin does its own way (native_dev.h): cuBLAS and cuBLASLt
  * for GEMM, the plugin's own kernels (fast_kernels.cu), the portable kernels
  * through the host stubs nvcc made (kernels_<dtype>.cu), NVIDIA's sticky
  * errors, the device's description and the TF32 extra. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "blas_plan.h"
-#include "cuda_dev.h"
+#include "native_dev.h"
 #include "fast_plan.h"
 
 

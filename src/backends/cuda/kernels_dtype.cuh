@@ -3,7 +3,7 @@
 extern "C" {
 #include "plan.h"
 }
-#include "cuda_compat.h"
+#include "opencl_compat.h"
 
 #define RWG 256
 #define TS 16

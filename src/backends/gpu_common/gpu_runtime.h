@@ -105,7 +105,7 @@ int tf_gpu_env_choice(const char *name, const char *const *choices, int n);   /*
 /* OpenCL's NDRange (`dims` 1 or 2, `global` work-items, `local` the group
  * or NULL for 256 x 1) as a CUDA/HIP grid: blocks of `local`, the grid
  * rounded up (every portable kernel bounds-checks). A second dimension past
- * 65535 groups is split over z; get_group_id(1) in cuda_compat.h puts it back
+ * 65535 groups is split over z; get_group_id(1) in opencl_compat.h puts it back
  * together. */
 typedef enum tf_gpu_grid_result { TF_GPU_GRID_OK, TF_GPU_GRID_EMPTY, TF_GPU_GRID_TOO_BIG } tf_gpu_grid_result;
 tf_gpu_grid_result tf_gpu_grid_of(int dims, const size_t *global, const size_t *local, unsigned grid[3],

@@ -1,5 +1,5 @@
 /* tensorframe's portable kernels: OpenCL C 1.2, also compiled by nvcc for
- * the CUDA plugin through cuda_compat.h (TF_CUDA defined), so one source is
+ * the CUDA plugin through opencl_compat.h (TF_CUDA defined), so one source is
  * tested on PoCL here and runs on NVIDIA GPUs. Host side: plan.c.
  *
  * Built once per (device, dtype) with -DTF_DT=<dtype code> -DRWG=<reduce
@@ -24,7 +24,7 @@
 #error "build error forced by tf_opencl_set_build_options (testing)"
 #endif
 
-/* Constructs OpenCL C and CUDA spell differently; cuda_compat.h defines
+/* Constructs OpenCL C and CUDA spell differently; opencl_compat.h defines
  * them for nvcc (TF_CUDA). */
 #ifndef TF_CUDA
 #define LOCAL_PTR local

@@ -2,7 +2,7 @@
  * op, with which arguments and launch geometry. Shared by every backend that
  * runs kernels.cl: the OpenCL plugin hands them to clEnqueueNDRangeKernel,
  * the CUDA plugin (which compiles the same source with nvcc through
- * cuda_compat.h) to cudaLaunchKernel. A backend supplies a tf_pk_target:
+ * opencl_compat.h) to cudaLaunchKernel. A backend supplies a tf_pk_target:
  * how to name a buffer to a kernel, how to launch, scratch memory.
  *
  * Launch geometry is OpenCL's: `global` work-items per dimension (at most

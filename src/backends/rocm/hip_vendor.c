@@ -1,4 +1,4 @@
-/* What the ROCm plugin does its own way (see ../cuda/cuda_dev.h): load the
+/* What the ROCm plugin does its own way (see ../native_gpu/native_dev.h): load the
  * HIP runtime, pick and load the code objects of the device's gfx target,
  * launch the portable kernels through hipModuleLaunchKernel, multiply with
  * rocBLAS where installed (the portable tiled matmul otherwise), and
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "blas_plan.h"
-#include "cuda_dev.h"
+#include "native_dev.h"
 #include "hip_plan.h"
 
 #define TF_HIP_SONAME "libamdhip64.so.5"     /* the HIP ABI the plugin is compiled against (ROCm 5) */

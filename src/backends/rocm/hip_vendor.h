@@ -1,4 +1,4 @@
-/* The one vendor header: the CUDA runtime names ../cuda/cuda_backend.c uses,
+/* The one vendor header: the CUDA runtime names ../native_gpu/native_backend.c uses,
  * as the HIP runtime's, called through the symbol table (tf_hip) resolved at
  * run time. HIP mirrors the CUDA runtime API call for call; where it differs
  * (hipHostMalloc's name, hipGraphInstantiate's error-node arguments, the

@@ -1,5 +1,5 @@
 /* One dtype's portable kernels for HIP: ../gpu_common/kernels.cl through
- * ../cuda/cuda_compat.h, as the CUDA plugin compiles them, but each kernel
+ * ../native_gpu/opencl_compat.h, as the CUDA plugin compiles them, but each kernel
  * with C linkage (the plugin finds it by name in the code object with
  * hipModuleGetFunction) and one code object per dtype and gfx target
  * instead of one namespace per dtype. CMake defines TF_DT. */
@@ -7,7 +7,7 @@
 extern "C" {
 #include "plan.h"
 }
-#include "cuda_compat.h"
+#include "opencl_compat.h"
 
 #define RWG 256
 #define TS 16

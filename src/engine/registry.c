@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core.h"
+#include "engine.h"
 
 #ifndef TF_PLUGIN_INSTALL_DIR
 #define TF_PLUGIN_INSTALL_DIR ""
@@ -505,7 +505,7 @@ tf_status tf__init(void) {
         }
     }
     pthread_mutex_unlock(&g.lock);
-    if (first && s == TF_OK) tf__profile_from_environment();
+    if (first && s == TF_OK) tf__hooks_start();
     return s;
 }
 
@@ -529,8 +529,7 @@ void tf_shutdown(void) {
         tf__log(TF_LOG_ERROR, "tf_shutdown called from inside a plugin's init: ignored");
         return;
     }
-    tf__profile_shutdown();                    /* TF_PROFILE's files name the devices: before they go */
-    tf__graph_shutdown();
+    tf__hooks_shutdown();                      /* the observers end while the devices exist */
     tf__scope_shutdown();                      /* scopes left open: their tensors go while the devices exist */
     pthread_mutex_lock(&g.lock);
     for (int i = g.n_backends - 1; i >= 0; i--) {

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "observers.h"
 
 typedef struct graph_node {
     const char *fn;

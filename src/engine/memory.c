@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 /* ---- the allocation trace ----
  * One line per event: "+ DEVICE ID BYTES" and "- DEVICE ID". An ID is the
@@ -64,7 +64,7 @@ tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **ou
     }
     if (s != TF_OK && !*tf_last_error()) tf__error(s, "%s: the backend refused %zu bytes", dev->name, nbytes);
     if (s == TF_OK) trace_event(dev, '+', *out, nbytes);
-    if (s == TF_OK && tf__capturing()) tf__capture_alloc(dev, *out);
+    if (s == TF_OK) tf__hook_alloc(dev, *out);
     return s;
 }
 
@@ -126,7 +126,7 @@ void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf) {
 }
 
 void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf) {
-    if (tf__graph_claim(dev, buf)) return;        /* a graph's ops still write it */
+    if (tf__hook_free(dev, buf)) return;          /* a graph's ops still write it */
     tf__deferred_sweep(dev);
     if (!tf__deferred_free(dev, buf)) tf__buffer_free_now(dev, buf);
 }

@@ -1,6 +1,6 @@
 /* The device code shared by the CUDA and the ROCm/HIP plugins.
  *
- * cuda_backend.c is written against the CUDA runtime API and compiled twice:
+ * native_backend.c is written against the CUDA runtime API and compiled twice:
  * as itself for libtensorframe-cuda.so, and with TF_HIP defined for
  * libtensorframe-rocm.so, where ../rocm/hip_vendor.h maps every CUDA runtime
  * name it uses to the HIP runtime's, called through a symbol table resolved
@@ -10,8 +10,8 @@
  * description, the extras - is behind the tf_vendor_* functions below,
  * written once per vendor: cuda_vendor.c and ../rocm/hip_vendor.c.
  */
-#ifndef TF_CUDA_DEV_H
-#define TF_CUDA_DEV_H
+#ifndef TF_NATIVE_DEV_H
+#define TF_NATIVE_DEV_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -73,7 +73,7 @@ typedef struct cuda_dev {
     tf_vendor_stats stats;
 } cuda_dev;
 
-/* ---- what cuda_backend.c offers the vendor files ---- */
+/* ---- what native_backend.c offers the vendor files ---- */
 
 extern const tf_host_api *tf_cu_host;
 /* Report a failed runtime call (a sticky error marks the device lost). */

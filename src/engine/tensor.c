@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 /* ---- storage ---- */
 
@@ -54,13 +54,13 @@ static void storage_release(tf_storage *s) {
 
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n) {
     if (n == 0) return TF_OK;
-    if (tf__capturing()) tf__capture_upload(s);
+    tf__hook_upload(s);
     return s->dev->bdev.iface->buffer_upload(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, src, n);
 }
 
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n) {
     if (n == 0) return TF_OK;
-    if (tf__capturing()) tf__capture_download(s);
+    tf__hook_download(s);
     return s->dev->bdev.iface->buffer_download(s->dev->bdev.ctx, tf__stream_of(s->dev), s->buf, offset, dst, n);
 }
 
@@ -318,29 +318,6 @@ tf_status tf_tensor_from_data(tf_device *dev, tf_dtype dt, int ndim, const int64
     return TF_OK;
 }
 
-tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **out) {
-    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_eye: out is NULL");
-    *out = NULL;
-    tf_status s = check_device("tf_eye", dev);
-    int64_t shape[2] = {n, m};
-    if (s == TF_OK) s = tf_zeros(dev, dt, 2, shape, out);
-    if (s != TF_OK) return tf__in("tf_eye", s);
-    /* Write the ones element by element: n*m host bytes are never needed. */
-    unsigned char one[8];
-    tf_tensor *src = NULL;
-    s = tf_ones(tf__cpu_device(), dt, 0, NULL, &src);
-    if (s == TF_OK) s = tf_tensor_read(src, one, sizeof one);
-    tf_tensor_release(src);
-    size_t es = tf_dtype_size(dt);
-    for (int64_t i = 0; s == TF_OK && i < (n < m ? n : m); i++)
-        s = tf__upload((*out)->storage, (size_t)(i * m + i) * es, one, es);
-    if (s != TF_OK) {
-        tf_tensor_release(*out);
-        *out = NULL;
-    }
-    return tf__in("tf_eye", s);
-}
-
 /* ---- reading and moving ---- */
 
 tf_status tf_tensor_read(const tf_tensor *t, void *dst, size_t dst_bytes) {
@@ -367,7 +344,7 @@ tf_status tf__tensor_move(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
         *out = tf_tensor_retain((tf_tensor *)t);
         return TF_OK;
     }
-    if (tf__capturing()) tf__capture_move(t->storage->dev, dev);
+    tf__hook_move(t->storage->dev, dev);
     tf_tensor *src, *dst = NULL;
     tf_status s = tf_contiguous(t, &src);
     if (s != TF_OK) return s;

@@ -1,6 +1,6 @@
 /* The device code of the CUDA plugin (libtensorframe-cuda.so) and, compiled
  * with TF_HIP, of the ROCm/HIP plugin (libtensorframe-rocm.so): see
- * cuda_dev.h for how the two share it.
+ * native_dev.h for how the two share it.
  *
  * Every device becomes cuda:N (rocm:N), N the runtime's ordinal. Each has one
  * non-blocking stream: ops enqueue on it and return; reads, moves and
@@ -11,7 +11,7 @@
  * pipelined. Float GEMM goes to the vendor's BLAS (cuBLAS; rocBLAS where
  * installed); every other op runs the vendor's own kernels where it has them
  * (CUDA) or the portable kernels (../gpu_common/kernels.cl, compiled by nvcc
- * or hipcc through cuda_compat.h).
+ * or hipcc through opencl_compat.h).
  *
  * Without a runtime, driver or GPU the plugin loads, reports zero devices and
  * the reason, and the rest of tensorframe works. A sticky error (illegal
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_dev.h"
+#include "native_dev.h"
 
 const tf_host_api *tf_cu_host;
 static cuda_dev devs[MAX_CUDA_DEVICES];

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 static _Thread_local char tl_error[4096];   /* room for a compiler log */
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "core.h"
+#include "formats.h"
 
 #define GGUF_MAX_DIMS 4                 /* ggml's GGML_MAX_DIMS */
 #define GGUF_DEFAULT_ALIGNMENT 32u

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "autocast.h"
 
 static tf_status need_float(const char *fn, const tf_tensor *x) {
     if (!tf_dtype_is_float(x->dtype))

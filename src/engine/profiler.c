@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core.h"
+#include "observers.h"
 
 #define SHAPES_TEXT 200
 

@@ -7,7 +7,7 @@
  * dtype. The mapping keeps OpenCL's semantics where CUDA differs:
  * - a work-item is a thread; get_global_id(d) = block * blockDim + thread.
  *   Kernels use at most two dimensions; a second dimension with more than
- *   65535 groups is split over blockIdx.z by the launcher (cuda_backend.c)
+ *   65535 groups is split over blockIdx.z by the launcher (native_backend.c)
  *   and reassembled here, so every kernel sees OpenCL's flat group index;
  * - `half` is the storage type of f16 (its bits), read and written through
  *   vload_half / vstore_half_rte as in OpenCL (round to nearest even);
@@ -15,8 +15,8 @@
  * - long is 64 bits, char is signed (as in OpenCL C), on every CUDA target
  *   tensorframe builds for (x86-64 and aarch64 Linux).
  */
-#ifndef TF_CUDA_COMPAT_H
-#define TF_CUDA_COMPAT_H
+#ifndef TF_OPENCL_COMPAT_H
+#define TF_OPENCL_COMPAT_H
 
 #include <climits>
 #include <cmath>

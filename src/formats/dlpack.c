@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "formats.h"
 #include "tensorframe/dlpack.h"
 
 /* ---- dtypes ---- */

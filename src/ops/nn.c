@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "autocast.h"
 
 static tf_status float_only(const char *fn, tf_op_kind kind, const tf_tensor *x) {
     if (!tf_dtype_is_float(x->dtype))

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 static int norm_axis(int axis, int ndim) { return axis < 0 ? axis + ndim : axis; }
 
@@ -37,7 +37,7 @@ static tf_status check_index_dtype(const char *fn, const tf_tensor *index) {
 static tf_status check_index_range(const char *fn, const tf_tensor *index, int64_t extent, int axis, bool table_ids) {
     if (tf_tensor_numel(index) == 0) return TF_OK;
     /* A capture checks the values at each replay instead (they change). */
-    if (tf__capturing() && tf__capture_index_guard(fn, index, extent)) return TF_OK;
+    if (tf__hook_index_guard(fn, index, extent)) return TF_OK;
     int64_t lohi[2];
     tf_tensor *r = NULL, *r64 = NULL;
     for (int k = 0; k < 2; k++) {

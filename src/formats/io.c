@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "formats.h"
 
 static tf_status fail_format(const char *fn, const char *path, const char *what) {
     return tf__error(TF_ERR_FORMAT, "%s: %s: %s", fn, path, what);

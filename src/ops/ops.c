@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "autocast.h"
 #include "formulas.h"
 
 static tf_status dtype_not_accepted(const char *fn, tf_op_kind op, tf_dtype dt) {
@@ -718,6 +718,28 @@ tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **out) {
 tf_status tf_scalar(tf_device *dev, tf_dtype dt, double value, tf_tensor **out) {
     tf_op_params p = {.value = value};
     return create("tf_scalar", TF_OP_FILL, dev, dt, 0, NULL, &p, out);
+}
+
+tf_status tf_eye(tf_device *dev, tf_dtype dt, int64_t n, int64_t m, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_eye: out is NULL");
+    *out = NULL;
+    int64_t shape[2] = {n, m};
+    tf_status s = tf_zeros(dev, dt, 2, shape, out);     /* checks dev, dt and the shape */
+    if (s != TF_OK) return tf__in("tf_eye", s);
+    /* Write the ones element by element: n*m host bytes are never needed. */
+    unsigned char one[8];
+    tf_tensor *src = NULL;
+    s = tf_ones(tf__cpu_device(), dt, 0, NULL, &src);
+    if (s == TF_OK) s = tf_tensor_read(src, one, sizeof one);
+    tf_tensor_release(src);
+    size_t es = tf_dtype_size(dt);
+    for (int64_t i = 0; s == TF_OK && i < (n < m ? n : m); i++)
+        s = tf__upload((*out)->storage, (size_t)(i * m + i) * es, one, es);
+    if (s != TF_OK) {
+        tf_tensor_release(*out);
+        *out = NULL;
+    }
+    return tf__in("tf_eye", s);
 }
 
 /* ---- ops with a bool result over one input ---- */

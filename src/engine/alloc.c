@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 static _Atomic int64_t fail_at;        /* 0: off; else the count at which to fail */
 static _Atomic int64_t counted;        /* allocations since armed */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 const tf_op_info tf__op_table[TF_OP_COUNT] = {
 #define TF__OP_INFO(E, n, ar, sh, dt, acc, dom, k, kern) \
@@ -333,18 +333,12 @@ static tf_status run_native(const char *fn, tf_device *dev, tf_op *op, bool *fel
 }
 
 tf_status tf__dispatch_recorded(const char *fn, tf_device *dev, tf_op *op, bool native) {
-    bool fell_back = false;
-    tf_status (*run)(const char *, tf_device *, tf_op *, bool *) = native ? run_native : dispatch_op;
-    if (!tf__profiling()) return run(fn, dev, op, &fell_back);
-    uint64_t start = tf__profile_clock();
-    tf_status s = run(fn, dev, op, &fell_back);
-    tf__profile_record(fn, dev, op, start, fell_back, s);
-    return s;
+    return tf__hook_run(fn, dev, op, native ? run_native : dispatch_op);
 }
 
 tf_status tf__dispatch(const char *fn, tf_device *dev, tf_op *op) {
     tf_status s = tf__dispatch_recorded(fn, dev, op, false);
-    if (s == TF_OK && tf__capturing()) tf__capture_op(fn, dev, op);
+    tf__hook_op_done(fn, dev, op, s);
     return s;
 }
 
@@ -393,7 +387,7 @@ tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tens
     size_t n = (size_t)tf__bytes_of(dt, tf_tensor_numel(t));
     if (!n) {
         s = TF_OK;
-    } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t) && !tf__capturing()) {   /* a byte range */
+    } else if (copy && dt == t->dtype && tf_tensor_is_contiguous(t) && !tf__hook_ops_only()) {   /* a byte range */
         tf__clear_error();
         s = copy(dev->bdev.ctx, tf__stream_of(dev), o->storage->buf, 0, t->storage->buf, (size_t)t->offset, n);
         if (s != TF_OK) tf__error_context(s, "%s: copying %zu bytes on %s", fn, n, dev->name);

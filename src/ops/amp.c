@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "autocast.h"
 
 /* ---- autocast ---- */
 

@@ -1,7 +1,11 @@
-/* Core-private declarations. Nothing here is seen by backends: they meet
- * the core only through include/tensorframe/backend.h. */
-#ifndef TF_CORE_H
-#define TF_CORE_H
+/* The engine's private declarations: errors, allocation, dtypes, the
+ * registry, tensors and memory, streams, dispatch, graphs, the profiler and
+ * scopes (src/engine). The op library (src/ops) and the file formats
+ * (src/formats) build on them; the engine includes neither. Nothing here is
+ * seen by backends: they meet the core only through
+ * include/tensorframe/backend.h. */
+#ifndef TF_ENGINE_H
+#define TF_ENGINE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -60,12 +64,6 @@ int tf__dtype_category(tf_dtype dt);
  * offset too. TF_OK for element dtypes; else TF_ERR_DTYPE naming fn. */
 tf_status tf__check_block_layout(const char *fn, tf_dtype dt, int ndim, const int64_t *shape,
                                  const int64_t *strides);
-
-/* ggml's quantized block types (the ids GGUF files store) that quant.c decodes. */
-enum { TF__GGML_Q4_0 = 2, TF__GGML_Q4_1 = 3, TF__GGML_Q8_0 = 8, TF__GGML_Q4_K = 12, TF__GGML_Q6_K = 14 };
-bool tf__dequantize_known(uint32_t ggml_type);
-/* n elements (a whole number of blocks) of a known type into out, as f32. */
-void tf__dequantize(uint32_t ggml_type, const void *blocks, int64_t n, float *out);
 
 /* ---- devices and registry (registry.c) ---- */
 typedef struct tf_backend_entry tf_backend_entry;
@@ -147,46 +145,6 @@ bool tf__deferred_free(tf_device *d, tf_backend_buffer *buf);
 /* Free what the queues have passed. */
 void tf__deferred_sweep(tf_device *d);
 
-/* ---- graph capture (graph.c) ---- */
-/* Is the calling thread capturing? The hooks below are called only then. */
-bool tf__capturing(void);
-void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op);
-void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf);
-/* A live graph keeps buf (true): it frees it when destroyed. */
-bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf);
-/* Run a recorded op as dispatch does, recording nothing; `native`: the
- * device ran it itself at capture (no supports() question again). */
-tf_status tf__dispatch_recorded(const char *fn, tf_device *dev, tf_op *op, bool native);
-void tf__graph_shutdown(void);
-
-/* ---- autocast (amp.c) ---- */
-/* Which of tensorframe.h's autocast lists a public function is on. */
-typedef enum tf__autocast_list { TF__AUTOCAST_LOWER, TF__AUTOCAST_F32 } tf__autocast_list;
-#define TF__AUTOCAST_MAX_ARGS 4
-typedef struct tf__autocast {
-    tf_status status;                              /* of the casts */
-    int n_held;
-    tf_tensor *held[TF__AUTOCAST_MAX_ARGS];        /* the converted copies */
-} tf__autocast;
-/* True when autocast applies to this call (on for the thread, and not
- * inside another listed function): the n tensors *args[i] point at (NULL
- * allowed) are replaced by converted copies where the list says so, and
- * the caller runs again with them, then returns tf__autocast_leave(ac, s).
- * A failed cast is in ac->status, args then unchanged. */
-bool tf__autocast_enter(tf__autocast *ac, const char *fn, tf__autocast_list list, int n, const tf_tensor **args[]);
-tf_status tf__autocast_leave(tf__autocast *ac, tf_status s);
-/* The public function fn (returning through out, which may be NULL) runs
- * again on its converted inputs when autocast applies: put first in it. */
-#define TF__AUTOCAST(list, fn, out, call, ...)                                                 \
-    do {                                                                                       \
-        tf__autocast ac_;                                                                      \
-        const tf_tensor **args_[] = {__VA_ARGS__};                                             \
-        if (tf__autocast_enter(&ac_, (fn), (list), (int)(sizeof args_ / sizeof *args_), args_)) { \
-            if (ac_.status != TF_OK && (out)) *(out) = NULL;                                   \
-            return tf__autocast_leave(&ac_, ac_.status == TF_OK ? (call) : ac_.status);        \
-        }                                                                                      \
-    } while (0)
-
 /* The built-in CPU backend, registered like a plugin. */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);
 
@@ -223,15 +181,6 @@ bool tf__scope_adopt(tf_tensor *t);
 void tf__scope_forget(tf_tensor *t);
 /* At tf_shutdown: every thread's open scopes end (their tensors released). */
 void tf__scope_shutdown(void);
-
-/* A whole file mapped read-only (the loaders read headers in place and copy
- * tensor bytes straight from the mapping to their device). */
-typedef struct tf__mapped_file {
-    unsigned char *data;
-    size_t size;
-} tf__mapped_file;
-tf_status tf__map_file(const char *fn, const char *path, tf__mapped_file *m);
-void tf__unmap_file(tf__mapped_file *m);
 
 /* Validate dtype/ndim/shape and return the element count (checking that
  * numel * dtype size fits in int64). `fn` names the caller for messages. */
@@ -283,19 +232,35 @@ void tf__desc_extent(const tf_tensor_desc *d, uint64_t *lo, uint64_t *hi);
 /* Copy host bytes into a tensor's storage / storage bytes to host. */
 tf_status tf__upload(tf_storage *s, size_t offset, const void *src, size_t n);
 tf_status tf__download(tf_storage *s, size_t offset, void *dst, size_t n);
-/* graph.c: what a capture cannot replay, and the index checks it defers. */
-void tf__capture_upload(const tf_storage *s);
-void tf__capture_download(const tf_storage *s);
-void tf__capture_move(const tf_device *from, const tf_device *to);
-bool tf__capture_index_guard(const char *fn, const tf_tensor *index, int64_t extent);
+/* ---- hooks (hooks.c): where graph capture and the profiler observe ---- */
+/* Runs one op; *fell_back set when it ran on the CPU for its device. */
+typedef tf_status (*tf__op_runner)(const char *fn, tf_device *dev, tf_op *op, bool *fell_back);
+/* run(op), timed when profiling. */
+tf_status tf__hook_run(const char *fn, tf_device *dev, tf_op *op, tf__op_runner run);
+/* After an op dispatched with status s (a capture records it). */
+void tf__hook_op_done(const char *fn, tf_device *dev, const tf_op *op, tf_status s);
+/* True when work must go through ops, not raw buffer copies (a capture
+ * records ops only). */
+bool tf__hook_ops_only(void);
+void tf__hook_alloc(tf_device *dev, tf_backend_buffer *buf);
+/* Before a buffer is freed: true when an observer keeps it (a live graph's
+ * ops still write it; the graph frees it when destroyed). */
+bool tf__hook_free(tf_device *dev, tf_backend_buffer *buf);
+void tf__hook_upload(const tf_storage *s);
+void tf__hook_download(const tf_storage *s);
+void tf__hook_move(const tf_device *from, const tf_device *to);
+/* Before index values are checked: true when an observer takes the check
+ * over (a capture checks them at each replay, where they change). */
+bool tf__hook_index_guard(const char *fn, const tf_tensor *index, int64_t extent);
+/* At the first initialization (TF_PROFILE) and at tf_shutdown. */
+void tf__hooks_start(void);
+void tf__hooks_shutdown(void);
+/* Run a recorded op as dispatch does, recording nothing; `native`: the
+ * device ran it itself at capture (no supports() question again). */
+tf_status tf__dispatch_recorded(const char *fn, tf_device *dev, tf_op *op, bool native);
 
-/* ---- the profiler (profiler.c) ---- */
-bool tf__profiling(void);
+/* The profiler's clock (stream.c's event times too), ns. */
 uint64_t tf__profile_clock(void);
-void tf__profile_record(const char *fn, const tf_device *dev, const tf_op *op, uint64_t start_ns, bool fallback,
-                        tf_status status);
-void tf__profile_from_environment(void);
-void tf__profile_shutdown(void);
 int tf__device_index(const tf_device *d);
 
 /* ---- dispatch (dispatch.c) ---- */
@@ -364,4 +329,4 @@ extern const tf_op_info tf__op_table[TF_OP_COUNT];
 #define TF_DTYPES_NUMERIC (TF_DTYPES_FLOAT | (1u << TF_I8) | (1u << TF_I32) | (1u << TF_I64) | (1u << TF_U8))
 #define TF_DTYPES_ALL (TF_DTYPES_NUMERIC | (1u << TF_BOOL))
 
-#endif /* TF_CORE_H */
+#endif /* TF_ENGINE_H */

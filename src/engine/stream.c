@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 /* ---- the calling thread's current streams ---- */
 

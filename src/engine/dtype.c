@@ -1,5 +1,5 @@
 /* Dtype properties and the type-promotion rule. */
-#include "core.h"
+#include "engine.h"
 
 typedef struct dtype_info {
     const char *name;

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
+#include "engine.h"
 
 struct tf_scope {
     tf_scope *parent;                    /* the scope it was opened inside, on the same thread */

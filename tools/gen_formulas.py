@@ -568,15 +568,15 @@ def main(argv):
     try:
         table = parse_table(args[0])
         out = args[1]
-        os.makedirs(out, exist_ok=True)
-        write_if_changed(os.path.join(out, "formulas.h"), formulas_h(table))
-        write_if_changed(os.path.join(out, "formulas_ref.inc"), formulas_ref(table))
-        write_if_changed(os.path.join(out, "formulas_simd.inc"), formulas_simd(table))
+        files = {"formulas.h": formulas_h(table), "formulas_ref.inc": formulas_ref(table),
+                 "formulas_simd.inc": formulas_simd(table)}
         if "cl" in templates:
-            write_if_changed(os.path.join(out, "portable_kernels.cl"), fill_template(templates["cl"], opencl_parts(table), "//"))
+            files["portable_kernels.cl"] = fill_template(templates["cl"], opencl_parts(table), "//")
         if "wgsl" in templates:
-            write_if_changed(os.path.join(out, "webgpu_kernels.wgsl"),
-                             fill_template(templates["wgsl"], wgsl_parts(table), "//"))
+            files["webgpu_kernels.wgsl"] = fill_template(templates["wgsl"], wgsl_parts(table), "//")
+        os.makedirs(out, exist_ok=True)          # every text made before any is written: no half a set
+        for name, text in files.items():
+            write_if_changed(os.path.join(out, name), text)
     except FormulaError as e:
         sys.stderr.write(f"gen_formulas: {e}\n")
         return 1

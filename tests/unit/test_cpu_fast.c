@@ -659,6 +659,62 @@ static void test_gelu(void **state) {
     tf_tensor_release(t);
 }
 
+/* The generated SIMD bodies of the unary formulas (contiguous f32) against
+ * double over [-110, 90] and the special values: exp over its whole range
+ * (finite up to log(FLT_MAX) = 88.72, subnormal results down to -103.97,
+ * as expf), within 4 ulps where the result is normal and 2 subnormal ulps
+ * below; NaN in gives NaN out except for sign (0, PyTorch's rule). The
+ * CPU ISA variants run it (test_cpu_fast_avx2, _generic). */
+static double ref_math(const char *op, double x) {
+    if (!strcmp(op, "exp")) return exp(x);
+    if (!strcmp(op, "sigmoid")) return 1 / (1 + exp(-x));
+    if (!strcmp(op, "silu")) return x / (1 + exp(-x));
+    if (!strcmp(op, "relu")) return x < 0 ? 0 : x;
+    if (!strcmp(op, "neg")) return -x;
+    if (!strcmp(op, "abs")) return fabs(x);
+    return isnan(x) ? 0 : (x > 0) - (x < 0);           /* sign */
+}
+
+static void test_simd_unary_formulas(void **state) {
+    (void)state;
+    static const struct { const char *name; tf_status (*fn)(const tf_tensor *, tf_tensor **); } ops[] = {
+        {"exp", tf_exp}, {"sigmoid", tf_sigmoid}, {"silu", tf_silu}, {"relu", tf_relu},
+        {"neg", tf_neg}, {"abs", tf_abs}, {"sign", tf_sign}};
+    int64_t n = 200003;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(-110.0 + 200.0 * (double)i / (double)(n - 1));
+    const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 88.72f, 88.5f, -100.0f, -103.9f, 1e-30f};
+    for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) x[k * 7] = specials[k];
+    tf_tensor *t = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, 1, &n, x, &t));
+    for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+        tf_tensor *r = NULL;
+        OK(ops[o].fn(t, &r));
+        float *got = read_all(r);
+        for (int64_t i = 0; i < n; i++) {
+            double want = ref_math(ops[o].name, x[i]);
+            float w = (float)want;
+            if (isnan(want)) {
+                if (!isnan(got[i])) fail_msg("%s(%g) = %g, want NaN", ops[o].name, x[i], got[i]);
+                continue;
+            }
+            double ulp = fabs(w) < FLT_MIN ? 0x1p-149 : fabs((double)nextafterf(w, INFINITY) - (double)w);
+            /* below FLT_MIN: exp to 2 subnormal ulps. Where exp(-x)
+             * overflows f32 (x < -88.72) the ratios (sigmoid, silu) give 0,
+             * as their f32 formula does (x / (1 + inf)): 0 is allowed there. */
+            bool is_exp = !strcmp(ops[o].name, "exp");
+            double tol = fabs(w) >= FLT_MIN ? 4 * ulp : 2 * ulp;
+            if (!is_exp && x[i] < -88.72f) tol = fabs(want);
+            if (isinf(w) ? got[i] != w : !(fabs(got[i] - want) <= tol))
+                fail_msg("%s(%.9g) = %.9g, want %.9g", ops[o].name, x[i], got[i], want);
+        }
+        free(got);
+        tf_tensor_release(r);
+    }
+    free(x);
+    tf_tensor_release(t);
+}
+
 static void test_pool_under_concurrency(void **state) {
     (void)state;
     pthread_t th[3];
@@ -683,6 +739,7 @@ int main(void) {
         cmocka_unit_test(test_blocked_attention),
         cmocka_unit_test(test_linear_layers),
         cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_simd_unary_formulas),
         cmocka_unit_test(test_pool_under_concurrency),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

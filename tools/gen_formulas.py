@@ -522,6 +522,15 @@ def wgsl_parts(table):
     return {"binary_f": "\n".join(binary_f), "binary_i": "\n".join(binary_i), "unary": "\n".join(unary)}
 
 
+def flat_entry(m):
+    """WGSL's usual 1-D entry point: invocations stride over A.gx items."""
+    name = m.group(1)
+    return ("@compute @workgroup_size(WG)\n"
+            f"fn {name}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{\n"
+            f"    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) {{ {name}_item(i); }}\n"
+            "}")
+
+
 def fill_template(path, parts, comment):
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -534,6 +543,7 @@ def fill_template(path, parts, comment):
         seen.add(name)
         return f"{comment} ---- {HEADER} ({name}) ----\n{parts[name]}\n{comment} ---- end of the generated part ----"
     text = re.sub(r"^[ \t]*//@formulas (\w+)[ \t]*$", replace, text, flags=re.M)
+    text = re.sub(r"^//@flat (\w+)[ \t]*$", flat_entry, text, flags=re.M)
     missing = set(parts) - seen
     if missing:
         raise FormulaError(f"{path}: no //@formulas line for {', '.join(sorted(missing))}")

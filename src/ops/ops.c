@@ -566,24 +566,25 @@ tf_status tf_prod(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {
     return reduce("tf_prod", TF_OP_PROD, t, axis, keepdim, out);
 }
 
-tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
-    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_var", out, tf_var(t, axis, correction, keepdim, out), &t);
-    if (correction < 0) {                        /* the divisor N - correction must not overflow */
+/* var and std: the divisor N - correction must not overflow. */
+static tf_status spread(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, int64_t correction,
+                        bool keepdim, tf_tensor **out) {
+    if (correction < 0) {
         if (out) *out = NULL;
-        return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_var: correction %lld must be >= 0", (long long)correction);
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: correction %lld must be >= 0", fn, (long long)correction);
     }
     tf_op_params p = {.correction = correction};
-    return reduce_p("tf_var", TF_OP_VAR, t, axis, keepdim, &p, out);
+    return reduce_p(fn, kind, t, axis, keepdim, &p, out);
+}
+
+tf_status tf_var(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_var", out, tf_var(t, axis, correction, keepdim, out), &t);
+    return spread("tf_var", TF_OP_VAR, t, axis, correction, keepdim, out);
 }
 
 tf_status tf_std(const tf_tensor *t, int axis, int64_t correction, bool keepdim, tf_tensor **out) {
     TF__AUTOCAST(TF__AUTOCAST_F32, "tf_std", out, tf_std(t, axis, correction, keepdim, out), &t);
-    if (correction < 0) {                        /* the divisor N - correction must not overflow */
-        if (out) *out = NULL;
-        return tf__error(TF_ERR_INVALID_ARGUMENT, "tf_std: correction %lld must be >= 0", (long long)correction);
-    }
-    tf_op_params p = {.correction = correction};
-    return reduce_p("tf_std", TF_OP_STD, t, axis, keepdim, &p, out);
+    return spread("tf_std", TF_OP_STD, t, axis, correction, keepdim, out);
 }
 
 tf_status tf_logsumexp(const tf_tensor *t, int axis, bool keepdim, tf_tensor **out) {

@@ -12,6 +12,9 @@
 //   - the kernel's own section (`//@kernel NAME`): its Args struct (the
 //     scalar arguments in plan.c's order, 64-bit integers narrowed to i32,
 //     after gx and gy, the launch's global size) and its entry point NAME.
+//     `//@flat NAME` is the usual entry point of a 1-D kernel, written out
+//     by tools/gen_formulas.py: invocations stride over A.gx work items
+//     and run NAME_item(i) for each.
 // Between the prelude and the common part come the bindings: Args at
 // binding 0, then one `array<u32>` per buffer argument (b_NAME), a window of
 // its buffer around the tensor that starts at word BASES[k] (so a tensor
@@ -515,10 +518,7 @@ fn apply_64(op: i32, x: vec2<u32>, y0: vec2<u32>) -> vec2<u32> {
     }
 }
 
-@compute @workgroup_size(WG)
-fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { binary_item(i); }
-}
+//@flat binary
 
 fn binary_item(i: i32) {
     if (i >= A.n) { return; }
@@ -538,10 +538,7 @@ fn binary_item(i: i32) {
 struct Args { gx: i32, gy: i32, op: i32, n4: i32, oo: i32, ao: i32, bo: i32 }
 
 // f32, contiguous, offsets multiples of 4: four elements per invocation.
-@compute @workgroup_size(WG)
-fn binary4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { binary4_item(i); }
-}
+//@flat binary4
 
 fn binary4_item(i: i32) {
     if (i >= A.n4) { return; }
@@ -558,10 +555,7 @@ struct Args { gx: i32, gy: i32, op: i32, alpha: f32, lo: f32, hi: f32, n: i32, g
 // The unary formulas of src/ops/formulas.txt.
 //@formulas unary
 
-@compute @workgroup_size(WG)
-fn unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { unary_item(i); }
-}
+//@flat unary
 
 fn unary_item(i: i32) {
     if (i >= A.n) { return; }
@@ -571,10 +565,7 @@ fn unary_item(i: i32) {
 //@kernel compare
 struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
-@compute @workgroup_size(WG)
-fn compare(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { compare_item(i); }
-}
+//@flat compare
 
 fn compare_item(i: i32) {
     if (i >= A.n) { return; }
@@ -617,10 +608,7 @@ fn compare_item(i: i32) {
 //@kernel bool_unary
 struct Args { gx: i32, gy: i32, op: i32, n: i32, g: Geom }
 
-@compute @workgroup_size(WG)
-fn bool_unary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { bool_unary_item(i); }
-}
+//@flat bool_unary
 
 fn bool_unary_item(i: i32) {
     if (i >= A.n) { return; }
@@ -642,10 +630,7 @@ fn bool_unary_item(i: i32) {
 //@kernel where_select
 struct Args { gx: i32, gy: i32, n: i32, g: Geom }
 
-@compute @workgroup_size(WG)
-fn where_select(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { where_select_item(i); }
-}
+//@flat where_select
 
 fn where_select_item(i: i32) {
     if (i >= A.n) { return; }
@@ -665,10 +650,7 @@ struct Args { gx: i32, gy: i32, src_dt: i32, n: i32, g: Geom }
 
 // g: operand 0 = out (contiguous, or a strided view into part of a tensor),
 // 1 = source. Same dtype: the bits; else the CPU reference's conversions.
-@compute @workgroup_size(WG)
-fn copy_from(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { copy_from_item(i); }
-}
+//@flat copy_from
 
 fn copy_from_item(i: i32) {
     if (i >= A.n) { return; }
@@ -696,10 +678,7 @@ fn copy_from_item(i: i32) {
 //@kernel fill
 struct Args { gx: i32, gy: i32, n: i32, lo: u32, hi: u32, off: i32 }
 
-@compute @workgroup_size(WG)
-fn fill(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { fill_item(i); }
-}
+//@flat fill
 
 fn fill_item(i: i32) {
     if (i >= A.n) { return; }
@@ -709,10 +688,7 @@ fn fill_item(i: i32) {
 //@kernel arange
 struct Args { gx: i32, gy: i32, n: i32, start: f32, step: f32, off: i32 }
 
-@compute @workgroup_size(WG)
-fn arange(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { arange_item(i); }
-}
+//@flat arange
 
 // i32 and i64 with a whole start and step count in integers, exactly past
 // f32's 2^24 (supports() admits i64 only so, within i32); the narrower
@@ -786,10 +762,7 @@ fn rand_item(i: i32) {
 //@kernel triangle
 struct Args { gx: i32, gy: i32, upper: i32, k: i32, n: i32, g: Geom }
 
-@compute @workgroup_size(WG)
-fn triangle(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { triangle_item(i); }
-}
+//@flat triangle
 
 fn triangle_item(i: i32) {
     if (i >= A.n) { return; }
@@ -814,10 +787,7 @@ struct Args { gx: i32, gy: i32, gather: i32, axis: i32, n: i32, g: Geom, index64
 
 // index_select (gather = 0) and gather (1); g: shape = the output's,
 // operand 0 = x, 1 = index, 2 = out (contiguous).
-@compute @workgroup_size(WG)
-fn index_pick(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { index_pick_item(i); }
-}
+//@flat index_pick
 
 fn index_pick_item(i: i32) {
     if (i >= A.n) { return; }
@@ -884,10 +854,7 @@ fn reduce_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
 //@kernel reduce_final
 struct Args { gx: i32, gy: i32, M: i32, G: i32, count: i32, mean: i32, off: i32 }
 
-@compute @workgroup_size(WG)
-fn reduce_final(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { reduce_final_item(i); }
-}
+//@flat reduce_final
 
 fn reduce_final_item(m: i32) {
     if (m >= A.M) { return; }
@@ -1042,10 +1009,7 @@ struct Args { gx: i32, gy: i32, lines: i32, len: i32, g: Geom, is: i32, os: i32,
 fn in_ld64(at: i32) -> vec2<u32> { if (IS_I64) { return b_in_ld64(at); } return i64_of(b_in_ldi(TF_DT, at)); }
 
 // One invocation per line; g covers the lines (operand 0 = in, 1 = out).
-@compute @workgroup_size(WG)
-fn cumsum(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { cumsum_item(i); }
-}
+//@flat cumsum
 
 fn cumsum_item(i: i32) {
     if (i >= A.lines) { return; }
@@ -1216,10 +1180,7 @@ struct Args { gx: i32, gy: i32, n: i32, neox: i32, rot: i32, theta: f32, ax: i32
               pos64: i32 }
 
 // One invocation per element; g: the shape of x, operand 0 = x, 1 = out.
-@compute @workgroup_size(WG)
-fn rope(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { rope_item(i); }
-}
+//@flat rope
 
 fn rope_item(i: i32) {
     if (i >= A.n) { return; }
@@ -1336,10 +1297,7 @@ fn sdpa(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 //@kernel conv2d
 struct Args { gx: i32, gy: i32, has_bias: i32, g: ConvGeom }
 
-@compute @workgroup_size(WG)
-fn conv2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { conv2d_item(i); }
-}
+//@flat conv2d
 
 fn conv2d_item(i: i32) {
     var g = A.g;
@@ -1371,10 +1329,7 @@ struct Args { gx: i32, gy: i32, is_max: i32, count_pad: i32, g: ConvGeom }
 
 // Max pooling (NaN sticky, -inf padding) or average pooling, count_pad
 // deciding whether padding counts in the divisor.
-@compute @workgroup_size(WG)
-fn pool2d(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { pool2d_item(i); }
-}
+//@flat pool2d
 
 fn pool2d_item(i: i32) {
     var g = A.g;
@@ -1407,10 +1362,7 @@ struct Args { gx: i32, gy: i32, n: i32, g: Geom, lr: f32, b1: f32, b2: f32, eps:
               decoupled: i32 }
 
 // Adam / AdamW in place: operands param (0), grad (1), m (2), v (3).
-@compute @workgroup_size(WG)
-fn adam(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { adam_item(i); }
-}
+//@flat adam
 
 fn adam_item(i: i32) {
     if (i >= A.n) { return; }
@@ -1536,10 +1488,7 @@ struct Args { gx: i32, gy: i32, wt: i32, nchunks: i32, g: Geom, src_off: i32 }
 // One item per 32-element chunk. g: operand 0 = out, 1 = the quantized
 // source in elements (offset 0; its byte offset is src_off). Chunks never
 // straddle rows, so chunk i's source starts at element offset_of(g, 1, 32 i).
-@compute @workgroup_size(WG)
-fn quant_decode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { quant_decode_item(i); }
-}
+//@flat quant_decode
 
 fn quant_decode_item(c: i32) {
     if (c >= A.nchunks) { return; }
@@ -1561,10 +1510,7 @@ var<private> blk: array<u32, 210>;                      // the block's bytes, on
 // elements (offset 0; its byte offset is dst_off). The block is built in
 // private memory, then written word by word: words it shares with the
 // neighbouring blocks (18-, 20- and 34-byte blocks do) keep their bytes.
-@compute @workgroup_size(WG)
-fn quant_encode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    for (var i = flat_id(gid, nwg); i < A.gx; i += flat_stride(nwg)) { quant_encode_item(i); }
-}
+//@flat quant_encode
 
 // C's roundf: halves away from zero (WGSL's round goes to even).
 fn round_away(x: f32) -> f32 {

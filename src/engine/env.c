@@ -1,4 +1,4 @@
-/* Environment variables, read one strict way (core.h: tf__env_*; plugins
+/* Environment variables, read one strict way (engine.h: tf__env_*; plugins
  * through tf_host_api's env slots, SDK 2.5). A value is taken only when
  * all of it is what the variable means: an integer in the API's own range
  * (no "4x", no wrap of "-2147483649"), a number, one of the named choices,

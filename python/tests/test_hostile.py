@@ -181,3 +181,28 @@ def test_misaligned_capsules_are_copied_unless_copy_is_false():
     assert got.tolist() == [1.5, -2.25, pytest.approx(1e30)]
     raw[1] = 0                                       # a copy: the producer's later writes do not reach it
     assert got.tolist()[0] == 1.5
+
+
+def test_op_lists_come_from_the_library(monkeypatch):
+    """The elementwise op lists are the library's op table: the families'
+    plain-signature ops, none with parameters, and an op whose function
+    the library lacks is left out instead of breaking the import."""
+    from tensorframe import _lib
+    assert {"add", "swiglu", "eq", "logical_or"} <= set(_lib.ELEMENTWISE_BINARY)
+    assert {"gelu", "gelu_tanh", "exp", "isnan", "logical_not"} <= set(_lib.ELEMENTWISE_UNARY)
+    assert "leaky_relu" not in _lib.ELEMENTWISE_UNARY and "clamp" not in _lib.ELEMENTWISE_UNARY
+    assert "matmul" not in _lib.ELEMENTWISE_BINARY          # not an elementwise family
+    assert hasattr(tf, "gelu_tanh") and hasattr(tf, "silu")
+
+    class Without:
+        def __init__(self, real, hidden):
+            self.real, self.hidden = real, hidden
+
+        def __getattr__(self, name):
+            if name == self.hidden:
+                raise AttributeError(name)
+            return getattr(self.real, name)
+
+    monkeypatch.setattr(_lib, "_cdll", Without(_lib._cdll, "tf_gelu"))
+    unary = _lib._ops_of((_lib.KERNEL_MATH,), 1)
+    assert "gelu" not in unary and "gelu_tanh" in unary

@@ -264,14 +264,21 @@ class CDouble(Printer):
         return float_literal(text)
 
 
-class CInt(Printer):
-    """int64 arithmetic that wraps: through uint64."""
-    fn_key = "i"
+class WrappingInt(Printer):
+    """Integer arithmetic that wraps: + - * through the unsigned type."""
+
+    def __init__(self, signed, unsigned, fn_key):
+        super().__init__()
+        self.signed, self.unsigned, self.fn_key = signed, unsigned, fn_key
 
     def binary(self, op, a, b, node):
         if op in "+-*":
-            return f"(int64_t)((uint64_t){a} {op} (uint64_t){b})"
+            return f"({self.signed})(({self.unsigned}){a} {op} ({self.unsigned}){b})"
         return f"({a} {op} {b})"
+
+
+C_INT = WrappingInt("int64_t", "uint64_t", "i")      # the CPU reference's int64
+CL_INT = WrappingInt("long", "ulong", "cl")          # OpenCL C's (and CUDA's, HIP's) long
 
 
 class OpenCL(Printer):
@@ -279,15 +286,6 @@ class OpenCL(Printer):
 
     def number(self, text):
         return f"(C){float_literal(text)}"
-
-
-class OpenCLInt(Printer):
-    fn_key = "cl"
-
-    def binary(self, op, a, b, node):
-        if op in "+-*":
-            return f"(long)((ulong){a} {op} (ulong){b})"
-        return f"({a} {op} {b})"
 
 
 class WGSL(Printer):
@@ -452,7 +450,7 @@ def formulas_ref(table):
                 out.append(f"static {ct} b_{f.name}_{suffix}({ct} x, {ct} y) {{ {body(pr, f.lets, f.result, decl)} }}\n")
         if f.int_form:
             decl = lambda name, node: "bool" if is_bool(node) else "int64_t"
-            out.append(f"static int64_t b_{f.name}_i(int64_t x, int64_t y) {{ {body(CInt(), *f.int_form, decl)} }}\n")
+            out.append(f"static int64_t b_{f.name}_i(int64_t x, int64_t y) {{ {body(C_INT, *f.int_form, decl)} }}\n")
     return "".join(out)
 
 
@@ -495,7 +493,7 @@ def opencl_parts(table):
               switch([(f, body(OpenCL(), f.lets, f.result, decl)) for f in floats], "    ",
                      lambda f: f"case TF_OP_{f.enum}: {{ ", " }", "default: return (C)0;"),
               "    }", "}", "#else", "inline C apply(int op, C x, C y) {", "    switch (op) {",
-              switch([(f, body(OpenCLInt(), *f.int_form, idecl)) for f in floats if f.int_form], "    ",
+              switch([(f, body(CL_INT, *f.int_form, idecl)) for f in floats if f.int_form], "    ",
                      lambda f: f"case TF_OP_{f.enum}: {{ ", " }", "default: return 0;"),
               "    }", "}", "#endif"]
     unary = ["inline C apply_unary(int op, C x, C alpha, C lo, C hi) {", "    switch (op) {",

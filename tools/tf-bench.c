@@ -3,7 +3,7 @@
  *
  * usage: tf-bench [--device SPEC] [--ops a,b,...] [--json FILE] [--threads N] [--quick]
  *        tf-bench --gpu [--scale S] [--device SPEC] [--json FILE] [--ops SECTIONS]   (the CUDA targets' sizes;
- *                 sections: add matmul gemm rows reduce attention overhead)
+ *                 sections: add matmul gemm rows reduce attention (= prefill + decode) overhead)
  * ops: overhead add mul sum softmax rmsnorm layernorm matmul attention
  */
 #define _POSIX_C_SOURCE 200809L
@@ -209,25 +209,33 @@ static void gpu_reductions(tf_device *dev, double min_time, int64_t scale) {
     tf_tensor_release(x);
 }
 
-/* Attention: causal prefill 8 x 32 heads x L x 128, and decode (one query
- * against L keys), bf16 and f16. */
-static void gpu_attention(tf_device *dev, double min_time, int64_t scale) {
-    static const tf_dtype dts[] = {TF_BF16, TF_F16};
-    char name[64], size[96];
-    for (int di = 0; di < 2; di++) {
-        int64_t L = 4096 / scale, shape[4] = {8, 32, L, 128}, qshape[4] = {8, 32, 1, 128};
-        attn_ctx c = {randn_as(dev, dts[di], 4, shape, 9), randn_as(dev, dts[di], 4, shape, 10),
-                      randn_as(dev, dts[di], 4, shape, 11)};
-        const char *dn = tf_dtype_name(dts[di]);
-        double flops = 2.0 * 2.0 * 8 * 32 * (double)L * L * 128 / 2;
-        snprintf(name, sizeof name, "attention%s", dts[di] == TF_BF16 ? "" : "_f16");
-        snprintf(size, sizeof size, "8x32x%lldx128 %s causal", (long long)L, dn);
-        report(name, size, time_op(run_attention, &c, dev, min_time), flops, 0);
-        tf_tensor_release(c.q);
-        c.q = randn_as(dev, dts[di], 4, qshape, 12);
-        snprintf(name, sizeof name, "decode%s", dts[di] == TF_BF16 ? "" : "_f16");
-        snprintf(size, sizeof size, "8x32x1x%lldx128 %s", (long long)L, dn);
-        report(name, size, time_op(run_attention, &c, dev, min_time), 0, 2.0 * 2 * 8 * 32 * (double)L * 128);
+/* Attention, 8 x 32 heads x 128: causal prefill of L queries against L
+ * keys (sections[0]), and decode, one query against L keys (sections[1]),
+ * as bench/gpu_compare.py measures PyTorch's SDPA. */
+static void gpu_attention(tf_device *dev, double min_time, int64_t scale, const bool sections[2]) {
+    static const struct {
+        const char *name;
+        tf_dtype dt;
+        int64_t L;
+        bool decode;
+    } cases[] = {{"attention", TF_BF16, 4096, false},     {"attention_f16", TF_F16, 4096, false},
+                 {"attention_1k", TF_BF16, 1024, false},  {"attention_16k", TF_BF16, 16384, false},
+                 {"decode", TF_BF16, 4096, true},         {"decode_f16", TF_F16, 4096, true},
+                 {"decode_32k", TF_BF16, 32768, true}};
+    char size[96];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (!sections[cases[i].decode]) continue;
+        int64_t L = cases[i].L / scale, shape[4] = {8, 32, L, 128}, qshape[4] = {8, 32, cases[i].decode ? 1 : L, 128};
+        tf_dtype dt = cases[i].dt;
+        attn_ctx c = {randn_as(dev, dt, 4, qshape, 9), randn_as(dev, dt, 4, shape, 10), randn_as(dev, dt, 4, shape, 11)};
+        if (cases[i].decode) {
+            snprintf(size, sizeof size, "8x32x1x%lldx128 %s", (long long)L, tf_dtype_name(dt));
+            report(cases[i].name, size, time_op(run_attention, &c, dev, min_time), 0, 2.0 * 2 * 8 * 32 * (double)L * 128);
+        } else {
+            snprintf(size, sizeof size, "8x32x%lldx128 %s causal", (long long)L, tf_dtype_name(dt));
+            report(cases[i].name, size, time_op(run_attention, &c, dev, min_time),
+                   2.0 * 2.0 * 8 * 32 * (double)L * L * 128 / 2, 0);
+        }
         tf_tensor_release(c.q);
         tf_tensor_release(c.k);
         tf_tensor_release(c.v);
@@ -302,7 +310,7 @@ static void gpu_gemms(tf_device *dev, double min_time, int64_t scale) {
  * (1 on a GPU; larger to try the suite on a small device). */
 static bool wanted(const char *ops, const char *op);
 
-/* ops (NULL: all) picks sections: add, matmul, gemm, rows, reduce, attention, overhead. */
+/* ops (NULL: all) picks sections: add, matmul, gemm, rows, reduce, attention (prefill and decode), overhead. */
 static void gpu_suite(tf_device *dev, double min_time, int64_t scale, const char *ops) {
     char size[96];
     if (wanted(ops, "add")) {
@@ -327,7 +335,9 @@ static void gpu_suite(tf_device *dev, double min_time, int64_t scale, const char
     if (wanted(ops, "gemm")) gpu_gemms(dev, min_time, scale);
     if (wanted(ops, "rows")) gpu_rows(dev, min_time, scale);
     if (wanted(ops, "reduce")) gpu_reductions(dev, min_time, scale);
-    if (wanted(ops, "attention")) gpu_attention(dev, min_time, scale);
+    const bool attention[2] = {wanted(ops, "attention") || wanted(ops, "prefill"),
+                               wanted(ops, "attention") || wanted(ops, "decode")};
+    if (attention[0] || attention[1]) gpu_attention(dev, min_time, scale, attention);
     if (wanted(ops, "overhead")) bench_overhead(dev, 20000);
 }
 

@@ -130,9 +130,9 @@ def test_copy_semantics(np):
 
 
 def test_other_devices_copy_or_refuse(np):
-    others = [d for d in tf.devices() if d.name != "cpu"]
+    others = [d for d in tf.devices() if d.name != "cpu" and d.backend not in ("cuda", "rocm")]   # GPUs share
     if not others:
-        pytest.skip("only the CPU here")
+        pytest.skip("only the CPU (and GPUs, which export their own memory) here")
     for d in others:
         x = tf.arange(5, dtype=tf.float32, device=d)
         assert x.__dlpack_device__() == (1, 0)
@@ -245,3 +245,49 @@ def test_read_only_producers(np):
     assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(BufferError):
         tf.asarray(n, copy=False) if int(np.__version__.split(".")[0]) < 2 else tf.from_dlpack(n, copy=False)
+
+
+def cuda_and_torch():
+    """PyTorch with CUDA and a tensorframe cuda:0 (the GPU machine), or a skip."""
+    torch = need("torch")
+    if not torch.cuda.is_available() or "cuda:0" not in [d.name for d in tf.devices()]:
+        pytest.skip("no CUDA device for both tensorframe and PyTorch here")
+    return torch
+
+
+def test_cuda_memory_to_torch_without_a_copy():
+    torch = cuda_and_torch()
+    x = tf.reshape(tf.arange(12, dtype=tf.float32, device="cuda:0"), (3, 4))
+    assert x.__dlpack_device__() == (2, 0)                      # kDLCUDA, device 0
+    t = torch.from_dlpack(x)
+    assert t.device == torch.device("cuda:0") and t.shape == (3, 4)
+    assert t.tolist() == [[4.0 * i + j for j in range(4)] for i in range(3)]
+    assert t.data_ptr() == data_ptr_native(x)                   # one memory
+    t.mul_(2)                                                   # a write through PyTorch ...
+    torch.cuda.synchronize()
+    assert x.tolist()[2] == [16.0, 18.0, 20.0, 22.0]            # ... shows in tensorframe
+    view = torch.from_dlpack(x[1:, ::2])                        # a strided view, still shared
+    assert view.stride() == (4, 2) and view.data_ptr() == data_ptr_native(x) + 16
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None and t.sum().item() == 132.0            # the capsule keeps the memory, not the Array
+    with pytest.raises(BufferError, match="copy=False"):
+        tf.reshape(tf.arange(2, device="cuda:0"), (2,)).__dlpack__(dl_device=(1, 0), copy=False)
+    host = tf.reshape(tf.arange(2, dtype=tf.float32, device="cuda:0"), (2,)).__dlpack__(dl_device=(1, 0))
+    assert capsule_name(host) == "dltensor"                     # a host copy on request
+
+
+def test_cuda_memory_back_from_torch():
+    torch = cuda_and_torch()
+    t = torch.arange(6, dtype=torch.float32, device="cuda:0").reshape(2, 3)
+    y = tf.from_dlpack(t, device="cuda:0")                      # through the host: tensorframe imports host memory
+    assert y.device.name == "cuda:0" and y.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(BufferError, match="copy=False"):
+        tf.from_dlpack(t, copy=False)
+
+
+def data_ptr_native(x):
+    data, where = ctypes.c_void_p(), (ctypes.c_int32 * 2)()
+    assert tf._lib.lib.tf_tensor_native_memory(x._h, ctypes.byref(data), ctypes.byref(where)) == 0
+    return data.value

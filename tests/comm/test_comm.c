@@ -69,13 +69,18 @@ static tf_tensor *input(int r, tf_device *dev, tf_dtype dt, int64_t n) {
     return out;
 }
 
-/* A tensor's values as doubles (malloc'd). */
-static double *values(const tf_tensor *t) {
-    int64_t n = tf_tensor_numel(t);
-    tf_tensor *d = NULL;
+/* A tensor's n values as doubles (malloc'd): NaN where t is missing or of
+ * another size (a failed collective's result), so the checks that follow
+ * fail instead of reading past the buffer. */
+static double *values(const tf_tensor *t, int64_t n) {
     double *out = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    OK(tf_cast(t, TF_F64, &d));
-    OK(tf_tensor_read(d, out, sizeof(double) * (size_t)n));
+    for (int64_t i = 0; i < n; i++) out[i] = NAN;
+    tf_tensor *d = NULL;
+    EXPECT(t && tf_tensor_numel(t) == n, "a tensor of %lld elements", (long long)n);
+    if (t && tf_tensor_numel(t) == n) {
+        OK(tf_cast(t, TF_F64, &d));
+        OK(tf_tensor_read(d, out, sizeof(double) * (size_t)n));
+    }
     tf_tensor_release(d);
     return out;
 }
@@ -85,7 +90,7 @@ static double **all_inputs(tf_device *dev, tf_dtype dt, int64_t n) {
     double **ins = malloc(sizeof(double *) * (size_t)size);
     for (int r = 0; r < size; r++) {
         tf_tensor *t = input(r, dev, dt, n);
-        ins[r] = values(t);
+        ins[r] = values(t, n);
         tf_tensor_release(t);
     }
     return ins;
@@ -131,12 +136,12 @@ static void check_all_reduce(tf_device *dev, tf_dtype dt, int64_t n, double **in
         if (ops[k] == TF_REDUCE_MEAN && dt == TF_I32) continue;
         tf_tensor *x = input(rank, dev, dt, n), *y = NULL;
         OK(tf_all_reduce_to(comm, x, ops[k], &y));                 /* not in place: x unchanged */
-        double *xv = values(x);
+        double *xv = values(x, n);
         EXPECT(!memcmp(xv, ins[rank], sizeof(double) * (size_t)n), "all_reduce_to changed its input");
-        double *yv = values(y);
+        double *yv = values(y, n);
         EXPECT(!compare_reduction("all_reduce_to", yv, ins, 0, n, ops[k], dt), "all_reduce_to op %d", k);
         OK(tf_all_reduce(comm, x, ops[k]));                        /* in place */
-        double *xr = values(x);
+        double *xr = values(x, n);
         EXPECT(!memcmp(xr, yv, sizeof(double) * (size_t)n), "in place and not differ (op %d)", k);
         EXPECT(tf_tensor_device(y) == dev, "all_reduce_to's result is on %s", tf_device_name(tf_tensor_device(y)));
         free(xv);
@@ -151,7 +156,7 @@ static void check_gather_scatter_broadcast(tf_device *dev, tf_dtype dt, int64_t 
     tf_tensor *x = input(rank, dev, dt, n), *g = NULL;
     OK(tf_all_gather(comm, x, &g));
     EXPECT(tf_tensor_ndim(g) == 2 && tf_tensor_shape(g)[0] == size && tf_tensor_shape(g)[1] == n, "gather shape");
-    double *gv = values(g);
+    double *gv = values(g, size * n);
     for (int r = 0; r < size; r++)
         EXPECT(!memcmp(gv + r * n, ins[r], sizeof(double) * (size_t)n), "all_gather row %d", r);
     free(gv);
@@ -168,10 +173,10 @@ static void check_gather_scatter_broadcast(tf_device *dev, tf_dtype dt, int64_t 
     double **sent = malloc(sizeof(double *) * (size_t)size);
     for (int r = 0; r < size; r++) {                              /* rank r's row `rank` is input(r + rank*7) */
         tf_tensor *t = input(r + rank * 7, dev, dt, n);
-        sent[r] = values(t);
+        sent[r] = values(t, n);
         tf_tensor_release(t);
     }
-    double *pv = values(part);
+    double *pv = values(part, n);
     EXPECT(!compare_reduction("reduce_scatter", pv, sent, 0, n, TF_REDUCE_SUM, dt), "reduce_scatter values");
     free(pv);
     free_inputs(sent);
@@ -181,7 +186,7 @@ static void check_gather_scatter_broadcast(tf_device *dev, tf_dtype dt, int64_t 
     tf_tensor_release(part);
 
     OK(tf_broadcast(comm, x, size - 1));
-    double *bv = values(x);
+    double *bv = values(x, n);
     EXPECT(!memcmp(bv, ins[size - 1], sizeof(double) * (size_t)n), "broadcast from the last rank");
     free(bv);
     tf_tensor_release(x);
@@ -201,7 +206,7 @@ static void check_send_recv(tf_device *dev, tf_dtype dt, int64_t n, double **ins
         OK(tf_send(comm, keep, peer, 6));
         tf_tensor_release(keep);
     }
-    double *v = values(x);
+    double *v = values(x, n);
     EXPECT(!memcmp(v, ins[peer], sizeof(double) * (size_t)n), "recv from rank %d", peer);
     free(v);
     tf_tensor_release(x);
@@ -291,7 +296,7 @@ static void check_one_rank_failing(void) {
         int64_t most = 0;                              /* allocations the longest of the three made */
         for (int which = 0; which < 3; which++) {
             tf_tensor *x = input(rank, dev, TF_F16, n), *out = NULL;
-            double *before = values(x);
+            double *before = values(x, n);
             if (rank == 0) tf_debug_fail_allocation(nth);
             tf_status s = which == 0 ? tf_all_reduce(comm, x, TF_REDUCE_SUM)
                         : which == 1 ? tf_all_gather(comm, x, &out)
@@ -304,7 +309,7 @@ static void check_one_rank_failing(void) {
                                   "nth %lld, collective %d: status %d", (long long)nth, which, s);
             else EXPECT(s == TF_OK || s == TF_ERR_BACKEND, "the peer's status %d", s);
             if (s != TF_OK) {
-                double *after = values(x);
+                double *after = values(x, n);
                 EXPECT(!memcmp(before, after, sizeof(double) * (size_t)n), "a failed collective changed x");
                 EXPECT(!out, "a failed collective made a result");
                 free(after);
@@ -352,7 +357,7 @@ static void check_on_a_stream(void) {
     OK(tf_mul(x, two, &y));
     OK(tf_stream_synchronize(side));
     OK(tf_stream_set_current(tf_stream_default(dev)));
-    double *got = values(y);
+    double *got = values(y, n);
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
         double want = 0;
@@ -382,6 +387,25 @@ static void check_nccl_loads(void) {
     int v = tf_comm_nccl_version();
     if (built && !strcmp(built, "1")) EXPECT(v >= 21000, "NCCL version %d: built with NCCL, but it did not load", v);
     if (!rank) printf("NCCL: %s (version code %d)\n", v ? "loads" : "not available", v);
+}
+
+static bool env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && !strcmp(v, value);
+}
+
+/* True on every rank if `mine` is true on every rank (a MIN over the CPU). */
+static bool everywhere(bool mine) {
+    tf_device *cpu = NULL;
+    tf_device_get("cpu", &cpu);
+    int64_t one = 1;
+    int32_t v = mine;
+    tf_tensor *t = NULL;
+    OK(tf_tensor_from_data(cpu, TF_I32, 1, &one, &v, &t));
+    OK(tf_all_reduce(comm, t, TF_REDUCE_MIN));
+    OK(tf_tensor_read(t, &v, sizeof v));
+    tf_tensor_release(t);
+    return v != 0;
 }
 
 static double now_s(void) {
@@ -446,14 +470,24 @@ int main(void) {
     size = tf_comm_size(comm);
     static const tf_dtype dtypes[] = {TF_I32, TF_F32, TF_F16, TF_BF16};
     static const int64_t sizes[] = {1, 7, 1000, 65539};
-    /* CUDA: a device per rank, as NCCL requires (cuda:<rank>) */
+    /* CUDA: a device per rank (cuda:<rank>), as NCCL requires; with fewer
+     * GPUs than ranks they share cuda:0, which only the MPI routes take
+     * (TF_COMM_NCCL=0: staged through host memory, or CUDA-aware MPI). */
     char cuda[16];
     snprintf(cuda, sizeof cuda, "cuda:%d", rank);
+    tf_device *probe = NULL;
+    bool shared_gpu = tf_device_get(cuda, &probe) != TF_OK && tf_device_get("cuda:0", &probe) == TF_OK;
+    if (shared_gpu) snprintf(cuda, sizeof cuda, "cuda:0");
     const char *specs[] = {"cpu", "opencl:0", cuda};
     for (int d = 0; d < 3; d++) {
         tf_device *dev = NULL;
-        if (tf_device_get(specs[d], &dev) != TF_OK) {
-            if (!rank) printf("%s: not present, skipped\n", specs[d]);
+        bool here = tf_device_get(specs[d], &dev) == TF_OK;
+        if (d == 2 && shared_gpu && tf_comm_nccl_version() > 0 && !env_is("TF_COMM_NCCL", "0")) {
+            if (!rank) printf("cuda: ranks share a GPU, which NCCL refuses: skipped (TF_COMM_NCCL=0 tests it)\n");
+            here = false;
+        }
+        if (!everywhere(here)) {                       /* a device some rank lacks is skipped by all */
+            if (!rank) printf("%s: not present on every rank, skipped\n", specs[d]);
             continue;
         }
         for (int k = 0; k < 4; k++)
@@ -470,7 +504,7 @@ int main(void) {
             double **ins = all_inputs(dev, dtypes[k], big);
             tf_tensor *x = input(rank, dev, dtypes[k], big);
             OK(tf_all_reduce(comm, x, TF_REDUCE_SUM));
-            double *xv = values(x);
+            double *xv = values(x, big);
             EXPECT(!compare_reduction("all_reduce 64 MiB", xv, ins, 0, big, TF_REDUCE_SUM, dtypes[k]), "64 MiB %s",
                    tf_dtype_name(dtypes[k]));
             free(xv);

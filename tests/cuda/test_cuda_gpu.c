@@ -110,18 +110,41 @@ static void check_out_of_memory(tf_device *gpu) {
     uint64_t total = p.memory_total;
     tf_memory_stats before, after;
     tf_device_memory_stats(gpu, &before);
-    /* A cached 40% of the card, then 70%: only fits once the cache is released. */
+    /* A cached 40% of the card, then 70%: only fits once the cache is
+     * released. By default the allocator trims its cache first (reserved
+     * stays within max_reserved_ratio of the demand), so the request never
+     * fails; with the ratio off (0) the cache stays until the driver
+     * refuses, and the allocator releases it and retries once. */
     int64_t big = (int64_t)(total / 10 * 4 / 4), bigger = (int64_t)(total / 10 * 7 / 4);
     tf_tensor *a = NULL, *b = NULL, *c = NULL;
-    EXPECT(tf_empty(gpu, TF_F32, 1, &big, &a) == TF_OK, "40%% of the card");
-    tf_tensor_release(a);
-    tf_status s = tf_empty(gpu, TF_F32, 1, &bigger, &b);
-    tf_device_memory_stats(gpu, &after);
-    EXPECT(s == TF_OK && after.retries > before.retries, "70%% after a cached 40%%: %s, %llu retries",
-           tf_status_name(s), (unsigned long long)(after.retries - before.retries));
-    tf_tensor_release(b);
+    tf_alloc_conf conf, keep_all;
+    tf_device_alloc_conf_get(gpu, &conf);
+    keep_all = conf;
+    keep_all.max_reserved_ratio = 0;
+    for (int trim = 1; trim >= 0; trim--) {
+        EXPECT(tf_device_alloc_conf_set(gpu, trim ? &conf : &keep_all) == TF_OK, "alloc conf");
+        tf_device_memory_stats(gpu, &before);
+        EXPECT(tf_empty(gpu, TF_F32, 1, &big, &a) == TF_OK, "40%% of the card");
+        tf_tensor_release(a);
+        tf_device_memory_stats(gpu, &after);
+        EXPECT(after.cached >= (uint64_t)big * 4, "the 40%% block is cached (%llu MiB)",
+               (unsigned long long)(after.cached >> 20));
+        tf_status s = tf_empty(gpu, TF_F32, 1, &bigger, &b);
+        tf_device_memory_stats(gpu, &after);
+        if (trim)
+            EXPECT(s == TF_OK && after.retries == before.retries && after.ooms == before.ooms,
+                   "70%% after a cached 40%%, trimmed first: %s, %llu retries", tf_status_name(s),
+                   (unsigned long long)(after.retries - before.retries));
+        else
+            EXPECT(s == TF_OK && after.retries > before.retries, "70%% after a cached 40%%, kept: %s, %llu retries",
+                   tf_status_name(s), (unsigned long long)(after.retries - before.retries));
+        tf_tensor_release(b);
+        b = NULL;
+    }
+    EXPECT(tf_device_alloc_conf_set(gpu, &conf) == TF_OK, "alloc conf back");
+    tf_device_memory_stats(gpu, &before);
     int64_t huge = (int64_t)(total / 4 * 2);     /* twice the card */
-    s = tf_empty(gpu, TF_F32, 1, &huge, &c);
+    tf_status s = tf_empty(gpu, TF_F32, 1, &huge, &c);
     EXPECT(s == TF_ERR_OUT_OF_MEMORY && c == NULL, "twice the card's memory: %s", tf_status_name(s));
     tf_device_memory_stats(gpu, &after);
     EXPECT(after.ooms > before.ooms, "the failed allocation is not counted");

@@ -202,6 +202,30 @@ static void test_attention(void) {
     EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "kv heads that do not divide the q heads");
 }
 
+/* The prefill kernel a device gets: Hopper's (sm_90a code) on compute 9.0
+ * only; the mma.sync kernel elsewhere; a required one stays required. */
+static void test_flash_choice(void) {
+    tf_cuda_attn_args a;
+    tf_op op = attn_op(TF_BF16, 8, 32, 4096, 32, 4096, 128);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.flash_impl == TF_CUDA_FLASH_AUTO,
+           "no TF_CUDA_FLASH: auto");
+    tf_cuda_plan_flash_device(&a, 9, 0);
+    EXPECT(a.flash_impl == TF_CUDA_FLASH_AUTO, "compute 9.0 keeps auto (the Hopper kernel)");
+    static const int others[][2] = {{8, 0}, {8, 9}, {10, 0}, {12, 0}, {9, 1}};
+    for (int i = 0; i < 5; i++) {
+        a.flash_impl = TF_CUDA_FLASH_AUTO;
+        tf_cuda_plan_flash_device(&a, others[i][0], others[i][1]);
+        EXPECT(a.flash_impl == TF_CUDA_FLASH_MMA, "compute %d.%d: the mma.sync kernel", others[i][0], others[i][1]);
+    }
+    a.flash_impl = TF_CUDA_FLASH_HOPPER;
+    tf_cuda_plan_flash_device(&a, 8, 0);
+    EXPECT(a.flash_impl == TF_CUDA_FLASH_HOPPER, "a required Hopper kernel stays required (and fails) on 8.0");
+    op = attn_op(TF_F16, 8, 32, 1, 32, 4096, 128);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE, "decode");
+    tf_cuda_plan_flash_device(&a, 8, 0);
+    EXPECT(a.flash_impl == TF_CUDA_FLASH_AUTO, "decode: no prefill kernel to choose");
+}
+
 /* out = a @ b + c for [batch, M, K] @ [K, N]: c as the core hands it over,
  * broadcast to [batch, M, N] with the given strides. */
 static tf_op gemm_op(tf_dtype dt, double beta, int64_t cs0, int64_t cs1, int64_t cs2) {
@@ -261,6 +285,7 @@ int main(void) {
     test_row_refusals();
     test_reduce();
     test_attention();
+    test_flash_choice();
     test_gemm_bias();
     printf("test_fast_plan: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -359,17 +359,28 @@ class Array:
 
     # -- DLPack --
     def __dlpack_device__(self):
-        """Where __dlpack__ hands out memory: host memory (kDLCPU, 0). An
-        array on another device is copied to the host for export, which
-        copy=False refuses with BufferError."""
-        return (_dlpack.kDLCPU, 0)
+        """Where __dlpack__ hands out memory: a CUDA or ROCm device's own
+        (kDLCUDA/kDLROCM, id) for an array there, shared without a copy;
+        else host memory (kDLCPU, 0): an array on another device is copied
+        to the host for export, which copy=False refuses with BufferError."""
+        native = None if self.device.is_host else _dlpack.native_gpu_device(self._h)
+        return native or (_dlpack.kDLCPU, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        versioned = max_version is not None and max_version[0] >= 1
+        native = None if self.device.is_host else _dlpack.native_gpu_device(self._h)
+        if native and not copy and (dl_device is None or tuple(dl_device) == native):
+            # The GPU's memory itself. The library synchronizes the device
+            # before export, so whatever stream the consumer names may read it.
+            try:
+                return _dlpack.export(self._h, versioned)
+            except Exception as err:
+                raise BufferError(str(err)) from err
         if stream is not None and stream != -1:
             raise BufferError("tensorframe: exports host memory (kDLCPU), which takes no stream (got %r)" % (stream,))
         if dl_device is not None and tuple(dl_device) != (_dlpack.kDLCPU, 0):
-            raise BufferError("tensorframe: exports to the host (kDLCPU, 0) only, not %r" % (tuple(dl_device),))
-        versioned = max_version is not None and max_version[0] >= 1
+            raise BufferError("tensorframe: exports to the host (kDLCPU, 0)%s only, not %r"
+                              % (" or its device %r" % (native,) if native else "", tuple(dl_device)))
         src, copied = self, False
         if not self.device.is_host:
             if copy is False:

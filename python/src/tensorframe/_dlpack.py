@@ -56,8 +56,24 @@ _helper = ctypes.CDLL(str(_lib.library_dir() / "libtfpy_capsule.so"))
 _DESTRUCTOR = ctypes.cast(_helper.tf_py_dlpack_capsule_destructor, ctypes.c_void_p)
 
 
+# GPU memory that DLPack consumers (PyTorch, CuPy, JAX) address directly.
+NATIVE_GPU_TYPES = (kDLCUDA, kDLROCM)
+
+
+def native_gpu_device(handle):
+    """(device type, id) where tensor `handle`'s memory is a GPU's that a
+    consumer can take without a copy (kDLCUDA, kDLROCM); None for any other
+    memory (host, or a device DLPack consumers do not address)."""
+    data, where = ctypes.c_void_p(), (ctypes.c_int32 * 2)()
+    if _lib.lib.tf_tensor_native_memory(handle, ctypes.byref(data), ctypes.byref(where)) != 0:
+        return None
+    return (where[0], where[1]) if where[0] in NATIVE_GPU_TYPES else None
+
+
 def export(handle, versioned, copied=False):
-    """A capsule over tensor `handle` (host memory), versioned or legacy."""
+    """A capsule over tensor `handle` (host memory, or a GPU's that
+    native_gpu_device names), versioned or legacy. The library waits for
+    the device's queued work first, so a consumer may read it on any stream."""
     managed = ctypes.c_void_p()
     fn = _lib.lib.tf_tensor_to_dlpack if versioned else _lib.lib.tf_tensor_to_dlpack_legacy
     _lib.check(fn(handle, ctypes.byref(managed)))

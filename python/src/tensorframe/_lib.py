@@ -359,6 +359,7 @@ _declare("tf_flip", _S, _T, _C, ctypes.POINTER(ctypes.c_int), _TP)
 _declare("tf_pad", _S, _T, _C, c_int64_p, _DBL, _TP)
 
 _declare("tf_tensor_to_dlpack", _S, _T, _TP)
+_declare("tf_tensor_native_memory", _S, _T, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int32 * 2))
 _declare("tf_tensor_to_dlpack_legacy", _S, _T, _TP)
 _declare("tf_tensor_from_dlpack", _S, ctypes.c_void_p, _TP)
 _declare("tf_tensor_from_dlpack_legacy", _S, ctypes.c_void_p, _TP)

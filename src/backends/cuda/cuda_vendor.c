@@ -227,6 +227,7 @@ bool tf_vendor_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
         *s = launch_with_scratch(d, tf_cuda_reduce_scratch_bytes(&red), (void **)&red.partial, launch_reduce, &red,
                                  "reduction kernel");
     } else if (tf_cuda_plan_attention(op, d->sm_count, addr_of, &attn)) {
+        tf_cuda_plan_flash_device(&attn, d->cc_major, d->cc_minor);
         *s = launch_with_scratch(d, tf_cuda_attn_scratch_bytes(&attn), (void **)&attn.partial, launch_attention, &attn,
                                  "attention kernel");
     } else {

@@ -650,6 +650,9 @@ template <typename T, int D> cudaError_t launch_decode(const tf_cuda_attn_args *
 
 template <typename T, int D> cudaError_t launch_attn(const tf_cuda_attn_args *a, cudaStream_t st) {
     if (a->kind == TF_CUDA_ATTN_DECODE) return launch_decode<T, D>(a, st);
+    const int hopper = tf_cuda_flash_hopper_launch(a, st);
+    if (hopper >= 0) return (cudaError_t)hopper;
+    if (a->flash_impl >= TF_CUDA_FLASH_HOPPER) return cudaErrorNotSupported;   /* required, and it cannot run here */
     return a->warps == 8 ? launch_flash<T, D, 8>(a, st) : launch_flash<T, D, 4>(a, st);
 }
 

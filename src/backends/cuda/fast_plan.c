@@ -130,7 +130,9 @@ static bool rows_of16(const tf_tensor_desc *t, uintptr_t base, int64_t st[3]) {
 /* Decode: enough blocks to fill the GPU (8 a multiprocessor), each with at
  * least 256 keys. */
 static void decode_split(tf_cuda_attn_args *a, int sm_count) {
-    int64_t rows = a->B * a->Hq * a->Lq, want = (int64_t)(sm_count > 0 ? sm_count : 1) * 8;
+    static const char *const per_sm[] = {"8", "16", "32"};   /* TF_CUDA_DECODE_BLOCKS: tuning experiments only */
+    int choice = tf_gpu_env_choice("TF_CUDA_DECODE_BLOCKS", per_sm, 3);
+    int64_t rows = a->B * a->Hq * a->Lq, want = (int64_t)(sm_count > 0 ? sm_count : 1) * (8 << (choice > 0 ? choice : 0));
     int64_t splits = ceil_div(want, rows), most = ceil_div(a->Lk, 256);
     if (splits > most) splits = most;
     if (splits < 1) splits = 1;
@@ -183,7 +185,16 @@ bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr,
     a->kind = TF_CUDA_ATTN_FLASH;
     static const char *const warps[] = {"4", "8"};      /* TF_CUDA_FLASH_WARPS: tuning experiments only */
     a->warps = tf_gpu_env_choice("TF_CUDA_FLASH_WARPS", warps, 2) == 1 ? 8 : 4;
+    static const char *const impls[] = {"auto",          "mma",           "hopper",
+                                        "hopper-serial", "hopper-overlap", "hopper-pingpong"};   /* enum order */
+    int impl = tf_gpu_env_choice("TF_CUDA_FLASH", impls, 6);
+    a->flash_impl = impl < 0 ? TF_CUDA_FLASH_AUTO : impl;
     return ceil_div(a->Lq, 16 * a->warps) <= INT32_MAX;
+}
+
+void tf_cuda_plan_flash_device(tf_cuda_attn_args *a, int cc_major, int cc_minor) {
+    if (a->kind == TF_CUDA_ATTN_FLASH && a->flash_impl == TF_CUDA_FLASH_AUTO && !(cc_major == 9 && cc_minor == 0))
+        a->flash_impl = TF_CUDA_FLASH_MMA;
 }
 
 size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a) {

@@ -47,13 +47,29 @@ bool tf_cuda_plan_row(const tf_op *op, tf_cuda_addr_fn addr, tf_cuda_row_args *a
 
 typedef enum tf_cuda_attn_kind { TF_CUDA_ATTN_FLASH = 1, TF_CUDA_ATTN_DECODE = 2 } tf_cuda_attn_kind;
 
+/* Which prefill kernel (TF_CUDA_FLASH): on a compute-9.0 device the Hopper
+ * kernel (flash_hopper.cu: TMA, wgmma, warp-specialized) where it can
+ * address the tensors, else the mma.sync kernel; "mma" always the latter;
+ * "hopper" (the default schedule), "hopper-serial", "hopper-overlap" and
+ * "hopper-pingpong" (flash_hopper.cu's schedules) require the Hopper kernel
+ * and fail the op where it cannot run (tests and measurements only). */
+typedef enum tf_cuda_flash_impl {
+    TF_CUDA_FLASH_AUTO = 0,
+    TF_CUDA_FLASH_MMA = 1,
+    TF_CUDA_FLASH_HOPPER = 2,
+    TF_CUDA_FLASH_HOPPER_SERIAL = 3,
+    TF_CUDA_FLASH_HOPPER_OVERLAP = 4,
+    TF_CUDA_FLASH_HOPPER_PINGPONG = 5
+} tf_cuda_flash_impl;
+
 #define TF_CUDA_DECODE_MAX_Q 16     /* up to this many queries, decode's split-KV kernel */
 
 typedef struct tf_cuda_attn_args {
     int32_t kind;               /* tf_cuda_attn_kind */
     int32_t type;               /* TF_CUDA_F16 or TF_CUDA_BF16 */
     int32_t head_dim;           /* 64 or 128, q's and v's */
-    int32_t warps;              /* flash: warps a block (16 query rows each) */
+    int32_t warps;              /* flash: warps a block (16 query rows each), the mma.sync kernel */
+    int32_t flash_impl;         /* flash: tf_cuda_flash_impl */
     int32_t causal, has_mask;
     int64_t B, Hq, Hkv, Lq, Lk, q_off;
     int64_t qs[3], ks[3], vs[3], os[3];   /* element strides along b, h, l (unit along d) */
@@ -69,6 +85,10 @@ typedef struct tf_cuda_attn_args {
  * decode's split. Then tf_cuda_attn_scratch_bytes(a) bytes of device
  * scratch go in a->partial (0: none needed). */
 bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_attn_args *a);
+/* The prefill kernel for a device of compute capability major.minor: the
+ * Hopper kernel's sm_90a code runs on 9.0 only, so elsewhere AUTO becomes
+ * MMA (a required Hopper kernel stays required, and fails). */
+void tf_cuda_plan_flash_device(tf_cuda_attn_args *a, int cc_major, int cc_minor);
 size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a);
 
 /* Reductions (sum, mean, max, min, argmax, argmin) of contiguous f32/f16/bf16
@@ -103,6 +123,9 @@ bool tf_cuda_plan_gemm_bias(const tf_op *op);
 int tf_cuda_row_launch(const tf_cuda_row_args *a, void *stream);
 int tf_cuda_reduce_launch(const tf_cuda_reduce_args *a, void *stream);
 int tf_cuda_attn_launch(const tf_cuda_attn_args *a, void *stream);
+/* flash_hopper.cu: -1 if the Hopper kernel does not take a (then the
+ * mma.sync kernel runs), else a cudaError_t. */
+int tf_cuda_flash_hopper_launch(const tf_cuda_attn_args *a, void *stream);
 #ifdef TF_CUDA_TEST_HOOKS
 int tf_cuda_debug_fault_launch(void *stream);   /* a kernel that writes through a bad pointer */
 #endif

@@ -165,8 +165,8 @@ static void test_attention(void) {
            "prefill: kind %d", a.kind);
     EXPECT(a.scale_log2 > 0.1803f && a.scale_log2 < 0.1804f, "scale * log2(e) = %g", a.scale_log2);
     op = attn_op(TF_F16, 8, 32, 1, 32, 4096, 128);
-    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 5 &&
-               a.chunk == 820 && tf_cuda_attn_scratch_bytes(&a) == (size_t)(256 * 5 * 130 * 4),
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 16 &&
+               a.chunk == 256 && tf_cuda_attn_scratch_bytes(&a) == (size_t)(256 * 16 * 130 * 4),
            "decode 256 rows: %lld splits of %lld", (long long)a.splits, (long long)a.chunk);
     op = attn_op(TF_F16, 1, 9, 1, 3, 300, 64);       /* SmolLM2's heads, a short cache */
     EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 2 &&

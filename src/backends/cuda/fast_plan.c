@@ -127,12 +127,14 @@ static bool rows_of16(const tf_tensor_desc *t, uintptr_t base, int64_t st[3]) {
     return true;
 }
 
-/* Decode: enough blocks to fill the GPU (8 a multiprocessor), each with at
- * least 256 keys. */
+/* Decode: enough blocks to fill the GPU (32 a multiprocessor), each with
+ * at least 256 keys. 32 rather than 8: on an H200 (8 x 32 heads, 4096 and
+ * 32768 keys) 8 gave 0.184 and 1.145 ms, 16 0.162 and 1.089, 32 0.157 and
+ * 1.065 (docs/PERFORMANCE.md): more blocks, more loads in flight. */
 static void decode_split(tf_cuda_attn_args *a, int sm_count) {
     static const char *const per_sm[] = {"8", "16", "32"};   /* TF_CUDA_DECODE_BLOCKS: tuning experiments only */
     int choice = tf_gpu_env_choice("TF_CUDA_DECODE_BLOCKS", per_sm, 3);
-    int64_t rows = a->B * a->Hq * a->Lq, want = (int64_t)(sm_count > 0 ? sm_count : 1) * (8 << (choice > 0 ? choice : 0));
+    int64_t rows = a->B * a->Hq * a->Lq, want = (int64_t)(sm_count > 0 ? sm_count : 1) * (8 << (choice >= 0 ? choice : 2));
     int64_t splits = ceil_div(want, rows), most = ceil_div(a->Lk, 256);
     if (splits > most) splits = most;
     if (splits < 1) splits = 1;

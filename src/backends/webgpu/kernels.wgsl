@@ -411,6 +411,43 @@ fn tanh_f32(x: f32) -> f32 {
     return select(t, -t, x < 0.0);
 }
 
+// sin and cos to about 1.5 ulp of 1 whatever the driver: WGSL lets a
+// driver's own be 2^-11 off (NVIDIA's Vulkan driver failed the cos and rope
+// bounds with them; lavapipe's are exact). x - j pi/2 in three parts
+// (Cody-Waite: j C1 and j C2 are exact for |j| < 2^12, so |x| < 6400 keeps
+// every bit), then minimax polynomials on [-pi/4, pi/4] (Cephes' sinf and
+// cosf coefficients); j's quadrant picks which and its sign. Infinity and
+// NaN give NaN (r is NaN).
+const PIO2_1: f32 = 1.5703125;
+const PIO2_2: f32 = 4.837512969970703125e-4;
+const PIO2_3: f32 = 7.54978995489188216e-8;
+
+fn sin_poly(r: f32) -> f32 {
+    let z = r * r;
+    return r + r * z * (-1.6666654611e-1 + z * (8.3321608736e-3 + z * -1.9515295891e-4));
+}
+
+fn cos_poly(r: f32) -> f32 {
+    let z = r * r;
+    return 1.0 - 0.5 * z + z * z * (4.166664568298827e-2 + z * (-1.388731625493765e-3 + z * 2.443315711809948e-5));
+}
+
+// (sin x, cos x)
+fn sincos_f32(x: f32) -> vec2<f32> {
+    let j = round(x * 0.63661977236758134);
+    let r = ((x - j * PIO2_1) - j * PIO2_2) - j * PIO2_3;
+    let q = j - 4.0 * floor(j * 0.25);                   // quadrant 0..3
+    let s = sin_poly(r);
+    let c = cos_poly(r);
+    if (q == 1.0) { return vec2<f32>(c, -s); }
+    if (q == 2.0) { return vec2<f32>(-s, -c); }
+    if (q == 3.0) { return vec2<f32>(-c, s); }
+    return vec2<f32>(s, c);
+}
+
+fn sin_f32(x: f32) -> f32 { return sincos_f32(x).x; }
+fn cos_f32(x: f32) -> f32 { return sincos_f32(x).y; }
+
 fn pow_f32(x: f32, y: f32) -> f32 {
     // WGSL's pow is undefined for x < 0 (and x = 0); C's pow is not.
     if (y == 0.0) { return 1.0; }
@@ -743,8 +780,9 @@ fn rand_item(i: i32) {
         let a_lo = f32(w.w & 0xffu) * (1.0 / 4294967296.0);
         let q = round(4.0 * a_hi);
         let r = (a_hi - q * 0.25) * 6.283185307179586;
-        var c = cos(r);
-        var sn = sin(r);
+        let sc = sincos_f32(r);
+        var c = sc.y;
+        var sn = sc.x;
         let qi = i32(q) & 3;
         if (qi == 1) { let t = c; c = -sn; sn = t; }
         else if (qi == 2) { c = -c; sn = -sn; }
@@ -1203,10 +1241,11 @@ fn rope_item(i: i32) {
         let partner = select(e ^ 1, select(e - hd, e + hd, e < hd), A.neox != 0);
         let first = select((e % 2) == 0, e < hd, A.neox != 0);
         let p = b_pos_ldi(select(DT_I32, DT_I64, A.pos64 != 0), A.p_off + c_ax * A.ps);
-        let angle = f32(p) * pow(A.theta, f32(-2 * k) / f32(A.rot));
+        let angle = f32(p) * pow_f32(A.theta, f32(-2 * k) / f32(A.rot));
         let u = b_x_ldf(TF_DT, xo + (partner - e) * gg.stride[0][gg.ndim - 1]);
-        let cs = cos(angle);
-        let sn = sin(angle);
+        let sc = sincos_f32(angle);
+        let cs = sc.y;
+        let sn = sc.x;
         val = select(u * sn + val * cs, val * cs - u * sn, first);
     }
     b_out_stf(TF_DT, operand(A.g, 1, i), val);

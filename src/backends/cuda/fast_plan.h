@@ -70,6 +70,7 @@ typedef struct tf_cuda_attn_args {
     int32_t head_dim;           /* 64 or 128, q's and v's */
     int32_t warps;              /* flash: warps a block (16 query rows each), the mma.sync kernel */
     int32_t flash_impl;         /* flash: tf_cuda_flash_impl */
+    int32_t on_hopper;          /* flash: the device is compute 9.0 (tf_cuda_plan_flash_device) */
     int32_t causal, has_mask;
     int64_t B, Hq, Hkv, Lq, Lk, q_off;
     int64_t qs[3], ks[3], vs[3], os[3];   /* element strides along b, h, l (unit along d) */
@@ -86,8 +87,10 @@ typedef struct tf_cuda_attn_args {
  * scratch go in a->partial (0: none needed). */
 bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_attn_args *a);
 /* The prefill kernel for a device of compute capability major.minor: the
- * Hopper kernel's sm_90a code runs on 9.0 only, so elsewhere AUTO becomes
- * MMA (a required Hopper kernel stays required, and fails). */
+ * Hopper kernel's sm_90a code runs on 9.0 only (on_hopper), so elsewhere
+ * AUTO becomes MMA; a required Hopper kernel stays required, and its launch
+ * fails (cudaErrorNotSupported) rather than running the empty stub the
+ * other architectures carry. */
 void tf_cuda_plan_flash_device(tf_cuda_attn_args *a, int cc_major, int cc_minor);
 size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a);
 

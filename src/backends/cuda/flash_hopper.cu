@@ -565,6 +565,7 @@ template <typename T, int D> int launch_d(const tf_cuda_attn_args *a, const CUte
 /* -1: not taken (the caller runs the sm_80 kernel); else a cudaError_t. */
 extern "C" int tf_cuda_flash_hopper_launch(const tf_cuda_attn_args *a, void *stream) {
     if (a->kind != TF_CUDA_ATTN_FLASH || a->flash_impl == TF_CUDA_FLASH_MMA) return -1;
+    if (!a->on_hopper) return -1;                /* the caller fails a required Hopper kernel */
     if (a->head_dim != 64 && a->head_dim != 128) return -1;
     if (a->Lq > (int64_t)INT32_MAX || a->Lk > (int64_t)INT32_MAX || a->Hkv > INT32_MAX || a->B > INT32_MAX) return -1;
     const bool bf16 = a->type == TF_CUDA_BF16;

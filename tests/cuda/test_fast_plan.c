@@ -217,12 +217,13 @@ static void test_flash_choice(void) {
         tf_cuda_plan_flash_device(&a, others[i][0], others[i][1]);
         EXPECT(a.flash_impl == TF_CUDA_FLASH_MMA, "compute %d.%d: the mma.sync kernel", others[i][0], others[i][1]);
     }
-    a.flash_impl = TF_CUDA_FLASH_HOPPER;
-    tf_cuda_plan_flash_device(&a, 8, 0);
-    EXPECT(a.flash_impl == TF_CUDA_FLASH_HOPPER && !a.on_hopper,
-           "a required Hopper kernel stays required on 8.0, marked off Hopper (its launch fails)");
-    tf_cuda_plan_flash_device(&a, 9, 0);
-    EXPECT(a.on_hopper, "9.0 is Hopper");
+    for (int impl = TF_CUDA_FLASH_HOPPER; impl <= TF_CUDA_FLASH_HOPPER_PINGPONG; impl++) {
+        a.flash_impl = impl;
+        tf_cuda_plan_flash_device(&a, 9, 0);
+        EXPECT(a.flash_impl == impl, "a required Hopper kernel (%d) on 9.0", impl);
+        tf_cuda_plan_flash_device(&a, 8, 0);
+        EXPECT(a.flash_impl == TF_CUDA_FLASH_UNAVAILABLE, "a required Hopper kernel (%d) on 8.0: unavailable", impl);
+    }
     op = attn_op(TF_F16, 8, 32, 1, 32, 4096, 128);
     EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE, "decode");
     tf_cuda_plan_flash_device(&a, 8, 0);

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "element.cuh"
+
 extern "C" {
 #include "fast_plan.h"
 }
@@ -16,18 +18,6 @@ extern "C" {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-/* ---- element types: storage <-> float ---- */
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 /* VW elements loaded or stored as one access (16 bytes when VW fills them). */
 template <typename T, int VW> struct alignas(sizeof(T) * VW) pack { T v[VW]; };
@@ -306,16 +296,6 @@ template <typename T> cudaError_t launch_reduce_vec(const tf_cuda_reduce_args *a
 }
 
 /* ---- tensor-core building blocks (sm_80 and later) ---- */
-
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
 
 /* c += a b for one m16n8k16 tile; a: 16 x 16 row-major, b: 16 x 8 column-major. */
 template <typename T> __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);

@@ -195,9 +195,9 @@ bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr,
 }
 
 void tf_cuda_plan_flash_device(tf_cuda_attn_args *a, int cc_major, int cc_minor) {
-    a->on_hopper = cc_major == 9 && cc_minor == 0;
-    if (a->kind == TF_CUDA_ATTN_FLASH && a->flash_impl == TF_CUDA_FLASH_AUTO && !a->on_hopper)
-        a->flash_impl = TF_CUDA_FLASH_MMA;
+    if (a->kind != TF_CUDA_ATTN_FLASH || (cc_major == 9 && cc_minor == 0)) return;
+    if (a->flash_impl == TF_CUDA_FLASH_AUTO) a->flash_impl = TF_CUDA_FLASH_MMA;
+    else if (a->flash_impl >= TF_CUDA_FLASH_HOPPER) a->flash_impl = TF_CUDA_FLASH_UNAVAILABLE;
 }
 
 size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a) {

@@ -59,7 +59,8 @@ typedef enum tf_cuda_flash_impl {
     TF_CUDA_FLASH_HOPPER = 2,
     TF_CUDA_FLASH_HOPPER_SERIAL = 3,
     TF_CUDA_FLASH_HOPPER_OVERLAP = 4,
-    TF_CUDA_FLASH_HOPPER_PINGPONG = 5
+    TF_CUDA_FLASH_HOPPER_PINGPONG = 5,
+    TF_CUDA_FLASH_UNAVAILABLE = 6   /* a Hopper kernel required off Hopper: the launch fails */
 } tf_cuda_flash_impl;
 
 #define TF_CUDA_DECODE_MAX_Q 16     /* up to this many queries, decode's split-KV kernel */
@@ -70,7 +71,6 @@ typedef struct tf_cuda_attn_args {
     int32_t head_dim;           /* 64 or 128, q's and v's */
     int32_t warps;              /* flash: warps a block (16 query rows each), the mma.sync kernel */
     int32_t flash_impl;         /* flash: tf_cuda_flash_impl */
-    int32_t on_hopper;          /* flash: the device is compute 9.0 (tf_cuda_plan_flash_device) */
     int32_t causal, has_mask;
     int64_t B, Hq, Hkv, Lq, Lk, q_off;
     int64_t qs[3], ks[3], vs[3], os[3];   /* element strides along b, h, l (unit along d) */
@@ -87,10 +87,10 @@ typedef struct tf_cuda_attn_args {
  * scratch go in a->partial (0: none needed). */
 bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr, tf_cuda_attn_args *a);
 /* The prefill kernel for a device of compute capability major.minor: the
- * Hopper kernel's sm_90a code runs on 9.0 only (on_hopper), so elsewhere
- * AUTO becomes MMA; a required Hopper kernel stays required, and its launch
- * fails (cudaErrorNotSupported) rather than running the empty stub the
- * other architectures carry. */
+ * Hopper kernel's sm_90a code runs on 9.0 only, so elsewhere AUTO becomes
+ * MMA and a required Hopper kernel UNAVAILABLE, whose launch fails
+ * (cudaErrorNotSupported) rather than running the empty stub the other
+ * architectures carry. */
 void tf_cuda_plan_flash_device(tf_cuda_attn_args *a, int cc_major, int cc_minor);
 size_t tf_cuda_attn_scratch_bytes(const tf_cuda_attn_args *a);
 

@@ -115,7 +115,8 @@ if want bench; then
     timeout 300 python3 bench/gpu_compare.py "$build" --device cuda:0 --ops attention --out "$out" \
       > "$logs/gpu_compare.txt" 2>&1 || fail=1
     cat "$logs/gpu_compare.txt"
-    note "attention vs SDPA: $(grep -E '^(causal|decode) ' "$logs/gpu_compare.txt" | awk '{printf "%s %s %s; ", $1, $2, $(NF-2)}')"
+    note "attention vs SDPA: $(grep 'vs torch SDPA' "$logs/gpu_compare.txt" | \
+      awk '{for (i = 1; i < NF; i++) if ($i == "SDPA") printf "%s %s %s; ", $1, $2, $(i + 1)}')"
   else
     note "bench: PyTorch with CUDA not importable"
   fi

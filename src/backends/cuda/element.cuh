@@ -1,6 +1,6 @@
 /* Element types of the CUDA plugin's own kernels (fast_kernels.cu,
- * flash_hopper.cu): storage <-> float, and two floats packed as one
- * 32-bit register of f16 or bf16 (a tensor-core operand). */
+ * flash_hopper.cu): storage <-> float, two floats packed as one 32-bit
+ * register of f16 or bf16 (a tensor-core operand), and log2(e). */
 #ifndef TF_CUDA_ELEMENT_CUH
 #define TF_CUDA_ELEMENT_CUH
 
@@ -10,6 +10,8 @@
 #include <cstdint>
 
 namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;   /* masks enter the kernels' exp2 domain */
 
 template <typename T> __device__ __forceinline__ float to_f(T v);
 template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }

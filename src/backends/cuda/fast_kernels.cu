@@ -17,7 +17,6 @@ extern "C" {
 
 namespace {
 
-constexpr float kLog2e = 1.4426950408889634f;
 
 /* VW elements loaded or stored as one access (16 bytes when VW fills them). */
 template <typename T, int VW> struct alignas(sizeof(T) * VW) pack { T v[VW]; };

@@ -51,7 +51,6 @@ constexpr int kBM = 128;            /* query rows a block: two consumer warpgrou
 constexpr int kBN = 128;            /* keys a tile */
 constexpr int kThreads = 384;       /* producer warpgroup + two consumers */
 constexpr int kConsumerWarps = 8;
-constexpr float kLog2e = 1.4426950408889634f;
 
 /* Shared memory of one block, in bytes from a 1024-aligned base (the
  * 128-byte swizzle repeats every 1024 bytes; TMA and wgmma both assume the

@@ -23,12 +23,12 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
   $pip -m pip download --quiet --no-deps --no-binary=:all: -d "$peers" "llama-cpp-python==$version"
   tar xzf "$peers/llama_cpp_python-$version.tar.gz" -C "$peers"
 fi
-if [ ! -x "$out/bin/llama-bench" ] || [ ! -f "$out/bin/libllama.so" ]; then
+if [ ! -x "$out/bin/llama-bench" ] || [ ! -x "$out/bin/llama-quantize" ] || [ ! -f "$out/bin/libllama.so" ]; then
   echo "llama-fixtures: building llama.cpp (a few minutes on two cores; cached in $out)"
   cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON \
     -DBUILD_SHARED_LIBS=ON > "$peers/llama-cmake.log" 2>&1 || { cat "$peers/llama-cmake.log"; exit 1; }
-  cmake --build "$out" -j"$(nproc)" --target llama-bench llama > "$peers/llama-build.log" 2>&1 ||
+  cmake --build "$out" -j"$(nproc)" --target llama-bench llama-quantize llama > "$peers/llama-build.log" 2>&1 ||
     { tail -n 40 "$peers/llama-build.log"; exit 1; }
 fi
 cc -O2 -o "$out/bin/llama_ref" "$root/bench/llama_ref.c" -I"$src/include" -I"$src/ggml/include" -L"$out/bin" \

@@ -107,6 +107,13 @@ TF_API const char *tf_last_error(void);
  *   Q8_0  x = d * q                    8-bit q, one f16 scale per 32
  *   Q4_K  x = d*sc * q - dmin*m        256 = 8 sub-blocks of 32, 6-bit sc and m
  *   Q6_K  x = d*sc * (q - 32)          256 = 16 sub-blocks of 16, 8-bit sc
+ *   Q5_0  x = d * (q - 16)             5-bit q, one f16 scale per 32
+ *   Q5_1  x = d * q + m                5-bit q, f16 scale and min per 32
+ *   Q2_K  x = d*sc * q - dmin*m        256 = 16 sub-blocks of 16, 4-bit sc and m, 2-bit q
+ *   Q3_K  x = d*sc * (q - 4)           256 = 16 sub-blocks of 16, 6-bit signed sc, 3-bit q
+ *   Q5_K  x = d*sc * q - dmin*m        256 = 8 sub-blocks of 32 as Q4_K, 5-bit q
+ *   IQ4_NL x = d * kv[q]               4-bit index into a 16-entry non-linear codebook, per 32
+ *   IQ4_XS x = d*sc * kv[q]            256 = 8 sub-blocks of 32, 6-bit signed sc, IQ4_NL's codebook
  * A block-quantized tensor's last axis is a whole number of blocks and is
  * never split or strided: views may pick rows (slices, selects and
  * reshapes that keep the last axis), not columns. Ops take them where they
@@ -118,7 +125,14 @@ TF_API const char *tf_last_error(void);
     X(Q4_1, q4_1,  32,  20)     \
     X(Q8_0, q8_0,  32,  34)     \
     X(Q4_K, q4_k, 256, 144)     \
-    X(Q6_K, q6_k, 256, 210)
+    X(Q6_K, q6_k, 256, 210)     \
+    X(Q5_0, q5_0,  32,  22)     \
+    X(Q5_1, q5_1,  32,  24)     \
+    X(Q2_K, q2_k, 256,  84)     \
+    X(Q3_K, q3_k, 256, 110)     \
+    X(Q5_K, q5_k, 256, 176)     \
+    X(IQ4_NL, iq4_nl, 32, 18)   \
+    X(IQ4_XS, iq4_xs, 256, 136)
 
 typedef enum tf_dtype {
 #define TF__DTYPE_ENUM(E, n, sz, fl, in) TF_##E,
@@ -976,12 +990,12 @@ TF_API int64_t tf_gguf_tensor_count(const tf_gguf *f);
 TF_API int64_t tf_gguf_find_tensor(const tf_gguf *f, const char *name);    /* -1 if absent */
 TF_API tf_status tf_gguf_tensor_info(const tf_gguf *f, int64_t i, tf_gguf_tensor *info);
 /* A tensor whose block type is a tensorframe dtype (F32, F16, BF16, F64,
- * I8, I32, I64, and the quantized Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, their bytes
+ * I8, I32, I64, and the quantized dtypes of TF_QDTYPE_LIST, their bytes
  * as stored) onto dev; other block types are TF_ERR_UNSUPPORTED (their
  * bytes are in the info). */
 TF_API tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_tensor **out);
 /* Any tensor whose block type is a float or integer dtype, or one of the
- * quantized Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (decoded bit-for-bit as ggml's
+ * quantized dtypes of TF_QDTYPE_LIST (decoded bit-for-bit as ggml's
  * reference does), onto dev as the float dtype `dtype`. Other block types
  * are TF_ERR_UNSUPPORTED. */
 TF_API tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf_dtype dtype, tf_tensor **out);

@@ -485,9 +485,16 @@ static tf_dtype dtype_of_block_type(uint32_t t) {
     case 1: return TF_F16;
     case 2: return TF_Q4_0;
     case 3: return TF_Q4_1;
+    case 6: return TF_Q5_0;
+    case 7: return TF_Q5_1;
     case 8: return TF_Q8_0;
+    case 10: return TF_Q2_K;
+    case 11: return TF_Q3_K;
     case 12: return TF_Q4_K;
+    case 13: return TF_Q5_K;
     case 14: return TF_Q6_K;
+    case 20: return TF_IQ4_NL;
+    case 23: return TF_IQ4_XS;
     case 24: return TF_I8;
     case 26: return TF_I32;
     case 27: return TF_I64;
@@ -533,7 +540,7 @@ tf_status tf_gguf_load_as(const tf_gguf *f, const char *name, tf_device *dev, tf
     tf_dtype native = dtype_of_block_type(t->type);
     if (native == TF_DTYPE_COUNT)
         return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which tensorframe does not decode (Q4_0, Q4_1, "
-                         "Q8_0, Q4_K and Q6_K are)", fn, name, block_types[t->type].name);
+                         "Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL and IQ4_XS are)", fn, name, block_types[t->type].name);
     s = tf_tensor_from_data(dev, native, t->ndim, t->shape, data_of(f, t), &loaded);
     if (s != TF_OK) return tf__in(fn, s);
     if (tf_tensor_dtype(loaded) == dtype) {

@@ -1968,13 +1968,49 @@ static void run_create(tf_device *dev, const op_row *op, tf_dtype dt, counts *c)
 /* ---- block-quantized dtypes: a decoder of ggml's layouts written from the
  * format's description, independently of the library's ---- */
 
-static const tf_dtype quant_types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+static const tf_dtype quant_types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K, TF_Q5_0,
+                                       TF_Q5_1, TF_Q2_K, TF_Q3_K, TF_Q5_K, TF_IQ4_NL, TF_IQ4_XS};
 
 static double qf16(const unsigned char *p) { return decode_f16((uint16_t)(p[0] | p[1] << 8)); }
+
+/* The 6-bit scale and min of sub-block j of Q4_K and Q5_K. */
+static void q_k_scale_min(const unsigned char *s, int j, int *sc, int *m) {
+    if (j < 4) { *sc = s[j] & 63; *m = s[j + 4] & 63; }
+    else { *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4; *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4; }
+}
+
+static const int iq4_codebook[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* Bit i of the little-endian bytes at p. */
+static int bit_at(const unsigned char *p, int i) { return (p[i / 8] >> (i % 8)) & 1; }
 
 /* Element e of a block (in element order). */
 static double q_element(tf_dtype wt, const unsigned char *b, int e) {
     switch (wt) {
+    case TF_Q5_0: return qf16(b) * ((((b[6 + e % 16] >> (e < 16 ? 0 : 4)) & 15) | bit_at(b + 2, e) << 4) - 16);
+    case TF_Q5_1: return qf16(b) * (((b[8 + e % 16] >> (e < 16 ? 0 : 4)) & 15) | bit_at(b + 4, e) << 4) + qf16(b + 2);
+    case TF_Q2_K: {                                  /* 2-bit field (e % 128) / 32 of byte 16 + 32 (e / 128) + e % 32 */
+        int q = (b[16 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3, g = e / 16;
+        return qf16(b + 80) * (b[g] & 15) * q - qf16(b + 82) * (b[g] >> 4);
+    }
+    case TF_Q3_K: {
+        int g = e / 16, low = (b[32 + 32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
+        int high = (b[e % 32] >> (e / 32)) & 1;
+        int sc = (((b[96 + g % 8] >> (g < 8 ? 0 : 4)) & 15) | ((b[104 + g % 4] >> (2 * (g / 4))) & 3) << 4) - 32;
+        return qf16(b + 108) * sc * (low - (high ? 0 : 4));
+    }
+    case TF_Q5_K: {
+        int j = e / 32, sc, m;
+        q_k_scale_min(b + 4, j, &sc, &m);
+        int q = ((b[48 + 32 * (j / 2) + e % 32] >> (4 * (j % 2))) & 15) | ((b[16 + e % 32] >> j) & 1) << 4;
+        return qf16(b) * sc * q - qf16(b + 2) * m;
+    }
+    case TF_IQ4_NL: return qf16(b) * iq4_codebook[(b[2 + e % 16] >> (e < 16 ? 0 : 4)) & 15];
+    case TF_IQ4_XS: {
+        int j = e / 32, l = e % 32;
+        int sc = (((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((b[2 + j / 4] >> (2 * (j % 4))) & 3) << 4) - 32;
+        return qf16(b) * sc * iq4_codebook[(b[8 + 16 * j + l % 16] >> (l < 16 ? 0 : 4)) & 15];
+    }
     case TF_Q4_0: return qf16(b) * (((b[2 + e % 16] >> (e < 16 ? 0 : 4)) & 15) - 8);
     case TF_Q4_1: return qf16(b) * ((b[4 + e % 16] >> (e < 16 ? 0 : 4)) & 15) + qf16(b + 2);
     case TF_Q8_0: return qf16(b) * (signed char)b[2 + e];
@@ -2005,11 +2041,15 @@ static void q_decode(tf_dtype wt, const unsigned char *bytes, int64_t n, double 
  * step d over a range r leaves d^2/12 of variance against r^2/12 (Q4: 15
  * steps, so 1/225 = 4.4e-3; Q8_0: 1/127^2 of a half range, 2e-5; Q6_K:
  * 1/63^2 = 2.5e-4), times 2 for the scales' own rounding (f16, or 6 and 8
- * bits in the K-quants). */
+ * bits in the K-quants). IQ4's 16 non-linear levels are Q4's 15 steps at
+ * worst (their widest gap is 24/240 of the range, 1/100). */
 static double q_rounding_nmse(tf_dtype wt) {
     switch (wt) {
     case TF_Q8_0: return 5e-5;
     case TF_Q6_K: return 6e-4;
+    case TF_Q5_0: case TF_Q5_1: case TF_Q5_K: return 3e-3;  /* 31 steps: 1/961, times 2, and a margin */
+    case TF_Q3_K: return 5e-2;      /* 8 levels, the extreme at -4: steps of 1/8 of the range (1/64) and 3 + 1 clipped */
+    case TF_Q2_K: return 0.25;      /* 3 steps: 1/9, times 2 */
     default: return 1e-2;
     }
 }

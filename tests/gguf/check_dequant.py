@@ -2,7 +2,10 @@
 """tf_gguf_load_as against the `gguf` package (llama.cpp's own Python
 reader), bit for bit: every tensor of each GGUF file given, plus a file
 this script writes with random blocks of every type tensorframe decodes
-(Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; f16 scales drawn finite).
+(Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+IQ4_XS; f16 scales drawn finite, some of them extreme). Then the encoders
+the package has (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): tf_cast of random rows to
+each gives the package's bytes.
 
 usage: check_dequant.py LIBTENSORFRAME DIR_WITH_THE_GGUF_PACKAGE [FILE.gguf ...]
 (exit 77, skipped, when they have not been fetched)
@@ -32,12 +35,20 @@ for fn, args in (("tf_gguf_open", [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void
                  ("tf_gguf_load_as", [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int,
                                       ctypes.POINTER(ctypes.c_void_p)]),
                  ("tf_tensor_read", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
-                 ("tf_tensor_release", [ctypes.c_void_p])):
+                 ("tf_tensor_release", [ctypes.c_void_p]),
+                 ("tf_tensor_from_data", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
+                                          ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+                 ("tf_cast", [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)])):
     getattr(tf, fn).argtypes = args
 TF_F32 = 0
 
-BLOCKS = {Q.Q4_0: (32, 18), Q.Q4_1: (32, 20), Q.Q8_0: (32, 34), Q.Q4_K: (256, 144), Q.Q6_K: (256, 210)}
-F16_AT = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208]}
+BLOCKS = {Q.Q4_0: (32, 18), Q.Q4_1: (32, 20), Q.Q8_0: (32, 34), Q.Q4_K: (256, 144), Q.Q6_K: (256, 210),
+          Q.Q5_0: (32, 22), Q.Q5_1: (32, 24), Q.Q2_K: (256, 84), Q.Q3_K: (256, 110), Q.Q5_K: (256, 176),
+          Q.IQ4_NL: (32, 18), Q.IQ4_XS: (256, 136)}
+F16_AT = {Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q8_0: [0], Q.Q4_K: [0, 2], Q.Q6_K: [208], Q.Q5_0: [0], Q.Q5_1: [0, 2],
+          Q.Q2_K: [80, 82], Q.Q3_K: [108], Q.Q5_K: [0, 2], Q.IQ4_NL: [0], Q.IQ4_XS: [0]}
+# tensorframe's dtype codes (tf_dtype, ABI) of the types the package can also encode
+TF_CODE = {Q.Q4_0: 9, Q.Q4_1: 10, Q.Q8_0: 11, Q.Q5_0: 14, Q.Q5_1: 15}
 
 
 def random_file(path):
@@ -48,7 +59,9 @@ def random_file(path):
         rows, cols = 3, 512
         raw = rng.integers(0, 256, size=(rows * cols // block, nbytes), dtype=np.uint8)
         for off in F16_AT[qt]:
-            raw[:, off:off + 2] = rng.standard_normal(raw.shape[0]).astype(np.float16).view(np.uint8).reshape(-1, 2)
+            scale = rng.standard_normal(raw.shape[0]) * 10.0 ** rng.integers(-6, 5, size=raw.shape[0])
+            scale[:2] = (65504.0, -6e-8)                    # the largest f16 and a subnormal
+            raw[:, off:off + 2] = scale.astype(np.float16).view(np.uint8).reshape(-1, 2)
         w.add_tensor(f"random.{qt.name}", raw.reshape(rows, -1), raw_dtype=qt)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -91,6 +104,35 @@ def check(path, dev, counts):
     print(f"{os.path.basename(path)}: " + ", ".join(f"{k} {v}" for k, v in sorted(seen.items())))
 
 
+def check_encoders(dev, counts):
+    """tf_cast of random f32 rows (blocks of very different scales) to each
+    type the package encodes: the same bytes as gguf.quants.quantize."""
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    rows = (rng.standard_normal((8, 1024)) * 10.0 ** rng.integers(-4, 4, size=(8, 32)).repeat(32, axis=1))
+    rows = rows.astype(np.float32)
+    shape = (ctypes.c_int64 * 2)(*rows.shape)
+    src = ctypes.c_void_p()
+    if tf.tf_tensor_from_data(dev, TF_F32, 2, shape, rows.ctypes.data, ctypes.byref(src)) != 0:
+        raise RuntimeError(tf.tf_last_error().decode())
+    for qt, code in TF_CODE.items():
+        want = gguf.quants.quantize(rows, qt).reshape(-1)
+        q = ctypes.c_void_p()
+        if tf.tf_cast(src, code, ctypes.byref(q)) != 0:
+            raise RuntimeError(f"tf_cast to {qt.name}: {tf.tf_last_error().decode()}")
+        got = np.empty(want.size, dtype=np.uint8)
+        s = tf.tf_tensor_read(q, got.ctypes.data, got.nbytes)
+        tf.tf_tensor_release(q)
+        if s != 0:
+            raise RuntimeError(f"tf_tensor_read({qt.name}): {tf.tf_last_error().decode()}")
+        same = np.array_equal(want, got)
+        counts[0 if same else 1] += 1
+        if not same:
+            bad = np.flatnonzero(want != got)
+            print(f"FAIL encoding {qt.name}: {bad.size} of {want.size} bytes differ, first at {bad[0]}")
+    tf.tf_tensor_release(src)
+    print("encoders: " + ", ".join(qt.name for qt in TF_CODE))
+
+
 dev = ctypes.c_void_p()
 if tf.tf_device_get(b"cpu", ctypes.byref(dev)) != 0:
     sys.exit(f"tf_device_get(cpu): {tf.tf_last_error().decode()}")
@@ -100,5 +142,6 @@ with tempfile.TemporaryDirectory() as tmp:
     random_file(synthetic)
     for path in [synthetic] + files:
         check(path, dev, counts)
+check_encoders(dev, counts)
 print(f"check_dequant: {counts[0]} passed, {counts[1]} failed")
 sys.exit(1 if counts[1] else 0)

@@ -11,7 +11,9 @@
 
 #include "helpers.h"
 
-static const tf_dtype quantized[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+static const tf_dtype quantized[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K, TF_Q5_0,
+                                     TF_Q5_1, TF_Q2_K, TF_Q3_K, TF_Q5_K, TF_IQ4_NL, TF_IQ4_XS};
+#define N_QUANTIZED (sizeof quantized / sizeof *quantized)
 
 static tf_tensor *random_f32(int64_t rows, int64_t k, unsigned seed) {
     float *v = malloc(sizeof(float) * (size_t)(rows * k));
@@ -37,9 +39,11 @@ static void test_dtype_facts(void **state) {
     (void)state;
     static const struct { tf_dtype dt; const char *name; size_t block, bytes; } facts[] = {
         {TF_Q4_0, "q4_0", 32, 18}, {TF_Q4_1, "q4_1", 32, 20}, {TF_Q8_0, "q8_0", 32, 34},
-        {TF_Q4_K, "q4_k", 256, 144}, {TF_Q6_K, "q6_k", 256, 210},
+        {TF_Q4_K, "q4_k", 256, 144}, {TF_Q6_K, "q6_k", 256, 210}, {TF_Q5_0, "q5_0", 32, 22},
+        {TF_Q5_1, "q5_1", 32, 24}, {TF_Q2_K, "q2_k", 256, 84}, {TF_Q3_K, "q3_k", 256, 110},
+        {TF_Q5_K, "q5_k", 256, 176}, {TF_IQ4_NL, "iq4_nl", 32, 18}, {TF_IQ4_XS, "iq4_xs", 256, 136},
     };
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++) {
         assert_string_equal(tf_dtype_name(facts[i].dt), facts[i].name);
         assert_int_equal(tf_dtype_block_size(facts[i].dt), facts[i].block);
         assert_int_equal(tf_dtype_size(facts[i].dt), facts[i].bytes);
@@ -48,6 +52,9 @@ static void test_dtype_facts(void **state) {
     }
     assert_int_equal(TF_Q4_0, 9);                        /* ABI: after the element dtypes, in order */
     assert_int_equal(TF_Q6_K, 13);
+    assert_int_equal(TF_Q5_0, 14);
+    assert_int_equal(TF_IQ4_XS, 20);
+    assert_int_equal(TF_DTYPE_COUNT, 21);               /* caps.dtypes is a 32-bit mask */
     int64_t shape[2] = {3, 64};
     tf_tensor *t = NULL;
     OK(tf_empty(cpu_device(), TF_Q4_K, 1, (int64_t[]){512}, &t));
@@ -142,7 +149,7 @@ static void test_other_ops_refuse(void **state) {
 /* A quantized table's rows come out as f32, equal to the decoded table's. */
 static void test_embedding_decodes_rows(void **state) {
     (void)state;
-    for (size_t t = 0; t < 5; t++) {
+    for (size_t t = 0; t < N_QUANTIZED; t++) {
         int64_t k = (int64_t)tf_dtype_block_size(quantized[t]);
         tf_tensor *f = random_f32(10, k, 3), *q = quantize(f, quantized[t]), *all = NULL, *ids = NULL, *e = NULL;
         OK(tf_cast(q, TF_F32, &all));
@@ -202,7 +209,7 @@ static void test_activation_rounding(void **state) {
  * finite garbage. Other rows and blocks keep their values. */
 static void test_non_finite_activations_propagate(void **state) {
     (void)state;
-    for (size_t t = 0; t < 5; t++) {
+    for (size_t t = 0; t < N_QUANTIZED; t++) {
         tf_tensor *w = random_f32(3, 256, 8), *q = quantize(w, quantized[t]);
         for (int scalar = 0; scalar < 2; scalar++) {
             float xv[3 * 256];
@@ -234,7 +241,7 @@ static void test_non_finite_activations_propagate(void **state) {
  * order of the f32 additions differs), for one row and a few. */
 static void test_simd_matches_scalar(void **state) {
     (void)state;
-    for (size_t t = 0; t < 5; t++) {
+    for (size_t t = 0; t < N_QUANTIZED; t++) {
         for (int64_t m = 1; m <= 5; m += 4) {
             tf_tensor *x = random_f32(m, 512, 4), *w = random_f32(37, 512, 5), *q = quantize(w, quantized[t]);
             tf_tensor *fast = NULL, *ref = NULL;

@@ -50,8 +50,16 @@ q4_1 = DType("q4_1", 10, "q4_1", "quantized", 0, "")
 q8_0 = DType("q8_0", 11, "q8_0", "quantized", 0, "")
 q4_k = DType("q4_k", 12, "q4_k", "quantized", 0, "")
 q6_k = DType("q6_k", 13, "q6_k", "quantized", 0, "")
+q5_0 = DType("q5_0", 14, "q5_0", "quantized", 0, "")
+q5_1 = DType("q5_1", 15, "q5_1", "quantized", 0, "")
+q2_k = DType("q2_k", 16, "q2_k", "quantized", 0, "")
+q3_k = DType("q3_k", 17, "q3_k", "quantized", 0, "")
+q5_k = DType("q5_k", 18, "q5_k", "quantized", 0, "")
+iq4_nl = DType("iq4_nl", 19, "iq4_nl", "quantized", 0, "")
+iq4_xs = DType("iq4_xs", 20, "iq4_xs", "quantized", 0, "")
 
-ALL = (float32, float64, float16, bfloat16, int8, int32, int64, uint8, bool, q4_0, q4_1, q8_0, q4_k, q6_k)
+ALL = (float32, float64, float16, bfloat16, int8, int32, int64, uint8, bool, q4_0, q4_1, q8_0, q4_k, q6_k,
+       q5_0, q5_1, q2_k, q3_k, q5_k, iq4_nl, iq4_xs)
 ELEMENT = ALL[:9]
 BY_CODE = {d.code: d for d in ALL}
 BY_NAME = {}

@@ -236,25 +236,27 @@ static void q6_k_encode(const float *x, uint8_t *b) {
     }
 }
 
-static const block_codec *codec_of(tf_dtype wt) {
+static block_codec codec_of(tf_dtype wt) {
     static const block_codec codecs[] = {
         [TF_Q4_0 - TF_Q4_0] = {q4_0_block, q4_0_encode}, [TF_Q4_1 - TF_Q4_0] = {q4_1_block, q4_1_encode},
         [TF_Q8_0 - TF_Q4_0] = {q8_0_block, q8_0_encode}, [TF_Q4_K - TF_Q4_0] = {q4_k_block, q4_k_encode},
         [TF_Q6_K - TF_Q4_0] = {q6_k_block, q6_k_encode},
     };
-    return &codecs[wt - TF_Q4_0];
+    block_codec c;
+    if (tf_cpu_quant_ext_codec(wt, &c.decode, &c.encode)) return c;
+    return codecs[wt - TF_Q4_0];
 }
 
 void tf_cpu_dequantize_row(tf_dtype wt, const uint8_t *src, int64_t n, float *dst) {
-    const block_codec *c = codec_of(wt);
+    const block_codec c = codec_of(wt);
     const int64_t block = (int64_t)tf_dtype_block_size(wt), bytes = (int64_t)tf_dtype_size(wt);
-    for (int64_t i = 0; i < n / block; i++) c->decode(src + i * bytes, dst + i * block);
+    for (int64_t i = 0; i < n / block; i++) c.decode(src + i * bytes, dst + i * block);
 }
 
 void tf_cpu_quantize_row(tf_dtype wt, const float *src, int64_t n, uint8_t *dst) {
-    const block_codec *c = codec_of(wt);
+    const block_codec c = codec_of(wt);
     const int64_t block = (int64_t)tf_dtype_block_size(wt), bytes = (int64_t)tf_dtype_size(wt);
-    for (int64_t i = 0; i < n / block; i++) c->encode(src + i * block, dst + i * bytes);
+    for (int64_t i = 0; i < n / block; i++) c.encode(src + i * block, dst + i * bytes);
 }
 
 /* ---- activations to 8 bits ---- */
@@ -309,6 +311,7 @@ static int32_t idot(const uint8_t *u, const int8_t *q, int n) {
 /* One weight row . one activation row. u holds a block's unsigned codes in
  * element order. */
 static float qdot_row(tf_dtype wt, const uint8_t *w, const int8_t *q, const float *d, const int32_t *s, int64_t k) {
+    if (wt > TF_Q6_K) return tf_cpu_qdot_row_ext(wt, w, q, d, s, k);   /* cpu_quant_ext.c's formats */
     float acc = 0;
     uint8_t u[256];
     for (int64_t b0 = 0; b0 < k; b0 += (int64_t)tf_dtype_block_size(wt)) {

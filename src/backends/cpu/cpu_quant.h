@@ -51,6 +51,22 @@ float tf_cpu_q_f16(const uint8_t *p);
 /* The 6-bit scale and min of Q4_K's sub-block j. */
 void tf_cpu_q4k_scale_min(const uint8_t *scales, int j, int *sc, int *m);
 
+/* The formats of cpu_quant_ext.c (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL,
+ * IQ4_XS): one block decoded / encoded. False for another dtype. */
+typedef void (*tf_cpu_block_decode)(const uint8_t *block, float *y);
+typedef void (*tf_cpu_block_encode)(const float *x, uint8_t *block);
+bool tf_cpu_quant_ext_codec(tf_dtype wt, tf_cpu_block_decode *decode, tf_cpu_block_encode *encode);
+/* One block of those formats as x = sc[g] * v[e] - mn[g] (g = e / 16):
+ * integer levels v in int8 and per-16 f32 scales and offsets. */
+void tf_cpu_quant_levels(tf_dtype wt, const uint8_t *block, int8_t *v, float *sc, float *mn);
+/* The scalar x . w of one weight row of those formats (k elements). */
+float tf_cpu_qdot_row_ext(tf_dtype wt, const uint8_t *w, const int8_t *q, const float *d, const int32_t *s, int64_t k);
+/* IQ4_NL's and IQ4_XS's codebook; Q3_K's signed 6-bit scale of group g
+ * (0..15) from its 12 scale bytes; IQ4_XS's of sub-block ib from the block. */
+extern const int8_t tf_cpu_iq4_values[16];
+int tf_cpu_q3k_scale(const uint8_t *scales, int g);
+int tf_cpu_iq4xs_scale(const uint8_t *block, int ib);
+
 /* One row of n elements (whole blocks) of quantized dtype wt decoded to f32
  * / encoded from f32. */
 void tf_cpu_dequantize_row(tf_dtype wt, const uint8_t *src, int64_t n, float *dst);

@@ -825,6 +825,13 @@ kernel void rand_fill(int normal, long n, ulong seed, global T *out, long off) {
 #define DT_Q8_0 11
 #define DT_Q4_K 12
 #define DT_Q6_K 13
+#define DT_Q5_0 14
+#define DT_Q5_1 15
+#define DT_Q2_K 16
+#define DT_Q3_K 17
+#define DT_Q5_K 18
+#define DT_IQ4_NL 19
+#define DT_IQ4_XS 20
 
 #ifdef TF_CUDA
 #define MUL_RN(a, b) __fmul_rn((a), (b))
@@ -835,7 +842,9 @@ kernel void rand_fill(int normal, long n, ulong seed, global T *out, long off) {
 #define ADD_RN(a, b) ((a) + (b))
 #endif
 
-inline int q_block_elems(int wt) { return wt >= DT_Q4_K ? 256 : 32; }
+inline int q_block_elems(int wt) {
+    return wt == DT_Q4_K || wt == DT_Q6_K || wt == DT_Q2_K || wt == DT_Q3_K || wt == DT_Q5_K || wt == DT_IQ4_XS ? 256 : 32;
+}
 
 inline int q_block_bytes(int wt) {
     switch (wt) {
@@ -843,12 +852,47 @@ inline int q_block_bytes(int wt) {
     case DT_Q4_1: return 20;
     case DT_Q8_0: return 34;
     case DT_Q4_K: return 144;
+    case DT_Q5_0: return 22;
+    case DT_Q5_1: return 24;
+    case DT_Q2_K: return 84;
+    case DT_Q3_K: return 110;
+    case DT_Q5_K: return 176;
+    case DT_IQ4_NL: return 18;
+    case DT_IQ4_XS: return 136;
     default: return 210;
     }
 }
 
 /* The f16 at p (every f16 of every layout sits at an even byte). */
 inline float q_f16(global const uchar *p) { return vload_half(0, (global const half *)p); }
+
+/* IQ4_NL's and IQ4_XS's codebook entry i, from two packed words (no
+ * constant arrays: the CUDA and HIP builds of this file have none). */
+inline int iq4_value(int i) {
+    ulong word = i < 8 ? 0xF6EADDCFBFAD9881ul : 0x7159453526190D01ul;
+    return (int)(char)(uchar)(word >> (8 * (i % 8)));
+}
+
+/* Q4_K's and Q5_K's 6-bit scale and min of sub-block j. */
+inline void q_k_scale_min(global const uchar *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q3_K's signed scale of group g (of 16), IQ4_XS's of sub-block j (of 32). */
+inline int q3_k_scale(global const uchar *s, int g) {
+    return (((s[g % 8] >> (4 * (g / 8))) & 15) | ((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4) - 32;
+}
+inline int iq4_xs_scale(global const uchar *b, int j) {
+    return (((b[4 + j / 2] >> (4 * (j % 2))) & 15) | ((b[2 + j / 4] >> (2 * (j % 4))) & 3) << 4) - 32;
+}
+
+inline uint q_u32(global const uchar *p) { return (uint)p[0] | (uint)p[1] << 8 | (uint)p[2] << 16 | (uint)p[3] << 24; }
 
 /* The 32 elements of chunk c (elements 32c .. 32c + 31) of a quantized
  * row: a whole block of the 32-element formats, a sub-block (one scale) of
@@ -881,19 +925,81 @@ inline void q_chunk32(int wt, global const uchar *row, long c, float *y) {
         return;
     }
     case DT_Q4_K: {
-        global const uchar *b = row + c / 8 * 144, *s = b + 4;
+        global const uchar *b = row + c / 8 * 144;
         int j = (int)(c % 8), sc, m;
-        if (j < 4) {
-            sc = s[j] & 63;
-            m = s[j + 4] & 63;
-        } else {
-            sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-            m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-        }
+        q_k_scale_min(b + 4, j, &sc, &m);
         float ds = MUL_RN(q_f16(b), (float)sc), dm = MUL_RN(q_f16(b + 2), (float)m);
         global const uchar *q = b + 16 + 32 * (j / 2);
         int shift = 4 * (j % 2);
         for (int l = 0; l < 32; l++) y[l] = ADD_RN(MUL_RN(ds, (float)((q[l] >> shift) & 15)), -dm);
+        return;
+    }
+    case DT_Q5_0: case DT_Q5_1: {
+        int one = wt == DT_Q5_1;
+        global const uchar *b = row + c * (one ? 24 : 22), *qs = b + (one ? 8 : 6);
+        uint qh = q_u32(b + (one ? 4 : 2));
+        float d = q_f16(b), m = one ? q_f16(b + 2) : 0.0f;
+        for (int j = 0; j < 16; j++) {
+            int lo = (qs[j] & 15) | (int)((qh >> j) & 1) << 4, hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            y[j] = one ? ADD_RN(MUL_RN(d, (float)lo), m) : MUL_RN(d, (float)(lo - 16));
+            y[j + 16] = one ? ADD_RN(MUL_RN(d, (float)hi), m) : MUL_RN(d, (float)(hi - 16));
+        }
+        return;
+    }
+    case DT_Q2_K: {                                  /* chunk = 2-bit field r % 4 of bytes 32 (r / 4) .. */
+        global const uchar *b = row + c / 8 * 84;
+        int r = (int)(c % 8);
+        float d = q_f16(b + 80), dmin = q_f16(b + 82);
+        global const uchar *q = b + 16 + 32 * (r / 4);
+        for (int l = 0; l < 32; l++) {
+            int sc = b[2 * r + l / 16];
+            float dl = MUL_RN(d, (float)(sc & 15)), ml = MUL_RN(dmin, (float)(sc >> 4));
+            y[l] = ADD_RN(MUL_RN(dl, (float)((q[l] >> (2 * (r % 4))) & 3)), -ml);
+        }
+        return;
+    }
+    case DT_Q3_K: {
+        global const uchar *b = row + c / 8 * 110;
+        int r = (int)(c % 8);
+        float d = q_f16(b + 108);
+        float dl0 = MUL_RN(d, (float)q3_k_scale(b + 96, 2 * r)), dl1 = MUL_RN(d, (float)q3_k_scale(b + 96, 2 * r + 1));
+        global const uchar *q = b + 32 + 32 * (r / 4);
+        for (int l = 0; l < 32; l++) {
+            int level = ((q[l] >> (2 * (r % 4))) & 3) - (((b[l] >> r) & 1) ? 0 : 4);
+            y[l] = MUL_RN(l < 16 ? dl0 : dl1, (float)level);
+        }
+        return;
+    }
+    case DT_Q5_K: {
+        global const uchar *b = row + c / 8 * 176;
+        int j = (int)(c % 8), sc, m;
+        q_k_scale_min(b + 4, j, &sc, &m);
+        float ds = MUL_RN(q_f16(b), (float)sc), dm = MUL_RN(q_f16(b + 2), (float)m);
+        global const uchar *q = b + 48 + 32 * (j / 2);
+        for (int l = 0; l < 32; l++) {
+            int v = ((q[l] >> (4 * (j % 2))) & 15) | ((b[16 + l] >> j) & 1) << 4;
+            y[l] = ADD_RN(MUL_RN(ds, (float)v), -dm);
+        }
+        return;
+    }
+    case DT_IQ4_NL: {
+        global const uchar *b = row + c * 18;
+        float d = q_f16(b);
+        for (int j = 0; j < 16; j++) {
+            y[j] = MUL_RN(d, (float)iq4_value(b[2 + j] & 15));
+            y[j + 16] = MUL_RN(d, (float)iq4_value(b[2 + j] >> 4));
+        }
+        return;
+    }
+    case DT_IQ4_XS: {
+        global const uchar *b = row + c / 8 * 136;
+        int j = (int)(c % 8);
+        float dl = MUL_RN(q_f16(b), (float)iq4_xs_scale(b, j));
+        global const uchar *q = b + 8 + 16 * j;
+        for (int l = 0; l < 16; l++) {
+            y[l] = MUL_RN(dl, (float)iq4_value(q[l] & 15));
+            y[l + 16] = MUL_RN(dl, (float)iq4_value(q[l] >> 4));
+        }
         return;
     }
     default: {                                       /* Q6_K: chunk = row r of the block's 8 */
@@ -1037,6 +1143,217 @@ inline void q6_k_encode(const float *x, global uchar *b) {
     }
 }
 
+inline void put_q5(global uchar *qh_at, global uchar *qs, const int *q) {
+    uint qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uchar)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        qh |= (uint)((q[j] >> 4) & 1) << j | (uint)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    for (int i = 0; i < 4; i++) qh_at[i] = (uchar)(qh >> (8 * i));
+}
+
+inline void q5_0_encode(const float *x, global uchar *b) {
+    float d = signed_absmax(x, 32) / -16, id = d != 0 ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int e = 0; e < 32; e++) {
+        int t = (int)(char)(int)ADD_RN(MUL_RN(x[e], id), 16.5f);
+        q[e] = (uchar)(t < 31 ? t : 31);
+    }
+    round_f16(b, d);
+    put_q5(b + 2, b + 6, q);
+}
+
+inline void q5_1_encode(const float *x, global uchar *b) {
+    float lo = x[0], hi = x[0];
+    for (int e = 1; e < 32; e++) {
+        lo = x[e] < lo ? x[e] : lo;
+        hi = x[e] > hi ? x[e] : hi;
+    }
+    float d = (hi - lo) / 31, id = d != 0 ? 1.0f / d : 0.0f;
+    int q[32];
+    for (int e = 0; e < 32; e++) {
+        int t = (int)(uchar)(int)ADD_RN(MUL_RN(x[e] - lo, id), 0.5f);
+        q[e] = t < 31 ? t : 31;
+    }
+    round_f16(b, d);
+    round_f16(b + 2, lo);
+    put_q5(b + 4, b + 8, q);
+}
+
+inline void q2_k_encode(const float *x, global uchar *b) {
+    float scale[16], mins[16], max_scale = 0, max_min = 0;
+    for (int g = 0; g < 16; g++) {
+        float lo = 0, hi = 0;
+        for (int l = 0; l < 16; l++) {
+            lo = fmin(lo, x[16 * g + l]);
+            hi = fmax(hi, x[16 * g + l]);
+        }
+        scale[g] = (hi - lo) / 3;
+        mins[g] = -lo;
+        max_scale = fmax(max_scale, scale[g]);
+        max_min = fmax(max_min, mins[g]);
+    }
+    for (int i = 0; i < 80; i++) b[i] = 0;
+    float d = round_f16(b + 80, max_scale / 15), dmin = round_f16(b + 82, max_min / 15);
+    for (int g = 0; g < 16; g++) {
+        int sc = d > 0 ? clamp_int((int)round(scale[g] / d), 0, 15) : 0;
+        int m = dmin > 0 ? clamp_int((int)round(mins[g] / dmin), 0, 15) : 0;
+        b[g] = (uchar)(sc | m << 4);
+        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
+        for (int l = 0; l < 16; l++) {
+            int e = 16 * g + l, q = clamp_int((int)round(MUL_RN(ADD_RN(x[e], dm), ids)), 0, 3);
+            b[16 + 32 * (e / 128) + e % 32] |= (uchar)(q << (2 * ((e % 128) / 32)));
+        }
+    }
+}
+
+inline void q3_k_encode(const float *x, global uchar *b) {
+    float scale[16], amax = 0, best = 0;
+    for (int g = 0; g < 16; g++) {
+        scale[g] = signed_absmax(x + 16 * g, 16) / -4;
+        if (fabs(scale[g]) > amax) {
+            amax = fabs(scale[g]);
+            best = scale[g];
+        }
+    }
+    for (int i = 0; i < 108; i++) b[i] = 0;
+    float d = round_f16(b + 108, best / -32);
+    for (int g = 0; g < 16; g++) {
+        int sc = d != 0 ? clamp_int((int)round(scale[g] / d), -32, 31) : 0, u = sc + 32;
+        b[96 + g % 8] |= (uchar)((u & 15) << (4 * (g / 8)));
+        b[104 + g % 4] |= (uchar)((u >> 4) << (2 * (g / 4)));
+        float ds = MUL_RN(d, (float)sc), ids = ds != 0 ? 1.0f / ds : 0.0f;
+        for (int l = 0; l < 16; l++) {
+            int e = 16 * g + l, level = clamp_int((int)round(MUL_RN(x[e], ids)), -4, 3) + 4;
+            b[32 + 32 * (e / 128) + e % 32] |= (uchar)((level & 3) << (2 * ((e % 128) / 32)));
+            b[e % 32] |= (uchar)((level >> 2) << (e / 32));
+        }
+    }
+}
+
+inline void q5_k_encode(const float *x, global uchar *b) {
+    float scale[8], mins[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0, hi = 0;
+        for (int l = 0; l < 32; l++) {
+            lo = fmin(lo, x[32 * j + l]);
+            hi = fmax(hi, x[32 * j + l]);
+        }
+        scale[j] = (hi - lo) / 31;
+        mins[j] = -lo;
+        max_scale = fmax(max_scale, scale[j]);
+        max_min = fmax(max_min, mins[j]);
+    }
+    float d = round_f16(b, max_scale / 63), dmin = round_f16(b + 2, max_min / 63);
+    global uchar *s = b + 4, *qh = b + 16, *qs = b + 48;
+    for (int i = 4; i < 176; i++) b[i] = 0;
+    for (int j = 0; j < 8; j++) {
+        int sc = d > 0 ? clamp_int((int)round(scale[j] / d), 0, 63) : 0;
+        int m = dmin > 0 ? clamp_int((int)round(mins[j] / dmin), 0, 63) : 0;
+        if (j < 4) {
+            s[j] |= (uchar)sc;
+            s[j + 4] |= (uchar)m;
+        } else {
+            s[j + 4] = (uchar)((sc & 15) | (m & 15) << 4);
+            s[j - 4] |= (uchar)((sc >> 4) << 6);
+            s[j] |= (uchar)((m >> 4) << 6);
+        }
+        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
+        for (int l = 0; l < 32; l++) {
+            int q = clamp_int((int)round(MUL_RN(ADD_RN(x[32 * j + l], dm), ids)), 0, 31);
+            qs[32 * (j / 2) + l] |= (uchar)((q & 15) << (4 * (j % 2)));
+            qh[l] |= (uchar)((q >> 4) << j);
+        }
+    }
+}
+
+/* The codebook index nearest v (ties up), ggml's best_index_int8. */
+inline int iq4_nearest(float v) {
+    if (v <= -127.0f) return 0;
+    if (v >= 113.0f) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v < (float)iq4_value(mid)) hi = mid;
+        else lo = mid;
+    }
+    return v - (float)iq4_value(hi - 1) < (float)iq4_value(hi) - v ? hi - 1 : hi;
+}
+
+/* cpu_quant_ext.c's iq4_fit and iq4_sub_block_scale (ggml's search). */
+inline void iq4_fit(const float *x, float id, float *qx, float *q2) {
+    *qx = 0;
+    *q2 = 0;
+    for (int j = 0; j < 32; j++) {
+        float q = (float)iq4_value(iq4_nearest(MUL_RN(id, x[j]))), w = MUL_RN(x[j], x[j]);
+        *qx = ADD_RN(*qx, MUL_RN(MUL_RN(w, q), x[j]));
+        *q2 = ADD_RN(*q2, MUL_RN(MUL_RN(w, q), q));
+    }
+}
+
+/* The element of largest magnitude (its sign kept); 0 for a block below 1e-15. */
+inline float iq4_extreme(const float *x) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabs(x[j]) > amax) {
+            amax = fabs(x[j]);
+            max = x[j];
+        }
+    return amax < 1e-15f ? 0.0f : max;
+}
+
+inline float iq4_sub_block_scale(const float *x, int ntry) {
+    float max = iq4_extreme(x), qx, q2;
+    if (max == 0) return 0;
+    iq4_fit(x, 1 / (ntry > 0 ? -max / -127.0f : max / -127.0f), &qx, &q2);
+    float d = q2 > 0 ? qx / q2 : 0.0f, best = MUL_RN(d, qx);
+    for (int t = -ntry; t <= ntry; t++) {
+        iq4_fit(x, ((float)t - 127.0f) / max, &qx, &q2);
+        if (q2 > 0 && MUL_RN(qx, qx) > MUL_RN(best, q2)) {
+            d = qx / q2;
+            best = MUL_RN(d, qx);
+        }
+    }
+    return d;
+}
+
+/* 32 elements' codes for scale d (0: the code nearest 0) into 16 bytes. */
+inline void iq4_pack(const float *x, float d, global uchar *qs) {
+    float id = d != 0 ? 1 / d : 0.0f;
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uchar)(iq4_nearest(MUL_RN(id, x[j])) | iq4_nearest(MUL_RN(id, x[j + 16])) << 4);
+}
+
+/* ggml keeps IQ4_NL's codes from the first fit (the extreme at -127). */
+inline void iq4_nl_encode(const float *x, global uchar *b) {
+    round_f16(b, iq4_sub_block_scale(x, -1));
+    iq4_pack(x, iq4_extreme(x) / -127.0f, b + 2);
+}
+
+inline void iq4_xs_encode(const float *x, global uchar *b) {
+    float scales[8], max_scale = 0, amax_scale = 0;
+    for (int j = 0; j < 8; j++) {
+        scales[j] = iq4_sub_block_scale(x + 32 * j, 7);
+        if (fabs(scales[j]) > amax_scale) {
+            amax_scale = fabs(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.0f;
+    uint high = 0;
+    round_f16(b, d);
+    for (int j = 0; j < 8; j++) {
+        int l = clamp_int((int)rint(MUL_RN(id, scales[j])), -32, 31);
+        iq4_pack(x + 32 * j, MUL_RN(d, (float)l), b + 8 + 16 * j);
+        l += 32;
+        if (j % 2 == 0) b[4 + j / 2] = (uchar)(l & 15);
+        else b[4 + j / 2] |= (uchar)((l & 15) << 4);
+        high |= (uint)(l >> 4) << (2 * j);
+    }
+    b[2] = (uchar)high;
+    b[3] = (uchar)(high >> 8);
+}
+
 /* One work-item per block. g: the shape, operand 0 = the source (this
  * program's dtype), 1 = the quantized destination in elements (offset 0;
  * its byte offset is dst_off). The source row is read as f32 first, as on
@@ -1055,6 +1372,13 @@ kernel void quant_encode(int wt, long nblocks, geom g, long dst_off, global ucha
     case DT_Q4_1: q4_1_encode(x, b); break;
     case DT_Q8_0: q8_0_encode(x, b); break;
     case DT_Q4_K: q4_k_encode(x, b); break;
+    case DT_Q5_0: q5_0_encode(x, b); break;
+    case DT_Q5_1: q5_1_encode(x, b); break;
+    case DT_Q2_K: q2_k_encode(x, b); break;
+    case DT_Q3_K: q3_k_encode(x, b); break;
+    case DT_Q5_K: q5_k_encode(x, b); break;
+    case DT_IQ4_NL: iq4_nl_encode(x, b); break;
+    case DT_IQ4_XS: iq4_xs_encode(x, b); break;
     default: q6_k_encode(x, b); break;
     }
 }

@@ -92,7 +92,8 @@ static void expect_same_bytes(const tf_tensor *a, const tf_tensor *b, const char
  * product of the decoded weight, in both of its kernels (few rows, many). */
 static void test_quantized_dtypes_run_on_the_device(void **state) {
     (void)state;
-    static const tf_dtype types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K};
+    static const tf_dtype types[] = {TF_Q4_0, TF_Q4_1, TF_Q8_0, TF_Q4_K, TF_Q6_K, TF_Q5_0,
+                                     TF_Q5_1, TF_Q2_K, TF_Q3_K, TF_Q5_K, TF_IQ4_NL, TF_IQ4_XS};
     tf_device *cpu = cpu_device(), *dev = ocl();
     enum { ROWS = 20, K = 512 };
     int64_t shape[2] = {ROWS, K}, ids_n = 3;

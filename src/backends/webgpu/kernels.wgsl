@@ -1433,8 +1433,19 @@ const DT_Q4_0: i32 = 9;
 const DT_Q4_1: i32 = 10;
 const DT_Q8_0: i32 = 11;
 const DT_Q4_K: i32 = 12;
+const DT_Q6_K: i32 = 13;
+const DT_Q5_0: i32 = 14;
+const DT_Q5_1: i32 = 15;
+const DT_Q2_K: i32 = 16;
+const DT_Q3_K: i32 = 17;
+const DT_Q5_K: i32 = 18;
+const DT_IQ4_NL: i32 = 19;
+const DT_IQ4_XS: i32 = 20;
 
-fn q_block_elems(wt: i32) -> i32 { return select(32, 256, wt >= DT_Q4_K); }
+fn q_block_elems(wt: i32) -> i32 {
+    let k = wt == DT_Q4_K || wt == DT_Q6_K || wt == DT_Q2_K || wt == DT_Q3_K || wt == DT_Q5_K || wt == DT_IQ4_XS;
+    return select(32, 256, k);
+}
 
 fn q_block_bytes(wt: i32) -> i32 {
     switch (wt) {
@@ -1442,6 +1453,13 @@ fn q_block_bytes(wt: i32) -> i32 {
         case 10: { return 20; }
         case 11: { return 34; }
         case 12: { return 144; }
+        case 14: { return 22; }
+        case 15: { return 24; }
+        case 16: { return 84; }
+        case 17: { return 110; }
+        case 18: { return 176; }
+        case 19: { return 18; }
+        case 20: { return 136; }
         default: { return 210; }
     }
 }
@@ -1451,8 +1469,25 @@ fn q_i8(i: i32) -> i32 { return bitcast<i32>(q_byte(i) << 24u) >> 24u; }
 // Every f16 of every layout sits at an even byte.
 fn q_f16(i: i32) -> f32 { return f16_to_f32((b_q_word(i >> 2u) >> (u32(i & 2) * 8u)) & 0xffffu); }
 
+// IQ4_NL's and IQ4_XS's codebook entry i, four to a packed word.
+fn iq4_value(i: i32) -> i32 {
+    let word = select(select(0xBFAD9881u, 0xF6EADDCFu, i >= 4), select(0x26190D01u, 0x71594535u, i >= 12), i >= 8);
+    return bitcast<i32>(((word >> u32(8 * (i % 4))) & 0xffu) << 24u) >> 24u;
+}
+
+fn q_u32_bytes(i: i32) -> u32 { return q_byte(i) | (q_byte(i + 1) << 8u) | (q_byte(i + 2) << 16u) | (q_byte(i + 3) << 24u); }
+
+// Q3_K's signed scale of group g (its 12 scale bytes at s); IQ4_XS's of
+// sub-block j of the block at b.
+fn q3_k_scale(s: i32, g: i32) -> i32 {
+    return i32(((q_byte(s + g % 8) >> u32(4 * (g / 8))) & 15u) | (((q_byte(s + 8 + g % 4) >> u32(2 * (g / 4))) & 3u) << 4u)) - 32;
+}
+fn iq4_xs_scale(b: i32, j: i32) -> i32 {
+    return i32(((q_byte(b + 4 + j / 2) >> u32(4 * (j % 2))) & 15u) | (((q_byte(b + 2 + j / 4) >> u32(2 * (j % 4))) & 3u) << 4u)) - 32;
+}
+
 // Q4_K sub-block j of the block at byte b: its scale and its minimum
-// (d * sc, dmin * m), from the 12 bytes of 6-bit pairs.
+// (d * sc, dmin * m), from the 12 bytes of 6-bit pairs (Q5_K's the same).
 fn q4_k_scales(b: i32, j: i32) -> vec2<f32> {
     let s = b + 4;
     var sc: u32;
@@ -1512,6 +1547,71 @@ fn q_chunk32(wt: i32, row: i32, c: i32, y: ptr<function, array<f32, 32>>) {
         let q = b + 16 + 32 * (j / 2);
         let shift = u32(4 * (j % 2));
         for (var l = 0; l < 32; l++) { (*y)[l] = ds * f32((q_byte(q + l) >> shift) & 15u) - dm; }
+    } else if (wt == DT_Q5_0 || wt == DT_Q5_1) {
+        let one = wt == DT_Q5_1;
+        let b = row + c * select(22, 24, one);
+        let qh = q_u32_bytes(b + select(2, 4, one));
+        let qs = b + select(6, 8, one);
+        let d = q_f16(b);
+        let m = select(0.0, q_f16(b + 2), one);
+        let bias = select(16, 0, one);
+        for (var j = 0; j < 16; j++) {
+            let v = q_byte(qs + j);
+            let lo = i32((v & 15u) | (((qh >> u32(j)) & 1u) << 4u)) - bias;
+            let hi = i32((v >> 4u) | (((qh >> u32(j + 16)) & 1u) << 4u)) - bias;
+            (*y)[j] = d * f32(lo) + m;
+            (*y)[j + 16] = d * f32(hi) + m;
+        }
+    } else if (wt == DT_Q2_K) {                          // chunk = 2-bit field r % 4 of bytes 32 (r / 4) ..
+        let b = row + c / 8 * 84;
+        let r = c % 8;
+        let d = q_f16(b + 80);
+        let dmin = q_f16(b + 82);
+        let q = b + 16 + 32 * (r / 4);
+        for (var l = 0; l < 32; l++) {
+            let sc = q_byte(b + 2 * r + l / 16);
+            let dl = d * f32(sc & 15u);
+            let ml = dmin * f32(sc >> 4u);
+            (*y)[l] = dl * f32((q_byte(q + l) >> u32(2 * (r % 4))) & 3u) - ml;
+        }
+    } else if (wt == DT_Q3_K) {
+        let b = row + c / 8 * 110;
+        let r = c % 8;
+        let d = q_f16(b + 108);
+        let dl0 = d * f32(q3_k_scale(b + 96, 2 * r));
+        let dl1 = d * f32(q3_k_scale(b + 96, 2 * r + 1));
+        let q = b + 32 + 32 * (r / 4);
+        for (var l = 0; l < 32; l++) {
+            let level = i32((q_byte(q + l) >> u32(2 * (r % 4))) & 3u) - select(4, 0, ((q_byte(b + l) >> u32(r)) & 1u) != 0u);
+            (*y)[l] = select(dl1, dl0, l < 16) * f32(level);
+        }
+    } else if (wt == DT_Q5_K) {
+        let b = row + c / 8 * 176;
+        let j = c % 8;
+        let scales = q4_k_scales(b, j);
+        let q = b + 48 + 32 * (j / 2);
+        for (var l = 0; l < 32; l++) {
+            let v = ((q_byte(q + l) >> u32(4 * (j % 2))) & 15u) | (((q_byte(b + 16 + l) >> u32(j)) & 1u) << 4u);
+            (*y)[l] = scales.x * f32(v) - scales.y;
+        }
+    } else if (wt == DT_IQ4_NL) {
+        let b = row + c * 18;
+        let d = q_f16(b);
+        for (var j = 0; j < 16; j++) {
+            let v = q_byte(b + 2 + j);
+            (*y)[j] = d * f32(iq4_value(i32(v & 15u)));
+            (*y)[j + 16] = d * f32(iq4_value(i32(v >> 4u)));
+        }
+    } else if (wt == DT_IQ4_XS) {
+        let b = row + c / 8 * 136;
+        let j = c % 8;
+        let dl = q_f16(b) * f32(iq4_xs_scale(b, j));
+        let q = b + 8 + 16 * j;
+        for (var l = 0; l < 16; l++) {
+            let v = q_byte(q + l);
+            (*y)[l] = dl * f32(iq4_value(i32(v & 15u)));
+            (*y)[l + 16] = dl * f32(iq4_value(i32(v >> 4u)));
+        }
     } else {                                             // Q6_K: chunk = row r of the block's 8
         let k = q6_k_chunk(row, c);
         for (var l = 0; l < 32; l++) {
@@ -1543,6 +1643,7 @@ struct Args { gx: i32, gy: i32, wt: i32, nblocks: i32, g: Geom, dst_off: i32 }
 
 var<private> xs: array<f32, 256>;                       // the block's source, as f32
 var<private> blk: array<u32, 210>;                      // the block's bytes, one per entry
+var<private> qcodes: array<u32, 32>;                    // Q5_0's and Q5_1's codes before packing
 
 // One item per block; kernels.cl's encoders step for step (those of
 // cpu_quant.c). g: operand 0 = the source, 1 = the quantized destination in
@@ -1689,6 +1790,246 @@ fn q6_k_encode() {
     }
 }
 
+fn put_q5(qh_at: i32, qs: i32) {                        // codes in qcodes[0..32]
+    var qh = 0u;
+    for (var j = 0; j < 16; j++) {
+        blk[qs + j] = (qcodes[j] & 15u) | ((qcodes[j + 16] & 15u) << 4u);
+        qh |= (((qcodes[j] >> 4u) & 1u) << u32(j)) | (((qcodes[j + 16] >> 4u) & 1u) << u32(j + 16));
+    }
+    for (var i = 0; i < 4; i++) { blk[qh_at + i] = (qh >> u32(8 * i)) & 0xffu; }
+}
+
+fn q5_0_encode() {
+    let d = signed_absmax(0, 32) / -16.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    for (var e = 0; e < 32; e++) {
+        let t = bitcast<i32>(u32(i32(xs[e] * id + 16.5)) << 24u) >> 24u;   // through int8, as ggml
+        qcodes[e] = u32(min(t, 31)) & 0xffu;
+    }
+    put_q5(2, 6);
+}
+
+fn q5_1_encode() {
+    var lo = xs[0];
+    var hi = xs[0];
+    for (var e = 1; e < 32; e++) {
+        lo = select(lo, xs[e], xs[e] < lo);
+        hi = select(hi, xs[e], xs[e] > hi);
+    }
+    let d = (hi - lo) / 31.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    put_f16(2, lo);
+    for (var e = 0; e < 32; e++) { qcodes[e] = u32(min(i32(u32(i32((xs[e] - lo) * id + 0.5)) & 0xffu), 31)); }
+    put_q5(4, 8);
+}
+
+fn q2_k_encode() {
+    var scale: array<f32, 16>;
+    var mins: array<f32, 16>;
+    var max_scale = 0.0;
+    var max_min = 0.0;
+    for (var g = 0; g < 16; g++) {
+        var lo = 0.0;
+        var hi = 0.0;
+        for (var l = 0; l < 16; l++) {
+            lo = min(lo, xs[16 * g + l]);
+            hi = max(hi, xs[16 * g + l]);
+        }
+        scale[g] = (hi - lo) / 3.0;
+        mins[g] = -lo;
+        max_scale = max(max_scale, scale[g]);
+        max_min = max(max_min, mins[g]);
+    }
+    let d = put_f16(80, max_scale / 15.0);
+    let dmin = put_f16(82, max_min / 15.0);
+    for (var g = 0; g < 16; g++) {
+        var sc = 0u;
+        var m = 0u;
+        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[g] / d)), 0, 15)); }
+        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[g] / dmin)), 0, 15)); }
+        blk[g] = sc | (m << 4u);
+        let ds = d * f32(sc);
+        let dm = dmin * f32(m);
+        let ids = select(0.0, 1.0 / ds, ds > 0.0);
+        for (var l = 0; l < 16; l++) {
+            let e = 16 * g + l;
+            let q = u32(clamp(i32(round_away((xs[e] + dm) * ids)), 0, 3));
+            blk[16 + 32 * (e / 128) + e % 32] |= q << u32(2 * ((e % 128) / 32));
+        }
+    }
+}
+
+fn q3_k_encode() {
+    var scale: array<f32, 16>;
+    var amax = 0.0;
+    var best = 0.0;
+    for (var g = 0; g < 16; g++) {
+        scale[g] = signed_absmax(16 * g, 16) / -4.0;
+        if (abs(scale[g]) > amax) {
+            amax = abs(scale[g]);
+            best = scale[g];
+        }
+    }
+    let d = put_f16(108, best / -32.0);
+    for (var g = 0; g < 16; g++) {
+        var sc = 0;
+        if (d != 0.0) { sc = clamp(i32(round_away(scale[g] / d)), -32, 31); }
+        let u = u32(sc + 32);
+        blk[96 + g % 8] |= (u & 15u) << u32(4 * (g / 8));
+        blk[104 + g % 4] |= (u >> 4u) << u32(2 * (g / 4));
+        let ds = d * f32(sc);
+        let ids = select(0.0, 1.0 / ds, ds != 0.0);
+        for (var l = 0; l < 16; l++) {
+            let e = 16 * g + l;
+            let level = u32(clamp(i32(round_away(xs[e] * ids)), -4, 3) + 4);
+            blk[32 + 32 * (e / 128) + e % 32] |= (level & 3u) << u32(2 * ((e % 128) / 32));
+            blk[e % 32] |= (level >> 2u) << u32(e / 32);
+        }
+    }
+}
+
+fn q5_k_encode() {
+    var scale: array<f32, 8>;
+    var mins: array<f32, 8>;
+    var max_scale = 0.0;
+    var max_min = 0.0;
+    for (var j = 0; j < 8; j++) {
+        var lo = 0.0;
+        var hi = 0.0;
+        for (var l = 0; l < 32; l++) {
+            lo = min(lo, xs[32 * j + l]);
+            hi = max(hi, xs[32 * j + l]);
+        }
+        scale[j] = (hi - lo) / 31.0;
+        mins[j] = -lo;
+        max_scale = max(max_scale, scale[j]);
+        max_min = max(max_min, mins[j]);
+    }
+    let d = put_f16(0, max_scale / 63.0);
+    let dmin = put_f16(2, max_min / 63.0);
+    for (var j = 0; j < 8; j++) {
+        var sc = 0u;
+        var m = 0u;
+        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[j] / d)), 0, 63)); }
+        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[j] / dmin)), 0, 63)); }
+        if (j < 4) {
+            blk[4 + j] |= sc;
+            blk[8 + j] |= m;
+        } else {
+            blk[8 + j] = (sc & 15u) | ((m & 15u) << 4u);
+            blk[j] |= (sc >> 4u) << 6u;
+            blk[4 + j] |= (m >> 4u) << 6u;
+        }
+        let ds = d * f32(sc);
+        let dm = dmin * f32(m);
+        let ids = select(0.0, 1.0 / ds, ds > 0.0);
+        for (var l = 0; l < 32; l++) {
+            let q = u32(clamp(i32(round_away((xs[32 * j + l] + dm) * ids)), 0, 31));
+            blk[48 + 32 * (j / 2) + l] |= (q & 15u) << u32(4 * (j % 2));
+            blk[16 + l] |= (q >> 4u) << u32(j);
+        }
+    }
+}
+
+// The codebook index nearest v (ties up): ggml's best_index_int8.
+fn iq4_nearest(v: f32) -> i32 {
+    if (v <= -127.0) { return 0; }
+    if (v >= 113.0) { return 15; }
+    var lo = 0;
+    var hi = 15;
+    while (hi - lo > 1) {
+        let mid = (lo + hi) / 2;
+        if (v < f32(iq4_value(mid))) { hi = mid; } else { lo = mid; }
+    }
+    return select(hi, hi - 1, v - f32(iq4_value(hi - 1)) < f32(iq4_value(hi)) - v);
+}
+
+// sum w q x and sum w q q (w = x^2) over sub-block `first` for scale id.
+fn iq4_fit(first: i32, id: f32) -> vec2<f32> {
+    var qx = 0.0;
+    var q2 = 0.0;
+    for (var j = 0; j < 32; j++) {
+        let x = xs[first + j];
+        let q = f32(iq4_value(iq4_nearest(id * x)));
+        let w = x * x;
+        qx += w * q * x;
+        q2 += w * q * q;
+    }
+    return vec2<f32>(qx, q2);
+}
+
+// The sub-block's element of largest magnitude (sign kept); 0 below 1e-15.
+fn iq4_extreme(first: i32) -> f32 {
+    var amax = 0.0;
+    var mx = 0.0;
+    for (var j = 0; j < 32; j++) {
+        if (abs(xs[first + j]) > amax) {
+            amax = abs(xs[first + j]);
+            mx = xs[first + j];
+        }
+    }
+    return select(mx, 0.0, amax < 1e-15);
+}
+
+// ggml's scale search for one sub-block (cpu_quant_ext.c's iq4_sub_block_scale).
+fn iq4_sub_block_scale(first: i32, ntry: i32) -> f32 {
+    let mx = iq4_extreme(first);
+    if (mx == 0.0) { return 0.0; }
+    var f = iq4_fit(first, 1.0 / select(mx / -127.0, -mx / -127.0, ntry > 0));
+    var d = select(0.0, f.x / f.y, f.y > 0.0);
+    var best = d * f.x;
+    for (var t = -ntry; t <= ntry; t++) {
+        f = iq4_fit(first, (f32(t) - 127.0) / mx);
+        if (f.y > 0.0 && f.x * f.x > best * f.y) {
+            d = f.x / f.y;
+            best = d * f.x;
+        }
+    }
+    return d;
+}
+
+// Sub-block `first`'s codes for scale d (0: the code nearest 0) into 16 bytes at `at`.
+fn iq4_pack(first: i32, d: f32, at: i32) {
+    let id = inverse(d);
+    for (var j = 0; j < 16; j++) {
+        blk[at + j] = u32(iq4_nearest(id * xs[first + j])) | (u32(iq4_nearest(id * xs[first + j + 16])) << 4u);
+    }
+}
+
+// ggml keeps IQ4_NL's codes from the first fit (the extreme at -127).
+fn iq4_nl_encode() {
+    put_f16(0, iq4_sub_block_scale(0, -1));
+    iq4_pack(0, iq4_extreme(0) / -127.0, 2);
+}
+
+fn iq4_xs_encode() {
+    var scales: array<f32, 8>;
+    var max_scale = 0.0;
+    var amax_scale = 0.0;
+    for (var j = 0; j < 8; j++) {
+        scales[j] = iq4_sub_block_scale(32 * j, 7);
+        if (abs(scales[j]) > amax_scale) {
+            amax_scale = abs(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    let d = -max_scale / 32.0;
+    let id = inverse(d);
+    put_f16(0, d);
+    var high = 0u;
+    for (var j = 0; j < 8; j++) {
+        var l = clamp(i32(round(id * scales[j])), -32, 31);   // WGSL's round: half to even, as ggml's nearest_int
+        iq4_pack(32 * j, d * f32(l), 8 + 16 * j);
+        l += 32;
+        blk[4 + j / 2] |= u32(l & 15) << u32(4 * (j % 2));
+        high |= u32(l >> 4u) << u32(2 * j);
+    }
+    blk[2] = high & 0xffu;
+    blk[3] = high >> 8u;
+}
+
 fn quant_encode_item(k: i32) {
     if (k >= A.nblocks) { return; }
     let n = q_block_elems(A.wt);
@@ -1704,6 +2045,13 @@ fn quant_encode_item(k: i32) {
     else if (A.wt == DT_Q4_1) { q4_1_encode(); }
     else if (A.wt == DT_Q8_0) { q8_0_encode(); }
     else if (A.wt == DT_Q4_K) { q4_k_encode(); }
+    else if (A.wt == DT_Q5_0) { q5_0_encode(); }
+    else if (A.wt == DT_Q5_1) { q5_1_encode(); }
+    else if (A.wt == DT_Q2_K) { q2_k_encode(); }
+    else if (A.wt == DT_Q3_K) { q3_k_encode(); }
+    else if (A.wt == DT_Q5_K) { q5_k_encode(); }
+    else if (A.wt == DT_IQ4_NL) { iq4_nl_encode(); }
+    else if (A.wt == DT_IQ4_XS) { iq4_xs_encode(); }
     else { q6_k_encode(); }
     let at = A.dst_off + od / n * nb;
     for (var w = at >> 2u; w * 4 < at + nb; w++) {
@@ -1777,6 +2125,10 @@ fn q_dot32(wt: i32, row: i32, c: i32, xo: i32) -> f32 {
                 sum += x_at(xo + 4 * g + t) * (ds * f32((v >> (u32(8 * t) + shift)) & 15u) - dm);
             }
         }
+    } else if (wt != DT_Q6_K) {                          // the later formats: decoded, then summed
+        var y: array<f32, 32>;
+        q_chunk32(wt, row, c, &y);
+        for (var e = 0; e < 32; e++) { sum += x_at(xo + e) * y[e]; }
     } else {                                             // Q6_K
         let k = q6_k_chunk(row, c);
         for (var g = 0; g < 8; g++) {

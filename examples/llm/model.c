@@ -143,31 +143,41 @@ static tf_status load_norm(const tf_gguf *f, const char *name, tf_device *dev, i
 /* Matrices [rows_i, K] of one dtype stacked into one [sum rows_i, K]
  * (quantized ones too: whole rows are copied). Products that share their
  * input then run as one: fewer dispatches, one 8-bit rounding of the input
- * instead of three, and work enough to split across threads. */
-static tf_status stack_rows(tf_device *dev, tf_tensor *const *parts, int n, tf_tensor **out) {
+ * instead of three, and work enough to split across threads. Of different
+ * dtypes (a quant mix), the parts are kept as they are. */
+static tf_status stack_rows(tf_device *dev, tf_tensor *const *parts, int n, llm_proj *out) {
     int64_t rows = 0, k = tf_tensor_shape(parts[0])[1];
     tf_dtype dt = tf_tensor_dtype(parts[0]);
+    bool same = true;
     for (int i = 0; i < n; i++) {
-        if (tf_tensor_dtype(parts[i]) != dt)
-            return llm_fail(TF_ERR_DTYPE, "model: projections to stack are %s and %s", tf_dtype_name(dt),
-                            tf_dtype_name(tf_tensor_dtype(parts[i])));
+        same = same && tf_tensor_dtype(parts[i]) == dt;
         rows += tf_tensor_shape(parts[i])[0];
     }
-    tf_status s = tf_empty(dev, dt, 2, (int64_t[]){rows, k}, out);
+    out->n = n;
+    if (!same) {
+        for (int i = 0; i < n; i++) out->parts[i] = tf_tensor_retain(parts[i]);
+        return TF_OK;
+    }
+    tf_status s = tf_empty(dev, dt, 2, (int64_t[]){rows, k}, &out->stacked);
     for (int i = 0, at = 0; s == TF_OK && i < n; i++) {
         tf_tensor *slot = NULL;
         int64_t r = tf_tensor_shape(parts[i])[0];
-        s = tf_slice(*out, 0, at, at + r, 1, &slot);
+        s = tf_slice(out->stacked, 0, at, at + r, 1, &slot);
         if (s == TF_OK) s = tf_copy_into(slot, parts[i]);
         tf_tensor_release(slot);
         at += (int)r;
     }
     if (s != TF_OK) {
-        tf_tensor_release(*out);
-        *out = NULL;
+        tf_tensor_release(out->stacked);
+        out->stacked = NULL;
         return llm_fail(s, "model: stacking projections: %s", tf_last_error());
     }
     return TF_OK;
+}
+
+static void free_proj(llm_proj *p) {
+    tf_tensor_release(p->stacked);
+    for (int i = 0; i < p->n; i++) tf_tensor_release(p->parts[i]);
 }
 
 static tf_status load_layer(const tf_gguf *f, const llm_config *c, int64_t l, tf_device *dev, tf_dtype dt, llm_layer *L) {
@@ -193,16 +203,18 @@ static tf_status load_layer(const tf_gguf *f, const llm_config *c, int64_t l, tf
         s = norm ? load_norm(f, name, dev, parts[i].shape[0], parts[i].dst)
                  : load_weight(f, name, dev, dt, parts[i].ndim, parts[i].shape, parts[i].dst);
     }
-    if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){wq, wk, wv}, 3, &L->wqkv);
-    if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){w_gate, w_up}, 2, &L->w_gate_up);
+    if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){wq, wk, wv}, 3, &L->qkv);
+    if (s == TF_OK) s = stack_rows(dev, (tf_tensor *[]){w_gate, w_up}, 2, &L->gate_up);
     tf_tensor *loose[] = {wq, wk, wv, w_gate, w_up};
     for (size_t i = 0; i < sizeof loose / sizeof loose[0]; i++) tf_tensor_release(loose[i]);
     return s;
 }
 
 static void free_layer(llm_layer *L) {
-    tf_tensor *all[] = {L->attn_norm, L->wqkv, L->wo, L->ffn_norm, L->w_gate_up, L->w_down};
+    tf_tensor *all[] = {L->attn_norm, L->wo, L->ffn_norm, L->w_down};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) tf_tensor_release(all[i]);
+    free_proj(&L->qkv);
+    free_proj(&L->gate_up);
 }
 
 /* A tensor the architecture does not use means the file is another model
@@ -344,6 +356,19 @@ static tf_status linear(scratch *s, const tf_tensor *x, const tf_tensor *w, tf_t
     return TF_OK;
 }
 
+/* x times a projection group's parts, side by side: [n, rows of all parts]. */
+static tf_status linear_group(scratch *s, const tf_tensor *x, const llm_proj *p, tf_tensor **out) {
+    if (p->stacked) return linear(s, x, p->stacked, out);
+    tf_tensor *each[3];
+    for (int i = 0; i < p->n; i++) {
+        tf_status st = linear(s, x, p->parts[i], &each[i]);
+        if (st != TF_OK) return st;
+    }
+    TRY(tf_concat(p->n, (const tf_tensor *const *)each, 1, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
 /* [n, heads*dim] -> [1, heads, n, dim], rotated by position when rope. */
 static tf_status to_heads(scratch *s, const llm_config *c, const tf_tensor *x, int64_t heads, const tf_tensor *pos,
                           bool rope, tf_tensor **out) {
@@ -384,7 +409,7 @@ static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, t
     const int64_t e = c->n_embd, kvw = c->n_head_kv * c->head_dim;
     tf_tensor *qkv, *q, *k, *v, *qh, *kh, *vh, *k_all, *v_all, *a, *a_rows, *a_flat;
     tf_status st;
-    if ((st = linear(s, h, L->wqkv, &qkv))) return st;
+    if ((st = linear_group(s, h, &L->qkv, &qkv))) return st;
     TRY(tf_slice(qkv, 1, 0, e, 1, &q));                 /* column views of [n, q | k | v] */
     keep(s, q);
     TRY(tf_slice(qkv, 1, e, e + kvw, 1, &k));
@@ -406,9 +431,9 @@ static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, t
 
 static tf_status mlp(scratch *s, const llm_layer *L, const tf_tensor *h, tf_tensor **out) {
     tf_tensor *gu, *g, *u, *act;
-    int64_t ff = tf_tensor_shape(L->w_gate_up)[0] / 2;
     tf_status st;
-    if ((st = linear(s, h, L->w_gate_up, &gu))) return st;
+    if ((st = linear_group(s, h, &L->gate_up, &gu))) return st;
+    int64_t ff = tf_tensor_shape(gu)[1] / 2;
     TRY(tf_slice(gu, 1, 0, ff, 1, &g));                 /* [n, gate | up] */
     keep(s, g);
     TRY(tf_slice(gu, 1, ff, 2 * ff, 1, &u));

@@ -15,10 +15,21 @@ typedef struct llm_config {
     double rope_base, rms_eps;
 } llm_config;
 
+/* Projections that share their input: stacked by rows into one product
+ * when they share a dtype; a file's quant mix can give them different
+ * ones (Q4_K_M stores v in Q6_K or Q8_0 next to a Q4_K or Q5_0 q and k), and
+ * then they stay apart and their outputs are concatenated. */
+typedef struct llm_proj {
+    tf_tensor *stacked;                            /* NULL when the parts' dtypes differ */
+    tf_tensor *parts[3];                           /* the parts when they are not stacked */
+    int n;
+} llm_proj;
+
 typedef struct llm_layer {
     tf_tensor *attn_norm, *wo;                     /* projections are [out, in], as GGUF stores them */
-    tf_tensor *wqkv;                               /* q, k and v stacked by rows: one product for three */
-    tf_tensor *ffn_norm, *w_gate_up, *w_down;      /* gate and up stacked the same way */
+    llm_proj qkv;                                  /* q, k and v: one product for three */
+    tf_tensor *ffn_norm, *w_down;
+    llm_proj gate_up;                              /* gate and up the same way */
 } llm_layer;
 
 typedef struct llm_model {

@@ -133,6 +133,40 @@ def check_encoders(dev, counts):
     print("encoders: " + ", ".join(qt.name for qt in TF_CODE))
 
 
+def cast_bytes(dev, rows, code, nbytes):
+    """tf_cast of f32 rows to dtype `code` on dev: the encoded bytes."""
+    shape = (ctypes.c_int64 * 2)(*rows.shape)
+    src, q = ctypes.c_void_p(), ctypes.c_void_p()
+    if tf.tf_tensor_from_data(dev, TF_F32, 2, shape, rows.ctypes.data, ctypes.byref(src)) != 0:
+        raise RuntimeError(tf.tf_last_error().decode())
+    s = tf.tf_cast(src, code, ctypes.byref(q))
+    tf.tf_tensor_release(src)
+    if s != 0:
+        raise RuntimeError(f"tf_cast to dtype {code}: {tf.tf_last_error().decode()}")
+    got = np.empty(nbytes, dtype=np.uint8)
+    s = tf.tf_tensor_read(q, got.ctypes.data, got.nbytes)
+    tf.tf_tensor_release(q)
+    if s != 0:
+        raise RuntimeError(f"tf_tensor_read: {tf.tf_last_error().decode()}")
+    return got
+
+
+def check_ggml_encodings(dev, counts):
+    """tf_cast against the bytes llama.cpp's ggml_quantize_chunk made of the
+    same rows (fixtures/ggml_encode.npz, from make_encode_fixture.py)."""
+    codes = {"q4_0": 9, "q4_1": 10, "q8_0": 11, "q5_0": 14, "q5_1": 15, "iq4_nl": 19, "iq4_xs": 20}
+    ref = np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "ggml_encode.npz"))
+    for name, code in codes.items():
+        want = ref[name]
+        got = cast_bytes(dev, ref["x"], code, want.size)
+        same = np.array_equal(want, got)
+        counts[0 if same else 1] += 1
+        if not same:
+            bad = np.flatnonzero(want != got)
+            print(f"FAIL encoding {name} against ggml: {bad.size} of {want.size} bytes differ, first at {bad[0]}")
+    print("ggml's encodings: " + ", ".join(codes))
+
+
 dev = ctypes.c_void_p()
 if tf.tf_device_get(b"cpu", ctypes.byref(dev)) != 0:
     sys.exit(f"tf_device_get(cpu): {tf.tf_last_error().decode()}")
@@ -143,5 +177,6 @@ with tempfile.TemporaryDirectory() as tmp:
     for path in [synthetic] + files:
         check(path, dev, counts)
 check_encoders(dev, counts)
+check_ggml_encodings(dev, counts)
 print(f"check_dequant: {counts[0]} passed, {counts[1]} failed")
 sys.exit(1 if counts[1] else 0)

@@ -23,9 +23,9 @@
  *
  * Decoding follows the `gguf` package's NumPy operations one for one (each
  * product rounded to f32 before the add), so it is bit-identical to it.
- * Encoding: Q5_0, Q5_1, IQ4_NL and IQ4_XS by ggml's reference quantizers
- * (quantize_row_*_ref: the same bytes as llama.cpp makes without an
- * importance matrix); Q2_K, Q3_K and Q5_K by a plain min/max fit per
+ * Encoding: Q5_0, Q5_1, IQ4_NL and IQ4_XS as ggml_quantize_chunk does
+ * without an importance matrix (the bytes llama-quantize writes; for the
+ * Q5s that is quantize_row_*_ref, which the gguf package also follows); Q2_K, Q3_K and Q5_K by a plain min/max fit per
  * sub-block, like Q4_K and Q6_K in cpu_quant.c (llama-quantize's iterative
  * search is not reproduced: a file made here decodes by the same rules but
  * has a little more error than one made there). */
@@ -427,14 +427,20 @@ static void pack_iq4(const uint8_t *codes, int n, uint8_t *qs) {
         for (int j = 0; j < 16; j++) qs[16 * i + j] = (uint8_t)(codes[32 * i + j] | codes[32 * i + 16 + j] << 4);
 }
 
-/* quantize_row_iq4_nl_ref: one sub-block, no extra tries. */
+/* IQ4_NL as llama-quantize writes it (ggml_quantize_chunk without an
+ * importance matrix: quantize_iq4_nl, 7 tries each way, the codes refitted
+ * to the f32 scale found). quantize_row_iq4_nl_ref, which ggml uses for
+ * activations, makes no tries; the files are what users bring. */
 static void iq4_nl_encode(const float *x, uint8_t *b) {
     uint8_t codes[32];
-    put_f16(b, iq4_sub_block_scale(x, -1, codes));
+    const float d = iq4_sub_block_scale(x, 7, codes), id = d != 0 ? 1 / d : 0.f;
+    for (int j = 0; j < 32; j++) codes[j] = (uint8_t)iq4_nearest(id * x[j]);
+    put_f16(b, d);
     pack_iq4(codes, 32, b + 2);
 }
 
-/* quantize_row_iq4_xs_ref: eight sub-block scales (7 tries each each way),
+/* IQ4_XS as llama-quantize writes it (quantize_iq4_xs, which
+ * quantize_row_iq4_xs_ref also is): eight sub-block scales (7 tries each each way),
  * rounded to 6 signed bits against d = -(the largest) / 32; codes refitted
  * to the rounded scales. */
 static void iq4_xs_encode(const float *x, uint8_t *b) {

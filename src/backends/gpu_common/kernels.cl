@@ -1324,10 +1324,11 @@ inline void iq4_pack(const float *x, float d, global uchar *qs) {
         qs[j] = (uchar)(iq4_nearest(MUL_RN(id, x[j])) | iq4_nearest(MUL_RN(id, x[j + 16])) << 4);
 }
 
-/* ggml keeps IQ4_NL's codes from the first fit (the extreme at -127). */
+/* As llama-quantize: 7 tries each way, the codes refitted to the f32 scale. */
 inline void iq4_nl_encode(const float *x, global uchar *b) {
-    round_f16(b, iq4_sub_block_scale(x, -1));
-    iq4_pack(x, iq4_extreme(x) / -127.0f, b + 2);
+    float d = iq4_sub_block_scale(x, 7);
+    round_f16(b, d);
+    iq4_pack(x, d, b + 2);
 }
 
 inline void iq4_xs_encode(const float *x, global uchar *b) {

@@ -1998,10 +1998,11 @@ fn iq4_pack(first: i32, d: f32, at: i32) {
     }
 }
 
-// ggml keeps IQ4_NL's codes from the first fit (the extreme at -127).
+// As llama-quantize: 7 tries each way, the codes refitted to the f32 scale.
 fn iq4_nl_encode() {
-    put_f16(0, iq4_sub_block_scale(0, -1));
-    iq4_pack(0, iq4_extreme(0) / -127.0, 2);
+    let d = iq4_sub_block_scale(0, 7);
+    put_f16(0, d);
+    iq4_pack(0, d, 2);
 }
 
 fn iq4_xs_encode() {
@@ -2125,10 +2126,82 @@ fn q_dot32(wt: i32, row: i32, c: i32, xo: i32) -> f32 {
                 sum += x_at(xo + 4 * g + t) * (ds * f32((v >> (u32(8 * t) + shift)) & 15u) - dm);
             }
         }
-    } else if (wt != DT_Q6_K) {                          // the later formats: decoded, then summed
-        var y: array<f32, 32>;
-        q_chunk32(wt, row, c, &y);
-        for (var e = 0; e < 32; e++) { sum += x_at(xo + e) * y[e]; }
+    } else if (wt == DT_Q5_0 || wt == DT_Q5_1) {
+        let one = wt == DT_Q5_1;
+        let b = row + c * select(22, 24, one);
+        let qh = q_u32_at(b + select(2, 4, one));
+        let qs = b + select(6, 8, one);
+        let d = q_f16(b);
+        let m = select(0.0, q_f16(b + 2), one);
+        let bias = select(16, 0, one);
+        for (var g = 0; g < 4; g++) {
+            let v = q_u32_at(qs + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let byte = (v >> u32(8 * t)) & 0xffu;
+                let e = 4 * g + t;
+                let lo = i32((byte & 15u) | (((qh >> u32(e)) & 1u) << 4u)) - bias;
+                let hi = i32((byte >> 4u) | (((qh >> u32(e + 16)) & 1u) << 4u)) - bias;
+                sum += x_at(xo + e) * (d * f32(lo) + m);
+                sum += x_at(xo + e + 16) * (d * f32(hi) + m);
+            }
+        }
+    } else if (wt == DT_Q2_K) {
+        let b = row + c / 8 * 84;
+        let r = c % 8;
+        let d = q_f16(b + 80);
+        let dmin = q_f16(b + 82);
+        let qs = b + 16 + 32 * (r / 4);
+        let shift = u32(2 * (r % 4));
+        for (var g = 0; g < 8; g++) {
+            let sc = q_byte(b + 2 * r + g / 4);
+            let dl = d * f32(sc & 15u);
+            let ml = dmin * f32(sc >> 4u);
+            let v = q_u32_at(qs + 4 * g);
+            for (var t = 0; t < 4; t++) { sum += x_at(xo + 4 * g + t) * (dl * f32((v >> (u32(8 * t) + shift)) & 3u) - ml); }
+        }
+    } else if (wt == DT_Q3_K) {
+        let b = row + c / 8 * 110;
+        let r = c % 8;
+        let d = q_f16(b + 108);
+        let qs = b + 32 + 32 * (r / 4);
+        let shift = u32(2 * (r % 4));
+        for (var g = 0; g < 8; g++) {
+            let dl = d * f32(q3_k_scale(b + 96, 2 * r + g / 4));
+            let v = q_u32_at(qs + 4 * g);
+            let h = q_u32_at(b + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let level = i32((v >> (u32(8 * t) + shift)) & 3u) - select(4, 0, ((h >> (u32(8 * t) + u32(r))) & 1u) != 0u);
+                sum += x_at(xo + 4 * g + t) * (dl * f32(level));
+            }
+        }
+    } else if (wt == DT_Q5_K) {
+        let b = row + c / 8 * 176;
+        let j = c % 8;
+        let scales = q4_k_scales(b, j);
+        let qs = b + 48 + 32 * (j / 2);
+        let shift = u32(4 * (j % 2));
+        for (var g = 0; g < 8; g++) {
+            let v = q_u32_at(qs + 4 * g);
+            let h = q_u32_at(b + 16 + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let q = ((v >> (u32(8 * t) + shift)) & 15u) | (((h >> (u32(8 * t) + u32(j))) & 1u) << 4u);
+                sum += x_at(xo + 4 * g + t) * (scales.x * f32(q) - scales.y);
+            }
+        }
+    } else if (wt == DT_IQ4_NL || wt == DT_IQ4_XS) {
+        let xs4 = wt == DT_IQ4_XS;
+        let b = select(row + c * 18, row + c / 8 * 136, xs4);
+        let dl = select(q_f16(b), q_f16(b) * f32(iq4_xs_scale(b, c % 8)), xs4);
+        let qs = select(b + 2, b + 8 + 16 * (c % 8), xs4);
+        for (var g = 0; g < 4; g++) {
+            let v = q_u32_at(qs + 4 * g);
+            for (var t = 0; t < 4; t++) {
+                let byte = (v >> u32(8 * t)) & 0xffu;
+                let e = 4 * g + t;
+                sum += x_at(xo + e) * (dl * f32(iq4_value(i32(byte & 15u))));
+                sum += x_at(xo + e + 16) * (dl * f32(iq4_value(i32(byte >> 4u))));
+            }
+        }
     } else {                                             // Q6_K
         let k = q6_k_chunk(row, c);
         for (var g = 0; g < 8; g++) {

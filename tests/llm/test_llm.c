@@ -90,9 +90,13 @@ static const bounds mix_exact_weights[] = {
     {"logits.txt", "llama.cpp", 2.5, 6e-2, true, 0.5},
     {"reference64.txt", "float64", 1e-3, 1e-6, true, 0.5},
 };
+/* As stored, a prompt's rows go through the integer GEMM and each step's
+ * through the integer dots, activations rounded to 8 bits as llama.cpp
+ * rounds them: against float64 we are then where llama.cpp is (0.048 KL on
+ * Q2_K-down, llama.cpp's 0.049), and get its distance as the bound. */
 static const bounds mix_stored_weights[] = {
     {"logits.txt", "llama.cpp", 3.0, 1e-1, true, 0.5},
-    {"reference64.txt", "float64", 1.5, 3e-2, true, 0.5},
+    {"reference64.txt", "float64", 2.5, 6e-2, true, 0.5},
 };
 #define TOPK 40
 

@@ -238,28 +238,50 @@ static void test_non_finite_activations_propagate(void **state) {
 }
 
 /* The SIMD dot products against the scalar ones (same integers; only the
- * order of the f32 additions differs), for one row and a few. */
+ * order of the f32 additions differs), for one row and a few, and for
+ * many (the integer GEMM where the CPU has VNNI; TF_CPU_QDOT=scalar takes
+ * the scalar dots for every row count); 37 weight rows leave a partial
+ * group of 8. */
 static void test_simd_matches_scalar(void **state) {
     (void)state;
+    static const int64_t row_counts[] = {1, 5, 13, 30};
+    int integer_many = 0;                      /* many-row products that took the integer GEMM */
     for (size_t t = 0; t < N_QUANTIZED; t++) {
-        for (int64_t m = 1; m <= 5; m += 4) {
+        for (size_t mi = 0; mi < 4; mi++) {
+            const int64_t m = row_counts[mi];
             tf_tensor *x = random_f32(m, 512, 4), *w = random_f32(37, 512, 5), *q = quantize(w, quantized[t]);
-            tf_tensor *fast = NULL, *ref = NULL;
+            tf_tensor *fast = NULL, *ref = NULL, *wd = NULL, *f32 = NULL;
             unsetenv("TF_CPU_QDOT");
             OK(tf_matmul_quantized(x, q, &fast));
             setenv("TF_CPU_QDOT", "scalar", 1);
             OK(tf_matmul_quantized(x, q, &ref));
             unsetenv("TF_CPU_QDOT");
-            float a[5 * 37], b[5 * 37];
+            OK(tf_cast(q, TF_F32, &wd));                       /* without the 8-bit activations */
+            OK(tf_gemm(x, wd, NULL, 1.0, 0.0, false, true, &f32));
+            float a[30 * 37], b[30 * 37], e[30 * 37];
             read_all(fast, a);
             read_all(ref, b);
-            for (int i = 0; i < m * 37; i++)
-                if (fabsf(a[i] - b[i]) > 1e-4f * (1 + fabsf(b[i])))
-                    fail_msg("%s m %lld element %d: %g vs scalar %g", tf_dtype_name(quantized[t]), (long long)m, i, a[i], b[i]);
-            tf_tensor *list[] = {x, w, q, fast, ref};
-            for (int i = 0; i < 5; i++) tf_tensor_release(list[i]);
+            read_all(f32, e);
+            /* few rows: the scalar dots' integers. Many: the same (the
+             * integer GEMM), or, on a CPU without VNNI, the f32 product of
+             * decoded panels */
+            bool like_scalar = true, like_f32 = m >= 12;
+            for (int i = 0; i < m * 37; i++) {
+                like_scalar = like_scalar && fabsf(a[i] - b[i]) <= 1e-4f * (1 + fabsf(b[i]));
+                like_f32 = like_f32 && fabsf(a[i] - e[i]) <= 1e-4f * (1 + fabsf(e[i]));
+            }
+            if (!like_scalar && !like_f32)
+                fail_msg("%s m %lld: the product matches neither the scalar dots nor the f32 one", tf_dtype_name(quantized[t]),
+                         (long long)m);
+            integer_many += m >= 12 && like_scalar && !like_f32;
+            tf_tensor *list[] = {x, w, q, fast, ref, wd, f32};
+            for (int i = 0; i < 7; i++) tf_tensor_release(list[i]);
         }
     }
+    __builtin_cpu_init();
+    const char *isa = getenv("TF_CPU_ISA");
+    bool vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && !(isa && *isa);
+    if (vnni) assert_int_equal(integer_many, 2 * (int)N_QUANTIZED);   /* every many-row case took the GEMM */
 }
 
 /* The products' arguments, and a GEMM of a quantized operand that is not

@@ -25,9 +25,11 @@
  * activation row to 8 bits per 32 elements once (tf_q8_rows) and takes
  * integer dot products per block, as llama.cpp does: for one row of
  * activations (token generation) the weight is read once, at a quarter to
- * an eighth of f32's bytes. Many rows (a prompt) instead decode panels of
- * the weight to f32 and run the BLAS GEMM on them: there the work is the
- * multiply, which f32 FMA does faster than byte unpacking. */
+ * an eighth of f32's bytes. Many rows (a prompt) go through the integer
+ * GEMM of fast_qgemm_vnni.c where the CPU has AVX512-VNNI (8 weight rows
+ * repacked to a lane each, so the f32 scaling is shared by 8 rows); on
+ * other CPUs panels of the weight are decoded to f32 for the BLAS GEMM,
+ * which beats byte unpacking when each block's scaling is paid per row. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -388,6 +390,8 @@ void tf_cpu_qdot_avx2_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const
                            int64_t ldw, float *c, int64_t ldc);
 void tf_cpu_q8_round_vnni_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 void tf_cpu_q8_round_avx2_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+void tf_cpu_qgemm_vnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
+                            int64_t ldw, float *c, int64_t ldc, void *panel);
 #endif
 
 /* The widest SIMD dot products the CPU has: AVX512-VNNI, else AVX2; NULL
@@ -409,19 +413,25 @@ tf_qdot_kernels tf_cpu_qdot_fast(void) {
         c = reference || generic ? 0 : vnni && !avx2_only ? 2 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */
     }
-    if (c == 2) return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl};
-    if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl};
+    if (c == 2) return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl, tf_cpu_qgemm_vnni_impl};
+    if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl, NULL};
 #endif
-    return (tf_qdot_kernels){NULL, NULL};
+    return (tf_qdot_kernels){NULL, NULL, NULL};
+}
+
+/* Does TF_CPU_QDOT=scalar ask for the reference products (tests; read per
+ * call, so a test can switch)? They then take every row count, so a
+ * many-row product compares with the integer GEMM's arithmetic. */
+static bool scalar_requested(void) {
+    static const char *const modes[] = {"simd", "scalar"};
+    return tf_host()->env_choice("TF_CPU_QDOT", modes, 2) == 1;
 }
 
 /* The kernels the products use: the SIMD ones where the CPU has them,
- * unless TF_CPU_QDOT=scalar asks for the reference ones (tests; read per
- * call, so a test can switch). */
+ * else (or when asked) the scalar ones. */
 static tf_qdot_kernels qdot_kernels(void) {
     tf_qdot_kernels fast = tf_cpu_qdot_fast();
-    static const char *const modes[] = {"simd", "scalar"};
-    if (!fast.dot || tf_host()->env_choice("TF_CPU_QDOT", modes, 2) == 1) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row};
+    if (!fast.dot || scalar_requested()) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row, NULL};
     return fast;
 }
 
@@ -546,6 +556,7 @@ static tf_status quant_index_select(const tf_op *op, tf_cpu_address_fn address) 
 typedef struct qmatmul_job {
     tf_dtype wt;
     tf_qdot_fn dot;
+    tf_qgemm_fn gemm;
     tf_q8_rows x;
     const float *xf;                     /* the f32 rows, for the panel path */
     int64_t m, n, k, ldx, ldw, ldc;
@@ -560,6 +571,20 @@ static void qmatmul_columns(void *ctx, int64_t begin, int64_t end) {
 }
 
 #define PANEL 64                          /* weight rows decoded at a time for many activation rows */
+
+/* Many rows through the integer GEMM: weight rows in groups of 8 (the
+ * kernel's panel), a panel buffer per task. */
+static void qgemm_groups(void *ctx, int64_t begin, int64_t end) {
+    qmatmul_job *j = ctx;
+    void *panel = tf_cpu_alloc(tf_cpu_qgemm_panel_bytes(j->k));
+    if (!panel) {
+        atomic_store(&j->failed, true);
+        return;
+    }
+    const int64_t j1 = 8 * end < j->n ? 8 * end : j->n;
+    j->gemm(j->wt, j->m, 8 * begin, j1, &j->x, j->w, j->ldw, j->c, j->ldc, panel);
+    tf_cpu_free(panel);
+}
 
 static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
     qmatmul_job *j = ctx;
@@ -577,9 +602,11 @@ static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
     tf_cpu_free(panel);
 }
 
-/* Rows of activations at which decoding weight panels for the BLAS GEMM
- * beats integer dot products (measured on Zen 4: the dot products win for a
- * handful of rows, where each weight byte feeds few multiplies). */
+/* Rows of activations from which the many-row product (the integer GEMM,
+ * or decoded panels for the BLAS GEMM) beats row-at-a-time dot products
+ * (measured on Zen 4 for the panels: the dot products win for a handful of
+ * rows, where each weight byte feeds few multiplies; the GEMM's repack of
+ * each weight costs what about 60 rows of its products do, 0.5 ns a weight). */
 #define PANEL_ROWS 12
 
 /* f32 x [M, K] times an f16/bf16 weight [N, K] transposed (tf_linear's
@@ -624,7 +651,9 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     j.w = (const uint8_t *)address(Wd->buffer) + Wd->offset;
     j.c = (float *)(address(C->buffer) + C->offset);
     if (X->strides[1] != 1 || j.k % TF_Q8_BLOCK) return TF_ERR_UNSUPPORTED;
-    if (j.m >= PANEL_ROWS && tf_cpu_have_blas()) {
+    const tf_qdot_kernels use = qdot_kernels();
+    const bool many = j.m >= PANEL_ROWS;
+    if (many && !use.gemm && tf_cpu_have_blas() && !scalar_requested()) {
         tf_cpu_parallel_for((j.n + PANEL - 1) / PANEL, 1, qmatmul_panels, &j);
         return atomic_load(&j.failed) ? tf_cpu_oom("qmatmul", sizeof(float) * PANEL * (size_t)j.k) : TF_OK;
     }
@@ -635,11 +664,16 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     float *d = (float *)scratch, *ds = (float *)(scratch + dbytes);
     int32_t *s = (int32_t *)(scratch + 2 * dbytes);
     int8_t *q = (int8_t *)(scratch + 2 * dbytes + sbytes);
-    const tf_qdot_kernels use = qdot_kernels();
     for (int64_t i = 0; i < j.m; i++)
         use.round(j.xf + i * j.ldx, j.k, q + i * j.k, d + i * (j.k / 32), s + i * (j.k / 16), ds + i * (j.k / 32));
     j.x = (tf_q8_rows){q, d, s, ds, j.k};
     j.dot = use.dot;
+    j.gemm = use.gemm;
+    if (many && use.gemm) {                   /* 8-row groups, a few per task */
+        tf_cpu_parallel_for((j.n + 7) / 8, 1, qgemm_groups, &j);
+        tf_cpu_free(scratch);
+        return atomic_load(&j.failed) ? tf_cpu_oom("qmatmul", tf_cpu_qgemm_panel_bytes(j.k)) : TF_OK;
+    }
     tf_cpu_parallel_for(j.n, 1 + (1 << 15) / (j.k * j.m + 1), qmatmul_columns, &j);
     tf_cpu_free(scratch);
     return TF_OK;

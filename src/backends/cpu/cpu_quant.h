@@ -35,9 +35,16 @@ void tf_cpu_qdot_scalar(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf
 /* One activation row of k elements rounded into q, d, s and ds (tf_q8_rows' layout). */
 typedef void (*tf_q8_round_fn)(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 
+/* Many activation rows against weight rows [j0, j1) through a panel
+ * buffer of tf_cpu_qgemm_panel_bytes(k) bytes (fast_qgemm_vnni.c). */
+typedef void (*tf_qgemm_fn)(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
+                            int64_t ldw, float *c, int64_t ldc, void *panel);
+size_t tf_cpu_qgemm_panel_bytes(int64_t k);
+
 typedef struct tf_qdot_kernels {
     tf_qdot_fn dot;
     tf_q8_round_fn round;        /* the same bytes as the scalar rounding */
+    tf_qgemm_fn gemm;            /* NULL: many rows decode panels for the BLAS GEMM instead */
 } tf_qdot_kernels;
 
 /* The SIMD kernels (AVX512-VNNI, else AVX2); NULL members where the CPU (or
@@ -56,7 +63,7 @@ void tf_cpu_q4k_scale_min(const uint8_t *scales, int j, int *sc, int *m);
 typedef void (*tf_cpu_block_decode)(const uint8_t *block, float *y);
 typedef void (*tf_cpu_block_encode)(const float *x, uint8_t *block);
 bool tf_cpu_quant_ext_codec(tf_dtype wt, tf_cpu_block_decode *decode, tf_cpu_block_encode *encode);
-/* One block of those formats as x = sc[g] * v[e] - mn[g] (g = e / 16):
+/* One block of any quantized dtype as x = sc[g] * v[e] - mn[g] (g = e / 16):
  * integer levels v in int8 and per-16 f32 scales and offsets. */
 void tf_cpu_quant_levels(tf_dtype wt, const uint8_t *block, int8_t *v, float *sc, float *mn);
 /* The scalar x . w of one weight row of those formats (k elements). */

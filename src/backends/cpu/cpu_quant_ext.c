@@ -53,9 +53,10 @@ static float round_to_f16(float v) { return tf_f16_to_f32(tf_f32_to_f16(v)); }
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* ---- the codes of a block as signed levels and per-16 scales ----
- * Every format here is x = sc[g] * v[e] - mn[g] for the 16-element group g
- * of element e, with an integer level v in int8: the scalar products and
- * the tests read the formats through this one view. */
+ * Every format (the first five too) is x = sc[g] * v[e] - mn[g] for the
+ * 16-element group g of element e, with an integer level v in int8: the
+ * scalar products of the later formats and the many-row products of all
+ * (fast_qgemm_vnni.c) read them through this one view. */
 
 int tf_cpu_q3k_scale(const uint8_t *s, int g) {
     const int low = (s[g % 8] >> (4 * (g / 8))) & 0x0F, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
@@ -90,6 +91,47 @@ static int iq4_index(const uint8_t *qs, int e) { return e % 32 < 16 ? qs[16 * (e
 
 void tf_cpu_quant_levels(tf_dtype wt, const uint8_t *b, int8_t *v, float *sc, float *mn) {
     switch (wt) {
+    case TF_Q4_0: case TF_Q4_1: case TF_IQ4_NL: {       /* nibble j low is element j, high element j + 16 */
+        const uint8_t *qs = b + (wt == TF_Q4_1 ? 4 : 2);
+        for (int j = 0; j < 16; j++) {
+            const int lo = qs[j] & 0x0F, hi = qs[j] >> 4;
+            v[j] = (int8_t)(wt == TF_IQ4_NL ? tf_cpu_iq4_values[lo] : wt == TF_Q4_0 ? lo - 8 : lo);
+            v[j + 16] = (int8_t)(wt == TF_IQ4_NL ? tf_cpu_iq4_values[hi] : wt == TF_Q4_0 ? hi - 8 : hi);
+        }
+        sc[0] = sc[1] = f16_at(b);
+        mn[0] = mn[1] = wt == TF_Q4_1 ? -f16_at(b + 2) : 0.0f;
+        return;
+    }
+    case TF_Q8_0:
+        for (int e = 0; e < 32; e++) v[e] = (int8_t)b[2 + e];
+        sc[0] = sc[1] = f16_at(b);
+        mn[0] = mn[1] = 0;
+        return;
+    case TF_Q4_K: {
+        const float d = f16_at(b), dmin = f16_at(b + 2);
+        for (int j = 0; j < 8; j++) {
+            int s, m;
+            tf_cpu_q4k_scale_min(b + 4, j, &s, &m);
+            for (int l = 0; l < 32; l++) v[32 * j + l] = (int8_t)((b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F);
+            sc[2 * j] = sc[2 * j + 1] = d * (float)s;
+            mn[2 * j] = mn[2 * j + 1] = dmin * (float)m;
+        }
+        return;
+    }
+    case TF_Q6_K: {
+        const float d = f16_at(b + 208);
+        for (int e = 0; e < 256; e++) {
+            const int r = e / 32, c = e % 32;
+            const int lo = (b[64 * (r / 4) + 32 * (r % 2) + c] >> (4 * ((r % 4) / 2))) & 0x0F;
+            const int hi = (b[128 + 32 * (r / 4) + c] >> (2 * (r % 4))) & 3;
+            v[e] = (int8_t)((lo | hi << 4) - 32);
+        }
+        for (int g = 0; g < 16; g++) {
+            sc[g] = d * (float)(int8_t)b[192 + g];
+            mn[g] = 0;
+        }
+        return;
+    }
     case TF_Q5_0: case TF_Q5_1: {
         const bool one = wt == TF_Q5_1;
         const uint32_t qh = u32_at(b + (one ? 4 : 2));
@@ -127,11 +169,6 @@ void tf_cpu_quant_levels(tf_dtype wt, const uint8_t *b, int8_t *v, float *sc, fl
         }
         return;
     }
-    case TF_IQ4_NL:
-        for (int e = 0; e < 32; e++) v[e] = tf_cpu_iq4_values[iq4_index(b + 2, e)];
-        sc[0] = sc[1] = f16_at(b);
-        mn[0] = mn[1] = 0;
-        return;
     default: {                                            /* IQ4_XS */
         const float d = f16_at(b);
         for (int e = 0; e < 256; e++) v[e] = tf_cpu_iq4_values[iq4_index(b + 8, e)];

@@ -140,7 +140,8 @@ int main(int argc, char **argv) {
     printf("qmatmul_ggml: W [%lld, %lld], %d thread(s), median of %d alternating pairs\n", (long long)n, (long long)k,
            threads, rounds);
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
-        for (int j = 0; j < n_ms; j++) run((int)ti, n, k, ms[j], threads, rounds);
+        for (int j = 0; j < n_ms; j++)
+            if (k % (int64_t)tf_dtype_block_size(types[ti].tf) == 0) run((int)ti, n, k, ms[j], threads, rounds);
     tf_shutdown();
     return 0;
 }

@@ -9,8 +9,8 @@ import tensorframe as tf
 
 # The largest |x - decoded| a format allows on values in [-1, 1] (half a step
 # of its scale, the scale's own rounding and the clipped codes of the
-# formats whose extreme sits at the negative end: Q3_K's -4..3).
-BOUND = {"q4_0": 0.1, "q4_1": 0.1, "q8_0": 0.01, "q4_k": 0.1, "q6_k": 0.03, "q5_0": 0.05, "q5_1": 0.05,
+# formats whose extreme sits at the negative end: Q4_0's -8..7, Q3_K's -4..3).
+BOUND = {"q4_0": 0.13, "q4_1": 0.1, "q8_0": 0.01, "q4_k": 0.1, "q6_k": 0.03, "q5_0": 0.05, "q5_1": 0.05,
          "q2_k": 0.4, "q3_k": 0.3, "q5_k": 0.05, "iq4_nl": 0.15, "iq4_xs": 0.15}
 CODES = {"q4_0": 9, "q4_1": 10, "q8_0": 11, "q4_k": 12, "q6_k": 13, "q5_0": 14, "q5_1": 15, "q2_k": 16,
          "q3_k": 17, "q5_k": 18, "iq4_nl": 19, "iq4_xs": 20}

@@ -104,35 +104,6 @@ def check(path, dev, counts):
     print(f"{os.path.basename(path)}: " + ", ".join(f"{k} {v}" for k, v in sorted(seen.items())))
 
 
-def check_encoders(dev, counts):
-    """tf_cast of random f32 rows (blocks of very different scales) to each
-    type the package encodes: the same bytes as gguf.quants.quantize."""
-    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
-    rows = (rng.standard_normal((8, 1024)) * 10.0 ** rng.integers(-4, 4, size=(8, 32)).repeat(32, axis=1))
-    rows = rows.astype(np.float32)
-    shape = (ctypes.c_int64 * 2)(*rows.shape)
-    src = ctypes.c_void_p()
-    if tf.tf_tensor_from_data(dev, TF_F32, 2, shape, rows.ctypes.data, ctypes.byref(src)) != 0:
-        raise RuntimeError(tf.tf_last_error().decode())
-    for qt, code in TF_CODE.items():
-        want = gguf.quants.quantize(rows, qt).reshape(-1)
-        q = ctypes.c_void_p()
-        if tf.tf_cast(src, code, ctypes.byref(q)) != 0:
-            raise RuntimeError(f"tf_cast to {qt.name}: {tf.tf_last_error().decode()}")
-        got = np.empty(want.size, dtype=np.uint8)
-        s = tf.tf_tensor_read(q, got.ctypes.data, got.nbytes)
-        tf.tf_tensor_release(q)
-        if s != 0:
-            raise RuntimeError(f"tf_tensor_read({qt.name}): {tf.tf_last_error().decode()}")
-        same = np.array_equal(want, got)
-        counts[0 if same else 1] += 1
-        if not same:
-            bad = np.flatnonzero(want != got)
-            print(f"FAIL encoding {qt.name}: {bad.size} of {want.size} bytes differ, first at {bad[0]}")
-    tf.tf_tensor_release(src)
-    print("encoders: " + ", ".join(qt.name for qt in TF_CODE))
-
-
 def cast_bytes(dev, rows, code, nbytes):
     """tf_cast of f32 rows to dtype `code` on dev: the encoded bytes."""
     shape = (ctypes.c_int64 * 2)(*rows.shape)
@@ -149,6 +120,23 @@ def cast_bytes(dev, rows, code, nbytes):
     if s != 0:
         raise RuntimeError(f"tf_tensor_read: {tf.tf_last_error().decode()}")
     return got
+
+
+def check_encoders(dev, counts):
+    """tf_cast of random f32 rows (blocks of very different scales) to each
+    type the package encodes: the same bytes as gguf.quants.quantize."""
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    rows = (rng.standard_normal((8, 1024)) * 10.0 ** rng.integers(-4, 4, size=(8, 32)).repeat(32, axis=1))
+    rows = rows.astype(np.float32)
+    for qt, code in TF_CODE.items():
+        want = gguf.quants.quantize(rows, qt).reshape(-1)
+        got = cast_bytes(dev, rows, code, want.size)
+        same = np.array_equal(want, got)
+        counts[0 if same else 1] += 1
+        if not same:
+            bad = np.flatnonzero(want != got)
+            print(f"FAIL encoding {qt.name}: {bad.size} of {want.size} bytes differ, first at {bad[0]}")
+    print("encoders: " + ", ".join(qt.name for qt in TF_CODE))
 
 
 def check_ggml_encodings(dev, counts):

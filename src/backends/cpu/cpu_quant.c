@@ -83,6 +83,19 @@ void tf_cpu_q4k_scale_min(const uint8_t *s, int j, int *sc, int *m) {
     }
 }
 
+/* tf_cpu_q4k_scale_min's inverse: sub-block j's scale and min (0..63) into
+ * the 12 bytes at s (zeroed beforehand; sub-blocks in order). */
+void tf_cpu_q4k_put_scale_min(uint8_t *s, int j, int sc, int m) {
+    if (j < 4) {
+        s[j] |= (uint8_t)sc;
+        s[j + 4] |= (uint8_t)m;
+    } else {
+        s[j + 4] = (uint8_t)((sc & 0x0F) | (m & 0x0F) << 4);
+        s[j - 4] |= (uint8_t)((sc >> 4) << 6);
+        s[j] |= (uint8_t)((m >> 4) << 6);
+    }
+}
+
 static void q4_k_block(const uint8_t *b, float *y) {
     const float d = f16_at(b), dmin = f16_at(b + 2);
     const uint8_t *scales = b + 4, *qs = b + 16;
@@ -197,14 +210,7 @@ static void q4_k_encode(const float *x, uint8_t *b) {
     for (int j = 0; j < 8; j++) {
         int sc = d > 0 ? clampi((int)roundf(scale[j] / d), 0, 63) : 0;
         int m = dmin > 0 ? clampi((int)roundf(mins[j] / dmin), 0, 63) : 0;
-        if (j < 4) {
-            s[j] |= (uint8_t)sc;
-            s[j + 4] |= (uint8_t)m;
-        } else {
-            s[j + 4] = (uint8_t)((sc & 0x0F) | (m & 0x0F) << 4);
-            s[j - 4] |= (uint8_t)((sc >> 4) << 6);
-            s[j] |= (uint8_t)((m >> 4) << 6);
-        }
+        tf_cpu_q4k_put_scale_min(s, j, sc, m);
         const float ds = d * (float)sc, dm = dmin * (float)m, ids = ds > 0 ? 1.0f / ds : 0.0f;
         for (int l = 0; l < 32; l++) {
             int q = clampi((int)roundf((x[32 * j + l] + dm) * ids), 0, 15);

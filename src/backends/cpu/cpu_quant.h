@@ -57,6 +57,8 @@ void tf_cpu_q8_round_row(const float *x, int64_t k, int8_t *q, float *d, int32_t
 float tf_cpu_q_f16(const uint8_t *p);
 /* The 6-bit scale and min of Q4_K's sub-block j. */
 void tf_cpu_q4k_scale_min(const uint8_t *scales, int j, int *sc, int *m);
+/* Its inverse, into zeroed scale bytes (Q4_K's and Q5_K's encoders). */
+void tf_cpu_q4k_put_scale_min(uint8_t *scales, int j, int sc, int m);
 
 /* The formats of cpu_quant_ext.c (Q5_0, Q5_1, Q2_K, Q3_K, Q5_K, IQ4_NL,
  * IQ4_XS): one block decoded / encoded. False for another dtype. */

@@ -374,14 +374,7 @@ static void q5_k_encode(const float *x, uint8_t *b) {
     for (int j = 0; j < 8; j++) {
         const int sc = d > 0 ? clampi((int)roundf(scale[j] / d), 0, 63) : 0;
         const int m = dmin > 0 ? clampi((int)roundf(mins[j] / dmin), 0, 63) : 0;
-        if (j < 4) {
-            s[j] |= (uint8_t)sc;
-            s[j + 4] |= (uint8_t)m;
-        } else {
-            s[j + 4] = (uint8_t)((sc & 0x0F) | (m & 0x0F) << 4);
-            s[j - 4] |= (uint8_t)((sc >> 4) << 6);
-            s[j] |= (uint8_t)((m >> 4) << 6);
-        }
+        tf_cpu_q4k_put_scale_min(s, j, sc, m);
         const float ds = d * (float)sc, dm = dmin * (float)m, ids = ds > 0 ? 1.0f / ds : 0.0f;
         for (int l = 0; l < 32; l++) {
             const int q = clampi((int)roundf((x[32 * j + l] + dm) * ids), 0, 31);

@@ -33,7 +33,9 @@ typedef struct qpanel {
     float *sc, *off;    /* [K / 16][NR]: the group's scale, and mn + 128 sc */
 } qpanel;
 
-size_t tf_cpu_qgemm_panel_bytes(int64_t k) { return (size_t)k * NR + 2 * sizeof(float) * (size_t)(k / 16) * NR + 64; }
+static size_t one_panel_bytes(int64_t k) { return (size_t)k * NR + 2 * sizeof(float) * (size_t)(k / 16) * NR + 64; }
+
+size_t tf_cpu_qgemm_panel_bytes(int64_t k) { return 2 * one_panel_bytes(k); }   /* two panels: 16 weight rows */
 
 static qpanel panel_at(void *buf, int64_t k) {
     uint8_t *p = buf;
@@ -81,65 +83,75 @@ static inline __m256i quad_of(const int8_t *q) {
     return _mm256_set1_epi32(four);
 }
 
-/* Up to MR activation rows from i0 against the panel; columns j0 .. j0 + nr. */
-static inline __attribute__((always_inline)) void tile(const qpanel *p, bool per32, int64_t k, const tf_q8_rows *x,
-                                                        int64_t i0, int mr, float *c, int64_t ldc, int64_t j0, int nr) {
-    __m256 acc[MR];
+/* Up to MR activation rows from i0 against NP panels (16 weight rows for
+ * two: each broadcast activation quad feeds NP vpdpbusd, so the broadcasts
+ * and the per-block f32 step's activation scales are shared); columns
+ * j0 .. j0 + nr, nr <= NP * NR. */
+static inline __attribute__((always_inline)) void tile(const qpanel *p, int np, bool per32, int64_t k,
+                                                        const tf_q8_rows *x, int64_t i0, int mr, float *c, int64_t ldc,
+                                                        int64_t j0, int nr) {
+    __m256 acc[2][MR];
     const int8_t *q[MR];
     const float *d[MR], *ds[MR];
     const int32_t *s[MR];
     for (int i = 0; i < MR; i++) {
-        acc[i] = _mm256_setzero_ps();
+        acc[0][i] = acc[1][i] = _mm256_setzero_ps();
         const int64_t row = i0 + (i < mr ? i : 0);
         q[i] = x->q + row * k;
         d[i] = x->d + row * (k / 32);
         ds[i] = x->ds + row * (k / 32);
         s[i] = x->s + row * (k / 16);
     }
+    const int halves = per32 ? 1 : 2, quads = 8 / halves;   /* an f32 step per 32 elements, or per 16 */
     for (int64_t kb = 0; kb < k / 32; kb++) {
-        const __m256i *wq = (const __m256i *)(p->codes + kb * 8 * 32);
-        if (per32) {
-            __m256i dot[MR];
-            for (int i = 0; i < mr; i++) dot[i] = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                const __m256i wv = _mm256_loadu_si256(wq + j);
-                for (int i = 0; i < mr; i++) dot[i] = _mm256_dpbusd_epi32(dot[i], wv, quad_of(q[i] + 32 * kb + 4 * j));
-            }
-            const __m256 sc = _mm256_loadu_ps(p->sc + 2 * kb * NR), off = _mm256_loadu_ps(p->off + 2 * kb * NR);
-            for (int i = 0; i < mr; i++) {
-                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(sc, _mm256_set1_ps(d[i][kb])), acc[i]);
-                acc[i] = _mm256_fnmadd_ps(off, _mm256_set1_ps(ds[i][kb]), acc[i]);
-            }
-        } else {
-            for (int h = 0; h < 2; h++) {
-                __m256i dot[MR];
-                for (int i = 0; i < mr; i++) dot[i] = _mm256_setzero_si256();
-                for (int j = 4 * h; j < 4 * h + 4; j++) {
-                    const __m256i wv = _mm256_loadu_si256(wq + j);
-                    for (int i = 0; i < mr; i++) dot[i] = _mm256_dpbusd_epi32(dot[i], wv, quad_of(q[i] + 32 * kb + 4 * j));
-                }
-                const int64_t g = 2 * kb + h;
-                const __m256 sc = _mm256_loadu_ps(p->sc + g * NR), off = _mm256_loadu_ps(p->off + g * NR);
+        for (int h = 0; h < halves; h++) {
+            __m256i dot[2][MR];
+            for (int t = 0; t < np; t++)
+                for (int i = 0; i < mr; i++) dot[t][i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int j = quads * h; j < quads * h + quads; j++) {
+                __m256i wv[2];
+                for (int t = 0; t < np; t++) wv[t] = _mm256_loadu_si256((const __m256i *)(p[t].codes + (kb * 8 + j) * 32));
                 for (int i = 0; i < mr; i++) {
-                    const __m256 dx = _mm256_set1_ps(d[i][kb]);
-                    acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[i]), _mm256_mul_ps(sc, dx), acc[i]);
-                    acc[i] = _mm256_fnmadd_ps(off, _mm256_mul_ps(dx, _mm256_set1_ps((float)s[i][g])), acc[i]);
+                    const __m256i xq = quad_of(q[i] + 32 * kb + 4 * j);
+                    for (int t = 0; t < np; t++) dot[t][i] = _mm256_dpbusd_epi32(dot[t][i], wv[t], xq);
+                }
+            }
+            const int64_t g = per32 ? 2 * kb : 2 * kb + h;
+            for (int i = 0; i < mr; i++) {
+                const __m256 dx = _mm256_set1_ps(d[i][kb]);
+                const __m256 dxs = per32 ? _mm256_set1_ps(ds[i][kb]) : _mm256_mul_ps(dx, _mm256_set1_ps((float)s[i][g]));
+                for (int t = 0; t < np; t++) {
+                    const __m256 sc = _mm256_loadu_ps(p[t].sc + g * NR), off = _mm256_loadu_ps(p[t].off + g * NR);
+                    acc[t][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t][i]), _mm256_mul_ps(sc, dx), acc[t][i]);
+                    acc[t][i] = _mm256_fnmadd_ps(off, dxs, acc[t][i]);
                 }
             }
         }
     }
     for (int i = 0; i < mr; i++) {
-        float out[NR];
-        _mm256_storeu_ps(out, acc[i]);
+        float out[2 * NR];
+        for (int t = 0; t < np; t++) _mm256_storeu_ps(out + t * NR, acc[t][i]);
         memcpy(c + (i0 + i) * ldc + j0, out, sizeof(float) * (size_t)nr);
     }
 }
 
-static void rows_against_panel(const qpanel *p, bool per32, int64_t m, int64_t k, const tf_q8_rows *x, float *c,
-                               int64_t ldc, int64_t j0, int nr) {
+/* Every activation row against the panels; np and per32 are constants in
+ * each instantiation, so tile's loops unroll into registers. */
+static inline __attribute__((always_inline)) void rows_against(const qpanel *p, int np, bool per32, int64_t m,
+                                                                int64_t k, const tf_q8_rows *x, float *c, int64_t ldc,
+                                                                int64_t j0, int nr) {
     int64_t i = 0;
-    for (; i + MR <= m; i += MR) tile(p, per32, k, x, i, MR, c, ldc, j0, nr);
-    for (; i < m; i++) tile(p, per32, k, x, i, 1, c, ldc, j0, nr);
+    for (; i + MR <= m; i += MR) tile(p, np, per32, k, x, i, MR, c, ldc, j0, nr);
+    for (; i < m; i++) tile(p, np, per32, k, x, i, 1, c, ldc, j0, nr);
+}
+
+static void rows_against_panels(const qpanel *p, int np, bool per32, int64_t m, int64_t k, const tf_q8_rows *x,
+                                float *c, int64_t ldc, int64_t j0, int nr) {
+    if (np == 2 && per32) rows_against(p, 2, true, m, k, x, c, ldc, j0, nr);
+    else if (np == 2) rows_against(p, 2, false, m, k, x, c, ldc, j0, nr);
+    else if (per32) rows_against(p, 1, true, m, k, x, c, ldc, j0, nr);
+    else rows_against(p, 1, false, m, k, x, c, ldc, j0, nr);
 }
 
 /* c[i, j] = x_i . w_j for every activation row and weight rows [j0, j1),
@@ -147,11 +159,14 @@ static void rows_against_panel(const qpanel *p, bool per32, int64_t m, int64_t k
 void tf_cpu_qgemm_vnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                             int64_t ldw, float *c, int64_t ldc, void *buf) {
     const int64_t k = x->k;
-    qpanel p = panel_at(buf, k);
+    const qpanel p[2] = {panel_at(buf, k), panel_at((char *)buf + one_panel_bytes(k), k)};
     const bool per32 = scale_per_32(wt);
-    for (int64_t j = j0; j < j1; j += NR) {
-        const int nr = (int)(j1 - j < NR ? j1 - j : NR);
-        repack(wt, w + j * ldw, ldw, nr, k, &p);
-        rows_against_panel(&p, per32, m, k, x, c, ldc, j, nr);
+    for (int64_t j = j0; j < j1; j += 2 * NR) {
+        const int nr = (int)(j1 - j < 2 * NR ? j1 - j : 2 * NR), np = nr > NR ? 2 : 1;
+        for (int t = 0; t < np; t++) {
+            const int rows = nr - t * NR < NR ? nr - t * NR : NR;
+            repack(wt, w + (j + t * NR) * ldw, ldw, rows, k, (qpanel *)&p[t]);
+        }
+        rows_against_panels(p, np, per32, m, k, x, c, ldc, j, nr);
     }
 }

@@ -10,13 +10,14 @@
  * activation block's scale. The float work is shared by 8 rows, where the
  * row-at-a-time dot products (fast_qdot.inc) pay it for each; the panel
  * (one byte a weight, 9 KiB for K = 1024) stays in L1 while every
- * activation row passes over it, four at a time.
+ * activation row passes over it, four at a time, two panels (16 weight
+ * rows) per broadcast activation quad.
  *
- * Codes are the formats' signed levels (tf_cpu_quant_levels) plus 128, as
- * unsigned bytes (vpdpbusd multiplies unsigned by signed, without
- * saturation); the 128 and the formats' mins come out through the
- * activation block sums: x = sc * (u - 128) - mn, so a 16-element group
- * contributes d_x (sc * (u . q) - (mn + 128 sc) * sum q). Formats with one
+ * Codes are unsigned bytes u (vpdpbusd multiplies unsigned by signed,
+ * without saturation) with x = sc * u - off per 16 elements; the offsets
+ * (mins, the levels' zero points) come out through the activation block
+ * sums, so a 16-element group contributes d_x (sc * (u . q) - off * sum q)
+ * (the repack below says what u, sc and off are per format). Formats with one
  * scale per 32 take one f32 step per block; Q2_K, Q3_K and Q6_K (a scale
  * per 16) take two. */
 #include <immintrin.h>
@@ -24,13 +25,14 @@
 #include <string.h>
 
 #include "cpu_quant.h"
+#include "fast_qcodes.h"
 
 #define NR 8      /* weight rows per panel: one int32 lane each */
 #define MR 4      /* activation rows per tile */
 
 typedef struct qpanel {
     uint8_t *codes;     /* [K / 32][8 quads][NR rows][4 bytes] */
-    float *sc, *off;    /* [K / 16][NR]: the group's scale, and mn + 128 sc */
+    float *sc, *off;    /* [K / 16][NR]: the group's scale and offset (x = sc u - off) */
 } qpanel;
 
 static size_t one_panel_bytes(int64_t k) { return (size_t)k * NR + 2 * sizeof(float) * (size_t)(k / 16) * NR + 64; }
@@ -48,33 +50,152 @@ static qpanel panel_at(void *buf, int64_t k) {
 /* Does the format have one scale per 32 elements (the two halves' equal)? */
 static bool scale_per_32(tf_dtype wt) { return wt != TF_Q2_K && wt != TF_Q3_K && wt != TF_Q6_K; }
 
-/* Weight rows [0, rows) (rows <= NR; the rest zero) into the panel. */
-static void repack(tf_dtype wt, const uint8_t *w, int64_t ldw, int rows, int64_t k, qpanel *p) {
+/* ---- the panel repack ----
+ * Each block's codes as unsigned bytes u, straight from the file's bits
+ * (fast_qcodes.h), and per 16 elements a scale and an offset with
+ * x = sc * u - off: Q4_0's offset is 8 d, Q4_1's -m, the K-quants' mins
+ * and level offsets (Q3_K's 4 sc, Q6_K's 32 sc) likewise; the signed
+ * formats (Q8_0, IQ4_NL, IQ4_XS) add 128 to their levels (vpdpbusd's
+ * first operand is unsigned) and take 128 sc. Eight rows' 32 codes are
+ * then transposed 4 bytes at a time into the panel's quads. (Decoding
+ * through tf_cpu_quant_levels, one scalar level at a time, cost as much
+ * as a third of the products at 512 activation rows.) */
+
+/* Chunk c (32 elements) of a block as unsigned codes. */
+static inline __attribute__((always_inline)) __m256i chunk_codes(tf_dtype wt, const uint8_t *w, int c) {
+    const __m256i top = _mm256_set1_epi8((char)0x80);
+    switch (wt) {
+    case TF_Q4_0: return nibbles_16(w + 2);
+    case TF_Q4_1: return nibbles_16(w + 4);
+    case TF_Q5_0: return _mm256_or_si256(nibbles_16(w + 6), fifth_bits(load_u32(w + 2)));
+    case TF_Q5_1: return _mm256_or_si256(nibbles_16(w + 8), fifth_bits(load_u32(w + 4)));
+    case TF_Q8_0: return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + 2)), top);
+    case TF_IQ4_NL: return _mm256_xor_si256(iq4_levels(w + 2), top);
+    case TF_IQ4_XS: return _mm256_xor_si256(k_chunk(TF_IQ4_XS, w, c), top);
+    default: return k_chunk(wt, w, c);
+    }
+}
+
+/* A block's scales and offsets, per 16 elements (block / 16 of them). */
+static inline __attribute__((always_inline)) void block_scales(tf_dtype wt, const uint8_t *w, float *sc, float *off) {
+    uint8_t b[16];
+    switch (wt) {
+    case TF_Q4_0: case TF_Q5_0: case TF_Q8_0: case TF_IQ4_NL: {
+        const float d = f16(w);
+        sc[0] = sc[1] = d;
+        off[0] = off[1] = d * (wt == TF_Q4_0 ? 8 : wt == TF_Q5_0 ? 16 : 128);
+        return;
+    }
+    case TF_Q4_1: case TF_Q5_1:
+        sc[0] = sc[1] = f16(w);
+        off[0] = off[1] = -f16(w + 2);
+        return;
+    case TF_Q2_K: {
+        const float d = f16(w + 80), dmin = f16(w + 82);
+        for (int g = 0; g < 16; g++) {
+            sc[g] = d * (float)(w[g] & 15);
+            off[g] = dmin * (float)(w[g] >> 4);
+        }
+        return;
+    }
+    case TF_Q3_K: {
+        const float d = f16(w + 108);
+        k3_scales(w + 96, b);
+        for (int g = 0; g < 16; g++) {
+            sc[g] = d * (float)((int)b[g] - 32);
+            off[g] = 4 * sc[g];
+        }
+        return;
+    }
+    case TF_Q6_K: {
+        const float d = f16(w + 208);
+        for (int g = 0; g < 16; g++) {
+            sc[g] = d * (float)(int8_t)w[192 + g];
+            off[g] = 32 * sc[g];
+        }
+        return;
+    }
+    case TF_IQ4_XS: {
+        const float d = f16(w);
+        const int high = w[2] | w[3] << 8;
+        for (int j = 0; j < 8; j++) {
+            const int ls = ((w[4 + j / 2] >> (4 * (j % 2))) & 15) | ((high >> (2 * j)) & 3) << 4;
+            sc[2 * j] = sc[2 * j + 1] = d * (float)(ls - 32);
+            off[2 * j] = off[2 * j + 1] = 128 * sc[2 * j];
+        }
+        return;
+    }
+    default: {                                           /* Q4_K, Q5_K */
+        const float d = f16(w), dmin = f16(w + 2);
+        k4_scales_mins(w + 4, b);
+        for (int j = 0; j < 8; j++) {
+            sc[2 * j] = sc[2 * j + 1] = d * (float)b[j];
+            off[2 * j] = off[2 * j + 1] = dmin * (float)b[8 + j];
+        }
+        return;
+    }
+    }
+}
+
+/* Row r's 8 quads in v[r] -> quad t of the 8 rows in v[t]. */
+static inline void transpose_quads(__m256i v[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {                        /* rows 0-3, rows 4-7 */
+        u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);       /* quads 0 | 4 */
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);       /* quads 1 | 5 */
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);   /* quads 2 | 6 */
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);   /* quads 3 | 7 */
+    }
+    for (int q = 0; q < 4; q++) {
+        v[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+        v[q + 4] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+    }
+}
+
+static inline __attribute__((always_inline)) void repack_as(tf_dtype wt, const uint8_t *w, int64_t ldw, int rows,
+                                                             int64_t k, qpanel *p) {
     const int64_t block = (int64_t)tf_dtype_block_size(wt), bytes = (int64_t)tf_dtype_size(wt);
-    int8_t v[256];
-    float sc[16], mn[16];
-    for (int r = 0; r < NR; r++)
-        for (int64_t b = 0; b < k / block; b++) {
-            if (r < rows) {
-                tf_cpu_quant_levels(wt, w + r * ldw + b * bytes, v, sc, mn);
-            } else {
-                memset(v, 0, sizeof v);
-                memset(sc, 0, sizeof sc);
-                memset(mn, 0, sizeof mn);
-            }
-            for (int64_t q = 0; q < block / 4; q++) {          /* 4 elements: signed to unsigned by the top bit */
-                uint32_t four;
-                memcpy(&four, v + 4 * q, 4);
-                four ^= 0x80808080u;
-                const int64_t quad = (b * block) / 4 + q;       /* 8 quads a 32-element block */
-                memcpy(p->codes + (quad * NR + r) * 4, &four, 4);
-            }
-            for (int g = 0; g < block / 16; g++) {
-                const int64_t at = (b * block / 16 + g) * NR + r;
-                p->sc[at] = sc[g];
-                p->off[at] = mn[g] + 128 * sc[g];
+    const int chunks = (int)(block / 32), groups = (int)(block / 16);
+    for (int64_t b = 0; b < k / block; b++) {
+        for (int r = 0; r < NR; r++) {
+            float sc[16] = {0}, off[16] = {0};
+            if (r < rows) block_scales(wt, w + r * ldw + b * bytes, sc, off);
+            for (int g = 0; g < groups; g++) {
+                p->sc[(b * groups + g) * NR + r] = sc[g];
+                p->off[(b * groups + g) * NR + r] = off[g];
             }
         }
+        for (int c = 0; c < chunks; c++) {
+            __m256i v[8];
+            for (int r = 0; r < NR; r++)
+                v[r] = r < rows ? chunk_codes(wt, w + r * ldw + b * bytes, c) : _mm256_setzero_si256();
+            transpose_quads(v);
+            uint8_t *to = p->codes + (b * chunks + c) * 8 * 32;
+            for (int q = 0; q < 8; q++) _mm256_storeu_si256((__m256i *)(to + 32 * q), v[q]);
+        }
+    }
+}
+
+/* Weight rows [0, rows) (rows <= NR; the rest zero) into the panel. */
+static void repack(tf_dtype wt, const uint8_t *w, int64_t ldw, int rows, int64_t k, qpanel *p) {
+    switch (wt) {
+    case TF_Q4_0: repack_as(TF_Q4_0, w, ldw, rows, k, p); return;
+    case TF_Q4_1: repack_as(TF_Q4_1, w, ldw, rows, k, p); return;
+    case TF_Q5_0: repack_as(TF_Q5_0, w, ldw, rows, k, p); return;
+    case TF_Q5_1: repack_as(TF_Q5_1, w, ldw, rows, k, p); return;
+    case TF_Q8_0: repack_as(TF_Q8_0, w, ldw, rows, k, p); return;
+    case TF_IQ4_NL: repack_as(TF_IQ4_NL, w, ldw, rows, k, p); return;
+    case TF_Q2_K: repack_as(TF_Q2_K, w, ldw, rows, k, p); return;
+    case TF_Q3_K: repack_as(TF_Q3_K, w, ldw, rows, k, p); return;
+    case TF_Q4_K: repack_as(TF_Q4_K, w, ldw, rows, k, p); return;
+    case TF_Q5_K: repack_as(TF_Q5_K, w, ldw, rows, k, p); return;
+    case TF_Q6_K: repack_as(TF_Q6_K, w, ldw, rows, k, p); return;
+    default: repack_as(TF_IQ4_XS, w, ldw, rows, k, p); return;
+    }
 }
 
 static inline __m256i quad_of(const int8_t *q) {

@@ -415,7 +415,8 @@ tf_qdot_kernels tf_cpu_qdot_fast(void) {
         __builtin_cpu_init();
         /* F16C is not a feature name Clang's builtin knows; every AVX2 CPU has it (Intel since Ivy Bridge, AMD since Piledriver) */
         bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+        bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512bw");
         c = reference || generic ? 0 : vnni && !avx2_only ? 2 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */
     }

@@ -9,4 +9,7 @@
 static inline __m256i dot_u8s8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
+static inline __m256i dot_acc(__m256i acc, __m256i u, __m256i s) { return _mm256_add_epi32(acc, dot_u8s8(u, s)); }
+#define QDOT_FULL_BYTES 0   /* vpmaddubsw's int16 pairs: codes above 127 could saturate */
+#define QDOT_AVX512 0
 #include "fast_qdot.inc"

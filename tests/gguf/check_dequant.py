@@ -142,7 +142,8 @@ def check_encoders(dev, counts):
 def check_ggml_encodings(dev, counts):
     """tf_cast against the bytes llama.cpp's ggml_quantize_chunk made of the
     same rows (fixtures/ggml_encode.npz, from make_encode_fixture.py)."""
-    codes = {"q4_0": 9, "q4_1": 10, "q8_0": 11, "q5_0": 14, "q5_1": 15, "iq4_nl": 19, "iq4_xs": 20}
+    codes = {"q4_0": 9, "q4_1": 10, "q8_0": 11, "q5_0": 14, "q5_1": 15, "iq4_nl": 19, "iq4_xs": 20,
+             "q2_k": 16, "q3_k": 17, "q4_k": 12, "q5_k": 18, "q6_k": 13}
     ref = np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "ggml_encode.npz"))
     for name, code in codes.items():
         want = ref[name]

@@ -137,6 +137,39 @@ static void test_ops_run_on_the_device(void **state) {
 /* In place (the output is an input's own buffer) on u8, whose elements
  * share 4-byte words: every element of an odd length is right, and the
  * bytes after the view are untouched. */
+/* Encoding on the device gives the CPU's bytes for every quantized dtype
+ * (the K-quants' searches and IQ4's included): rows of mixed scales, one
+ * with a zero sub-block, one with no negative element. */
+static void test_quantized_encoding_matches_the_cpu(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device(), *dev = wgpu();
+    enum { ROWS = 6, K = 512 };
+    int64_t shape[2] = {ROWS, K};
+    static float x[ROWS * K];
+    for (int i = 0; i < ROWS * K; i++) x[i] = (float)sin(i * 0.37 + (i / 256) * 0.5) * (float)(1 + (i / 32) % 9) * 0.25f;
+    for (int i = 256; i < 272; i++) x[i] = 0;
+    for (int i = 2 * K; i < 3 * K; i++) x[i] = fabsf(x[i]);
+    for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
+        if (!tf_dtype_is_quantized((tf_dtype)dt)) continue;
+        tf_tensor *xc = NULL, *xd = NULL, *qc = NULL, *qd = NULL;
+        OK(tf_tensor_from_data(cpu, TF_F32, 2, shape, x, &xc));
+        OK(tf_tensor_to(xc, dev, &xd));
+        OK(tf_cast(xc, (tf_dtype)dt, &qc));
+        OK(tf_cast(xd, (tf_dtype)dt, &qd));
+        size_t n = (size_t)tf_tensor_nbytes(qc);
+        unsigned char *a = malloc(n), *b = malloc(n);
+        OK(tf_tensor_read(qc, a, n));
+        OK(tf_tensor_read(qd, b, n));
+        size_t at = 0;
+        while (at < n && a[at] == b[at]) at++;
+        free(a);
+        free(b);
+        if (at < n) fail_msg("%s: the device's encoding differs from the CPU's at byte %zu of %zu", tf_dtype_name((tf_dtype)dt), at, n);
+        tf_tensor *list[] = {xc, xd, qc, qd};
+        for (int i = 0; i < 4; i++) tf_tensor_release(list[i]);
+    }
+}
+
 static void test_in_place_on_narrow_dtypes(void **state) {
     (void)state;
     tf_device *dev = wgpu(), *cpu = cpu_device();
@@ -571,6 +604,7 @@ int main(void) {
         cmocka_unit_test(test_discovery_and_selection),
         cmocka_unit_test(test_moving_is_bit_exact),
         cmocka_unit_test(test_ops_run_on_the_device),
+        cmocka_unit_test(test_quantized_encoding_matches_the_cpu),
         cmocka_unit_test(test_in_place_on_narrow_dtypes),
         cmocka_unit_test(test_f64_falls_back_and_is_counted),
         cmocka_unit_test(test_i64_arange),

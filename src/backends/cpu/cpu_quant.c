@@ -16,10 +16,11 @@
  * In the 4-bit formats a byte's low nibble is an element of the first half
  * of its group and its high nibble the element 16 (or 32) places later.
  *
- * Encoding rounds to nearest with the block's range (ggml's reference
- * quantizers for Q4_0, Q4_1 and Q8_0; for the K-quants a plain min/max fit
- * per sub-block, not llama-quantize's error-minimising search, so a file
- * made here differs from one made there but decodes by the same rules).
+ * Encoding follows ggml's reference quantizers, which llama-quantize uses
+ * without an importance matrix: rounding to nearest with the block's range
+ * for Q4_0, Q4_1 and Q8_0; the K-quants' error-minimising searches in
+ * cpu_quant_kfit.c. A tensor cast here and a file made there from the same
+ * floats hold the same bytes.
  *
  * The product of a float activation and a quantized weight rounds each
  * activation row to 8 bits per 32 elements once (tf_q8_rows) and takes
@@ -185,70 +186,11 @@ static void q8_0_encode(const float *x, uint8_t *b) {
     for (int j = 0; j < 32; j++) b[2 + j] = (uint8_t)(int8_t)clampi((int)roundf(x[j] * id), -127, 127);
 }
 
-/* Q4_K: per sub-block of 32 a scale and a min (x ~ scale * q - min, q in
- * 0..15, min >= 0), both then rounded to 6 bits against the block's f16 d
- * and dmin; the nibbles are fitted to the rounded scale and min. */
-static void q4_k_encode(const float *x, uint8_t *b) {
-    float scale[8], mins[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0, hi = 0;                       /* min <= 0 <= max, as the format's -dmin*m needs */
-        for (int l = 0; l < 32; l++) {
-            lo = fminf(lo, x[32 * j + l]);
-            hi = fmaxf(hi, x[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 15;
-        mins[j] = -lo;
-        max_scale = fmaxf(max_scale, scale[j]);
-        max_min = fmaxf(max_min, mins[j]);
-    }
-    const float d = tf_f16_to_f32(tf_f32_to_f16(max_scale / 63)), dmin = tf_f16_to_f32(tf_f32_to_f16(max_min / 63));
-    put_f16(b, d);
-    put_f16(b + 2, dmin);
-    uint8_t *s = b + 4, *qs = b + 16;
-    memset(s, 0, 12);
-    memset(qs, 0, 128);
-    for (int j = 0; j < 8; j++) {
-        int sc = d > 0 ? clampi((int)roundf(scale[j] / d), 0, 63) : 0;
-        int m = dmin > 0 ? clampi((int)roundf(mins[j] / dmin), 0, 63) : 0;
-        tf_cpu_q4k_put_scale_min(s, j, sc, m);
-        const float ds = d * (float)sc, dm = dmin * (float)m, ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 32; l++) {
-            int q = clampi((int)roundf((x[32 * j + l] + dm) * ids), 0, 15);
-            qs[32 * (j / 2) + l] |= (uint8_t)(q << (4 * (j % 2)));
-        }
-    }
-}
-
-/* Q6_K: per 16 elements a signed scale (the extreme element maps to -32),
- * rounded to 8 bits against the block's f16 d; q - 32 fitted to it. */
-static void q6_k_encode(const float *x, uint8_t *b) {
-    float scale[16], amax = 0, best = 0;
-    for (int i = 0; i < 16; i++) {
-        scale[i] = signed_absmax(x + 16 * i, 16) / -32;
-        if (fabsf(scale[i]) > amax) {
-            amax = fabsf(scale[i]);
-            best = scale[i];
-        }
-    }
-    const float d = tf_f16_to_f32(tf_f32_to_f16(best / -127));
-    uint8_t *ql = b, *qh = b + 128;
-    int8_t *sc = (int8_t *)(b + 192);
-    memset(b, 0, 192);
-    put_f16(b + 208, d);
-    for (int i = 0; i < 16; i++) sc[i] = (int8_t)(d != 0 ? clampi((int)roundf(scale[i] / d), -128, 127) : 0);
-    for (int e = 0; e < 256; e++) {
-        const float ds = d * (float)sc[e / 16], ids = ds != 0 ? 1.0f / ds : 0.0f;
-        const int q = clampi((int)roundf(x[e] * ids), -32, 31) + 32, r = e / 32, c = e % 32;
-        ql[64 * (r / 4) + 32 * (r % 2) + c] |= (uint8_t)((q & 0x0F) << (4 * ((r % 4) / 2)));
-        qh[32 * (r / 4) + c] |= (uint8_t)((q >> 4) << (2 * (r % 4)));
-    }
-}
-
 static block_codec codec_of(tf_dtype wt) {
     static const block_codec codecs[] = {
         [TF_Q4_0 - TF_Q4_0] = {q4_0_block, q4_0_encode}, [TF_Q4_1 - TF_Q4_0] = {q4_1_block, q4_1_encode},
-        [TF_Q8_0 - TF_Q4_0] = {q8_0_block, q8_0_encode}, [TF_Q4_K - TF_Q4_0] = {q4_k_block, q4_k_encode},
-        [TF_Q6_K - TF_Q4_0] = {q6_k_block, q6_k_encode},
+        [TF_Q8_0 - TF_Q4_0] = {q8_0_block, q8_0_encode}, [TF_Q4_K - TF_Q4_0] = {q4_k_block, tf_cpu_q4_k_encode},
+        [TF_Q6_K - TF_Q4_0] = {q6_k_block, tf_cpu_q6_k_encode},
     };
     block_codec c;
     if (tf_cpu_quant_ext_codec(wt, &c.decode, &c.encode)) return c;

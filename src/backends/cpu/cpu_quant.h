@@ -65,6 +65,12 @@ void tf_cpu_q4k_put_scale_min(uint8_t *scales, int j, int sc, int m);
 typedef void (*tf_cpu_block_decode)(const uint8_t *block, float *y);
 typedef void (*tf_cpu_block_encode)(const float *x, uint8_t *block);
 bool tf_cpu_quant_ext_codec(tf_dtype wt, tf_cpu_block_decode *decode, tf_cpu_block_encode *encode);
+/* The K-quants' encoders, ggml's without an importance matrix (cpu_quant_kfit.c). */
+void tf_cpu_q2_k_encode(const float *x, uint8_t *block);
+void tf_cpu_q3_k_encode(const float *x, uint8_t *block);
+void tf_cpu_q4_k_encode(const float *x, uint8_t *block);
+void tf_cpu_q5_k_encode(const float *x, uint8_t *block);
+void tf_cpu_q6_k_encode(const float *x, uint8_t *block);
 /* One block of any quantized dtype as x = sc[g] * v[e] - mn[g] (g = e / 16):
  * integer levels v in int8 and per-16 f32 scales and offsets. */
 void tf_cpu_quant_levels(tf_dtype wt, const uint8_t *block, int8_t *v, float *sc, float *mn);

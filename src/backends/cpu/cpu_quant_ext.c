@@ -25,10 +25,8 @@
  * product rounded to f32 before the add), so it is bit-identical to it.
  * Encoding: Q5_0, Q5_1, IQ4_NL and IQ4_XS as ggml_quantize_chunk does
  * without an importance matrix (the bytes llama-quantize writes; for the
- * Q5s that is quantize_row_*_ref, which the gguf package also follows); Q2_K, Q3_K and Q5_K by a plain min/max fit per
- * sub-block, like Q4_K and Q6_K in cpu_quant.c (llama-quantize's iterative
- * search is not reproduced: a file made here decodes by the same rules but
- * has a little more error than one made there). */
+ * Q5s that is quantize_row_*_ref, which the gguf package also follows);
+ * the K-quants' likewise, in cpu_quant_kfit.c. */
 #include <math.h>
 #include <string.h>
 
@@ -48,7 +46,6 @@ static void put_f16(uint8_t *p, float v) {
     memcpy(p, &h, 2);
 }
 
-static float round_to_f16(float v) { return tf_f16_to_f32(tf_f32_to_f16(v)); }
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
@@ -293,97 +290,6 @@ static void q5_1_encode(const float *x, uint8_t *b) {
     put_q5(b + 4, b + 8, q);
 }
 
-/* Q2_K: per 16 a scale and a min over 3 steps (min <= 0 <= max, as the
- * format's -dmin*m needs), rounded to 4 bits against the f16 d and dmin. */
-static void q2_k_encode(const float *x, uint8_t *b) {
-    float scale[16], mins[16], max_scale = 0, max_min = 0;
-    for (int g = 0; g < 16; g++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 16; l++) {
-            lo = fminf(lo, x[16 * g + l]);
-            hi = fmaxf(hi, x[16 * g + l]);
-        }
-        scale[g] = (hi - lo) / 3;
-        mins[g] = -lo;
-        max_scale = fmaxf(max_scale, scale[g]);
-        max_min = fmaxf(max_min, mins[g]);
-    }
-    const float d = round_to_f16(max_scale / 15), dmin = round_to_f16(max_min / 15);
-    memset(b, 0, 84);
-    put_f16(b + 80, d);
-    put_f16(b + 82, dmin);
-    for (int g = 0; g < 16; g++) {
-        const int sc = d > 0 ? clampi((int)roundf(scale[g] / d), 0, 15) : 0;
-        const int m = dmin > 0 ? clampi((int)roundf(mins[g] / dmin), 0, 15) : 0;
-        b[g] = (uint8_t)(sc | m << 4);
-        const float ds = d * (float)sc, dm = dmin * (float)m, ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 16; l++) {
-            const int e = 16 * g + l, q = clampi((int)roundf((x[e] + dm) * ids), 0, 3);
-            b[16 + 32 * (e / 128) + e % 32] |= (uint8_t)(q << (2 * ((e % 128) / 32)));
-        }
-    }
-}
-
-/* Q3_K: per 16 a signed scale (the extreme element maps to -4), rounded to
- * 6 signed bits against the f16 d; levels -4..3 fitted to it. */
-static void q3_k_encode(const float *x, uint8_t *b) {
-    float scale[16], amax = 0, best = 0;
-    for (int g = 0; g < 16; g++) {
-        scale[g] = signed_absmax(x + 16 * g, 16) / -4;
-        if (fabsf(scale[g]) > amax) {
-            amax = fabsf(scale[g]);
-            best = scale[g];
-        }
-    }
-    const float d = round_to_f16(best / -32);
-    memset(b, 0, 110);
-    put_f16(b + 108, d);
-    uint8_t *s = b + 96;
-    for (int g = 0; g < 16; g++) {
-        const int sc = d != 0 ? clampi((int)roundf(scale[g] / d), -32, 31) : 0, u = sc + 32;
-        s[g % 8] |= (uint8_t)((u & 0x0F) << (4 * (g / 8)));
-        s[8 + g % 4] |= (uint8_t)((u >> 4) << (2 * (g / 4)));
-        const float ds = d * (float)sc, ids = ds != 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 16; l++) {
-            const int e = 16 * g + l, level = clampi((int)roundf(x[e] * ids), -4, 3) + 4;
-            b[32 + 32 * (e / 128) + e % 32] |= (uint8_t)((level & 3) << (2 * ((e % 128) / 32)));
-            b[e % 32] |= (uint8_t)((level >> 2) << (e / 32));
-        }
-    }
-}
-
-/* Q5_K: Q4_K's fit (cpu_quant.c) over 31 steps. */
-static void q5_k_encode(const float *x, uint8_t *b) {
-    float scale[8], mins[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 32; l++) {
-            lo = fminf(lo, x[32 * j + l]);
-            hi = fmaxf(hi, x[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 31;
-        mins[j] = -lo;
-        max_scale = fmaxf(max_scale, scale[j]);
-        max_min = fmaxf(max_min, mins[j]);
-    }
-    const float d = round_to_f16(max_scale / 63), dmin = round_to_f16(max_min / 63);
-    memset(b, 0, 176);
-    put_f16(b, d);
-    put_f16(b + 2, dmin);
-    uint8_t *s = b + 4, *qh = b + 16, *qs = b + 48;
-    for (int j = 0; j < 8; j++) {
-        const int sc = d > 0 ? clampi((int)roundf(scale[j] / d), 0, 63) : 0;
-        const int m = dmin > 0 ? clampi((int)roundf(mins[j] / dmin), 0, 63) : 0;
-        tf_cpu_q4k_put_scale_min(s, j, sc, m);
-        const float ds = d * (float)sc, dm = dmin * (float)m, ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 32; l++) {
-            const int q = clampi((int)roundf((x[32 * j + l] + dm) * ids), 0, 31);
-            qs[32 * (j / 2) + l] |= (uint8_t)((q & 0x0F) << (4 * (j % 2)));
-            qh[l] |= (uint8_t)((q >> 4) << j);
-        }
-    }
-}
-
 /* The codebook index nearest v (ties to the upper one), as ggml's
  * best_index_int8: a binary search over the sorted values. */
 static int iq4_nearest(float v) {
@@ -504,9 +410,9 @@ bool tf_cpu_quant_ext_codec(tf_dtype wt, tf_cpu_block_decode *decode, tf_cpu_blo
     switch (wt) {
     case TF_Q5_0: *decode = q5_0_block, *encode = q5_0_encode; return true;
     case TF_Q5_1: *decode = q5_1_block, *encode = q5_1_encode; return true;
-    case TF_Q2_K: *decode = q2_k_block, *encode = q2_k_encode; return true;
-    case TF_Q3_K: *decode = q3_k_block, *encode = q3_k_encode; return true;
-    case TF_Q5_K: *decode = q5_k_block, *encode = q5_k_encode; return true;
+    case TF_Q2_K: *decode = q2_k_block, *encode = tf_cpu_q2_k_encode; return true;
+    case TF_Q3_K: *decode = q3_k_block, *encode = tf_cpu_q3_k_encode; return true;
+    case TF_Q5_K: *decode = q5_k_block, *encode = tf_cpu_q5_k_encode; return true;
     case TF_IQ4_NL: *decode = iq4_nl_block, *encode = iq4_nl_encode; return true;
     case TF_IQ4_XS: *decode = iq4_xs_block, *encode = iq4_xs_encode; return true;
     default: return false;

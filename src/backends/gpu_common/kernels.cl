@@ -1085,64 +1085,6 @@ inline void q8_0_encode(const float *x, global uchar *b) {
     for (int j = 0; j < 32; j++) b[2 + j] = (uchar)(char)clamp_int((int)round(MUL_RN(x[j], id)), -127, 127);
 }
 
-inline void q4_k_encode(const float *x, global uchar *b) {
-    float scale[8], mins[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 32; l++) {
-            lo = fmin(lo, x[32 * j + l]);
-            hi = fmax(hi, x[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 15;
-        mins[j] = -lo;
-        max_scale = fmax(max_scale, scale[j]);
-        max_min = fmax(max_min, mins[j]);
-    }
-    float d = round_f16(b, max_scale / 63), dmin = round_f16(b + 2, max_min / 63);
-    global uchar *s = b + 4, *qs = b + 16;
-    for (int i = 0; i < 12; i++) s[i] = 0;
-    for (int i = 0; i < 128; i++) qs[i] = 0;
-    for (int j = 0; j < 8; j++) {
-        int sc = d > 0 ? clamp_int((int)round(scale[j] / d), 0, 63) : 0;
-        int m = dmin > 0 ? clamp_int((int)round(mins[j] / dmin), 0, 63) : 0;
-        if (j < 4) {
-            s[j] |= (uchar)sc;
-            s[j + 4] |= (uchar)m;
-        } else {
-            s[j + 4] = (uchar)((sc & 15) | (m & 15) << 4);
-            s[j - 4] |= (uchar)((sc >> 4) << 6);
-            s[j] |= (uchar)((m >> 4) << 6);
-        }
-        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 32; l++) {
-            int q = clamp_int((int)round(MUL_RN(ADD_RN(x[32 * j + l], dm), ids)), 0, 15);
-            qs[32 * (j / 2) + l] |= (uchar)(q << (4 * (j % 2)));
-        }
-    }
-}
-
-inline void q6_k_encode(const float *x, global uchar *b) {
-    float scale[16], amax = 0, best = 0;
-    for (int i = 0; i < 16; i++) {
-        scale[i] = signed_absmax(x + 16 * i, 16) / -32;
-        if (fabs(scale[i]) > amax) {
-            amax = fabs(scale[i]);
-            best = scale[i];
-        }
-    }
-    float d = round_f16(b + 208, best / -127);
-    global uchar *ql = b, *qh = b + 128;
-    global char *sc = (global char *)(b + 192);
-    for (int i = 0; i < 192; i++) b[i] = 0;
-    for (int i = 0; i < 16; i++) sc[i] = (char)(d != 0 ? clamp_int((int)round(scale[i] / d), -128, 127) : 0);
-    for (int e = 0; e < 256; e++) {
-        float ds = MUL_RN(d, (float)sc[e / 16]), ids = ds != 0 ? 1.0f / ds : 0.0f;
-        int q = clamp_int((int)round(MUL_RN(x[e], ids)), -32, 31) + 32, r = e / 32, c = e % 32;
-        ql[64 * (r / 4) + 32 * (r % 2) + c] |= (uchar)((q & 15) << (4 * ((r % 4) / 2)));
-        qh[32 * (r / 4) + c] |= (uchar)((q >> 4) << (2 * (r % 4)));
-    }
-}
-
 inline void put_q5(global uchar *qh_at, global uchar *qs, const int *q) {
     uint qh = 0;
     for (int j = 0; j < 16; j++) {
@@ -1180,90 +1122,326 @@ inline void q5_1_encode(const float *x, global uchar *b) {
     put_q5(b + 4, b + 8, q);
 }
 
+/* ---- the K-quants: cpu_quant_kfit.c's fits and encoders, step for step
+ * (ggml's without an importance matrix; every product and sum rounded as
+ * there, so MUL_RN/ADD_RN wherever CUDA would fuse). ---- */
+
+/* ggml's nearest_int: round half to even through the f32 mantissa. */
+inline int nearest_k(float v) { return (int)(as_uint(ADD_RN(v, 12582912.f)) & 0x007fffffu) - 0x00400000; }
+
+inline float fit_scale_min(int n, int nmax, const float *x, const float *w, uchar *L, float *neg_min, float rmin,
+                           float rdelta, int nstep, bool mad) {
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = MUL_RN(sum_w, x[0]);
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w = ADD_RN(sum_w, w[i]);
+        sum_x = ADD_RN(sum_x, MUL_RN(w[i], x[i]));
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        *neg_min = -min;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best_error = 0;
+    for (int i = 0; i < n; i++) {
+        L[i] = (uchar)clamp_int(nearest_k(MUL_RN(iscale, x[i] - min)), 0, nmax);
+        float diff = ADD_RN(MUL_RN(scale, (float)L[i]), min) - x[i];
+        diff = mad ? fabs(diff) : MUL_RN(diff, diff);
+        best_error = ADD_RN(best_error, MUL_RN(w[i], diff));
+    }
+    uchar trial[32];
+    for (int is = 0; is <= nstep; is++) {
+        iscale = ADD_RN(ADD_RN(rmin, MUL_RN(rdelta, (float)is)), (float)nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = clamp_int(nearest_k(MUL_RN(iscale, x[i] - min)), 0, nmax);
+            trial[i] = (uchar)l;
+            float wl = MUL_RN(w[i], (float)l);
+            sum_l = ADD_RN(sum_l, wl);
+            sum_l2 = ADD_RN(sum_l2, MUL_RN(wl, (float)l));
+            sum_xl = ADD_RN(sum_xl, MUL_RN(wl, x[i]));
+        }
+        float det = MUL_RN(sum_w, sum_l2) - MUL_RN(sum_l, sum_l);
+        if (!(det > 0)) continue;
+        float this_scale = (MUL_RN(sum_w, sum_xl) - MUL_RN(sum_x, sum_l)) / det;
+        float this_min = (MUL_RN(sum_l2, sum_x) - MUL_RN(sum_l, sum_xl)) / det;
+        if (this_min > 0) {
+            this_min = 0;
+            this_scale = sum_xl / sum_l2;
+        }
+        float error = 0;
+        for (int i = 0; i < n; i++) {
+            float diff = ADD_RN(MUL_RN(this_scale, (float)trial[i]), this_min) - x[i];
+            diff = mad ? fabs(diff) : MUL_RN(diff, diff);
+            error = ADD_RN(error, MUL_RN(w[i], diff));
+        }
+        if (error < best_error) {
+            for (int i = 0; i < n; i++) L[i] = trial[i];
+            best_error = error;
+            scale = this_scale;
+            min = this_min;
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+inline float extreme_k(const float *x, int n) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabs(x[i]) > amax) {
+            amax = fabs(x[i]);
+            max = x[i];
+        }
+    return amax < 1e-15f ? 0.f : max;
+}
+
+inline float fit_signed_refine(int n, int nmax, const float *x, char *L) {
+    float max = extreme_k(x, n);
+    if (max == 0) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = (float)-nmax / max, sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clamp_int(nearest_k(MUL_RN(iscale, x[i])), -nmax, nmax - 1);
+        L[i] = (char)l;
+        float w = MUL_RN(x[i], x[i]);
+        sumlx = ADD_RN(sumlx, MUL_RN(MUL_RN(w, x[i]), (float)l));
+        suml2 = ADD_RN(suml2, MUL_RN(MUL_RN(w, (float)l), (float)l));
+    }
+    for (int pass = 0; pass < 5; pass++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = MUL_RN(x[i], x[i]);
+            float slx = sumlx - MUL_RN(MUL_RN(w, x[i]), (float)L[i]);
+            if (!(slx > 0)) continue;
+            float sl2 = suml2 - MUL_RN(MUL_RN(w, (float)L[i]), (float)L[i]);
+            int l = clamp_int(nearest_k(MUL_RN(x[i], sl2) / slx), -nmax, nmax - 1);
+            if (l == L[i]) continue;
+            slx = ADD_RN(slx, MUL_RN(MUL_RN(w, x[i]), (float)l));
+            sl2 = ADD_RN(sl2, MUL_RN(MUL_RN(w, (float)l), (float)l));
+            if (sl2 > 0 && MUL_RN(MUL_RN(slx, slx), suml2) > MUL_RN(MUL_RN(sumlx, sumlx), sl2)) {
+                L[i] = (char)l;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (char)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+inline void levels_at_k(int n, int nmax, const float *x, float iscale, float *sumlx, float *suml2) {
+    float a = 0, c = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clamp_int(nearest_k(MUL_RN(iscale, x[i])), -nmax, nmax - 1);
+        float w = MUL_RN(x[i], x[i]);
+        a = ADD_RN(a, MUL_RN(MUL_RN(w, x[i]), (float)l));
+        c = ADD_RN(c, MUL_RN(MUL_RN(w, (float)l), (float)l));
+    }
+    *sumlx = a;
+    *suml2 = c;
+}
+
+inline float fit_signed_sweep(int n, int nmax, const float *x, char *L) {
+    float max = extreme_k(x, n);
+    if (max == 0) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.f;
+    }
+    float iscale = (float)-nmax / max, sumlx, suml2;
+    for (int i = 0; i < n; i++) L[i] = (char)(nmax + clamp_int(nearest_k(MUL_RN(iscale, x[i])), -nmax, nmax - 1));
+    levels_at_k(n, nmax, x, iscale, &sumlx, &suml2);
+    float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = MUL_RN(scale, sumlx);
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -ADD_RN((float)nmax, MUL_RN(0.1f, (float)is)) / max;
+        levels_at_k(n, nmax, x, iscale, &sumlx, &suml2);
+        if (suml2 > 0 && MUL_RN(sumlx, sumlx) > MUL_RN(best, suml2)) {
+            for (int i = 0; i < n; i++) L[i] = (char)(nmax + clamp_int(nearest_k(MUL_RN(iscale, x[i])), -nmax, nmax - 1));
+            scale = sumlx / suml2;
+            best = MUL_RN(scale, sumlx);
+        }
+    }
+    return scale;
+}
+
+inline void pack_2bit_k(const uchar *L, global uchar *qs) {
+    for (int i = 0; i < 64; i++) qs[i] = 0;
+    for (int e = 0; e < 256; e++) qs[32 * (e / 128) + e % 32] |= (uchar)((L[e] & 3) << (2 * ((e % 128) / 32)));
+}
+
+inline void pack_nibbles_k(const uchar *L, global uchar *qs) {
+    for (int i = 0; i < 128; i++) qs[i] = 0;
+    for (int e = 0; e < 256; e++) qs[32 * (e / 64) + e % 32] |= (uchar)((L[e] & 15) << (4 * ((e / 32) % 2)));
+}
+
+inline float block_step_k(float max_value, float top) { return max_value > 0 ? top / max_value : 0.f; }
+
 inline void q2_k_encode(const float *x, global uchar *b) {
-    float scale[16], mins[16], max_scale = 0, max_min = 0;
-    for (int g = 0; g < 16; g++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 16; l++) {
-            lo = fmin(lo, x[16 * g + l]);
-            hi = fmax(hi, x[16 * g + l]);
-        }
-        scale[g] = (hi - lo) / 3;
-        mins[g] = -lo;
-        max_scale = fmax(max_scale, scale[g]);
-        max_min = fmax(max_min, mins[g]);
+    uchar L[256];
+    float w[16], scales[16], mins[16], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 16; j++) {
+        for (int l = 0; l < 16; l++) w[l] = fabs(x[16 * j + l]);
+        scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
     }
-    for (int i = 0; i < 80; i++) b[i] = 0;
-    float d = round_f16(b + 80, max_scale / 15), dmin = round_f16(b + 82, max_min / 15);
-    for (int g = 0; g < 16; g++) {
-        int sc = d > 0 ? clamp_int((int)round(scale[g] / d), 0, 15) : 0;
-        int m = dmin > 0 ? clamp_int((int)round(mins[g] / dmin), 0, 15) : 0;
-        b[g] = (uchar)(sc | m << 4);
-        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 16; l++) {
-            int e = 16 * g + l, q = clamp_int((int)round(MUL_RN(ADD_RN(x[e], dm), ids)), 0, 3);
-            b[16 + 32 * (e / 128) + e % 32] |= (uchar)(q << (2 * ((e % 128) / 32)));
-        }
+    for (int i = 0; i < 84; i++) b[i] = 0;
+    if (max_scale > 0) {
+        float iscale = block_step_k(max_scale, 15.f);
+        for (int j = 0; j < 16; j++) b[j] = (uchar)nearest_k(MUL_RN(iscale, scales[j]));
+        round_f16(b + 80, max_scale / 15.f);
     }
+    if (max_min > 0) {
+        float iscale = block_step_k(max_min, 15.f);
+        for (int j = 0; j < 16; j++) b[j] |= (uchar)(nearest_k(MUL_RN(iscale, mins[j])) << 4);
+        round_f16(b + 82, max_min / 15.f);
+    }
+    for (int j = 0; j < 16; j++) {
+        float d = MUL_RN(q_f16(b + 80), (float)(b[j] & 15));
+        if (d == 0) continue;
+        float dm = MUL_RN(q_f16(b + 82), (float)(b[j] >> 4));
+        for (int l = 0; l < 16; l++) L[16 * j + l] = (uchar)clamp_int(nearest_k(ADD_RN(x[16 * j + l], dm) / d), 0, 3);
+    }
+    pack_2bit_k(L, b + 16);
 }
 
 inline void q3_k_encode(const float *x, global uchar *b) {
-    float scale[16], amax = 0, best = 0;
-    for (int g = 0; g < 16; g++) {
-        scale[g] = signed_absmax(x + 16 * g, 16) / -4;
-        if (fabs(scale[g]) > amax) {
-            amax = fabs(scale[g]);
-            best = scale[g];
+    char L[256];
+    float scales[16], max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = fit_signed_refine(16, 4, x + 16 * j, L + 16 * j);
+        if (fabs(scales[j]) > amax) {
+            amax = fabs(scales[j]);
+            max_scale = scales[j];
         }
     }
-    for (int i = 0; i < 108; i++) b[i] = 0;
-    float d = round_f16(b + 108, best / -32);
-    for (int g = 0; g < 16; g++) {
-        int sc = d != 0 ? clamp_int((int)round(scale[g] / d), -32, 31) : 0, u = sc + 32;
-        b[96 + g % 8] |= (uchar)((u & 15) << (4 * (g / 8)));
-        b[104 + g % 4] |= (uchar)((u >> 4) << (2 * (g / 4)));
-        float ds = MUL_RN(d, (float)sc), ids = ds != 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 16; l++) {
-            int e = 16 * g + l, level = clamp_int((int)round(MUL_RN(x[e], ids)), -4, 3) + 4;
-            b[32 + 32 * (e / 128) + e % 32] |= (uchar)((level & 3) << (2 * ((e % 128) / 32)));
-            b[e % 32] |= (uchar)((level >> 2) << (e / 32));
+    for (int i = 0; i < 110; i++) b[i] = 0;
+    global uchar *s = b + 96;
+    if (max_scale != 0) {
+        float iscale = -32.f / max_scale;
+        for (int j = 0; j < 16; j++) {
+            int l = clamp_int((char)nearest_k(MUL_RN(iscale, scales[j])), -32, 31) + 32;
+            s[j % 8] |= (uchar)((l & 15) << (4 * (j / 8)));
+            s[8 + j % 4] |= (uchar)((l >> 4) << (2 * (j / 4)));
         }
+        round_f16(b + 108, 1 / iscale);
+    }
+    for (int j = 0; j < 16; j++) {
+        int sc = ((s[j % 8] >> (4 * (j / 8))) & 15) | ((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+        float d = MUL_RN(q_f16(b + 108), (float)(sc - 32));
+        if (d == 0) continue;
+        for (int l = 0; l < 16; l++) L[16 * j + l] = (char)(clamp_int(nearest_k(x[16 * j + l] / d), -4, 3) + 4);
+    }
+    uchar low[256];
+    for (int e = 0; e < 256; e++) {
+        if (L[e] > 3) b[e % 32] |= (uchar)(1 << (e / 32));
+        low[e] = (uchar)(L[e] & 3);
+    }
+    pack_2bit_k(low, b + 32);
+}
+
+inline void q4k_put_scale_min_k(global uchar *s, int j, int sc, int m) {
+    if (j < 4) {
+        s[j] |= (uchar)sc;
+        s[j + 4] |= (uchar)m;
+    } else {
+        s[j + 4] = (uchar)((sc & 15) | (m & 15) << 4);
+        s[j - 4] |= (uchar)((sc >> 4) << 6);
+        s[j] |= (uchar)((m >> 4) << 6);
     }
 }
 
-inline void q5_k_encode(const float *x, global uchar *b) {
-    float scale[8], mins[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) {
-        float lo = 0, hi = 0;
-        for (int l = 0; l < 32; l++) {
-            lo = fmin(lo, x[32 * j + l]);
-            hi = fmax(hi, x[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 31;
-        mins[j] = -lo;
-        max_scale = fmax(max_scale, scale[j]);
-        max_min = fmax(max_min, mins[j]);
+inline void q4k_scale_min_k(global const uchar *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
     }
-    float d = round_f16(b, max_scale / 63), dmin = round_f16(b + 2, max_min / 63);
-    global uchar *s = b + 4, *qh = b + 16, *qs = b + 48;
-    for (int i = 4; i < 176; i++) b[i] = 0;
+}
+
+inline void k_scale_min_encode(const float *x, int nmax, float rmin, int nstep, global uchar *dd, uchar *L) {
+    float w[32], sc[8], mn[8], max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
-        int sc = d > 0 ? clamp_int((int)round(scale[j] / d), 0, 63) : 0;
-        int m = dmin > 0 ? clamp_int((int)round(mins[j] / dmin), 0, 63) : 0;
-        if (j < 4) {
-            s[j] |= (uchar)sc;
-            s[j + 4] |= (uchar)m;
-        } else {
-            s[j + 4] = (uchar)((sc & 15) | (m & 15) << 4);
-            s[j - 4] |= (uchar)((sc >> 4) << 6);
-            s[j] |= (uchar)((m >> 4) << 6);
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++) sum_x2 = ADD_RN(sum_x2, MUL_RN(x[32 * j + l], x[32 * j + l]));
+        float av_x = sqrt(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) w[l] = av_x + fabs(x[32 * j + l]);
+        sc[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep, false);
+        if (sc[j] > max_scale) max_scale = sc[j];
+        if (mn[j] > max_min) max_min = mn[j];
+    }
+    float inv_scale = block_step_k(max_scale, 63.f), inv_min = block_step_k(max_min, 63.f);
+    global uchar *s = dd + 4;
+    for (int i = 0; i < 12; i++) s[i] = 0;
+    for (int j = 0; j < 8; j++) {
+        uchar ls = (uchar)nearest_k(MUL_RN(inv_scale, sc[j])), lm = (uchar)nearest_k(MUL_RN(inv_min, mn[j]));
+        q4k_put_scale_min_k(s, j, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
+    }
+    round_f16(dd, max_scale / 63.f);
+    round_f16(dd + 2, max_min / 63.f);
+    for (int j = 0; j < 8; j++) {
+        int a, m;
+        q4k_scale_min_k(s, j, &a, &m);
+        float d = MUL_RN(q_f16(dd), (float)a);
+        if (d == 0) continue;
+        float dm = MUL_RN(q_f16(dd + 2), (float)m);
+        for (int l = 0; l < 32; l++) L[32 * j + l] = (uchar)clamp_int(nearest_k(ADD_RN(x[32 * j + l], dm) / d), 0, nmax);
+    }
+}
+
+inline void q4_k_encode(const float *x, global uchar *b) {
+    uchar L[256];
+    k_scale_min_encode(x, 15, -1.f, 20, b, L);
+    pack_nibbles_k(L, b + 16);
+}
+
+inline void q5_k_encode(const float *x, global uchar *b) {
+    uchar L[256];
+    k_scale_min_encode(x, 31, -0.5f, 15, b, L);
+    global uchar *qh = b + 16;
+    for (int i = 0; i < 32; i++) qh[i] = 0;
+    for (int e = 0; e < 256; e++) qh[e % 32] |= (uchar)((L[e] >> 4) << (e / 32));
+    pack_nibbles_k(L, b + 48);
+}
+
+inline void q6_k_encode(const float *x, global uchar *b) {
+    char L[256];
+    float scales[16], max_scale = 0, max_abs = 0;
+    for (int j = 0; j < 16; j++) {
+        scales[j] = fit_signed_sweep(16, 32, x + 16 * j, L + 16 * j);
+        if (fabs(scales[j]) > max_abs) {
+            max_abs = fabs(scales[j]);
+            max_scale = scales[j];
         }
-        float ds = MUL_RN(d, (float)sc), dm = MUL_RN(dmin, (float)m), ids = ds > 0 ? 1.0f / ds : 0.0f;
-        for (int l = 0; l < 32; l++) {
-            int q = clamp_int((int)round(MUL_RN(ADD_RN(x[32 * j + l], dm), ids)), 0, 31);
-            qs[32 * (j / 2) + l] |= (uchar)((q & 15) << (4 * (j % 2)));
-            qh[l] |= (uchar)((q >> 4) << j);
-        }
+    }
+    for (int i = 0; i < 210; i++) b[i] = 0;
+    if (max_abs < 1e-15f) return;
+    float iscale = -128.f / max_scale;
+    round_f16(b + 208, 1 / iscale);
+    global char *sc = (global char *)(b + 192);
+    for (int j = 0; j < 16; j++) {
+        int v = nearest_k(MUL_RN(iscale, scales[j]));
+        sc[j] = (char)(v < 127 ? v : 127);
+    }
+    for (int j = 0; j < 16; j++) {
+        float d = MUL_RN(q_f16(b + 208), (float)sc[j]);
+        if (d == 0) continue;
+        for (int l = 0; l < 16; l++) L[16 * j + l] = (char)(clamp_int(nearest_k(x[16 * j + l] / d), -32, 31) + 32);
+    }
+    global uchar *ql = b, *qh = b + 128;
+    for (int e = 0; e < 256; e++) {
+        int r = e / 32, c = e % 32, q = (uchar)L[e];
+        ql[64 * (r / 4) + 32 * (r % 2) + c] |= (uchar)((q & 15) << (4 * ((r % 4) / 2)));
+        qh[32 * (r / 4) + c] |= (uchar)((q >> 4) << (2 * (r % 4)));
     }
 }
 

@@ -1719,77 +1719,6 @@ fn q8_0_encode() {
     for (var j = 0; j < 32; j++) { blk[2 + j] = bitcast<u32>(clamp(i32(round_away(xs[j] * id)), -127, 127)) & 0xffu; }
 }
 
-fn q4_k_encode() {
-    var scale: array<f32, 8>;
-    var mins: array<f32, 8>;
-    var max_scale = 0.0;
-    var max_min = 0.0;
-    for (var j = 0; j < 8; j++) {
-        var lo = 0.0;
-        var hi = 0.0;
-        for (var l = 0; l < 32; l++) {
-            lo = min(lo, xs[32 * j + l]);
-            hi = max(hi, xs[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 15.0;
-        mins[j] = -lo;
-        max_scale = max(max_scale, scale[j]);
-        max_min = max(max_min, mins[j]);
-    }
-    let d = put_f16(0, max_scale / 63.0);
-    let dmin = put_f16(2, max_min / 63.0);
-    for (var j = 0; j < 8; j++) {
-        var sc = 0u;
-        var m = 0u;
-        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[j] / d)), 0, 63)); }
-        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[j] / dmin)), 0, 63)); }
-        if (j < 4) {
-            blk[4 + j] |= sc;
-            blk[8 + j] |= m;
-        } else {
-            blk[8 + j] = (sc & 15u) | ((m & 15u) << 4u);
-            blk[j] |= (sc >> 4u) << 6u;
-            blk[4 + j] |= (m >> 4u) << 6u;
-        }
-        let ds = d * f32(sc);
-        let dm = dmin * f32(m);
-        let ids = select(0.0, 1.0 / ds, ds > 0.0);
-        for (var l = 0; l < 32; l++) {
-            let q = u32(clamp(i32(round_away((xs[32 * j + l] + dm) * ids)), 0, 15));
-            blk[16 + 32 * (j / 2) + l] |= q << u32(4 * (j % 2));
-        }
-    }
-}
-
-fn q6_k_encode() {
-    var scale: array<f32, 16>;
-    var amax = 0.0;
-    var best = 0.0;
-    for (var i = 0; i < 16; i++) {
-        scale[i] = signed_absmax(16 * i, 16) / -32.0;
-        if (abs(scale[i]) > amax) {
-            amax = abs(scale[i]);
-            best = scale[i];
-        }
-    }
-    let d = put_f16(208, best / -127.0);
-    var sc: array<i32, 16>;
-    for (var i = 0; i < 16; i++) {
-        sc[i] = 0;
-        if (d != 0.0) { sc[i] = clamp(i32(round_away(scale[i] / d)), -128, 127); }
-        blk[192 + i] = bitcast<u32>(sc[i]) & 0xffu;
-    }
-    for (var e = 0; e < 256; e++) {
-        let ds = d * f32(sc[e / 16]);
-        let ids = select(0.0, 1.0 / ds, ds != 0.0);
-        let q = u32(clamp(i32(round_away(xs[e] * ids)), -32, 31) + 32);
-        let r = e / 32;
-        let c = e % 32;
-        blk[64 * (r / 4) + 32 * (r % 2) + c] |= (q & 15u) << u32(4 * ((r % 4) / 2));
-        blk[128 + 32 * (r / 4) + c] |= (q >> 4u) << u32(2 * (r % 4));
-    }
-}
-
 fn put_q5(qh_at: i32, qs: i32) {                        // codes in qcodes[0..32]
     var qh = 0u;
     for (var j = 0; j < 16; j++) {
@@ -1825,111 +1754,341 @@ fn q5_1_encode() {
     put_q5(4, 8);
 }
 
+// ---- the K-quants: cpu_quant_kfit.c's fits and encoders, step for step
+// (ggml's without an importance matrix). Levels in kl, by element. ----
+var<private> kl: array<i32, 256>;
+var<private> ktrial: array<i32, 32>;
+var<private> kw: array<f32, 32>;                         // a sub-block's weights
+var<private> kneg_min: f32;                              // fit_scale_min's second result
+
+// ggml's nearest_int: round half to even through the f32 mantissa.
+fn nearest_k(v: f32) -> i32 { return i32(bitcast<u32>(v + 12582912.0) & 0x007fffffu) - 0x00400000; }
+
+fn fit_scale_min(first: i32, n: i32, nmax: i32, rmin: f32, rdelta: f32, nstep: i32, mad: bool) -> f32 {
+    var mn = xs[first];
+    var mx = xs[first];
+    var sum_w = kw[0];
+    var sum_x = sum_w * xs[first];
+    for (var i = 1; i < n; i++) {
+        let x = xs[first + i];
+        if (x < mn) { mn = x; }
+        if (x > mx) { mx = x; }
+        sum_w = sum_w + kw[i];
+        sum_x = sum_x + kw[i] * x;
+    }
+    if (mn > 0.0) { mn = 0.0; }
+    if (mx == mn) {
+        for (var i = 0; i < n; i++) { kl[first + i] = 0; }
+        kneg_min = -mn;
+        return 0.0;
+    }
+    var iscale = f32(nmax) / (mx - mn);
+    var scale = 1.0 / iscale;
+    var best_error = 0.0;
+    for (var i = 0; i < n; i++) {
+        let l = clamp(nearest_k(iscale * (xs[first + i] - mn)), 0, nmax);
+        kl[first + i] = l;
+        var diff = scale * f32(l) + mn - xs[first + i];
+        diff = select(diff * diff, abs(diff), mad);
+        best_error = best_error + kw[i] * diff;
+    }
+    for (var is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * f32(is) + f32(nmax)) / (mx - mn);
+        var sum_l = 0.0;
+        var sum_l2 = 0.0;
+        var sum_xl = 0.0;
+        for (var i = 0; i < n; i++) {
+            let l = clamp(nearest_k(iscale * (xs[first + i] - mn)), 0, nmax);
+            ktrial[i] = l;
+            let wl = kw[i] * f32(l);
+            sum_l = sum_l + wl;
+            sum_l2 = sum_l2 + wl * f32(l);
+            sum_xl = sum_xl + wl * xs[first + i];
+        }
+        let det = sum_w * sum_l2 - sum_l * sum_l;
+        if (!(det > 0.0)) { continue; }
+        var this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+        var this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+        if (this_min > 0.0) {
+            this_min = 0.0;
+            this_scale = sum_xl / sum_l2;
+        }
+        var err = 0.0;
+        for (var i = 0; i < n; i++) {
+            var diff = this_scale * f32(ktrial[i]) + this_min - xs[first + i];
+            diff = select(diff * diff, abs(diff), mad);
+            err = err + kw[i] * diff;
+        }
+        if (err < best_error) {
+            for (var i = 0; i < n; i++) { kl[first + i] = ktrial[i]; }
+            best_error = err;
+            scale = this_scale;
+            mn = this_min;
+        }
+    }
+    kneg_min = -mn;
+    return scale;
+}
+
+fn extreme_k(first: i32, n: i32) -> f32 {
+    var mx = 0.0;
+    var amax = 0.0;
+    for (var i = 0; i < n; i++) {
+        let v = xs[first + i];
+        if (abs(v) > amax) {
+            amax = abs(v);
+            mx = v;
+        }
+    }
+    return select(mx, 0.0, amax < 1e-15);
+}
+
+fn fit_signed_refine(first: i32, n: i32, nmax: i32) -> f32 {
+    let mx = extreme_k(first, n);
+    if (mx == 0.0) {
+        for (var i = 0; i < n; i++) { kl[first + i] = 0; }
+        return 0.0;
+    }
+    let iscale = f32(-nmax) / mx;
+    var sumlx = 0.0;
+    var suml2 = 0.0;
+    for (var i = 0; i < n; i++) {
+        let x = xs[first + i];
+        let l = clamp(nearest_k(iscale * x), -nmax, nmax - 1);
+        kl[first + i] = l;
+        let w = x * x;
+        sumlx = sumlx + w * x * f32(l);
+        suml2 = suml2 + w * f32(l) * f32(l);
+    }
+    for (var sweep = 0; sweep < 5; sweep++) {
+        var changed = 0;
+        for (var i = 0; i < n; i++) {
+            let x = xs[first + i];
+            let w = x * x;
+            let li = f32(kl[first + i]);
+            var slx = sumlx - w * x * li;
+            if (!(slx > 0.0)) { continue; }
+            var sl2 = suml2 - w * li * li;
+            let l = clamp(nearest_k(x * sl2 / slx), -nmax, nmax - 1);
+            if (l == kl[first + i]) { continue; }
+            slx = slx + w * x * f32(l);
+            sl2 = sl2 + w * f32(l) * f32(l);
+            if (sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                kl[first + i] = l;
+                sumlx = slx;
+                suml2 = sl2;
+                changed++;
+            }
+        }
+        if (changed == 0) { break; }
+    }
+    for (var i = 0; i < n; i++) { kl[first + i] += nmax; }
+    return select(0.0, sumlx / suml2, suml2 > 0.0);
+}
+
+fn levels_sums(first: i32, n: i32, nmax: i32, iscale: f32) -> vec2<f32> {
+    var a = 0.0;
+    var c = 0.0;
+    for (var i = 0; i < n; i++) {
+        let x = xs[first + i];
+        let l = f32(clamp(nearest_k(iscale * x), -nmax, nmax - 1));
+        let w = x * x;
+        a = a + w * x * l;
+        c = c + w * l * l;
+    }
+    return vec2<f32>(a, c);
+}
+
+fn fit_signed_sweep(first: i32, n: i32, nmax: i32) -> f32 {
+    let mx = extreme_k(first, n);
+    if (mx == 0.0) {
+        for (var i = 0; i < n; i++) { kl[first + i] = 0; }
+        return 0.0;
+    }
+    var iscale = f32(-nmax) / mx;
+    for (var i = 0; i < n; i++) { kl[first + i] = nmax + clamp(nearest_k(iscale * xs[first + i]), -nmax, nmax - 1); }
+    var sums = levels_sums(first, n, nmax, iscale);
+    var scale = select(0.0, sums.x / sums.y, sums.y != 0.0);
+    var best = scale * sums.x;
+    for (var is = -9; is <= 9; is++) {
+        if (is == 0) { continue; }
+        iscale = -(f32(nmax) + 0.1 * f32(is)) / mx;
+        sums = levels_sums(first, n, nmax, iscale);
+        if (sums.y > 0.0 && sums.x * sums.x > best * sums.y) {
+            for (var i = 0; i < n; i++) { kl[first + i] = nmax + clamp(nearest_k(iscale * xs[first + i]), -nmax, nmax - 1); }
+            scale = sums.x / sums.y;
+            best = scale * sums.x;
+        }
+    }
+    return scale;
+}
+
+fn pack_2bit_k(at: i32) {                               // kl's low 2 bits
+    for (var e = 0; e < 256; e++) { blk[at + 32 * (e / 128) + e % 32] |= u32(kl[e] & 3) << u32(2 * ((e % 128) / 32)); }
+}
+
+fn pack_nibbles_k(at: i32) {
+    for (var e = 0; e < 256; e++) { blk[at + 32 * (e / 64) + e % 32] |= u32(kl[e] & 15) << u32(4 * ((e / 32) % 2)); }
+}
+
+fn block_step_k(max_value: f32, top: f32) -> f32 { return select(0.0, top / max_value, max_value > 0.0); }
+
+fn blk_f16(at: i32) -> f32 { return f16_to_f32(blk[at] | (blk[at + 1] << 8u)); }
+
 fn q2_k_encode() {
-    var scale: array<f32, 16>;
+    var scales: array<f32, 16>;
     var mins: array<f32, 16>;
     var max_scale = 0.0;
     var max_min = 0.0;
-    for (var g = 0; g < 16; g++) {
-        var lo = 0.0;
-        var hi = 0.0;
-        for (var l = 0; l < 16; l++) {
-            lo = min(lo, xs[16 * g + l]);
-            hi = max(hi, xs[16 * g + l]);
-        }
-        scale[g] = (hi - lo) / 3.0;
-        mins[g] = -lo;
-        max_scale = max(max_scale, scale[g]);
-        max_min = max(max_min, mins[g]);
+    for (var j = 0; j < 16; j++) {
+        for (var l = 0; l < 16; l++) { kw[l] = abs(xs[16 * j + l]); }
+        scales[j] = fit_scale_min(16 * j, 16, 3, -0.5, 0.1, 15, true);
+        mins[j] = kneg_min;
+        if (scales[j] > max_scale) { max_scale = scales[j]; }
+        if (mins[j] > max_min) { max_min = mins[j]; }
     }
-    let d = put_f16(80, max_scale / 15.0);
-    let dmin = put_f16(82, max_min / 15.0);
-    for (var g = 0; g < 16; g++) {
-        var sc = 0u;
-        var m = 0u;
-        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[g] / d)), 0, 15)); }
-        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[g] / dmin)), 0, 15)); }
-        blk[g] = sc | (m << 4u);
-        let ds = d * f32(sc);
-        let dm = dmin * f32(m);
-        let ids = select(0.0, 1.0 / ds, ds > 0.0);
-        for (var l = 0; l < 16; l++) {
-            let e = 16 * g + l;
-            let q = u32(clamp(i32(round_away((xs[e] + dm) * ids)), 0, 3));
-            blk[16 + 32 * (e / 128) + e % 32] |= q << u32(2 * ((e % 128) / 32));
-        }
+    if (max_scale > 0.0) {
+        let iscale = block_step_k(max_scale, 15.0);
+        for (var j = 0; j < 16; j++) { blk[j] = u32(nearest_k(iscale * scales[j])) & 0xffu; }
+        put_f16(80, max_scale / 15.0);
     }
+    if (max_min > 0.0) {
+        let iscale = block_step_k(max_min, 15.0);
+        for (var j = 0; j < 16; j++) { blk[j] = (blk[j] | (u32(nearest_k(iscale * mins[j])) << 4u)) & 0xffu; }
+        put_f16(82, max_min / 15.0);
+    }
+    for (var j = 0; j < 16; j++) {
+        let d = blk_f16(80) * f32(blk[j] & 15u);
+        if (d == 0.0) { continue; }
+        let dm = blk_f16(82) * f32(blk[j] >> 4u);
+        for (var l = 0; l < 16; l++) { kl[16 * j + l] = clamp(nearest_k((xs[16 * j + l] + dm) / d), 0, 3); }
+    }
+    pack_2bit_k(16);
 }
 
 fn q3_k_encode() {
-    var scale: array<f32, 16>;
+    var scales: array<f32, 16>;
+    var max_scale = 0.0;
     var amax = 0.0;
-    var best = 0.0;
-    for (var g = 0; g < 16; g++) {
-        scale[g] = signed_absmax(16 * g, 16) / -4.0;
-        if (abs(scale[g]) > amax) {
-            amax = abs(scale[g]);
-            best = scale[g];
+    for (var j = 0; j < 16; j++) {
+        scales[j] = fit_signed_refine(16 * j, 16, 4);
+        if (abs(scales[j]) > amax) {
+            amax = abs(scales[j]);
+            max_scale = scales[j];
         }
     }
-    let d = put_f16(108, best / -32.0);
-    for (var g = 0; g < 16; g++) {
-        var sc = 0;
-        if (d != 0.0) { sc = clamp(i32(round_away(scale[g] / d)), -32, 31); }
-        let u = u32(sc + 32);
-        blk[96 + g % 8] |= (u & 15u) << u32(4 * (g / 8));
-        blk[104 + g % 4] |= (u >> 4u) << u32(2 * (g / 4));
-        let ds = d * f32(sc);
-        let ids = select(0.0, 1.0 / ds, ds != 0.0);
-        for (var l = 0; l < 16; l++) {
-            let e = 16 * g + l;
-            let level = u32(clamp(i32(round_away(xs[e] * ids)), -4, 3) + 4);
-            blk[32 + 32 * (e / 128) + e % 32] |= (level & 3u) << u32(2 * ((e % 128) / 32));
-            blk[e % 32] |= (level >> 2u) << u32(e / 32);
+    if (max_scale != 0.0) {
+        let iscale = -32.0 / max_scale;
+        for (var j = 0; j < 16; j++) {
+            let t = bitcast<i32>(u32(nearest_k(iscale * scales[j])) << 24u) >> 24u;   // through int8, as ggml
+            let l = u32(clamp(t, -32, 31) + 32);
+            blk[96 + j % 8] |= (l & 15u) << u32(4 * (j / 8));
+            blk[104 + j % 4] |= (l >> 4u) << u32(2 * (j / 4));
         }
+        put_f16(108, 1.0 / iscale);
     }
+    for (var j = 0; j < 16; j++) {
+        let sc = i32(((blk[96 + j % 8] >> u32(4 * (j / 8))) & 15u) | (((blk[104 + j % 4] >> u32(2 * (j / 4))) & 3u) << 4u));
+        let d = blk_f16(108) * f32(sc - 32);
+        if (d == 0.0) { continue; }
+        for (var l = 0; l < 16; l++) { kl[16 * j + l] = clamp(nearest_k(xs[16 * j + l] / d), -4, 3) + 4; }
+    }
+    for (var e = 0; e < 256; e++) {
+        if (kl[e] > 3) { blk[e % 32] |= 1u << u32(e / 32); }
+    }
+    pack_2bit_k(32);
 }
 
-fn q5_k_encode() {
-    var scale: array<f32, 8>;
-    var mins: array<f32, 8>;
+fn k_scale_min_encode(nmax: i32, rmin: f32, nstep: i32) {
+    var sc: array<f32, 8>;
+    var mn: array<f32, 8>;
     var max_scale = 0.0;
     var max_min = 0.0;
     for (var j = 0; j < 8; j++) {
-        var lo = 0.0;
-        var hi = 0.0;
-        for (var l = 0; l < 32; l++) {
-            lo = min(lo, xs[32 * j + l]);
-            hi = max(hi, xs[32 * j + l]);
-        }
-        scale[j] = (hi - lo) / 31.0;
-        mins[j] = -lo;
-        max_scale = max(max_scale, scale[j]);
-        max_min = max(max_min, mins[j]);
+        var sum_x2 = 0.0;
+        for (var l = 0; l < 32; l++) { sum_x2 = sum_x2 + xs[32 * j + l] * xs[32 * j + l]; }
+        let av_x = sqrt(sum_x2 / 32.0);
+        for (var l = 0; l < 32; l++) { kw[l] = av_x + abs(xs[32 * j + l]); }
+        sc[j] = fit_scale_min(32 * j, 32, nmax, rmin, 0.1, nstep, false);
+        mn[j] = kneg_min;
+        if (sc[j] > max_scale) { max_scale = sc[j]; }
+        if (mn[j] > max_min) { max_min = mn[j]; }
     }
-    let d = put_f16(0, max_scale / 63.0);
-    let dmin = put_f16(2, max_min / 63.0);
+    let inv_scale = block_step_k(max_scale, 63.0);
+    let inv_min = block_step_k(max_min, 63.0);
     for (var j = 0; j < 8; j++) {
-        var sc = 0u;
-        var m = 0u;
-        if (d > 0.0) { sc = u32(clamp(i32(round_away(scale[j] / d)), 0, 63)); }
-        if (dmin > 0.0) { m = u32(clamp(i32(round_away(mins[j] / dmin)), 0, 63)); }
+        let ls = min(u32(nearest_k(inv_scale * sc[j])) & 0xffu, 63u);
+        let lm = min(u32(nearest_k(inv_min * mn[j])) & 0xffu, 63u);
         if (j < 4) {
-            blk[4 + j] |= sc;
-            blk[8 + j] |= m;
+            blk[4 + j] |= ls;
+            blk[8 + j] |= lm;
         } else {
-            blk[8 + j] = (sc & 15u) | ((m & 15u) << 4u);
-            blk[j] |= (sc >> 4u) << 6u;
-            blk[4 + j] |= (m >> 4u) << 6u;
+            blk[8 + j] = (ls & 15u) | ((lm & 15u) << 4u);
+            blk[j] |= (ls >> 4u) << 6u;
+            blk[4 + j] |= (lm >> 4u) << 6u;
         }
-        let ds = d * f32(sc);
-        let dm = dmin * f32(m);
-        let ids = select(0.0, 1.0 / ds, ds > 0.0);
-        for (var l = 0; l < 32; l++) {
-            let q = u32(clamp(i32(round_away((xs[32 * j + l] + dm) * ids)), 0, 31));
-            blk[48 + 32 * (j / 2) + l] |= (q & 15u) << u32(4 * (j % 2));
-            blk[16 + l] |= (q >> 4u) << u32(j);
+    }
+    put_f16(0, max_scale / 63.0);
+    put_f16(2, max_min / 63.0);
+    for (var j = 0; j < 8; j++) {
+        var s = 0u;
+        var m = 0u;
+        if (j < 4) {
+            s = blk[4 + j] & 63u;
+            m = blk[8 + j] & 63u;
+        } else {
+            s = (blk[8 + j] & 15u) | ((blk[j] >> 6u) << 4u);
+            m = (blk[8 + j] >> 4u) | ((blk[4 + j] >> 6u) << 4u);
         }
+        let d = blk_f16(0) * f32(s);
+        if (d == 0.0) { continue; }
+        let dm = blk_f16(2) * f32(m);
+        for (var l = 0; l < 32; l++) { kl[32 * j + l] = clamp(nearest_k((xs[32 * j + l] + dm) / d), 0, nmax); }
+    }
+}
+
+fn q4_k_encode() {
+    k_scale_min_encode(15, -1.0, 20);
+    pack_nibbles_k(16);
+}
+
+fn q5_k_encode() {
+    k_scale_min_encode(31, -0.5, 15);
+    for (var e = 0; e < 256; e++) { blk[16 + e % 32] |= u32(kl[e] >> 4u) << u32(e / 32); }
+    pack_nibbles_k(48);
+}
+
+fn q6_k_encode() {
+    var scales: array<f32, 16>;
+    var max_scale = 0.0;
+    var max_abs = 0.0;
+    for (var j = 0; j < 16; j++) {
+        scales[j] = fit_signed_sweep(16 * j, 16, 32);
+        if (abs(scales[j]) > max_abs) {
+            max_abs = abs(scales[j]);
+            max_scale = scales[j];
+        }
+    }
+    if (max_abs < 1e-15) { return; }                     // every byte 0
+    let iscale = -128.0 / max_scale;
+    put_f16(208, 1.0 / iscale);
+    var sc: array<i32, 16>;
+    for (var j = 0; j < 16; j++) {
+        sc[j] = min(nearest_k(iscale * scales[j]), 127);
+        sc[j] = bitcast<i32>(u32(sc[j]) << 24u) >> 24u;  // stored as int8
+        blk[192 + j] = bitcast<u32>(sc[j]) & 0xffu;
+    }
+    for (var j = 0; j < 16; j++) {
+        let d = blk_f16(208) * f32(sc[j]);
+        if (d == 0.0) { continue; }
+        for (var l = 0; l < 16; l++) { kl[16 * j + l] = clamp(nearest_k(xs[16 * j + l] / d), -32, 31) + 32; }
+    }
+    for (var e = 0; e < 256; e++) {
+        let r = e / 32;
+        let c = e % 32;
+        let q = u32(kl[e]);
+        blk[64 * (r / 4) + 32 * (r % 2) + c] |= (q & 15u) << u32(4 * ((r % 4) / 2));
+        blk[128 + 32 * (r / 4) + c] |= (q >> 4u) << u32(2 * (r % 4));
     }
 }
 

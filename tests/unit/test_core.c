@@ -1,6 +1,7 @@
 /* Statuses, dtypes and promotion, every class of bad input, op semantics
  * at the edges, casts, creation and the generator. */
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
 
 #include <tensorframe/numerics.h>
@@ -477,6 +478,39 @@ static void test_transformer_errors(void **state) {
     tf_tensor_release(o);
     tf_tensor *all[] = {x, w3, qq, kb, kk, pos, ix};
     for (int k = 0; k < 7; k++) tf_tensor_release(all[k]);
+}
+
+/* RoPE past the CPU's angle table (over 2^20 angles: 40000 positions x 32
+ * pairs) takes the angles row by row: the rows still match a float64
+ * rotation, positions out of order included. */
+static void test_rope_long_positions(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    enum { L = 40000, D = 64 };
+    int64_t xs[2] = {L, D}, ps[1] = {L};
+    float *x = malloc(sizeof(float) * L * D), *y = malloc(sizeof(float) * L * D);
+    int32_t *pos = malloc(sizeof(int32_t) * L);
+    for (int i = 0; i < L * D; i++) x[i] = (float)sin(i * 0.013) + 0.25f;
+    for (int i = 0; i < L; i++) pos[i] = (i * 7919) % L;
+    tf_tensor *tx = NULL, *tp = NULL, *out = NULL;
+    OK(tf_tensor_from_data(cpu, TF_F32, 2, xs, x, &tx));
+    OK(tf_tensor_from_data(cpu, TF_I32, 1, ps, pos, &tp));
+    OK(tf_rope(tx, tp, 0, 0, 10000, TF_ROPE_HALF_SPLIT, &out));
+    OK(tf_tensor_read(out, y, sizeof(float) * L * D));
+    for (int r = 0; r < L; r += 997)
+        for (int e = 0; e < D; e++) {
+            const int i = e % (D / 2), partner = e < D / 2 ? e + D / 2 : e - D / 2;
+            const double angle = pos[r] * pow(10000.0, -2.0 * i / D), v = x[r * D + e], u = x[r * D + partner];
+            const double want = e < D / 2 ? v * cos(angle) - u * sin(angle) : u * sin(angle) + v * cos(angle);
+            if (fabs(y[r * D + e] - want) > 1e-6 * (1 + fabs(want)))
+                fail_msg("row %d element %d: %g, want %g", r, e, (double)y[r * D + e], want);
+        }
+    tf_tensor_release(tx);
+    tf_tensor_release(tp);
+    tf_tensor_release(out);
+    free(x);
+    free(y);
+    free(pos);
 }
 
 static void test_vision_training_errors(void **state) {
@@ -974,6 +1008,7 @@ int main(void) {
         cmocka_unit_test(test_reduction_edges),
         cmocka_unit_test(test_indexing_errors),
         cmocka_unit_test(test_transformer_errors),
+        cmocka_unit_test(test_rope_long_positions),
         cmocka_unit_test(test_vision_training_errors),
         cmocka_unit_test(test_cast_rules),
         cmocka_unit_test(test_half_conversions),

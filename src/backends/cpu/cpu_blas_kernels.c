@@ -69,21 +69,27 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
                     const float *mp = j->mask + b * j->ms[0] + h * j->ms[1] + (i0 + r) * j->ms[2] + j0 * j->ms[3];
                     for (int64_t c = 0; c < cols; c++) s[c] += mp[c * j->ms[3]];
                 }
-                if (j->causal)
-                    for (int64_t c = 0; c < cols; c++)
-                        if (j0 + c > j->op->params.q_offset + i0 + r) s[c] = -INFINITY;
+                int64_t visible = cols;                  /* causal: the keys up to the query's position */
+                if (j->causal) {
+                    const int64_t last = j->op->params.q_offset + i0 + r - j0;   /* the last visible column */
+                    visible = last < 0 ? 0 : last + 1 < cols ? last + 1 : cols;
+                    for (int64_t c = visible; c < cols; c++) s[c] = -INFINITY;
+                }
                 float mx = -INFINITY;
-                for (int64_t c = 0; c < cols; c++) {
-                    if (s[c] != s[c]) nan_row[r] = true;
+                bool nan = false;
+                for (int64_t c = 0; c < visible; c++) {
+                    nan |= s[c] != s[c];
                     mx = s[c] > mx ? s[c] : mx;
                 }
+                nan_row[r] = nan_row[r] || nan;
                 float m_new = mx > m[r] ? mx : m[r];
                 if (m_new == -INFINITY) {        /* nothing visible yet in this row */
                     memset(s, 0, sizeof(float) * (size_t)cols);
                     continue;
                 }
                 float keep = expf(m[r] - m_new);
-                l[r] = l[r] * keep + j->k->exp_shift_sum(cols, s, m_new);
+                l[r] = l[r] * keep + j->k->exp_shift_sum(visible, s, m_new);
+                if (visible < cols) memset(s + visible, 0, sizeof(float) * (size_t)(cols - visible));   /* exp(-inf) */
                 if (keep != 1.0f)
                     for (int64_t e = 0; e < j->Dv; e++) O[r * j->Dv + e] *= keep;
                 m[r] = m_new;

@@ -27,13 +27,16 @@
  * integer dot products per block, as llama.cpp does: for one row of
  * activations (token generation) the weight is read once, at a quarter to
  * an eighth of f32's bytes. Many rows (a prompt) go through the integer
- * GEMM of fast_qgemm_vnni.c where the CPU has AVX512-VNNI (8 weight rows
+ * GEMM of fast_qgemm.inc where the CPU has AVX512-VNNI or AVX-VNNI (8 weight rows
  * repacked to a lane each, so the f32 scaling is shared by 8 rows); on
  * other CPUs panels of the weight are decoded to f32 for the BLAS GEMM,
  * which beats byte unpacking when each block's scaling is paid per row. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#if defined(TF_HAVE_QDOT_SIMD)
+#include <cpuid.h>
+#endif
 
 #include "cpu_blas.h"
 #include "cpu_common.h"
@@ -340,29 +343,44 @@ void tf_cpu_q8_round_vnni_impl(const float *x, int64_t k, int8_t *q, float *d, i
 void tf_cpu_q8_round_avx2_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 void tf_cpu_qgemm_vnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                             int64_t ldw, float *c, int64_t ldc, void *panel);
+void tf_cpu_qdot_avxvnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
+                              int64_t ldw, float *c, int64_t ldc);
+void tf_cpu_q8_round_avxvnni_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+void tf_cpu_qgemm_avxvnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
+                               int64_t ldw, float *c, int64_t ldc, void *panel);
 #endif
 
-/* The widest SIMD dot products the CPU has: AVX512-VNNI, else AVX2; NULL
- * without either, or when the environment asks for the reference kernels
- * (TF_CPU_KERNELS=reference) or caps the ISA (TF_CPU_ISA=avx2 keeps AVX2,
- * generic neither). */
+#if defined(TF_HAVE_QDOT_SIMD)
+/* AVX-VNNI (the VEX vpdpbusd): CPUID leaf 7, sub-leaf 1, EAX bit 4 (not a
+ * name every compiler's __builtin_cpu_supports knows). */
+static bool have_avx_vnni(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
+#endif
+
+/* The widest SIMD dot products the CPU has: AVX512-VNNI, else AVX-VNNI,
+ * else AVX2; NULL without any, or when the environment asks for the
+ * reference kernels (TF_CPU_KERNELS=reference) or caps the ISA
+ * (TF_CPU_ISA=avxvnni keeps AVX-VNNI, avx2 AVX2, generic neither). */
 tf_qdot_kernels tf_cpu_qdot_fast(void) {
 #if defined(TF_HAVE_QDOT_SIMD)
-    static _Atomic int chosen = -1;      /* 0 none, 1 avx2, 2 vnni */
+    static _Atomic int chosen = -1;      /* 0 none, 1 avx2, 2 avx512-vnni, 3 avx-vnni */
     int c = chosen;
     if (c < 0) {
         const int cap = tf_cpu_isa_cap();
-        bool reference = tf_cpu_reference_kernels(), generic = cap == TF_CPU_ISA_GENERIC,
-             avx2_only = cap == TF_CPU_ISA_AVX2;
+        bool reference = tf_cpu_reference_kernels(), generic = cap == TF_CPU_ISA_GENERIC;
         __builtin_cpu_init();
         /* F16C is not a feature name Clang's builtin knows; every AVX2 CPU has it (Intel since Ivy Bridge, AMD since Piledriver) */
         bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-        bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
-                    __builtin_cpu_supports("avx512bw");
-        c = reference || generic ? 0 : vnni && !avx2_only ? 2 : avx2 ? 1 : 0;
+        bool vnni512 = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512bw") && cap <= TF_CPU_ISA_AVX512;
+        bool vnni256 = avx2 && have_avx_vnni() && cap <= TF_CPU_ISA_AVXVNNI;
+        c = reference || generic ? 0 : vnni512 ? 2 : vnni256 ? 3 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */
     }
     if (c == 2) return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl, tf_cpu_qgemm_vnni_impl};
+    if (c == 3) return (tf_qdot_kernels){tf_cpu_qdot_avxvnni_impl, tf_cpu_q8_round_avxvnni_impl, tf_cpu_qgemm_avxvnni_impl};
     if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl, NULL};
 #endif
     return (tf_qdot_kernels){NULL, NULL, NULL};

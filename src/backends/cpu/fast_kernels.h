@@ -12,7 +12,7 @@
 
 /* What the environment allows, read strictly (tf_host()->env_choice):
  * TF_CPU_KERNELS=reference (or fast, the default) and TF_CPU_ISA's cap. */
-enum { TF_CPU_ISA_ALL, TF_CPU_ISA_AVX512, TF_CPU_ISA_AVX2, TF_CPU_ISA_GENERIC };
+enum { TF_CPU_ISA_ALL, TF_CPU_ISA_AVX512, TF_CPU_ISA_AVXVNNI, TF_CPU_ISA_AVX2, TF_CPU_ISA_GENERIC };
 bool tf_cpu_reference_kernels(void);
 int tf_cpu_isa_cap(void);
 

@@ -27,10 +27,11 @@ bool tf_cpu_reference_kernels(void) {
 }
 
 /* TF_CPU_ISA caps the choice: avx512bf16 (the default: everything the CPU
- * has), avx512, avx2, generic. */
+ * has), avx512, avxvnni (AVX2 and AVX-VNNI, no AVX-512: the quantized
+ * products' path for Alder Lake-class CPUs), avx2, generic. */
 int tf_cpu_isa_cap(void) {
-    static const char *const caps[] = {"avx512bf16", "avx512", "avx2", "generic"};
-    int i = tf_host()->env_choice("TF_CPU_ISA", caps, 4);
+    static const char *const caps[] = {"avx512bf16", "avx512", "avxvnni", "avx2", "generic"};
+    int i = tf_host()->env_choice("TF_CPU_ISA", caps, 5);
     return i < 0 ? TF_CPU_ISA_ALL : i;
 }
 

@@ -36,7 +36,7 @@ void tf_cpu_qdot_scalar(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf
 typedef void (*tf_q8_round_fn)(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 
 /* Many activation rows against weight rows [j0, j1) through a panel
- * buffer of tf_cpu_qgemm_panel_bytes(k) bytes (fast_qgemm_vnni.c). */
+ * buffer of tf_cpu_qgemm_panel_bytes(k) bytes (fast_qgemm.inc). */
 typedef void (*tf_qgemm_fn)(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                             int64_t ldw, float *c, int64_t ldc, void *panel);
 size_t tf_cpu_qgemm_panel_bytes(int64_t k);

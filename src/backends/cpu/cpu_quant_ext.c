@@ -52,8 +52,9 @@ static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v;
 /* ---- the codes of a block as signed levels and per-16 scales ----
  * Every format (the first five too) is x = sc[g] * v[e] - mn[g] for the
  * 16-element group g of element e, with an integer level v in int8: the
- * scalar products of the later formats and the many-row products of all
- * (fast_qgemm_vnni.c) read them through this one view. */
+ * scalar products of the later formats read them through this one view
+ * (the integer GEMM's repack reads the bits with vector code instead,
+ * fast_qgemm.inc). */
 
 int tf_cpu_q3k_scale(const uint8_t *s, int g) {
     const int low = (s[g % 8] >> (4 * (g / 8))) & 0x0F, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;

@@ -1,6 +1,6 @@
 /* The block formats' codes as unsigned bytes in element order, 32 at a
  * time, and their packed scales as bytes: shared by the row dot products
- * (fast_qdot.inc) and the integer GEMM's panel repack (fast_qgemm_vnni.c).
+ * (fast_qdot.inc) and the integer GEMM's panel repack (fast_qgemm.inc).
  * Each including file is built with the ISA flags it needs (AVX2 at least). */
 #ifndef TF_FAST_QCODES_H
 #define TF_FAST_QCODES_H

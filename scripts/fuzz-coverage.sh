@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Line and branch coverage of examples/llm's loader and tokenizer by the
+# Line and branch coverage of src/model's loader and tokenizer by the
 # model fuzzer's corpus: fuzz_model rebuilt with clang's source-based
 # coverage (no sanitizers), run once over every input the fuzzer kept and
 # its seeds, then llvm-cov's report for model.c and tokenizer.c. Run after
@@ -21,4 +21,4 @@ LLVM_PROFILE_FILE="$out/model-%p.profraw" "$out/bin/fuzz_model" -runs=0 "$fuzz/c
 llvm-profdata merge -sparse "$out"/*.profraw -o "$out/model.profdata"
 echo "fuzz-coverage: $(ls "$fuzz/corpus-model" | wc -l) inputs kept by the fuzzer, $(ls "$fuzz/seeds-model" | wc -l) seeds"
 llvm-cov report "$out/bin/fuzz_model" -instr-profile="$out/model.profdata" \
-  "$src/examples/llm/model.c" "$src/examples/llm/tokenizer.c" "$src/src/formats/gguf.c"
+  "$src/src/model/llm_model.c" "$src/src/model/llm_forward.c" "$src/src/model/tokenizer.c" "$src/src/formats/gguf.c"

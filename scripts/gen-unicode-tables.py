@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes examples/llm/unicode_tables.h: the code point ranges of Unicode's
+"""Writes src/model/unicode_tables.h: the code point ranges of Unicode's
 letters (category L*) and numbers (N*), which the BPE pre-tokenizer's \\p{L}
 and \\p{N} classes need. Generated from Python's unicodedata, so the tables
 follow its Unicode version (printed in the header).
-usage: scripts/gen-unicode-tables.py > examples/llm/unicode_tables.h"""
+usage: scripts/gen-unicode-tables.py > src/model/unicode_tables.h"""
 import sys
 import unicodedata
 

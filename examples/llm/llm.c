@@ -21,7 +21,7 @@
 
 #include <tensorframe/tensorframe.h>
 
-#include "model.h"
+#include "llm_model.h"
 #include "sampler.h"
 #include "tokenizer.h"
 

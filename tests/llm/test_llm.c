@@ -25,7 +25,7 @@
 
 #include <tensorframe/tensorframe.h>
 
-#include "model.h"
+#include "llm_model.h"
 #include "tokenizer.h"
 
 #include "../cuda/expect.h"   /* EXPECT: counts checks and failures */

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../unit/helpers.h"
-#include "model.h"
+#include "llm_model.h"
 #include "tiny_llama.h"
 #include "tokenizer.h"
 

@@ -32,6 +32,7 @@ tf_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, boo
 const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len);
 int64_t llm_vocab_size(const llm_tokenizer *t);
 int32_t llm_token_bos(const llm_tokenizer *t);
+int32_t llm_token_eos(const llm_tokenizer *t);
 bool llm_add_bos(const llm_tokenizer *t);
 /* End of generation: EOS, and the control tokens that end a turn. */
 bool llm_token_is_end(const llm_tokenizer *t, int32_t id);

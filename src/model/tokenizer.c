@@ -653,6 +653,7 @@ const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len) {
 
 int64_t llm_vocab_size(const llm_tokenizer *t) { return t->n_tokens; }
 int32_t llm_token_bos(const llm_tokenizer *t) { return t->bos; }
+int32_t llm_token_eos(const llm_tokenizer *t) { return t->eos; }
 bool llm_add_bos(const llm_tokenizer *t) { return t->add_bos; }
 int32_t llm_token_id(const llm_tokenizer *t, const char *text, size_t len) { return map_find(t, text, len); }
 

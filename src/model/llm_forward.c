@@ -1,0 +1,499 @@
+/* The forward pass of every family, built from its descriptor; see
+ * llm_model.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llm_model.h"
+#include "tokenizer.h"   /* llm_fail */
+
+/* ---- the forward pass ------------------------------------------------------ */
+
+/* Temporaries of one forward, released together at its end. */
+typedef struct scratch {
+    tf_tensor *t[128];       /* a layer makes 30 to 60 */
+    int n;
+} scratch;
+
+static void keep(scratch *s, tf_tensor *t) {
+    if (s->n == 128) abort();  /* a broken invariant of this file, not bad input */
+    s->t[s->n++] = t;
+}
+
+static void drop_all(scratch *s) {
+    while (s->n) tf_tensor_release(s->t[--s->n]);
+}
+
+#define TRY(call)                                                                       \
+    do {                                                                                \
+        tf_status s_ = (call);                                                          \
+        if (s_ != TF_OK) return llm_fail(s_, "forward: %s: %s", #call, tf_last_error()); \
+    } while (0)
+
+/* x @ w^T for x [n, in] and w [out, in]. */
+static tf_status linear(scratch *s, const tf_tensor *x, const tf_tensor *w, tf_tensor **out) {
+    TRY(tf_gemm(x, w, NULL, 1.0, 0.0, false, true, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+/* x times a projection group's parts, side by side: [n, rows of all parts]. */
+static tf_status linear_group(scratch *s, const tf_tensor *x, const llm_proj *p, tf_tensor **out) {
+    tf_tensor *y;
+    if (p->stacked) {
+        tf_status st = linear(s, x, p->stacked, &y);
+        if (st != TF_OK) return st;
+    } else {
+        tf_tensor *each[3];
+        for (int i = 0; i < p->n; i++) {
+            tf_status st = linear(s, x, p->parts[i], &each[i]);
+            if (st != TF_OK) return st;
+        }
+        TRY(tf_concat(p->n, (const tf_tensor *const *)each, 1, &y));
+        keep(s, y);
+    }
+    *out = y;
+    if (p->bias) {
+        TRY(tf_add(y, p->bias, out));
+        keep(s, *out);
+    }
+    return TF_OK;
+}
+
+/* x times a scalar. */
+static tf_status scale_by(scratch *s, const tf_tensor *x, double v, tf_tensor **out) {
+    tf_tensor *k;
+    TRY(tf_scalar(tf_tensor_device(x), tf_tensor_dtype(x), v, &k));
+    keep(s, k);
+    TRY(tf_mul(x, k, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+/* c * tanh(x / c): Gemma 2's bound on attention scores and logits. */
+static tf_status softcap(scratch *s, const tf_tensor *x, double c, tf_tensor **out) {
+    tf_tensor *a, *t;
+    tf_status st;
+    if ((st = scale_by(s, x, 1.0 / c, &a))) return st;
+    TRY(tf_tanh(a, &t));
+    keep(s, t);
+    return scale_by(s, t, c, out);
+}
+
+/* [n, heads*dim] -> [1, heads, n, dim]: normed per head when the family
+ * says (q/k norms), rotated by position when rope. */
+static tf_status to_heads(scratch *s, const llm_model *m, const llm_layer *L, const tf_tensor *x, int64_t heads,
+                          const tf_tensor *norm, const tf_tensor *pos, bool rope, tf_tensor **out) {
+    const llm_config *c = &m->cfg;
+    tf_tensor *split, *normed, *rotated, *heads_first;
+    int64_t n = tf_tensor_shape(x)[0];
+    TRY(tf_reshape(x, 3, (int64_t[]){n, heads, c->head_dim}, &split));
+    keep(s, split);
+    normed = split;
+    if (norm) {
+        TRY(tf_rmsnorm(split, norm, c->rms_eps, &normed));
+        keep(s, normed);
+    }
+    rotated = normed;
+    if (rope) {
+        double base = L->local ? c->rope_base_local : c->rope_base;
+        TRY(tf_rope(normed, pos, 0, c->rope_dims, base, m->arch->rope_mode, &rotated));
+        keep(s, rotated);
+    }
+    TRY(tf_permute(rotated, (int[]){1, 0, 2}, &heads_first));
+    keep(s, heads_first);
+    TRY(tf_unsqueeze(heads_first, 0, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+/* Writes new [1, kv_heads, n, dim] rows at [n_past, n_past+n) of the layer's
+ * cache and gives the view of positions [0, n_past+n). */
+static tf_status append_kv(scratch *s, tf_tensor *cache, const tf_tensor *rows, int64_t n_past, int64_t n,
+                           tf_tensor **all) {
+    tf_tensor *slot;
+    TRY(tf_slice(cache, 2, n_past, n_past + n, 1, &slot));
+    keep(s, slot);
+    TRY(tf_copy_into(slot, rows));
+    TRY(tf_slice(cache, 2, 0, n_past + n, 1, all));
+    keep(s, *all);
+    return TF_OK;
+}
+
+/* What every layer of one decode shares: the tokens' positions, the cells
+ * they are written to, and who sees whom. On the common path (one
+ * sequence whose cells are its positions in order, as a plain generation
+ * leaves them) attention is causal from `first` and needs no mask but the
+ * window's; otherwise the masks say, per token and cell, whether the cell
+ * is of the token's sequence and at or before its position. */
+typedef struct plan {
+    tf_tensor *pos;              /* [n] i64 */
+    int64_t first, n_keys;       /* the batch's cells are [first, first + n); queries see [0, n_keys) */
+    bool causal;                 /* the common path: causal from `first` */
+    tf_tensor *mask[2];          /* additive [1, 1, n, n_keys]: global and local layers; NULL: none */
+} plan;
+
+static void plan_free(plan *p) {
+    tf_tensor_release(p->pos);
+    tf_tensor_release(p->mask[0]);
+    tf_tensor_release(p->mask[1]);
+}
+
+/* The cells seen by batch entry i: of its sequence, at or before its
+ * position, and within `window` of it (window > 0). */
+static tf_status build_mask(const llm_model *m, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                            const int32_t *seq, int64_t window, tf_tensor **out) {
+    const int64_t n = b->n, keys = kv->n_past + n;
+    float *v = malloc((size_t)(n * keys) * sizeof *v);
+    if (!v) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < keys; j++) {
+            bool cached = j < kv->n_past;
+            int64_t cell_pos = cached ? kv->pos[j] : pos[j - kv->n_past];
+            bool same_seq = cached ? (kv->seqs[j] >> seq[i] & 1) != 0 : seq[j - kv->n_past] == seq[i];
+            bool seen = cell_pos >= 0 && same_seq && cell_pos <= pos[i] && (window <= 0 || pos[i] - cell_pos < window);
+            v[i * keys + j] = seen ? 0.0f : -INFINITY;
+        }
+    tf_status st = tf_tensor_from_data(m->dev, TF_F32, 4, (int64_t[]){1, 1, n, keys}, v, out);
+    free(v);
+    return st == TF_OK ? TF_OK : llm_fail(st, "forward: mask: %s", tf_last_error());
+}
+
+/* The common path: one sequence, its cells its positions in order, the
+ * batch its next positions. */
+static bool is_plain_run(const llm_cache *kv, const llm_batch *b, const int64_t *pos, const int32_t *seq) {
+    for (int64_t j = 0; j < kv->n_past; j++)
+        if (kv->pos[j] != j || kv->seqs[j] != 1ull) return false;
+    for (int64_t i = 0; i < b->n; i++)
+        if (seq[i] != 0 || pos[i] != kv->n_past + i) return false;
+    return true;
+}
+
+static tf_status plan_new(const llm_model *m, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                          const int32_t *seq, plan *p) {
+    const llm_config *c = &m->cfg;
+    *p = (plan){.first = kv->n_past, .n_keys = kv->n_past + b->n};
+    p->causal = is_plain_run(kv, b, pos, seq);
+    tf_status st = tf_tensor_from_data(m->dev, TF_I64, 1, (int64_t[]){b->n}, pos, &p->pos);
+    if (st != TF_OK) return llm_fail(st, "forward: positions: %s", tf_last_error());
+    /* Soft-capped scores are masked by hand, so they need the causal mask too. */
+    if (!p->causal || c->attn_softcap > 0) st = build_mask(m, kv, b, pos, seq, 0, &p->mask[0]);
+    bool window_hides = false;
+    for (int64_t i = 0; i < b->n && c->n_swa > 0; i++) window_hides = window_hides || pos[i] >= c->n_swa;
+    if (st == TF_OK && window_hides) st = build_mask(m, kv, b, pos, seq, c->n_swa, &p->mask[1]);
+    else if (st == TF_OK && p->mask[0]) p->mask[1] = tf_tensor_retain(p->mask[0]);
+    return st;
+}
+
+/* Attention with soft-capped scores, op by op: the heads that share a key
+ * head are stacked as rows, so one batched product per key head serves
+ * them. q [1, Hq, n, D], k and v [1, Hkv, L, D] -> [1, Hq, n, D]. */
+static tf_status capped_attention(scratch *s, const llm_model *m, const tf_tensor *q, const tf_tensor *k,
+                                  const tf_tensor *v, const tf_tensor *mask, tf_tensor **out) {
+    const llm_config *c = &m->cfg;
+    const int64_t n = tf_tensor_shape(q)[2], keys = tf_tensor_shape(k)[2], g = c->n_head / c->n_head_kv;
+    const int64_t hkv = c->n_head_kv, d = c->head_dim;
+    tf_tensor *q3, *k3, *kt, *v3, *scores, *scaled, *capped, *grouped, *masked, *flat, *p, *o;
+    tf_status st;
+    TRY(tf_reshape(q, 3, (int64_t[]){hkv, g * n, d}, &q3));
+    keep(s, q3);
+    TRY(tf_reshape(k, 3, (int64_t[]){hkv, keys, d}, &k3));
+    keep(s, k3);
+    TRY(tf_transpose(k3, 1, 2, &kt));
+    keep(s, kt);
+    TRY(tf_reshape(v, 3, (int64_t[]){hkv, keys, d}, &v3));
+    keep(s, v3);
+    TRY(tf_matmul(q3, kt, &scores));
+    keep(s, scores);
+    if ((st = scale_by(s, scores, c->attn_scale, &scaled)) || (st = softcap(s, scaled, c->attn_softcap, &capped)))
+        return st;
+    TRY(tf_reshape(capped, 4, (int64_t[]){hkv, g, n, keys}, &grouped));   /* the mask broadcasts over heads */
+    keep(s, grouped);
+    TRY(tf_add(grouped, mask, &masked));
+    keep(s, masked);
+    TRY(tf_reshape(masked, 3, (int64_t[]){hkv, g * n, keys}, &flat));
+    keep(s, flat);
+    TRY(tf_softmax(flat, -1, &p));
+    keep(s, p);
+    TRY(tf_matmul(p, v3, &o));
+    keep(s, o);
+    TRY(tf_reshape(o, 4, (int64_t[]){1, c->n_head, n, d}, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+/* Attention over the cells in view, masked as the plan says. [1, Hq, n, D]. */
+static tf_status attend(scratch *s, const llm_model *m, const llm_layer *L, const plan *p, const tf_tensor *qh,
+                        const tf_tensor *k_all, const tf_tensor *v_all, tf_tensor **out) {
+    const llm_config *c = &m->cfg;
+    const tf_tensor *mask = p->mask[L->local && c->n_swa > 0];
+    if (c->attn_softcap > 0) return capped_attention(s, m, qh, k_all, v_all, mask, out);
+    TRY(tf_sdpa(qh, k_all, v_all, mask, c->attn_scale, p->causal, p->first, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, tf_tensor *kc, tf_tensor *vc,
+                           const tf_tensor *h, const plan *p, tf_tensor **out) {
+    const llm_config *c = &m->cfg;
+    int64_t n = tf_tensor_shape(h)[0];
+    const int64_t qd = c->n_head * c->head_dim, kvw = c->n_head_kv * c->head_dim;
+    tf_tensor *qkv, *q, *k, *v, *qh, *kh, *vh, *k_all, *v_all, *a, *a_rows, *a_flat;
+    tf_status st;
+    if ((st = linear_group(s, h, &L->qkv, &qkv))) return st;
+    TRY(tf_slice(qkv, 1, 0, qd, 1, &q));                 /* column views of [n, q | k | v] */
+    keep(s, q);
+    TRY(tf_slice(qkv, 1, qd, qd + kvw, 1, &k));
+    keep(s, k);
+    TRY(tf_slice(qkv, 1, qd + kvw, qd + 2 * kvw, 1, &v));
+    keep(s, v);
+    if ((st = to_heads(s, m, L, q, c->n_head, L->q_norm, p->pos, true, &qh)) ||
+        (st = to_heads(s, m, L, k, c->n_head_kv, L->k_norm, p->pos, true, &kh)) ||
+        (st = to_heads(s, m, L, v, c->n_head_kv, NULL, p->pos, false, &vh)))
+        return st;
+    if ((st = append_kv(s, kc, kh, p->first, n, &k_all)) || (st = append_kv(s, vc, vh, p->first, n, &v_all))) return st;
+    if ((st = attend(s, m, L, p, qh, k_all, v_all, &a))) return st;
+    TRY(tf_permute(a, (int[]){0, 2, 1, 3}, &a_rows));
+    keep(s, a_rows);
+    TRY(tf_reshape(a_rows, 2, (int64_t[]){n, qd}, &a_flat));
+    keep(s, a_flat);
+    return linear(s, a_flat, L->wo, out);
+}
+
+static tf_status mlp(scratch *s, const llm_model *m, const llm_layer *L, const tf_tensor *h, tf_tensor **out) {
+    tf_tensor *gu, *g, *u, *act, *gated;
+    tf_status st;
+    if ((st = linear_group(s, h, &L->gate_up, &gu))) return st;
+    int64_t ff = tf_tensor_shape(gu)[1] / 2;
+    TRY(tf_slice(gu, 1, 0, ff, 1, &g));                 /* [n, gate | up] */
+    keep(s, g);
+    TRY(tf_slice(gu, 1, ff, 2 * ff, 1, &u));
+    keep(s, u);
+    if (m->arch->act == LLM_ACT_SILU) {
+        TRY(tf_swiglu(g, u, &act));
+        keep(s, act);
+    } else {
+        TRY(tf_gelu_tanh(g, &gated));
+        keep(s, gated);
+        TRY(tf_mul(gated, u, &act));
+        keep(s, act);
+    }
+    return linear(s, act, L->w_down, out);
+}
+
+/* A sublayer's output, normed again before the residual add when the
+ * family has post-norms (Gemma 2/3). */
+static tf_status post_norm(scratch *s, const llm_model *m, const tf_tensor *norm, tf_tensor *o, tf_tensor **out) {
+    *out = o;
+    if (!norm) return TF_OK;
+    TRY(tf_rmsnorm(o, norm, m->cfg.rms_eps, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
+/* One decoder layer: x + attention(norm(x)), then that + mlp(norm(that)). */
+static tf_status block(scratch *s, const llm_model *m, const llm_layer *L, llm_cache *kv, int64_t l, const plan *p,
+                       const tf_tensor *x, tf_tensor **out) {
+    tf_tensor *h, *o, *po, *sum;
+    TRY(tf_rmsnorm(x, L->attn_norm, m->cfg.rms_eps, &h));
+    keep(s, h);
+    tf_status st = attention(s, m, L, kv->k[l], kv->v[l], h, p, &o);
+    if (st != TF_OK || (st = post_norm(s, m, L->attn_post_norm, o, &po)) != TF_OK) return st;
+    TRY(tf_add(x, po, &sum));
+    keep(s, sum);
+    TRY(tf_rmsnorm(sum, L->ffn_norm, m->cfg.rms_eps, &h));
+    keep(s, h);
+    if ((st = mlp(s, m, L, h, &o)) != TF_OK || (st = post_norm(s, m, L->ffn_post_norm, o, &po)) != TF_OK) return st;
+    TRY(tf_add(sum, po, out));
+    return TF_OK;
+}
+
+static tf_status embed(const llm_model *m, const int32_t *ids, int64_t n, tf_tensor **x) {
+    tf_tensor *idt;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.n_vocab)
+            return llm_fail(TF_ERR_INDEX, "forward: token %lld is outside the vocabulary", (long long)ids[i]);
+    TRY(tf_tensor_from_data(m->dev, TF_I32, 1, &n, ids, &idt));
+    tf_status s = tf_embedding(m->tok_embd, idt, x);
+    tf_tensor_release(idt);
+    if (s != TF_OK) return llm_fail(s, "forward: embedding: %s", tf_last_error());
+    if (tf_tensor_dtype(*x) != TF_F32) {      /* activations run in f32 */
+        tf_tensor *f;
+        s = tf_cast(*x, TF_F32, &f);
+        tf_tensor_release(*x);
+        *x = f;
+        if (s != TF_OK) return llm_fail(s, "forward: %s", tf_last_error());
+    }
+    if (m->arch->scale_embeddings) {          /* Gemma: by sqrt(width), rounded to f32 as ggml does */
+        tf_tensor *k = NULL, *scaled = NULL;
+        s = tf_scalar(m->dev, TF_F32, (double)sqrtf((float)m->cfg.n_embd), &k);
+        if (s == TF_OK) s = tf_mul(*x, k, &scaled);
+        tf_tensor_release(k);
+        tf_tensor_release(*x);
+        *x = scaled;
+        if (s != TF_OK) return llm_fail(s, "forward: scaling the embeddings: %s", tf_last_error());
+    }
+    return TF_OK;
+}
+
+/* The rows of x whose entries want logits: all, the last, or a gather. */
+static tf_status wanted_rows(scratch *s, const llm_model *m, tf_tensor *x, const llm_batch *b, tf_tensor **out) {
+    int64_t n = tf_tensor_shape(x)[0], wanted = 0, only = -1;
+    *out = x;
+    if (!b->logits) {
+        if (n == 1) return TF_OK;
+        TRY(tf_slice(x, 0, n - 1, n, 1, out));
+        keep(s, *out);
+        return TF_OK;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (b->logits[i]) wanted++, only = i;
+    if (wanted == n) return TF_OK;
+    if (wanted == 1) {
+        TRY(tf_slice(x, 0, only, only + 1, 1, out));
+        keep(s, *out);
+        return TF_OK;
+    }
+    int32_t *rows = malloc((size_t)wanted * sizeof *rows);
+    if (!rows) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
+    for (int64_t i = 0, k = 0; i < n; i++)
+        if (b->logits[i]) rows[k++] = (int32_t)i;
+    tf_tensor *idx;
+    tf_status st = tf_tensor_from_data(m->dev, TF_I32, 1, &wanted, rows, &idx);
+    free(rows);
+    if (st != TF_OK) return llm_fail(st, "forward: %s", tf_last_error());
+    keep(s, idx);
+    TRY(tf_embedding(x, idx, out));          /* a row gather */
+    keep(s, *out);
+    return TF_OK;
+}
+
+static tf_status head(scratch *s, const llm_model *m, tf_tensor *x, const llm_batch *b, tf_tensor **logits) {
+    tf_tensor *last, *h;
+    tf_status st0 = wanted_rows(s, m, x, b, &last);
+    if (st0 != TF_OK) return st0;
+    TRY(tf_rmsnorm(last, m->out_norm, m->cfg.rms_eps, &h));
+    keep(s, h);
+    tf_tensor *y, *biased;
+    TRY(tf_gemm(h, m->output, NULL, 1.0, 0.0, false, true, &y));
+    keep(s, y);
+    biased = y;
+    if (m->output_bias) {
+        TRY(tf_add(y, m->output_bias, &biased));
+        keep(s, biased);
+    }
+    tf_tensor *capped = biased;
+    tf_status st;
+    if (m->cfg.final_softcap > 0 && (st = softcap(s, biased, m->cfg.final_softcap, &capped)) != TF_OK) return st;
+    *logits = tf_tensor_retain(capped);
+    return TF_OK;
+}
+
+/* Logits with a NaN or an infinity (from weights the loader does not read
+ * one by one, or activations that overflowed) are an error, not a token:
+ * sum(x - x) is 0 exactly when every element is finite. */
+static tf_status check_finite_logits(const tf_tensor *logits) {
+    tf_tensor *diff = NULL, *sum = NULL;
+    float total = 0;
+    tf_status s = tf_sub(logits, logits, &diff);
+    if (s == TF_OK) s = tf_sum(diff, TF_ALL_AXES, false, &sum);
+    if (s == TF_OK) s = tf_tensor_read(sum, &total, sizeof total);
+    tf_tensor_release(diff);
+    tf_tensor_release(sum);
+    if (s != TF_OK) return llm_fail(s, "forward: checking the logits: %s", tf_last_error());
+    if (total != 0)
+        return llm_fail(TF_ERR_NOT_FINITE, "forward: the logits hold NaN or infinity (the model's weights or "
+                        "activations are not finite)");
+    return TF_OK;
+}
+
+/* Every entry checked before anything is written: ids in the vocabulary,
+ * sequences in range, each sequence's positions after the ones it holds
+ * and increasing through the batch. Fills in defaults for NULL arrays. */
+static tf_status check_batch(const llm_model *m, const llm_cache *kv, const llm_batch *b, int64_t *pos, int32_t *seq) {
+    if (b->n <= 0) return llm_fail(TF_ERR_INVALID_ARGUMENT, "decode: no tokens");
+    if (b->n > kv->n_ctx - kv->n_past)
+        return llm_fail(TF_ERR_SIZE, "decode: %lld tokens do not fit the %lld cells left in the cache", (long long)b->n,
+                        (long long)(kv->n_ctx - kv->n_past));
+    int64_t *last = malloc((size_t)kv->n_seq * sizeof *last);
+    if (!last) return llm_fail(TF_ERR_OUT_OF_MEMORY, "decode: out of memory");
+    for (int32_t q = 0; q < kv->n_seq; q++) last[q] = llm_cache_seq_pos_max(kv, q);
+    tf_status st = TF_OK;
+    for (int64_t i = 0; st == TF_OK && i < b->n; i++) {
+        seq[i] = b->seq ? b->seq[i] : 0;
+        if (b->ids[i] < 0 || b->ids[i] >= m->cfg.n_vocab)
+            st = llm_fail(TF_ERR_INDEX, "decode: token %lld is outside the vocabulary", (long long)b->ids[i]);
+        else if (seq[i] < 0 || seq[i] >= kv->n_seq)
+            st = llm_fail(TF_ERR_INVALID_ARGUMENT, "decode: entry %lld's sequence %d is outside [0, %lld)", (long long)i,
+                          seq[i], (long long)kv->n_seq);
+        else {
+            pos[i] = b->pos ? b->pos[i] : last[seq[i]] + 1;
+            if (pos[i] <= last[seq[i]] || pos[i] > (1ll << 30))
+                st = llm_fail(TF_ERR_INVALID_ARGUMENT, "decode: entry %lld's position %lld is not after %lld, the last "
+                              "of sequence %d", (long long)i, (long long)pos[i], (long long)last[seq[i]], seq[i]);
+            else
+                last[seq[i]] = pos[i];
+        }
+    }
+    free(last);
+    return st;
+}
+
+static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *b, const plan *p, tf_tensor **logits) {
+    scratch s = {.n = 0};
+    tf_tensor *x;
+    tf_status st = embed(m, b->ids, b->n, &x);
+    for (int64_t l = 0; st == TF_OK && l < m->cfg.n_layer; l++) {
+        /* Each layer's temporaries go before the next starts. */
+        tf_tensor *next = NULL;
+        st = block(&s, m, &m->layers[l], kv, l, p, x, &next);
+        drop_all(&s);
+        tf_tensor_release(x);
+        x = next;
+    }
+    if (st == TF_OK) st = head(&s, m, x, b, logits);
+    if (st == TF_OK && (st = check_finite_logits(*logits)) != TF_OK) {
+        tf_tensor_release(*logits);
+        *logits = NULL;
+    }
+    drop_all(&s);
+    tf_tensor_release(x);
+    return st;
+}
+
+tf_status llm_decode(const llm_model *m, llm_cache *kv, const llm_batch *b, tf_tensor **logits) {
+    *logits = NULL;
+    if (!b || !b->ids) return llm_fail(TF_ERR_INVALID_ARGUMENT, "decode: no batch");
+    int64_t *pos = b->n > 0 ? malloc((size_t)b->n * sizeof *pos) : NULL;
+    int32_t *seq = b->n > 0 ? malloc((size_t)b->n * sizeof *seq) : NULL;
+    tf_status st = b->n > 0 && (!pos || !seq) ? llm_fail(TF_ERR_OUT_OF_MEMORY, "decode: out of memory") : TF_OK;
+    if (st == TF_OK) st = check_batch(m, kv, b, pos, seq);
+    plan p = {0};
+    if (st == TF_OK) st = plan_new(m, kv, b, pos, seq, &p);
+    if (st == TF_OK) st = run_layers(m, kv, b, &p, logits);
+    /* The cells are the batch's only once it ran: a failure leaves the
+     * cache's bookkeeping as it was (the rows written past n_past are
+     * unreachable). */
+    for (int64_t i = 0; st == TF_OK && i < b->n; i++) {
+        kv->pos[kv->n_past + i] = pos[i];
+        kv->seqs[kv->n_past + i] = 1ull << seq[i];
+    }
+    if (st == TF_OK) kv->n_past += b->n;
+    plan_free(&p);
+    free(pos);
+    free(seq);
+    return st;
+}
+
+tf_status llm_forward(const llm_model *m, llm_cache *kv, const int32_t *ids, int64_t n, bool all_logits,
+                      tf_tensor **logits) {
+    bool *want = NULL;
+    if (all_logits && n > 0) {
+        if (!(want = malloc((size_t)n * sizeof *want))) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
+        for (int64_t i = 0; i < n; i++) want[i] = true;
+    }
+    llm_batch b = {.ids = ids, .logits = want, .n = n};
+    tf_status st = llm_decode(m, kv, &b, logits);
+    free(want);
+    return st;
+}

@@ -1,0 +1,317 @@
+#define _POSIX_C_SOURCE 200809L   /* strdup */
+/* The public model API (include/tensorframe/model.h) over the library's
+ * internal pieces: llm_model (weights, forward), llm_tokenizer, llm_sampler. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <tensorframe/model.h>
+
+#include "llm_model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+struct tf_model {
+    tf_gguf *file;              /* kept open: the tokenizer's strings and the template live in its mapping */
+    llm_model *llm;
+    llm_tokenizer *tok;         /* NULL when the file has none this library reads */
+    char *tokenizer_error;      /* why, when it is NULL */
+    char *chat_template, *name;
+    uint64_t weight_bytes;
+};
+
+struct tf_model_context {
+    const tf_model *model;
+    llm_cache *kv;
+};
+
+struct tf_sampler {
+    llm_sampler s;
+};
+
+const char *tf_model_last_error(void) { return llm_error(); }
+
+tf_model_params tf_model_default_params(void) {
+    return (tf_model_params){.device = "auto", .weights = TF_DTYPE_COUNT, .n_ctx = 0, .n_seq = 1};
+}
+
+/* A string key as a NUL-terminated copy, or NULL when absent or not a string. */
+static char *string_key(const tf_gguf *f, const char *key) {
+    int64_t k = tf_gguf_find_key(f, key);
+    const char *s;
+    size_t len;
+    if (k < 0 || tf_gguf_get_string(f, k, 0, &s, &len) != TF_OK) return NULL;
+    char *copy = malloc(len + 1);
+    if (copy) {
+        memcpy(copy, s, len);
+        copy[len] = 0;
+    }
+    return copy;
+}
+
+/* The bytes the weights take on the device: as stored, or decoded to `dtype`. */
+static uint64_t weight_bytes(const tf_gguf *f, tf_dtype dtype) {
+    uint64_t total = 0;
+    for (int64_t i = 0; i < tf_gguf_tensor_count(f); i++) {
+        tf_gguf_tensor info;
+        if (tf_gguf_tensor_info(f, i, &info) != TF_OK) continue;
+        if (dtype == TF_DTYPE_COUNT || info.ndim == 1) {
+            total += info.nbytes;
+            continue;
+        }
+        uint64_t n = 1;
+        for (int d = 0; d < info.ndim; d++) n *= (uint64_t)info.shape[d];
+        total += n * tf_dtype_size(dtype);
+    }
+    return total;
+}
+
+static uint64_t kv_bytes(const llm_config *c, int64_t n_ctx) {
+    return 2ull * (uint64_t)c->n_layer * (uint64_t)n_ctx * (uint64_t)(c->n_head_kv * c->head_dim) * sizeof(float);
+}
+
+/* The memory-aware check: weights and the cache the caller means to use
+ * against what the device has free now. */
+static tf_status check_memory(const tf_gguf *f, const llm_config *c, const tf_model_params *p, tf_device *dev,
+                              uint64_t *weights) {
+    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
+    *weights = weight_bytes(f, p->weights);
+    uint64_t need = *weights + kv_bytes(c, n_ctx);
+    tf_device_props props;
+    if (tf_device_get_props(dev, &props) != TF_OK || props.memory_free == 0) return TF_OK;   /* the device cannot say */
+    if (need <= props.memory_free) return TF_OK;
+    return llm_fail(TF_ERR_OUT_OF_MEMORY,
+                    "model: %s needs %.1f MiB (weights %.1f MiB + a KV cache of %lld cells %.1f MiB) but has %.1f MiB free",
+                    tf_device_name(dev), (double)need / 1048576, (double)*weights / 1048576, (long long)n_ctx,
+                    (double)kv_bytes(c, n_ctx) / 1048576, (double)props.memory_free / 1048576);
+}
+
+static tf_status load_into(tf_model *m, const char *path, const tf_model_params *p) {
+    tf_device *dev;
+    tf_status s = tf_device_get(p->device ? p->device : "auto", &dev);
+    if (s != TF_OK) return llm_fail(s, "model: device %s: %s", p->device ? p->device : "auto", tf_last_error());
+    if (p->weights != TF_DTYPE_COUNT && p->weights != TF_F32 && p->weights != TF_F16 && p->weights != TF_BF16)
+        return llm_fail(TF_ERR_DTYPE, "model: weights may be kept as stored or decoded to f32, f16 or bf16, not %s",
+                        tf_dtype_name(p->weights));
+    if ((s = tf_gguf_open(path, &m->file)) != TF_OK) return llm_fail(s, "model: %s", tf_last_error());
+    const llm_arch *arch;
+    llm_config cfg;
+    if ((s = llm_model_config(m->file, &arch, &cfg)) != TF_OK) return s;
+    if ((s = check_memory(m->file, &cfg, p, dev, &m->weight_bytes)) != TF_OK) return s;
+    if ((s = llm_model_load(m->file, dev, p->weights == TF_DTYPE_COUNT ? LLM_WEIGHTS_AS_STORED : p->weights, &m->llm)))
+        return s;
+    /* A file without a tokenizer this library reads still runs from ids;
+     * tokenizing says why it cannot. */
+    if (llm_tokenizer_load(m->file, &m->tok) != TF_OK && !(m->tokenizer_error = strdup(llm_error())))
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->chat_template = string_key(m->file, "tokenizer.chat_template");
+    m->name = string_key(m->file, "general.name");
+    return TF_OK;
+}
+
+tf_status tf_model_load(const char *path, const tf_model_params *params, tf_model **out) {
+    if (!out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no output");
+    *out = NULL;
+    if (!path) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no path");
+    tf_model_params p = params ? *params : tf_model_default_params();
+    tf_model *m = calloc(1, sizeof *m);
+    if (!m) return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    tf_status s = load_into(m, path, &p);
+    if (s != TF_OK) {
+        tf_model_free(m);
+        return s;
+    }
+    *out = m;
+    return TF_OK;
+}
+
+void tf_model_free(tf_model *m) {
+    if (!m) return;
+    llm_model_free(m->llm);
+    llm_tokenizer_free(m->tok);
+    free(m->tokenizer_error);
+    free(m->chat_template);
+    free(m->name);
+    tf_gguf_close(m->file);
+    free(m);
+}
+
+tf_status tf_model_get_info(const tf_model *m, tf_model_info *out) {
+    if (!m || !out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no model or no output");
+    const llm_config *c = &m->llm->cfg;
+    *out = (tf_model_info){
+        .architecture = m->llm->arch->name, .name = m->name ? m->name : "", .device = tf_device_name(m->llm->dev),
+        .n_layer = c->n_layer, .n_embd = c->n_embd, .n_ff = c->n_ff, .n_head = c->n_head, .n_head_kv = c->n_head_kv,
+        .head_dim = c->head_dim, .n_vocab = c->n_vocab, .n_ctx_train = c->n_ctx_train, .sliding_window = c->n_swa,
+        .weight_bytes = m->weight_bytes, .has_tokenizer = m->tok != NULL, .bos = m->tok ? llm_token_bos(m->tok) : -1,
+        .eos = m->tok ? llm_token_eos(m->tok) : -1, .add_bos = m->tok && llm_add_bos(m->tok),
+        .chat_template = m->chat_template};
+    return TF_OK;
+}
+
+uint64_t tf_model_kv_bytes(const tf_model *m, int64_t n_ctx) { return m && n_ctx > 0 ? kv_bytes(&m->llm->cfg, n_ctx) : 0; }
+
+/* ---- tokens ---------------------------------------------------------------- */
+
+static tf_status need_tokenizer(const tf_model *m) {
+    if (!m) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no model");
+    if (!m->tok) return llm_fail(TF_ERR_UNSUPPORTED, "model: no tokenizer: %s", m->tokenizer_error);
+    return TF_OK;
+}
+
+tf_status tf_model_tokenize(const tf_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t **ids, int64_t *n) {
+    tf_status s = need_tokenizer(m);
+    if (s != TF_OK) return s;
+    if (!ids || !n || (!text && len)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "tokenize: no text or no output");
+    return llm_tokenize(m->tok, text ? text : "", len, add_special && llm_add_bos(m->tok), parse_special, ids, n);
+}
+
+tf_status tf_model_token_bytes(const tf_model *m, int32_t id, const char **bytes, size_t *len) {
+    tf_status s = need_tokenizer(m);
+    if (s != TF_OK) return s;
+    if (!bytes || !len) return llm_fail(TF_ERR_INVALID_ARGUMENT, "token: no output");
+    if (id < 0 || id >= llm_vocab_size(m->tok))
+        return llm_fail(TF_ERR_INDEX, "token: %d is outside the vocabulary of %lld", id, (long long)llm_vocab_size(m->tok));
+    *bytes = llm_token_bytes(m->tok, id, len);
+    return TF_OK;
+}
+
+bool tf_model_token_is_end(const tf_model *m, int32_t id) {
+    return m && m->tok && id >= 0 && id < llm_vocab_size(m->tok) && llm_token_is_end(m->tok, id);
+}
+
+/* The length of the UTF-8 character a lead byte opens (1 for a stray byte). */
+static int utf8_length(unsigned char lead) {
+    return lead >= 0xF0 && lead < 0xF8 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+}
+
+tf_status tf_model_detokenize(const tf_model *m, int32_t id, tf_utf8_pending *pending, char *out, size_t out_cap,
+                              size_t *n_out) {
+    const char *bytes;
+    size_t len;
+    tf_status s = tf_model_token_bytes(m, id, &bytes, &len);
+    if (s != TF_OK) return s;
+    if (!pending || !out || !n_out || pending->n < 0 || pending->n > 3)
+        return llm_fail(TF_ERR_INVALID_ARGUMENT, "detokenize: no output or a spoiled pending state");
+    size_t total = (size_t)pending->n + len, complete = 0;
+    /* Whole characters of pending + bytes: stop before an incomplete one at the end. */
+    for (size_t i = 0; i < total;) {
+        unsigned char b = (unsigned char)(i < (size_t)pending->n ? pending->bytes[i] : bytes[i - pending->n]);
+        size_t k = (size_t)utf8_length(b);
+        if (i + k > total) break;
+        i += k;
+        complete = i;
+    }
+    if (complete + 1 > out_cap) return llm_fail(TF_ERR_SIZE, "detokenize: %zu bytes do not fit %zu", complete + 1, out_cap);
+    for (size_t i = 0; i < complete; i++) out[i] = i < (size_t)pending->n ? pending->bytes[i] : bytes[i - pending->n];
+    out[complete] = 0;
+    char tail[4];
+    int n_tail = 0;
+    for (size_t i = complete; i < total; i++) tail[n_tail++] = i < (size_t)pending->n ? pending->bytes[i] : bytes[i - pending->n];
+    memcpy(pending->bytes, tail, (size_t)n_tail);
+    pending->n = n_tail;
+    *n_out = complete;
+    return TF_OK;
+}
+
+/* ---- contexts -------------------------------------------------------------- */
+
+tf_status tf_model_context_new(const tf_model *m, int64_t n_ctx, int64_t n_seq, tf_model_context **out) {
+    if (!m || !out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "context: no model or no output");
+    *out = NULL;
+    tf_model_context *c = calloc(1, sizeof *c);
+    if (!c) return llm_fail(TF_ERR_OUT_OF_MEMORY, "context: out of memory");
+    c->model = m;
+    tf_status s = llm_cache_new_seqs(m->llm, n_ctx, n_seq, &c->kv);
+    if (s != TF_OK) {
+        free(c);
+        return s;
+    }
+    *out = c;
+    return TF_OK;
+}
+
+void tf_model_context_free(tf_model_context *c) {
+    if (!c) return;
+    llm_cache_free(c->kv);
+    free(c);
+}
+
+int64_t tf_model_context_used(const tf_model_context *c) { return c ? c->kv->n_past : 0; }
+int64_t tf_model_seq_pos_max(const tf_model_context *c, int32_t seq) { return c ? llm_cache_seq_pos_max(c->kv, seq) : -1; }
+
+tf_status tf_model_seq_rm(tf_model_context *c, int32_t seq, int64_t p0, int64_t p1) {
+    if (!c) return llm_fail(TF_ERR_INVALID_ARGUMENT, "context: none");
+    return llm_cache_seq_rm(c->kv, seq, p0, p1);
+}
+
+tf_status tf_model_seq_cp(tf_model_context *c, int32_t src, int32_t dst, int64_t p0, int64_t p1) {
+    if (!c) return llm_fail(TF_ERR_INVALID_ARGUMENT, "context: none");
+    return llm_cache_seq_cp(c->kv, src, dst, p0, p1);
+}
+
+tf_status tf_model_decode(tf_model_context *c, const tf_model_batch *b, tf_tensor **logits) {
+    if (!c || !b || !logits) return llm_fail(TF_ERR_INVALID_ARGUMENT, "decode: no context, batch or output");
+    llm_batch lb = {.ids = b->ids, .pos = b->pos, .seq = b->seq, .logits = b->logits, .n = b->n};
+    return llm_decode(c->model->llm, c->kv, &lb, logits);
+}
+
+tf_status tf_model_eval(tf_model_context *c, const int32_t *ids, int64_t n, tf_tensor **logits) {
+    tf_model_batch b = {.ids = ids, .n = n};
+    return tf_model_decode(c, &b, logits);
+}
+
+/* ---- sampling -------------------------------------------------------------- */
+
+tf_sampler_params tf_sampler_default_params(void) {
+    return (tf_sampler_params){.temperature = 0.8, .top_k = 40, .top_p = 0.95, .min_p = 0.05, .repeat_penalty = 1.0,
+                               .penalty_last_n = 64, .seed = 0};
+}
+
+tf_status tf_sampler_new(const tf_sampler_params *p, tf_sampler **out) {
+    if (!p || !out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "sampler: no parameters or no output");
+    *out = NULL;
+    bool finite = p->temperature == p->temperature && p->top_p == p->top_p && p->min_p == p->min_p &&
+                  p->frequency_penalty == p->frequency_penalty && p->presence_penalty == p->presence_penalty;
+    if (!finite || !(p->repeat_penalty > 0) || p->penalty_last_n < 0 || p->penalty_last_n > (1 << 24))
+        return llm_fail(TF_ERR_INVALID_ARGUMENT, "sampler: a NaN parameter, a repeat penalty <= 0 or a penalty window "
+                        "outside [0, 2^24]");
+    tf_sampler *s = calloc(1, sizeof *s);
+    if (!s) return llm_fail(TF_ERR_OUT_OF_MEMORY, "sampler: out of memory");
+    s->s = (llm_sampler){.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p, .min_p = p->min_p,
+                         .repeat_penalty = p->repeat_penalty, .frequency_penalty = p->frequency_penalty,
+                         .presence_penalty = p->presence_penalty, .penalty_last_n = p->penalty_last_n};
+    llm_sampler_seed(&s->s, p->seed);
+    *out = s;
+    return TF_OK;
+}
+
+void tf_sampler_free(tf_sampler *s) {
+    if (!s) return;
+    llm_sampler_reset(&s->s);
+    free(s);
+}
+
+tf_status tf_sampler_accept(tf_sampler *s, int32_t id) {
+    if (!s) return llm_fail(TF_ERR_INVALID_ARGUMENT, "sampler: none");
+    return llm_sampler_accept(&s->s, id) == TF_OK ? TF_OK : llm_fail(TF_ERR_OUT_OF_MEMORY, "sampler: out of memory");
+}
+
+tf_status tf_sampler_sample(tf_sampler *s, const tf_tensor *logits, int64_t row, int32_t *id) {
+    if (!s || !logits || !id) return llm_fail(TF_ERR_INVALID_ARGUMENT, "sampler: no sampler, logits or output");
+    if (tf_tensor_ndim(logits) != 2 || tf_tensor_dtype(logits) != TF_F32 || row < 0 || row >= tf_tensor_shape(logits)[0])
+        return llm_fail(TF_ERR_SHAPE, "sampler: logits are not [rows, n_vocab] f32 with a row %lld", (long long)row);
+    int64_t n = tf_tensor_shape(logits)[1];
+    tf_tensor *r = NULL;
+    float *v = malloc((size_t)n * sizeof *v);
+    tf_status st = v ? tf_slice(logits, 0, row, row + 1, 1, &r) : TF_ERR_OUT_OF_MEMORY;
+    if (st == TF_OK) st = tf_tensor_read(r, v, (size_t)n * sizeof *v);
+    tf_tensor_release(r);
+    int32_t chosen = st == TF_OK ? llm_sample(&s->s, v, n) : -1;
+    free(v);
+    if (st != TF_OK) return llm_fail(st, "sampler: reading the logits: %s", tf_last_error());
+    if (chosen < 0) return llm_fail(TF_ERR_NOT_FINITE, "sampler: no finite logit to choose");
+    if (llm_sampler_accept(&s->s, chosen) != TF_OK) return llm_fail(TF_ERR_OUT_OF_MEMORY, "sampler: out of memory");
+    *id = chosen;
+    return TF_OK;
+}

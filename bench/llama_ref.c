@@ -10,7 +10,12 @@
  * prompt's ids, then for the prompt's last position and each of STEPS greedy
  * steps: the argmax, the log-sum-exp of all logits, and the TOPK largest
  * logits with their ids. Each greedy token is fed back, so the steps are
- * llama.cpp's own continuation. */
+ * llama.cpp's own continuation.
+ *
+ *   llama_ref --ids MODEL "ID ID ..." LOGITS_OUT [STEPS] [TOPK]
+ *
+ * does the same from token ids, for models without a vocabulary (the tiny
+ * family models of tests/llm/families). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +86,8 @@ static void write_step(FILE *out, int step, const float *logits, int n_vocab, in
     *argmax = best;
 }
 
+static int continue_greedily(struct llama_model *model, llama_token *ids, int32_t k, FILE *out, int steps, int topk);
+
 static int write_logits(struct llama_model *model, const char *prompt_path, const char *out_path, int steps, int topk) {
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     FILE *in = fopen(prompt_path, "rb"), *out = fopen(out_path, "w");
@@ -88,9 +95,28 @@ static int write_logits(struct llama_model *model, const char *prompt_path, cons
     static char text[1 << 16];
     size_t n = fread(text, 1, sizeof text, in);
     fclose(in);
-    llama_token ids[4096];
+    static llama_token ids[4096];
     int32_t k = llama_tokenize(vocab, text, (int32_t)n, ids, 4096, true, true);
     if (k <= 0) return fprintf(stderr, "llama_ref: prompt tokenize failed\n"), 1;
+    return continue_greedily(model, ids, k, out, steps, topk);
+}
+
+static int write_logits_from_ids(struct llama_model *model, const char *id_text, const char *out_path, int steps, int topk) {
+    FILE *out = fopen(out_path, "w");
+    if (!out) return perror("llama_ref"), 1;
+    static llama_token ids[4096];
+    int32_t k = 0;
+    for (char *p = (char *)id_text, *end; k < 4096; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[k++] = (llama_token)v;
+    }
+    if (k <= 0) return fprintf(stderr, "llama_ref: no ids\n"), 1;
+    return continue_greedily(model, ids, k, out, steps, topk);
+}
+
+static int continue_greedily(struct llama_model *model, llama_token *ids, int32_t k, FILE *out, int steps, int topk) {
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
     fprintf(out, "prompt %d", k);
     for (int32_t i = 0; i < k; i++) fprintf(out, " %d", ids[i]);
     fputc('\n', out);
@@ -115,12 +141,20 @@ static int write_logits(struct llama_model *model, const char *prompt_path, cons
 }
 
 int main(int argc, char **argv) {
-    if (argc < 6) {
+    if (argc < 6 && !(argc >= 5 && !strcmp(argv[1], "--ids"))) {
         fprintf(stderr, "usage: llama_ref MODEL CASES TOKENS_OUT PROMPT LOGITS_OUT [STEPS] [TOPK]\n");
         return 2;
     }
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
+    if (!strcmp(argv[1], "--ids")) {
+        struct llama_model *model = llama_model_load_from_file(argv[2], mp);
+        if (!model) return fprintf(stderr, "llama_ref: cannot load %s\n", argv[2]), 1;
+        int rc = write_logits_from_ids(model, argv[3], argv[4], argc > 5 ? atoi(argv[5]) : 16, argc > 6 ? atoi(argv[6]) : 40);
+        llama_model_free(model);
+        llama_backend_free();
+        return rc;
+    }
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) return fprintf(stderr, "llama_ref: cannot load %s\n", argv[1]), 1;
     int rc = write_tokens(llama_model_get_vocab(model), argv[2], argv[3]);

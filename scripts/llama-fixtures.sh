@@ -15,9 +15,17 @@
 # BUILD_DIR/models/mixes (cached; never committed); --mix-fixtures also
 # writes tests/llm/fixtures/mixes/TYPE/{logits,reference64}.txt from each
 # (committed).
-# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures]
+#
+# --mixes also writes the tiny models of every family the model library
+# runs (tests/llm/families/make_tiny.py, with the `gguf` package) into
+# BUILD_DIR/models/families/FAMILY/{f32,Q8_0,Q4_K_M}.gguf, checked against
+# the digests committed beside their fixtures; --family-fixtures writes
+# those fixtures: tests/llm/fixtures/families/FAMILY/TYPE/logits.txt,
+# llama.cpp's logits for the ids of tests/llm/families/prompt_ids.txt and
+# 16 greedy steps.
+# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures]
 set -euo pipefail
-build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures]}
+build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures]}
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=0.3.36
 mkdir -p "$build/peers"
@@ -34,7 +42,7 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
 fi
 # --mixes (make test) needs the library and llama-quantize only; the rest llama-bench too
 targets="llama llama-quantize"
-[ "${2:-}" = --mixes ] || targets="$targets llama-bench"
+[ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ] || targets="$targets llama-bench"
 missing=0
 for t in $targets; do [ -e "$out/bin/$t" ] || [ -e "$out/bin/lib$t.so" ] || missing=1; done
 if [ $missing = 1 ]; then
@@ -94,4 +102,41 @@ if [ "${2:-}" = --mix-fixtures ]; then
       "$dir/logits.txt" > "$dir/reference64.txt"
   done
   echo "llama-fixtures: wrote tests/llm/fixtures/mixes/*/{logits,reference64}.txt"
+fi
+
+families_dir=$build/models/families
+family_types="Q8_0 Q4_K_M"
+if [ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ]; then
+  bash "$root/scripts/fetch-models.sh" "$build" > /dev/null
+  /usr/bin/python3 "$root/tests/llm/families/make_tiny.py" "$build/models" "$families_dir" > /dev/null
+  for dir in "$families_dir"/*/; do
+    family=$(basename "$dir")
+    digest=$root/tests/llm/fixtures/families/$family/f32.sha256
+    if [ "${2:-}" = --family-fixtures ]; then
+      mkdir -p "$(dirname "$digest")"
+      (cd "$dir" && sha256sum f32.gguf) > "$digest"
+    elif [ -f "$digest" ] && ! (cd "$dir" && sha256sum --quiet -c "$digest"); then
+      echo "llama-fixtures: $dir/f32.gguf is not the file the committed $family fixtures were made from"; exit 1
+    fi
+    for type in $family_types; do
+      [ -f "$dir/$type.gguf" ] && [ "${2:-}" != --family-fixtures ] && continue
+      "$out/bin/llama-quantize" "$dir/f32.gguf" "$dir/$type.gguf.part" "$type" > "$peers/llama-quantize.log" 2>&1 ||
+        { tail -n 20 "$peers/llama-quantize.log"; exit 1; }
+      mv "$dir/$type.gguf.part" "$dir/$type.gguf"
+    done
+  done
+  echo "llama-fixtures: the tiny family models are in $families_dir"
+fi
+if [ "${2:-}" = --family-fixtures ]; then
+  ids=$(cat "$root/tests/llm/families/prompt_ids.txt")
+  for dir in "$families_dir"/*/; do
+    family=$(basename "$dir")
+    for type in f32 $family_types; do
+      fixture=$root/tests/llm/fixtures/families/$family/$type
+      mkdir -p "$fixture"
+      "$out/bin/llama_ref" --ids "$dir/$type.gguf" "$ids" "$fixture/logits.txt" 16 40 2> "$peers/llama_ref.log" ||
+        { tail -n 20 "$peers/llama_ref.log"; exit 1; }
+    done
+  done
+  echo "llama-fixtures: wrote tests/llm/fixtures/families/*/*/logits.txt"
 fi

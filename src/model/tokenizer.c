@@ -61,6 +61,11 @@ typedef struct merge_slot {
     int32_t merged;       /* the id of left + right */
 } merge_slot;
 
+/* The pre-tokenizers (tokenizer.ggml.pre) this file knows, as llama.cpp
+ * groups the names: GPT-2's pattern; smollm and its kin, every \p{N}
+ * alone first; Llama 3's pattern (digits in threes); Qwen2's (digits alone). */
+enum { PRE_GPT2, PRE_DIGITS, PRE_LLAMA3, PRE_QWEN2 };
+
 struct llm_tokenizer {
     token *tokens;
     int64_t n_tokens;
@@ -71,7 +76,8 @@ struct llm_tokenizer {
     int n_specials;
     int32_t bos, eos;
     bool add_bos;
-    bool split_digits;    /* smollm and its kin: every \p{N} alone first */
+    int pre;              /* the pre-tokenizer: PRE_GPT2, PRE_DIGITS, PRE_LLAMA3 or PRE_QWEN2 */
+    bool strip_space_prefix;   /* detokenizing drops the space tokenizing put first (SentencePiece) */
     int32_t byte_token[256];
 };
 
@@ -353,8 +359,18 @@ static tf_status load_specials(llm_tokenizer *t) {
     return TF_OK;
 }
 
+static const struct {
+    const char *name;
+    int pre;
+} pre_names[] = {
+    {"default", PRE_GPT2},     {"gpt2", PRE_GPT2},          {"smollm", PRE_DIGITS},     {"starcoder", PRE_DIGITS},
+    {"refact", PRE_DIGITS},    {"command-r", PRE_DIGITS},   {"codeshell", PRE_DIGITS},  {"exaone", PRE_DIGITS},
+    {"minerva", PRE_DIGITS},   {"llama3", PRE_LLAMA3},      {"llama-v3", PRE_LLAMA3},   {"llama-bpe", PRE_LLAMA3},
+    {"falcon3", PRE_LLAMA3},   {"pixtral", PRE_LLAMA3},     {"qwen2", PRE_QWEN2},       {"deepseek-r1-qwen", PRE_QWEN2},
+    {"megrez", PRE_QWEN2},
+};
+
 static tf_status check_model(llm_tokenizer *t, const tf_gguf *f) {
-    static const char *const digit_split[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"};
     int64_t km, kp;
     const char *model, *pre = "default";
     size_t model_len, pre_len = 7;
@@ -365,11 +381,13 @@ static tf_status check_model(llm_tokenizer *t, const tf_gguf *f) {
         return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: model '%.*s' is not byte-level BPE (gpt2)", (int)model_len, model);
     if ((kp = tf_gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 && tf_gguf_get_string(f, kp, 0, &pre, &pre_len) != TF_OK)
         return llm_fail(TF_ERR_FORMAT, "tokenizer: tokenizer.ggml.pre is not a string");
-    for (size_t i = 0; i < sizeof digit_split / sizeof digit_split[0]; i++)
-        if (pre_len == strlen(digit_split[i]) && memcmp(pre, digit_split[i], pre_len) == 0) t->split_digits = true;
-    if (!t->split_digits && !(pre_len == 4 && memcmp(pre, "gpt2", 4) == 0))
-        return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not known here", (int)pre_len, pre);
-    return TF_OK;
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
+        if (pre_len == strlen(pre_names[i].name) && !memcmp(pre, pre_names[i].name, pre_len)) {
+            t->pre = pre_names[i].pre;
+            return TF_OK;
+        }
+    return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not known here", (int)(pre_len < 64 ? pre_len : 64),
+                    pre);
 }
 
 tf_status llm_tokenizer_load(const tf_gguf *f, llm_tokenizer **out) {
@@ -587,11 +605,65 @@ static tf_status digit_split(const llm_tokenizer *t, const cps *c, size_t from, 
     return s;
 }
 
+static bool is_cr_or_lf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+
+/* Llama 3's pattern, with digits in runs of at most max_digits (Qwen2: 1):
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ * ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * over code points [from, to), as llama.cpp's hand-written matcher reads it. */
+static tf_status llama3_like_split(const llm_tokenizer *t, const cps *c, size_t from, size_t to, id_list *out,
+                                   size_t max_digits) {
+    tf_status s = TF_OK;
+    for (size_t pos = from; pos < to && s == TF_OK;) {
+        size_t start = pos;
+        uint32_t cp = c->cp[pos];
+        int cls = class_of(c, pos, to);
+        uint32_t next = pos + 1 < to ? c->cp[pos + 1] : 0;
+        uint32_t lower = next >= 'A' && next <= 'Z' ? next + 32 : next;
+        uint32_t lower2 = pos + 2 < to ? (c->cp[pos + 2] >= 'A' && c->cp[pos + 2] <= 'Z' ? c->cp[pos + 2] + 32 : c->cp[pos + 2]) : 0;
+        if (cp == '\'' && pos + 1 < to && (lower == 's' || lower == 't' || lower == 'm' || lower == 'd')) {
+            pos += 2;
+        } else if (cp == '\'' && pos + 2 < to && ((lower == 'r' && lower2 == 'e') || (lower == 'v' && lower2 == 'e') ||
+                                                   (lower == 'l' && lower2 == 'l'))) {
+            pos += 3;
+        } else if (!is_cr_or_lf(cp) && cls != NUMBER && (cls == LETTER || class_of(c, pos + 1, to) == LETTER)) {
+            pos++;                                          /* one optional lead, then letters */
+            while (class_of(c, pos, to) == LETTER) pos++;
+        } else if (cls == NUMBER) {
+            while (pos < to && class_of(c, pos, to) == NUMBER && pos - start < max_digits) pos++;
+        } else if ((cp == ' ' ? class_of(c, pos + 1, to) : cls) == OTHER) {
+            pos += cp == ' ';
+            while (class_of(c, pos, to) == OTHER) pos++;
+            while (pos < to && is_cr_or_lf(c->cp[pos])) pos++;
+        } else {
+            size_t spaces = 0, last_newline_end = 0;
+            for (; class_of(c, pos + spaces, to) == SPACE; spaces++)
+                if (is_cr_or_lf(c->cp[pos + spaces])) last_newline_end = pos + spaces + 1;
+            if (last_newline_end) pos = last_newline_end;                 /* \s*[\r\n]+ */
+            else if (spaces > 1 && pos + spaces < to) pos += spaces - 1;  /* \s+(?!\S) */
+            else if (spaces > 0) pos += spaces;                           /* \s+ */
+            else pos++;
+        }
+        s = emit_word(t, c, start, pos, out);
+    }
+    return s;
+}
+
+static tf_status llama3_split(const llm_tokenizer *t, const cps *c, size_t from, size_t to, id_list *out) {
+    return llama3_like_split(t, c, from, to, out, 3);
+}
+
+static tf_status qwen2_split(const llm_tokenizer *t, const cps *c, size_t from, size_t to, id_list *out) {
+    return llama3_like_split(t, c, from, to, out, 1);
+}
+
 static tf_status tokenize_fragment(const llm_tokenizer *t, const char *text, size_t len, id_list *out) {
     cps c = {malloc((len + 1) * sizeof *c.cp), NULL, 0};
     if (!c.cp) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (size_t i = 0, used; i < len; i += used) c.cp[c.n++] = utf8_next((const unsigned char *)text + i, len - i, &used);
-    tf_status s = (t->split_digits ? digit_split : gpt2_split)(t, &c, 0, c.n, out);
+    word_fn split = t->pre == PRE_DIGITS ? digit_split : t->pre == PRE_LLAMA3 ? llama3_split
+                  : t->pre == PRE_QWEN2 ? qwen2_split : gpt2_split;
+    tf_status s = split(t, &c, 0, c.n, out);
     free(c.cp);
     return s;
 }
@@ -649,6 +721,27 @@ const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len) {
     }
     *len = t->tokens[id].nbytes;
     return t->tokens[id].bytes;
+}
+
+tf_status llm_detokenize(const llm_tokenizer *t, const int32_t *ids, int64_t n, char **out, size_t *len) {
+    size_t total = 0;
+    int64_t first = n > 0 && t->add_bos && ids[0] == t->bos ? 1 : 0;     /* the BOS tokenizing added */
+    for (int64_t i = first; i < n; i++) total += ids[i] >= 0 && ids[i] < t->n_tokens ? t->tokens[ids[i]].nbytes : 0;
+    char *text = malloc(total + 1);
+    if (!text) return llm_fail(TF_ERR_OUT_OF_MEMORY, "detokenize: out of memory");
+    size_t at = 0;
+    for (int64_t i = first; i < n; i++) {
+        size_t k;
+        const char *b = llm_token_bytes(t, ids[i], &k);
+        memcpy(text + at, b, k);
+        at += k;
+    }
+    text[at] = 0;
+    size_t skip = t->strip_space_prefix && at > 0 && text[0] == ' ' ? 1 : 0;   /* SentencePiece's added space */
+    memmove(text, text + skip, at - skip + 1);
+    *out = text;
+    *len = at - skip;
+    return TF_OK;
 }
 
 int64_t llm_vocab_size(const llm_tokenizer *t) { return t->n_tokens; }

@@ -30,6 +30,10 @@ tf_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, boo
 /* The bytes a token stands for (a byte-level token decoded to raw bytes;
  * a control token as its text). May be a partial UTF-8 sequence. */
 const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len);
+/* The text of ids: their bytes joined, without the BOS tokenizing put
+ * first and (SentencePiece) the space it put before the text. *out is
+ * malloc'ed and NUL-terminated. */
+tf_status llm_detokenize(const llm_tokenizer *t, const int32_t *ids, int64_t n, char **out, size_t *len);
 int64_t llm_vocab_size(const llm_tokenizer *t);
 int32_t llm_token_bos(const llm_tokenizer *t);
 int32_t llm_token_eos(const llm_tokenizer *t);

@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""Vocabulary-only GGUFs for the tokenizer tests: SmolLM2's byte-level BPE
+vocabulary and merges under the pre-tokenizers of other families
+(tokenizer.ggml.pre = llama-bpe, as Llama 3 files name it, and qwen2), with
+the few llama.* keys llama.cpp reads before it reads a vocabulary. Written
+by the `gguf` package; llama.cpp's tokenization of each is the reference.
+usage: make_vocabs.py GGUF_PACKAGE_DIR SMOLLM2_GGUF OUT_DIR"""
+import os
+import sys
+
+sys.path.insert(0, sys.argv[1])
+import gguf  # noqa: E402
+
+SOURCE_KEYS = ["tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+               "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"]
+
+
+def main():
+    r = gguf.GGUFReader(sys.argv[2])
+    os.makedirs(sys.argv[3], exist_ok=True)
+    for pre in ("llama-bpe", "qwen2"):
+        w = gguf.GGUFWriter(os.path.join(sys.argv[3], pre + ".gguf"), "llama")
+        for key, value in (("block_count", 1), ("context_length", 64), ("embedding_length", 64),
+                           ("feed_forward_length", 64), ("attention.head_count", 1)):
+            w.add_uint32("llama." + key, value)
+        w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+        w.add_string("tokenizer.ggml.model", "gpt2")
+        w.add_string("tokenizer.ggml.pre", pre)
+        tokens = r.fields["tokenizer.ggml.tokens"].contents()
+        w.add_token_list(tokens)
+        w.add_token_types(r.fields["tokenizer.ggml.token_type"].contents())
+        w.add_token_merges(r.fields["tokenizer.ggml.merges"].contents())
+        w.add_bos_token_id(r.fields["tokenizer.ggml.bos_token_id"].contents())
+        w.add_eos_token_id(r.fields["tokenizer.ggml.eos_token_id"].contents())
+        w.add_add_bos_token(False)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+
+if __name__ == "__main__":
+    main()

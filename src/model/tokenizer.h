@@ -1,4 +1,5 @@
-/* The byte-level BPE tokenizer of GPT-2-style models, read from a GGUF
+/* The tokenizers of GGUF files: byte-level BPE and SentencePiece. The
+ * byte-level BPE tokenizer of GPT-2-style models, read from a GGUF
  * file's metadata (tokenizer.ggml.*): the vocabulary, the merges with their
  * ranks, the token types (control tokens are matched in text as a whole),
  * the pre-tokenizer named by tokenizer.ggml.pre, and BOS/EOS. It reproduces
@@ -35,6 +36,9 @@ const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len);
  * malloc'ed and NUL-terminated. */
 tf_status llm_detokenize(const llm_tokenizer *t, const int32_t *ids, int64_t n, char **out, size_t *len);
 int64_t llm_vocab_size(const llm_tokenizer *t);
+/* llama.cpp's token type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; -1 out of range. */
+int llm_token_type(const llm_tokenizer *t, int32_t id);
+bool llm_tokenizer_is_spm(const llm_tokenizer *t);
 int32_t llm_token_bos(const llm_tokenizer *t);
 int32_t llm_token_eos(const llm_tokenizer *t);
 bool llm_add_bos(const llm_tokenizer *t);

@@ -49,10 +49,17 @@ static void check_one(const llm_tokenizer *tok, const char *hex, size_t hex_len,
         for (int i = 0; i < n_want; i++) printf(" %d", want[i]);
         printf("\n");
     }
-    /* the ids' text is the string again */
+    /* The ids' text is the string again, except where SentencePiece put a
+     * space after a special token (as it does: the text after one is a
+     * new fragment with its own space prefix). */
+    bool spaced = false;
+    for (int64_t i = 0; s == TF_OK && llm_tokenizer_is_spm(tok) && i < n_got; i++) {
+        int type = llm_token_type(tok, got[i]);
+        spaced = spaced || ((type == 2 || type == 3 || type == 4) && got[i] != llm_token_bos(tok));
+    }
     char *back = NULL;
     size_t n_back = 0;
-    if (s == TF_OK && llm_detokenize(tok, got, n_got, &back, &n_back) == TF_OK)
+    if (s == TF_OK && !spaced && llm_detokenize(tok, got, n_got, &back, &n_back) == TF_OK)
         EXPECT(n_back == len && !memcmp(back, text, len), "decoding \"%.60s\" gives \"%.*s\"", text, (int)n_back, back);
     free(back);
     free(got);

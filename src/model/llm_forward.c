@@ -82,8 +82,84 @@ static tf_status softcap(scratch *s, const tf_tensor *x, double c, tf_tensor **o
 
 /* [n, heads*dim] -> [1, heads, n, dim]: normed per head when the family
  * says (q/k norms), rotated by position when rope. */
+/* What every layer of one decode shares: the tokens' positions, the cells
+ * they are written to, and who sees whom. On the common path (one
+ * sequence whose cells are its positions in order, as a plain generation
+ * leaves them) attention is causal from `first` and needs no mask but the
+ * window's; otherwise the masks say, per token and cell, whether the cell
+ * is of the token's sequence and at or before its position. */
+typedef struct plan {
+    tf_tensor *pos;              /* [n] i64 */
+    int64_t first, n_keys;       /* the batch's cells are [first, first + n); queries see [0, n_keys) */
+    bool causal;                 /* the common path: causal from `first` */
+    tf_tensor *mask[2];          /* additive [1, 1, n, n_keys]: global and local layers; NULL: none */
+    tf_tensor *cos[2], *sin[2];  /* [n, 1, rope_dims/2] angle tables where tf_rope's angles do not serve; NULL: tf_rope */
+} plan;
+
+/* x [n, heads, d] rotated by angle tables [n, 1, rotary/2]: pairs
+ * (i, i + rotary/2) for NeoX, (2i, 2i+1) for llama's interleaved layout;
+ * dims past the rotary ones pass through. */
+static tf_status rope_by_table(scratch *s, const llm_model *m, const tf_tensor *x, const tf_tensor *cs,
+                               const tf_tensor *sn, tf_tensor **out) {
+    const int64_t n = tf_tensor_shape(x)[0], h = tf_tensor_shape(x)[1], d = tf_tensor_shape(x)[2];
+    const int64_t r = m->cfg.rope_dims, half = r / 2;
+    bool neox = m->arch->rope_mode == TF_ROPE_HALF_SPLIT;
+    tf_tensor *src = (tf_tensor *)x, *a, *b, *ac, *bs, *as, *bc, *ya, *yb, *rot, *pass;
+    if (!neox) {                                   /* [n, h, r/2, 2]: the pairs side by side */
+        tf_tensor *head;
+        TRY(tf_slice(x, 2, 0, r, 1, &head));
+        keep(s, head);
+        TRY(tf_reshape(head, 4, (int64_t[]){n, h, half, 2}, &src));
+        keep(s, src);
+    }
+    int axis = neox ? 2 : 3;
+    TRY(tf_slice(src, axis, 0, neox ? half : 1, 1, &a));
+    keep(s, a);
+    TRY(tf_slice(src, axis, neox ? half : 1, neox ? r : 2, 1, &b));
+    keep(s, b);
+    const tf_tensor *c4 = cs, *s4 = sn;
+    if (!neox) {                                   /* the tables as [n, 1, r/2, 1] */
+        tf_tensor *cr, *sr;
+        TRY(tf_unsqueeze(cs, 3, &cr));
+        keep(s, cr);
+        TRY(tf_unsqueeze(sn, 3, &sr));
+        keep(s, sr);
+        c4 = cr;
+        s4 = sr;
+    }
+    TRY(tf_mul(a, c4, &ac));
+    keep(s, ac);
+    TRY(tf_mul(b, s4, &bs));
+    keep(s, bs);
+    TRY(tf_mul(a, s4, &as));
+    keep(s, as);
+    TRY(tf_mul(b, c4, &bc));
+    keep(s, bc);
+    TRY(tf_sub(ac, bs, &ya));
+    keep(s, ya);
+    TRY(tf_add(as, bc, &yb));
+    keep(s, yb);
+    TRY(tf_concat(2, (const tf_tensor *const[]){ya, yb}, axis, &rot));
+    keep(s, rot);
+    if (!neox) {
+        tf_tensor *flat;
+        TRY(tf_reshape(rot, 3, (int64_t[]){n, h, r}, &flat));
+        keep(s, flat);
+        rot = flat;
+    }
+    if (r == d) {
+        *out = rot;
+        return TF_OK;
+    }
+    TRY(tf_slice(x, 2, r, d, 1, &pass));
+    keep(s, pass);
+    TRY(tf_concat(2, (const tf_tensor *const[]){rot, pass}, 2, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
 static tf_status to_heads(scratch *s, const llm_model *m, const llm_layer *L, const tf_tensor *x, int64_t heads,
-                          const tf_tensor *norm, const tf_tensor *pos, bool rope, tf_tensor **out) {
+                          const tf_tensor *norm, const plan *p, bool rope, tf_tensor **out) {
     const llm_config *c = &m->cfg;
     tf_tensor *split, *normed, *rotated, *heads_first;
     int64_t n = tf_tensor_shape(x)[0];
@@ -95,9 +171,13 @@ static tf_status to_heads(scratch *s, const llm_model *m, const llm_layer *L, co
         keep(s, normed);
     }
     rotated = normed;
-    if (rope) {
+    int kind = L->local && c->n_swa > 0;
+    if (rope && p->cos[kind]) {
+        tf_status st = rope_by_table(s, m, normed, p->cos[kind], p->sin[kind], &rotated);
+        if (st != TF_OK) return st;
+    } else if (rope) {
         double base = L->local ? c->rope_base_local : c->rope_base;
-        TRY(tf_rope(normed, pos, 0, c->rope_dims, base, m->arch->rope_mode, &rotated));
+        TRY(tf_rope(normed, p->pos, 0, c->rope_dims, base, m->arch->rope_mode, &rotated));
         keep(s, rotated);
     }
     TRY(tf_permute(rotated, (int[]){1, 0, 2}, &heads_first));
@@ -120,23 +200,39 @@ static tf_status append_kv(scratch *s, tf_tensor *cache, const tf_tensor *rows, 
     return TF_OK;
 }
 
-/* What every layer of one decode shares: the tokens' positions, the cells
- * they are written to, and who sees whom. On the common path (one
- * sequence whose cells are its positions in order, as a plain generation
- * leaves them) attention is causal from `first` and needs no mask but the
- * window's; otherwise the masks say, per token and cell, whether the cell
- * is of the token's sequence and at or before its position. */
-typedef struct plan {
-    tf_tensor *pos;              /* [n] i64 */
-    int64_t first, n_keys;       /* the batch's cells are [first, first + n); queries see [0, n_keys) */
-    bool causal;                 /* the common path: causal from `first` */
-    tf_tensor *mask[2];          /* additive [1, 1, n, n_keys]: global and local layers; NULL: none */
-} plan;
 
 static void plan_free(plan *p) {
     tf_tensor_release(p->pos);
-    tf_tensor_release(p->mask[0]);
-    tf_tensor_release(p->mask[1]);
+    for (int i = 0; i < 2; i++) {
+        tf_tensor_release(p->mask[i]);
+        tf_tensor_release(p->cos[i]);
+        tf_tensor_release(p->sin[i]);
+    }
+}
+
+/* The angles pos * scale * base^(-2i/d) / factor_i as cos and sin tables
+ * [n, 1, d/2], for scaled RoPE (linear scaling, Llama 3.1's divisors),
+ * which the rotation op does not take. f64 here, rounded once. */
+static tf_status rope_tables(const llm_model *m, const int64_t *pos, int64_t n, double base, double scale,
+                             tf_tensor **cos_out, tf_tensor **sin_out) {
+    const int64_t half = m->cfg.rope_dims / 2;
+    float *c = malloc((size_t)(2 * n * half) * sizeof *c);
+    if (!c) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
+    float *sn = c + n * half;
+    for (int64_t i = 0; i < half; i++) {
+        double freq = scale * pow(base, -2.0 * (double)i / (double)m->cfg.rope_dims) /
+                      (m->rope_factors ? m->rope_factors[i] : 1.0);
+        for (int64_t r = 0; r < n; r++) {
+            double a = (double)pos[r] * freq;
+            c[r * half + i] = (float)cos(a);
+            sn[r * half + i] = (float)sin(a);
+        }
+    }
+    int64_t shape[3] = {n, 1, half};
+    tf_status st = tf_tensor_from_data(m->dev, TF_F32, 3, shape, c, cos_out);
+    if (st == TF_OK) st = tf_tensor_from_data(m->dev, TF_F32, 3, shape, sn, sin_out);
+    free(c);
+    return st == TF_OK ? TF_OK : llm_fail(st, "forward: RoPE tables: %s", tf_last_error());
 }
 
 /* The cells seen by batch entry i: of its sequence, at or before its
@@ -182,6 +278,11 @@ static tf_status plan_new(const llm_model *m, const llm_cache *kv, const llm_bat
     for (int64_t i = 0; i < b->n && c->n_swa > 0; i++) window_hides = window_hides || pos[i] >= c->n_swa;
     if (st == TF_OK && window_hides) st = build_mask(m, kv, b, pos, seq, c->n_swa, &p->mask[1]);
     else if (st == TF_OK && p->mask[0]) p->mask[1] = tf_tensor_retain(p->mask[0]);
+    /* Scaled RoPE: global layers scale, local ones (Gemma 3) do not. */
+    if (st == TF_OK && (c->rope_scale != 1.0 || m->rope_factors))
+        st = rope_tables(m, pos, b->n, c->rope_base, c->rope_scale, &p->cos[0], &p->sin[0]);
+    if (st == TF_OK && m->rope_factors && c->n_swa > 0)
+        st = rope_tables(m, pos, b->n, c->rope_base_local, 1.0, &p->cos[1], &p->sin[1]);
     return st;
 }
 
@@ -247,9 +348,9 @@ static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, t
     keep(s, k);
     TRY(tf_slice(qkv, 1, qd + kvw, qd + 2 * kvw, 1, &v));
     keep(s, v);
-    if ((st = to_heads(s, m, L, q, c->n_head, L->q_norm, p->pos, true, &qh)) ||
-        (st = to_heads(s, m, L, k, c->n_head_kv, L->k_norm, p->pos, true, &kh)) ||
-        (st = to_heads(s, m, L, v, c->n_head_kv, NULL, p->pos, false, &vh)))
+    if ((st = to_heads(s, m, L, q, c->n_head, L->q_norm, p, true, &qh)) ||
+        (st = to_heads(s, m, L, k, c->n_head_kv, L->k_norm, p, true, &kh)) ||
+        (st = to_heads(s, m, L, v, c->n_head_kv, NULL, p, false, &vh)))
         return st;
     if ((st = append_kv(s, kc, kh, p->first, n, &k_all)) || (st = append_kv(s, vc, vh, p->first, n, &v_all))) return st;
     if ((st = attend(s, m, L, p, qh, k_all, v_all, &a))) return st;

@@ -64,23 +64,27 @@ static tf_status read_arch(const tf_gguf *f, const llm_arch **arch) {
     return TF_OK;
 }
 
-/* RoPE scaling the rotation op cannot express (a linear factor other than
- * 1, YaRN, LongRoPE) is refused rather than run at the wrong angles. */
-static tf_status check_rope_scaling(const tf_gguf *f, const char *arch) {
+/* RoPE scaling: none, or linear (angles times 1/factor, llama.cpp's
+ * freq_scale). YaRN and LongRoPE change more than the angles and are
+ * refused rather than run at the wrong ones. */
+static tf_status read_rope_scaling(const tf_gguf *f, const char *arch, double *scale) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
     int64_t k = tf_gguf_find_key(f, key);
     const char *type = "linear";
     size_t len = 6;
+    *scale = 1.0;
     if (k >= 0 && tf_gguf_get_string(f, k, 0, &type, &len) != TF_OK)
         return llm_fail(TF_ERR_FORMAT, "model: %s is not a string", key);
     if (len == 4 && !memcmp(type, "none", 4)) return TF_OK;
     double factor;
     tf_status s = config_float(f, arch, "rope.scaling.factor", 1.0, 0.0, 1e6, &factor);
+    if (s == TF_OK && factor == 1.0) s = config_float(f, arch, "rope.scale_linear", 1.0, 0.0, 1e6, &factor);   /* the old key */
     if (s != TF_OK) return s;
-    if (!(len == 6 && !memcmp(type, "linear", 6)) || factor != 1.0)
-        return llm_fail(TF_ERR_UNSUPPORTED, "model: RoPE scaling '%.*s' with factor %g is not supported",
+    if (!(len == 6 && !memcmp(type, "linear", 6)) && factor != 1.0)
+        return llm_fail(TF_ERR_UNSUPPORTED, "model: RoPE scaling '%.*s' (factor %g) is not supported; linear is",
                         (int)(len < 32 ? len : 32), type, factor);
+    *scale = 1.0 / factor;
     return TF_OK;
 }
 
@@ -150,7 +154,7 @@ static tf_status read_attention(const tf_gguf *f, const llm_arch *arch, llm_conf
     if (s == TF_OK)
         s = config_float(f, a, "rope.freq_base_swa", arch->local_base_is_global ? c->rope_base : 10000.0, 1.0, 1e12,
                          &c->rope_base_local);
-    if (s == TF_OK) s = check_rope_scaling(f, a);
+    if (s == TF_OK) s = read_rope_scaling(f, a, &c->rope_scale);
     if (s == TF_OK) s = config_float(f, a, "attention.layer_norm_rms_epsilon", 1e-5, 0.0, 0.1, &c->rms_eps);
     /* Soft caps bound scores and logits to (-c, c): a few tens in practice. */
     if (s == TF_OK && arch->attn_softcap)
@@ -409,6 +413,24 @@ static tf_status check_every_tensor_used(const loader *ld, const char *arch, int
     return TF_OK;
 }
 
+/* Llama 3.1's long-context RoPE: a divisor per rotated pair, read to the
+ * host (the angle tables are made there). Positive and finite. */
+static tf_status load_rope_factors(loader *ld, llm_model *m) {
+    int64_t n = m->cfg.rope_dims / 2;
+    tf_tensor *t = NULL;
+    tf_status s = load_vector(ld, "rope_freqs.weight", n, &t);
+    if (s == TF_OK && !(m->rope_factors = malloc((size_t)n * sizeof *m->rope_factors)))
+        s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    if (s == TF_OK && (s = tf_tensor_read(t, m->rope_factors, (size_t)n * sizeof(float))) != TF_OK)
+        s = llm_fail(s, "model: reading rope_freqs.weight: %s", tf_last_error());
+    for (int64_t i = 0; s == TF_OK && i < n; i++)
+        if (!(m->rope_factors[i] > 0))
+            s = llm_fail(TF_ERR_FORMAT, "model: rope_freqs.weight holds %g at %lld; divisors are positive",
+                         (double)m->rope_factors[i], (long long)i);
+    tf_tensor_release(t);
+    return s;
+}
+
 static tf_status load_weights(loader *ld, llm_model *m) {
     const llm_config *c = &m->cfg;
     tf_status s = load_weight(ld, "token_embd.weight", 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->tok_embd);
@@ -418,6 +440,7 @@ static tf_status load_weights(loader *ld, llm_model *m) {
     else if (s == TF_OK)
         m->output = tf_tensor_retain(m->tok_embd);
     if (s == TF_OK && has_tensor(ld, "output.bias")) s = load_vector(ld, "output.bias", c->n_vocab, &m->output_bias);
+    if (s == TF_OK && has_tensor(ld, "rope_freqs.weight")) s = load_rope_factors(ld, m);
     if (s == TF_OK && !(m->layers = calloc((size_t)c->n_layer, sizeof *m->layers)))
         s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
     if (s == TF_OK) s = read_local_layers(ld->f, m->arch, c, m->layers);
@@ -453,6 +476,7 @@ void llm_model_free(llm_model *m) {
     tf_tensor_release(m->out_norm);
     tf_tensor_release(m->output);
     tf_tensor_release(m->output_bias);
+    free(m->rope_factors);
     free(m);
 }
 

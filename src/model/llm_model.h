@@ -40,6 +40,7 @@ const char *llm_arch_names(void);
 typedef struct llm_config {
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train, rope_dims;
     double rope_base, rope_base_local, rms_eps;
+    double rope_scale;            /* global layers' linear RoPE scaling: angles times this (1: none) */
     double attn_scale;            /* multiplies q . k */
     double attn_softcap, final_softcap;   /* 0: none */
     int64_t n_swa;                /* the local layers' window: a query at p sees keys at p - n_swa < q <= p; 0: none */
@@ -73,6 +74,7 @@ typedef struct llm_model {
     tf_device *dev;
     tf_tensor *tok_embd, *out_norm, *output;       /* output is tok_embd when the embeddings are tied */
     tf_tensor *output_bias;                        /* [n_vocab] or NULL */
+    float *rope_factors;                           /* rope_freqs.weight (Llama 3.1+): angle i divided by [i]; NULL: none */
     llm_layer *layers;
 } llm_model;
 

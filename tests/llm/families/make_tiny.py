@@ -32,10 +32,17 @@ FAMILIES = {
                          "attention.sliding_window": 4}),
     "gemma3": dict(layers=3, head=64, qk_norm=True, post_norms=True, base=1000000.0,
                    keys={"attention.sliding_window": 4, "attention.sliding_window_pattern": 3}),
+    # Long-context RoPE: Llama 3.1's per-pair divisors (rope_freqs.weight),
+    # Gemma 3's linear scaling of its global layers.
+    "llama-rope-freqs": dict(arch="llama", layers=2, head=64, untied=True, base=500000.0, rope_freqs=True),
+    "gemma3-linear": dict(arch="gemma3", layers=3, head=64, qk_norm=True, post_norms=True, base=1000000.0,
+                          keys={"attention.sliding_window": 4, "attention.sliding_window_pattern": 3,
+                                "rope.scaling.factor": 8.0}, strings={"rope.scaling.type": "linear"}),
 }
 
 
-def family_file(name, spec, out, rng):
+def family_file(variant, spec, out, rng):
+    name = spec.get("arch", variant)
     L, D = spec["layers"], spec["head"]
     qd, kvd = HEADS * D, KV_HEADS * D
     w = gguf.GGUFWriter(out, name)
@@ -53,6 +60,8 @@ def family_file(name, spec, out, rng):
     w.add_uint32(f"{name}.vocab_size", VOCAB)
     for k, v in spec.get("keys", {}).items():
         (w.add_float32 if isinstance(v, float) else w.add_uint32)(f"{name}.{k}", v)
+    for k, v in spec.get("strings", {}).items():
+        w.add_string(f"{name}.{k}", v)
     w.add_string("tokenizer.ggml.model", "none")
 
     def mat(rows, cols, gain=1.0):
@@ -71,6 +80,8 @@ def family_file(name, spec, out, rng):
     w.add_tensor("output_norm.weight", (5.0 if tied else 1.0) * norm(EMBD))
     if spec.get("untied"):
         w.add_tensor("output.weight", mat(VOCAB, EMBD, 4.0))
+    if spec.get("rope_freqs"):        # low frequencies slowed, as Llama 3.1's are
+        w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, D // 2).astype(np.float32))
     for l in range(L):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", norm(EMBD))

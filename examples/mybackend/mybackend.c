@@ -24,7 +24,19 @@
 #ifndef MYBACKEND_NAME
 #define MYBACKEND_NAME "mybackend"
 #endif
-#define BUDGET_BYTES (1ull << 30)          /* what this device offers */
+/* What this device offers: 1 GiB, or MYBACKEND_BUDGET_MB MiB (tests of
+ * memory-aware loading give it less than a model needs). */
+static uint64_t budget_bytes(void) {
+    static _Atomic uint64_t budget;
+    uint64_t b = atomic_load(&budget);
+    if (b) return b;
+    const char *env = getenv("MYBACKEND_BUDGET_MB");
+    long long mb = env ? atoll(env) : 0;
+    b = mb > 0 && mb < (1ll << 20) ? (uint64_t)mb << 20 : 1ull << 30;
+    atomic_store(&budget, b);
+    return b;
+}
+#define BUDGET_BYTES budget_bytes()
 #define CANARY 0x6d796266u                 /* "mybf" */
 
 typedef struct my_buffer {

@@ -52,14 +52,20 @@ typedef struct tf_model_params {
     tf_dtype weights;          /* TF_DTYPE_COUNT: as stored (default); TF_F32, TF_F16, TF_BF16: decoded to it */
     int64_t n_ctx;             /* cells the caller means to use, for the memory check (0: 4096, at most the trained length) */
     int64_t n_seq;             /* sequences the caller means to run, for the same check (0: 1) */
+    bool allow_split;          /* when the device is short: its first layers there, the rest on split_device */
+    const char *split_device;  /* where the rest go (NULL: "cpu") */
 } tf_model_params;
 TF_API tf_model_params tf_model_default_params(void);
 
 /* Loads a GGUF file's model. Before any weight is read, the bytes of the
  * weights and of a KV cache for params->n_ctx cells are compared with the
- * device's free memory: TF_ERR_OUT_OF_MEMORY names both when they do not
- * fit. TF_ERR_UNSUPPORTED names what is not run (the family, a RoPE
- * scaling); TF_ERR_FORMAT names the key or tensor at fault. */
+ * device's free memory. When they do not fit: TF_ERR_OUT_OF_MEMORY naming
+ * both figures, or, with allow_split, as llama.cpp's -ngl but chosen by
+ * free memory: the embeddings and as many first layers (with their cache)
+ * as fit stay on the device, the other layers and an untied output matrix
+ * go to split_device, and activations cross once per forward.
+ * TF_ERR_UNSUPPORTED names what is not run (the family, a RoPE scaling);
+ * TF_ERR_FORMAT names the key or tensor at fault. */
 TF_API tf_status tf_model_load(const char *path, const tf_model_params *params, tf_model **out);
 TF_API void tf_model_free(tf_model *m);
 
@@ -69,6 +75,8 @@ typedef struct tf_model_info {
     const char *device;            /* where the weights are */
     int64_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
     int64_t sliding_window;        /* 0: every layer attends all positions */
+    int64_t n_layer_on_device;     /* layers on `device`; the rest are on split_device */
+    const char *split_device;      /* NULL when the model is not split */
     uint64_t weight_bytes;         /* as loaded */
     bool has_tokenizer;
     int32_t bos, eos;              /* -1 when the file names none */

@@ -213,8 +213,8 @@ static void plan_free(plan *p) {
 /* The angles pos * scale * base^(-2i/d) / factor_i as cos and sin tables
  * [n, 1, d/2], for scaled RoPE (linear scaling, Llama 3.1's divisors),
  * which the rotation op does not take. f64 here, rounded once. */
-static tf_status rope_tables(const llm_model *m, const int64_t *pos, int64_t n, double base, double scale,
-                             tf_tensor **cos_out, tf_tensor **sin_out) {
+static tf_status rope_tables(const llm_model *m, tf_device *dev, const int64_t *pos, int64_t n, double base,
+                             double scale, tf_tensor **cos_out, tf_tensor **sin_out) {
     const int64_t half = m->cfg.rope_dims / 2;
     float *c = malloc((size_t)(2 * n * half) * sizeof *c);
     if (!c) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
@@ -229,15 +229,15 @@ static tf_status rope_tables(const llm_model *m, const int64_t *pos, int64_t n, 
         }
     }
     int64_t shape[3] = {n, 1, half};
-    tf_status st = tf_tensor_from_data(m->dev, TF_F32, 3, shape, c, cos_out);
-    if (st == TF_OK) st = tf_tensor_from_data(m->dev, TF_F32, 3, shape, sn, sin_out);
+    tf_status st = tf_tensor_from_data(dev, TF_F32, 3, shape, c, cos_out);
+    if (st == TF_OK) st = tf_tensor_from_data(dev, TF_F32, 3, shape, sn, sin_out);
     free(c);
     return st == TF_OK ? TF_OK : llm_fail(st, "forward: RoPE tables: %s", tf_last_error());
 }
 
 /* The cells seen by batch entry i: of its sequence, at or before its
  * position, and within `window` of it (window > 0). */
-static tf_status build_mask(const llm_model *m, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
+static tf_status build_mask(tf_device *dev, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
                             const int32_t *seq, int64_t window, tf_tensor **out) {
     const int64_t n = b->n, keys = kv->n_past + n;
     float *v = malloc((size_t)(n * keys) * sizeof *v);
@@ -250,7 +250,7 @@ static tf_status build_mask(const llm_model *m, const llm_cache *kv, const llm_b
             bool seen = cell_pos >= 0 && same_seq && cell_pos <= pos[i] && (window <= 0 || pos[i] - cell_pos < window);
             v[i * keys + j] = seen ? 0.0f : -INFINITY;
         }
-    tf_status st = tf_tensor_from_data(m->dev, TF_F32, 4, (int64_t[]){1, 1, n, keys}, v, out);
+    tf_status st = tf_tensor_from_data(dev, TF_F32, 4, (int64_t[]){1, 1, n, keys}, v, out);
     free(v);
     return st == TF_OK ? TF_OK : llm_fail(st, "forward: mask: %s", tf_last_error());
 }
@@ -265,24 +265,25 @@ static bool is_plain_run(const llm_cache *kv, const llm_batch *b, const int64_t 
     return true;
 }
 
-static tf_status plan_new(const llm_model *m, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
+/* The plan's tensors on one device (a split model has a plan on each). */
+static tf_status plan_new(const llm_model *m, tf_device *dev, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
                           const int32_t *seq, plan *p) {
     const llm_config *c = &m->cfg;
     *p = (plan){.first = kv->n_past, .n_keys = kv->n_past + b->n};
     p->causal = is_plain_run(kv, b, pos, seq);
-    tf_status st = tf_tensor_from_data(m->dev, TF_I64, 1, (int64_t[]){b->n}, pos, &p->pos);
+    tf_status st = tf_tensor_from_data(dev, TF_I64, 1, (int64_t[]){b->n}, pos, &p->pos);
     if (st != TF_OK) return llm_fail(st, "forward: positions: %s", tf_last_error());
     /* Soft-capped scores are masked by hand, so they need the causal mask too. */
-    if (!p->causal || c->attn_softcap > 0) st = build_mask(m, kv, b, pos, seq, 0, &p->mask[0]);
+    if (!p->causal || c->attn_softcap > 0) st = build_mask(dev, kv, b, pos, seq, 0, &p->mask[0]);
     bool window_hides = false;
     for (int64_t i = 0; i < b->n && c->n_swa > 0; i++) window_hides = window_hides || pos[i] >= c->n_swa;
-    if (st == TF_OK && window_hides) st = build_mask(m, kv, b, pos, seq, c->n_swa, &p->mask[1]);
+    if (st == TF_OK && window_hides) st = build_mask(dev, kv, b, pos, seq, c->n_swa, &p->mask[1]);
     else if (st == TF_OK && p->mask[0]) p->mask[1] = tf_tensor_retain(p->mask[0]);
     /* Scaled RoPE: global layers scale, local ones (Gemma 3) do not. */
     if (st == TF_OK && (c->rope_scale != 1.0 || m->rope_factors))
-        st = rope_tables(m, pos, b->n, c->rope_base, c->rope_scale, &p->cos[0], &p->sin[0]);
+        st = rope_tables(m, dev, pos, b->n, c->rope_base, c->rope_scale, &p->cos[0], &p->sin[0]);
     if (st == TF_OK && m->rope_factors && c->n_swa > 0)
-        st = rope_tables(m, pos, b->n, c->rope_base_local, 1.0, &p->cos[1], &p->sin[1]);
+        st = rope_tables(m, dev, pos, b->n, c->rope_base_local, 1.0, &p->cos[1], &p->sin[1]);
     return st;
 }
 
@@ -460,7 +461,7 @@ static tf_status wanted_rows(scratch *s, const llm_model *m, tf_tensor *x, const
     for (int64_t i = 0, k = 0; i < n; i++)
         if (b->logits[i]) rows[k++] = (int32_t)i;
     tf_tensor *idx;
-    tf_status st = tf_tensor_from_data(m->dev, TF_I32, 1, &wanted, rows, &idx);
+    tf_status st = tf_tensor_from_data(tf_tensor_device(x), TF_I32, 1, &wanted, rows, &idx);
     free(rows);
     if (st != TF_OK) return llm_fail(st, "forward: %s", tf_last_error());
     keep(s, idx);
@@ -540,18 +541,35 @@ static tf_status check_batch(const llm_model *m, const llm_cache *kv, const llm_
     return st;
 }
 
-static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *b, const plan *p, tf_tensor **logits) {
+/* x on dev: itself, or a copy moved there (a split model's boundary). */
+static tf_status move_to(tf_tensor **x, tf_device *dev) {
+    if (tf_tensor_device(*x) == dev) return TF_OK;
+    tf_tensor *moved = NULL;
+    tf_status s = tf_tensor_to(*x, dev, &moved);
+    tf_tensor_release(*x);
+    *x = moved;
+    return s == TF_OK ? TF_OK : llm_fail(s, "forward: moving activations to %s: %s", tf_device_name(dev), tf_last_error());
+}
+
+static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                            const int32_t *seq, tf_tensor **logits) {
     scratch s = {.n = 0};
-    tf_tensor *x;
-    tf_status st = embed(m, b->ids, b->n, &x);
+    plan plans[2] = {{0}, {0}};
+    tf_status st = TF_OK;
+    for (int d = 0; st == TF_OK && d < m->n_devs; d++) st = plan_new(m, m->devs[d], kv, b, pos, seq, &plans[d]);
+    tf_tensor *x = NULL;
+    if (st == TF_OK) st = embed(m, b->ids, b->n, &x);
     for (int64_t l = 0; st == TF_OK && l < m->cfg.n_layer; l++) {
+        const llm_layer *L = &m->layers[l];
+        if ((st = move_to(&x, m->devs[L->dev])) != TF_OK) break;
         /* Each layer's temporaries go before the next starts. */
         tf_tensor *next = NULL;
-        st = block(&s, m, &m->layers[l], kv, l, p, x, &next);
+        st = block(&s, m, L, kv, l, &plans[L->dev], x, &next);
         drop_all(&s);
         tf_tensor_release(x);
         x = next;
     }
+    if (st == TF_OK) st = move_to(&x, tf_tensor_device(m->output));
     if (st == TF_OK) st = head(&s, m, x, b, logits);
     if (st == TF_OK && (st = check_finite_logits(*logits)) != TF_OK) {
         tf_tensor_release(*logits);
@@ -559,6 +577,8 @@ static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *
     }
     drop_all(&s);
     tf_tensor_release(x);
+    plan_free(&plans[0]);
+    plan_free(&plans[1]);
     return st;
 }
 
@@ -569,9 +589,7 @@ tf_status llm_decode(const llm_model *m, llm_cache *kv, const llm_batch *b, tf_t
     int32_t *seq = b->n > 0 ? malloc((size_t)b->n * sizeof *seq) : NULL;
     tf_status st = b->n > 0 && (!pos || !seq) ? llm_fail(TF_ERR_OUT_OF_MEMORY, "decode: out of memory") : TF_OK;
     if (st == TF_OK) st = check_batch(m, kv, b, pos, seq);
-    plan p = {0};
-    if (st == TF_OK) st = plan_new(m, kv, b, pos, seq, &p);
-    if (st == TF_OK) st = run_layers(m, kv, b, &p, logits);
+    if (st == TF_OK) st = run_layers(m, kv, b, pos, seq, logits);
     /* The cells are the batch's only once it ran: a failure leaves the
      * cache's bookkeeping as it was (the rows written past n_past are
      * unreachable). */
@@ -580,7 +598,6 @@ tf_status llm_decode(const llm_model *m, llm_cache *kv, const llm_batch *b, tf_t
         kv->seqs[kv->n_past + i] = 1ull << seq[i];
     }
     if (st == TF_OK) kv->n_past += b->n;
-    plan_free(&p);
     free(pos);
     free(seq);
     return st;

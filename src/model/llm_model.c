@@ -372,6 +372,20 @@ static tf_status load_gate_up(loader *ld, const llm_config *c, int64_t l, llm_pr
     return s;
 }
 
+static tf_status load_layer(loader *ld, const llm_arch *arch, const llm_config *c, int64_t l, llm_layer *L);
+
+/* Layers [0, n_first) on devs[0], the rest on devs[1]. */
+static tf_status load_layers(loader *ld, llm_model *m, int64_t n_first) {
+    tf_status s = TF_OK;
+    for (int64_t l = 0; s == TF_OK && l < m->cfg.n_layer; l++) {
+        m->layers[l].dev = l < n_first ? 0 : 1;
+        ld->dev = m->devs[m->layers[l].dev];
+        s = load_layer(ld, m->arch, &m->cfg, l, &m->layers[l]);
+    }
+    ld->dev = m->devs[0];
+    return s;
+}
+
 static tf_status load_layer(loader *ld, const llm_arch *arch, const llm_config *c, int64_t l, llm_layer *L) {
     const int64_t e = c->n_embd, qd = c->n_head * c->head_dim;
     char name[96];
@@ -431,34 +445,43 @@ static tf_status load_rope_factors(loader *ld, llm_model *m) {
     return s;
 }
 
-static tf_status load_weights(loader *ld, llm_model *m) {
+/* The head (output norm, matrix, bias) runs where the last layer does,
+ * unless the output is the embedding matrix: then where that is. */
+static tf_status load_weights(loader *ld, llm_model *m, int64_t n_first) {
     const llm_config *c = &m->cfg;
+    bool tied = !has_tensor(ld, "output.weight") || m->arch->output_is_embeddings;
+    tf_device *head = tied ? m->devs[0] : m->devs[n_first < c->n_layer];
     tf_status s = load_weight(ld, "token_embd.weight", 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->tok_embd);
+    ld->dev = head;
     if (s == TF_OK) s = load_vector(ld, "output_norm.weight", c->n_embd, &m->out_norm);
-    if (s == TF_OK && has_tensor(ld, "output.weight") && !m->arch->output_is_embeddings)
-        s = load_weight(ld, "output.weight", 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->output);
+    if (s == TF_OK && !tied) s = load_weight(ld, "output.weight", 2, (int64_t[]){c->n_vocab, c->n_embd}, &m->output);
     else if (s == TF_OK)
         m->output = tf_tensor_retain(m->tok_embd);
     if (s == TF_OK && has_tensor(ld, "output.bias")) s = load_vector(ld, "output.bias", c->n_vocab, &m->output_bias);
+    ld->dev = m->devs[0];
     if (s == TF_OK && has_tensor(ld, "rope_freqs.weight")) s = load_rope_factors(ld, m);
     if (s == TF_OK && !(m->layers = calloc((size_t)c->n_layer, sizeof *m->layers)))
         s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
     if (s == TF_OK) s = read_local_layers(ld->f, m->arch, c, m->layers);
-    for (int64_t l = 0; s == TF_OK && l < c->n_layer; l++) s = load_layer(ld, m->arch, c, l, &m->layers[l]);
+    if (s == TF_OK) s = load_layers(ld, m, n_first);
     if (s == TF_OK) s = check_every_tensor_used(ld, m->arch->name, c->n_layer);
     return s;
 }
 
-tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_model **out) {
+tf_status llm_model_load_split(const tf_gguf *f, tf_device *first, tf_device *second, int64_t n_first, tf_dtype dtype,
+                               llm_model **out) {
     *out = NULL;
     llm_model *m = calloc(1, sizeof *m);
     if (!m) return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
-    m->dev = dev;
+    m->dev = m->devs[0] = first;
+    m->devs[1] = second ? second : first;
+    m->n_devs = second && second != first ? 2 : 1;
     tf_status s = llm_model_config(f, &m->arch, &m->cfg);
-    loader ld = {.f = f, .dev = dev, .dtype = dtype};
+    if (s == TF_OK && (n_first < 0 || n_first > m->cfg.n_layer)) n_first = m->cfg.n_layer;
+    loader ld = {.f = f, .dev = first, .dtype = dtype};
     if (s == TF_OK && !(ld.used = calloc((size_t)tf_gguf_tensor_count(f) + 1, sizeof *ld.used)))
         s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
-    if (s == TF_OK) s = load_weights(&ld, m);
+    if (s == TF_OK) s = load_weights(&ld, m, m->n_devs == 2 ? n_first : m->cfg.n_layer);
     free(ld.used);
     if (s != TF_OK) {
         llm_model_free(m);
@@ -466,6 +489,10 @@ tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_m
     }
     *out = m;
     return TF_OK;
+}
+
+tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_model **out) {
+    return llm_model_load_split(f, dev, NULL, -1, dtype, out);
 }
 
 void llm_model_free(llm_model *m) {
@@ -501,8 +528,9 @@ tf_status llm_cache_new_seqs(const llm_model *m, int64_t n_ctx, int64_t n_seq, l
     int64_t shape[4] = {1, c->n_head_kv, n_ctx, c->head_dim};
     tf_status s = TF_OK;
     for (int64_t l = 0; s == TF_OK && l < c->n_layer; l++) {
-        s = tf_zeros(m->dev, TF_F32, 4, shape, &kv->k[l]);
-        if (s == TF_OK) s = tf_zeros(m->dev, TF_F32, 4, shape, &kv->v[l]);
+        tf_device *dev = m->devs[m->layers[l].dev];      /* each layer's cache beside its weights */
+        s = tf_zeros(dev, TF_F32, 4, shape, &kv->k[l]);
+        if (s == TF_OK) s = tf_zeros(dev, TF_F32, 4, shape, &kv->v[l]);
     }
     if (s != TF_OK) {
         llm_cache_free(kv);

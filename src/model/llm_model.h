@@ -66,12 +66,15 @@ typedef struct llm_layer {
     tf_tensor *ffn_norm, *w_down;
     llm_proj gate_up;                              /* gate and up the same way */
     bool local;                                    /* attends within the sliding window, with rope_base_local */
+    int dev;                                       /* index in llm_model.devs of the device it runs on */
 } llm_layer;
 
 typedef struct llm_model {
     const llm_arch *arch;
     llm_config cfg;
-    tf_device *dev;
+    tf_device *dev;                                /* devs[0]: the embeddings and the first layers */
+    tf_device *devs[2];                            /* a split model's second device holds the other layers */
+    int n_devs;
     tf_tensor *tok_embd, *out_norm, *output;       /* output is tok_embd when the embeddings are tied */
     tf_tensor *output_bias;                        /* [n_vocab] or NULL */
     float *rope_factors;                           /* rope_freqs.weight (Llama 3.1+): angle i divided by [i]; NULL: none */
@@ -113,6 +116,10 @@ tf_status llm_model_config(const tf_gguf *f, const llm_arch **arch, llm_config *
 /* Loads the weights onto dev as `dtype` (quantized blocks decoded to it), or
  * LLM_WEIGHTS_AS_STORED. Errors name the tensor or key at fault (llm_error()). */
 tf_status llm_model_load(const tf_gguf *f, tf_device *dev, tf_dtype dtype, llm_model **out);
+/* The same split across two devices: the embeddings and layers [0, n_first)
+ * on first, the other layers and an untied output matrix on second. */
+tf_status llm_model_load_split(const tf_gguf *f, tf_device *first, tf_device *second, int64_t n_first, tf_dtype dtype,
+                               llm_model **out);
 void llm_model_free(llm_model *m);
 
 tf_status llm_cache_new(const llm_model *m, int64_t n_ctx, llm_cache **out);

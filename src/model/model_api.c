@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L   /* strdup */
 /* The public model API (include/tensorframe/model.h) over the library's
  * internal pieces: llm_model (weights, forward), llm_tokenizer, llm_sampler. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ struct tf_model {
     char *tokenizer_error;      /* why, when it is NULL */
     char *chat_template, *name;
     uint64_t weight_bytes;
+    int64_t n_first;            /* layers on the first device */
 };
 
 struct tf_model_context {
@@ -49,41 +51,80 @@ static char *string_key(const tf_gguf *f, const char *key) {
     return copy;
 }
 
-/* The bytes the weights take on the device: as stored, or decoded to `dtype`. */
-static uint64_t weight_bytes(const tf_gguf *f, tf_dtype dtype) {
-    uint64_t total = 0;
-    for (int64_t i = 0; i < tf_gguf_tensor_count(f); i++) {
-        tf_gguf_tensor info;
-        if (tf_gguf_tensor_info(f, i, &info) != TF_OK) continue;
-        if (dtype == TF_DTYPE_COUNT || info.ndim == 1) {
-            total += info.nbytes;
-            continue;
-        }
-        uint64_t n = 1;
-        for (int d = 0; d < info.ndim; d++) n *= (uint64_t)info.shape[d];
-        total += n * tf_dtype_size(dtype);
-    }
-    return total;
+/* The bytes a tensor takes on a device: as stored, or (a matrix) decoded to `dtype`. */
+static uint64_t tensor_bytes(const tf_gguf_tensor *info, tf_dtype dtype) {
+    if (dtype == TF_DTYPE_COUNT || info->ndim == 1) return info->nbytes;
+    uint64_t n = 1;
+    for (int d = 0; d < info->ndim; d++) n *= (uint64_t)info->shape[d];
+    return n * tf_dtype_size(dtype);
 }
 
 static uint64_t kv_bytes(const llm_config *c, int64_t n_ctx) {
     return 2ull * (uint64_t)c->n_layer * (uint64_t)n_ctx * (uint64_t)(c->n_head_kv * c->head_dim) * sizeof(float);
 }
 
-/* The memory-aware check: weights and the cache the caller means to use
- * against what the device has free now. */
-static tf_status check_memory(const tf_gguf *f, const llm_config *c, const tf_model_params *p, tf_device *dev,
-                              uint64_t *weights) {
-    int64_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
-    *weights = weight_bytes(f, p->weights);
-    uint64_t need = *weights + kv_bytes(c, n_ctx);
+/* What a load needs: the bytes outside the blocks (embeddings, head) and
+ * each block's weights with its share of the KV cache. */
+typedef struct footprint {
+    uint64_t base, *layer, total, weights;
+    int64_t n_ctx;
+} footprint;
+
+static tf_status measure(const tf_gguf *f, const llm_config *c, const tf_model_params *p, footprint *fp) {
+    fp->n_ctx = p->n_ctx > 0 ? p->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
+    if (!(fp->layer = calloc((size_t)c->n_layer, sizeof *fp->layer)))
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    uint64_t kv_layer = kv_bytes(c, fp->n_ctx) / (uint64_t)c->n_layer;
+    for (int64_t l = 0; l < c->n_layer; l++) fp->layer[l] = kv_layer;
+    for (int64_t i = 0; i < tf_gguf_tensor_count(f); i++) {
+        tf_gguf_tensor info;
+        long long block = -1;
+        if (tf_gguf_tensor_info(f, i, &info) != TF_OK) continue;
+        uint64_t bytes = tensor_bytes(&info, p->weights);
+        fp->weights += bytes;
+        if (sscanf(info.name, "blk.%lld.", &block) == 1 && block >= 0 && block < c->n_layer) fp->layer[block] += bytes;
+        else fp->base += bytes;
+    }
+    fp->total = fp->base;
+    for (int64_t l = 0; l < c->n_layer; l++) fp->total += fp->layer[l];
+    return TF_OK;
+}
+
+static uint64_t free_bytes(tf_device *dev) {
     tf_device_props props;
-    if (tf_device_get_props(dev, &props) != TF_OK || props.memory_free == 0) return TF_OK;   /* the device cannot say */
-    if (need <= props.memory_free) return TF_OK;
-    return llm_fail(TF_ERR_OUT_OF_MEMORY,
-                    "model: %s needs %.1f MiB (weights %.1f MiB + a KV cache of %lld cells %.1f MiB) but has %.1f MiB free",
-                    tf_device_name(dev), (double)need / 1048576, (double)*weights / 1048576, (long long)n_ctx,
-                    (double)kv_bytes(c, n_ctx) / 1048576, (double)props.memory_free / 1048576);
+    return tf_device_get_props(dev, &props) == TF_OK ? props.memory_free : 0;
+}
+
+/* How many first layers stay on dev: all when everything fits (or the
+ * device cannot say), else as many as fit beside the embeddings (with
+ * allow_split; without it, the figures as an error). */
+static tf_status place(const footprint *fp, const llm_config *c, const tf_model_params *p, tf_device *dev,
+                       tf_device **second, int64_t *n_first) {
+    uint64_t avail = free_bytes(dev);
+    *second = NULL;
+    *n_first = c->n_layer;
+    if (avail == 0 || fp->total <= avail) return TF_OK;
+    const double mib = 1048576.0;
+    if (!p->allow_split)
+        return llm_fail(TF_ERR_OUT_OF_MEMORY,
+                        "model: %s needs %.1f MiB (weights %.1f MiB + a KV cache of %lld cells %.1f MiB) but has %.1f MiB "
+                        "free; allow_split puts the layers that do not fit on another device",
+                        tf_device_name(dev), fp->total / mib, fp->weights / mib, (long long)fp->n_ctx,
+                        (fp->total - fp->weights) / mib, avail / mib);
+    const char *spec = p->split_device ? p->split_device : "cpu";
+    tf_status s = tf_device_get(spec, second);
+    if (s != TF_OK) return llm_fail(s, "model: split device %s: %s", spec, tf_last_error());
+    if (*second == dev) return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: %s needs %.1f MiB, has %.1f MiB free, and is "
+                                        "its own split device", tf_device_name(dev), fp->total / mib, avail / mib);
+    uint64_t used = fp->base;
+    int64_t n = 0;
+    while (n < c->n_layer && used + fp->layer[n] <= avail) used += fp->layer[n++];
+    uint64_t rest = fp->total - used, avail2 = free_bytes(*second);
+    if (fp->base > avail || (avail2 && rest > avail2))
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: %.1f MiB do not fit %s (%.1f MiB free) and %s (%.1f MiB free) together",
+                        fp->total / mib, tf_device_name(dev), avail / mib, tf_device_name(*second), avail2 / mib);
+    *n_first = n;
+    return TF_OK;
 }
 
 static tf_status load_into(tf_model *m, const char *path, const tf_model_params *p) {
@@ -97,9 +138,17 @@ static tf_status load_into(tf_model *m, const char *path, const tf_model_params 
     const llm_arch *arch;
     llm_config cfg;
     if ((s = llm_model_config(m->file, &arch, &cfg)) != TF_OK) return s;
-    if ((s = check_memory(m->file, &cfg, p, dev, &m->weight_bytes)) != TF_OK) return s;
-    if ((s = llm_model_load(m->file, dev, p->weights == TF_DTYPE_COUNT ? LLM_WEIGHTS_AS_STORED : p->weights, &m->llm)))
-        return s;
+    footprint fp = {0};
+    tf_device *second = NULL;
+    int64_t n_first = 0;
+    s = measure(m->file, &cfg, p, &fp);
+    if (s == TF_OK) s = place(&fp, &cfg, p, dev, &second, &n_first);
+    free(fp.layer);
+    m->weight_bytes = fp.weights;
+    if (s != TF_OK) return s;
+    tf_dtype dt = p->weights == TF_DTYPE_COUNT ? LLM_WEIGHTS_AS_STORED : p->weights;
+    if ((s = llm_model_load_split(m->file, dev, second, n_first, dt, &m->llm)) != TF_OK) return s;
+    m->n_first = second ? n_first : cfg.n_layer;
     /* A file without a tokenizer this library reads still runs from ids;
      * tokenizing says why it cannot. */
     if (llm_tokenizer_load(m->file, &m->tok) != TF_OK && !(m->tokenizer_error = strdup(llm_error())))
@@ -143,6 +192,7 @@ tf_status tf_model_get_info(const tf_model *m, tf_model_info *out) {
         .architecture = m->llm->arch->name, .name = m->name ? m->name : "", .device = tf_device_name(m->llm->dev),
         .n_layer = c->n_layer, .n_embd = c->n_embd, .n_ff = c->n_ff, .n_head = c->n_head, .n_head_kv = c->n_head_kv,
         .head_dim = c->head_dim, .n_vocab = c->n_vocab, .n_ctx_train = c->n_ctx_train, .sliding_window = c->n_swa,
+        .n_layer_on_device = m->n_first, .split_device = m->llm->n_devs == 2 ? tf_device_name(m->llm->devs[1]) : NULL,
         .weight_bytes = m->weight_bytes, .has_tokenizer = m->tok != NULL, .bos = m->tok ? llm_token_bos(m->tok) : -1,
         .eos = m->tok ? llm_token_eos(m->tok) : -1, .add_bos = m->tok && llm_add_bos(m->tok),
         .chat_template = m->chat_template};

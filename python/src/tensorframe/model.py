@@ -41,14 +41,16 @@ def _declare(name, restype, *argtypes):
 
 
 class _Params(_c.Structure):
-    _fields_ = [("device", _c.c_char_p), ("weights", _c.c_int), ("n_ctx", _c.c_int64), ("n_seq", _c.c_int64)]
+    _fields_ = [("device", _c.c_char_p), ("weights", _c.c_int), ("n_ctx", _c.c_int64), ("n_seq", _c.c_int64),
+                ("allow_split", _c.c_bool), ("split_device", _c.c_char_p)]
 
 
 class _Info(_c.Structure):
     _fields_ = [("architecture", _c.c_char_p), ("name", _c.c_char_p), ("device", _c.c_char_p),
                 ("n_layer", _c.c_int64), ("n_embd", _c.c_int64), ("n_ff", _c.c_int64), ("n_head", _c.c_int64),
                 ("n_head_kv", _c.c_int64), ("head_dim", _c.c_int64), ("n_vocab", _c.c_int64),
-                ("n_ctx_train", _c.c_int64), ("sliding_window", _c.c_int64), ("weight_bytes", _c.c_uint64),
+                ("n_ctx_train", _c.c_int64), ("sliding_window", _c.c_int64), ("n_layer_on_device", _c.c_int64),
+                ("split_device", _c.c_char_p), ("weight_bytes", _c.c_uint64),
                 ("has_tokenizer", _c.c_bool), ("bos", _c.c_int32), ("eos", _c.c_int32), ("add_bos", _c.c_bool),
                 ("chat_template", _c.c_char_p)]
 
@@ -141,9 +143,12 @@ def chat_template_name(template):
 class Model:
     """A GGUF model loaded onto a device: load() makes one."""
 
-    def __init__(self, path, device="auto", weights=None, n_ctx=0):
+    def __init__(self, path, device="auto", weights=None, n_ctx=0, allow_split=False, split_device=None):
         params = _default_params()
         params.device = _text(device, "the device")
+        params.allow_split = bool(allow_split)
+        if split_device is not None:
+            params.split_device = _text(split_device, "the split device")
         if weights is not None:          # default: as stored
             from . import _dtypes
             names = {"float32": _dtypes.float32, "float16": _dtypes.float16, "bfloat16": _dtypes.bfloat16}
@@ -168,7 +173,7 @@ class Model:
         i = _Info()
         _check(_get_info(self._h, _c.byref(i)))
         out = {f: getattr(i, f) for f, _ in _Info._fields_}
-        for k in ("architecture", "name", "device", "chat_template"):
+        for k in ("architecture", "name", "device", "chat_template", "split_device"):
             out[k] = out[k].decode(errors="replace") if out[k] is not None else None
         return out
 
@@ -333,7 +338,10 @@ class Context:
         return Array._wrap(out.value)
 
 
-def load(path, device="auto", weights=None, n_ctx=0):
+def load(path, device="auto", weights=None, n_ctx=0, allow_split=False, split_device=None):
     """A GGUF model on `device` ("auto", "cpu", "cuda:0", ...), weights as
-    stored (or decoded to weights="float32"/"float16"/"bfloat16")."""
-    return Model(path, device, weights, n_ctx)
+    stored (or decoded to weights="float32"/"float16"/"bfloat16"). When
+    the device lacks the memory for the weights and a cache of n_ctx cells:
+    an OutOfMemoryError naming both figures, or with allow_split its first
+    layers there and the rest on split_device (default "cpu")."""
+    return Model(path, device, weights, n_ctx, allow_split, split_device)

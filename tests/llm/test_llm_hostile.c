@@ -1,4 +1,4 @@
-/* examples/llm against hostile model files: a tiny llama written by
+/* The model library (src/model) against hostile model files: a tiny llama written by
  * tiny_llama.c, then spoiled one way at a time. A spoiled file is refused
  * at load with a message naming what is wrong, or (weights the loader does
  * not read one by one) its forward pass fails with TF_ERR_NOT_FINITE;
@@ -163,6 +163,17 @@ static tf_gguf *with_u32_key(const char *key, uint32_t value) {
     return f;
 }
 
+/* The tiny llama with a rope_freqs.weight of n values, every one `fill`. */
+static tf_gguf *with_rope_freqs(int n, float fill) {
+    gguf_builder *b = gb_new();
+    tiny_llama(b, NULL);
+    float v[4] = {fill, fill, fill, fill};
+    gb_tensor(b, "rope_freqs.weight", GB_F32, 1, (int64_t[]){n}, v, (size_t)n * sizeof(float));
+    tf_gguf *f = open_built(b);
+    gb_free(b);
+    return f;
+}
+
 static void test_float_metadata_in_range(void **state) {
     const char *eps = "llama.attention.layer_norm_rms_epsilon", *base = "llama.rope.freq_base";
     const double bad_eps[] = {INFINITY, 1e38, NAN, 0.0, -1e-5, 0.5}, bad_base[] = {INFINITY, 1e38, NAN, 0.0, 0.5, -1e4};
@@ -197,12 +208,81 @@ static void test_float_metadata_in_range(void **state) {
                          "holds blk.1.attn_norm.weight, which a llama model of 1 blocks does not use");
     expect_model_refused(with_u32_key("llama.vocab_size", TINY_VOCAB + 1), TF_ERR_FORMAT,
                          "vocab_size is 265 but token_embd.weight has 264 rows");
-    b = gb_new();
-    tiny_llama(b, NULL);
-    gb_tensor(b, "rope_freqs.weight", GB_F32, 1, (int64_t[]){2}, (float[]){1, 1}, 8);
-    f = open_built(b);
+    /* Llama 3.1's RoPE divisors: one per rotated pair, positive */
+    expect_model_refused(with_rope_freqs(3, 1.0f), TF_ERR_SHAPE, "rope_freqs.weight has an unexpected shape");
+    expect_model_refused(with_rope_freqs(2, -1.0f), TF_ERR_FORMAT, "divisors are positive");
+    expect_model_refused(with_rope_freqs(2, NAN), TF_ERR_FORMAT, "rope_freqs.weight holds nan");
+    f = with_rope_freqs(2, 2.0f);
+    m = NULL;
+    OK(llm_model_load(f, cpu_device(), LLM_WEIGHTS_AS_STORED, &m));
+    assert_true(m->rope_factors && m->rope_factors[1] == 2.0f);
+    llm_model_free(m);
+    tf_gguf_close(f);
+}
+
+/* ---- the families' metadata ---- */
+
+static tf_gguf *with_string_key(const char *key, const char *value) {
+    gguf_builder *b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){key, NULL}});
+    gb_string(b, key, value, strlen(value));
+    tf_gguf *f = open_built(b);
     gb_free(b);
-    expect_model_refused(f, TF_ERR_FORMAT, "holds rope_freqs.weight");
+    return f;
+}
+
+static void test_family_metadata_checked(void **state) {
+    (void)state;
+    expect_model_refused(with_string_key("general.architecture", "mamba"), TF_ERR_UNSUPPORTED,
+                         "architecture 'mamba' is not one the library runs (llama, qwen2");
+    /* a file that names another family than its keys: gemma2's are absent */
+    expect_model_refused(with_string_key("general.architecture", "gemma2"), TF_ERR_FORMAT, "has no gemma2.block_count");
+    /* RoPE scaling the library cannot run is refused by name */
+    gguf_builder *b = gb_new();
+    tiny_llama(b, NULL);
+    gb_string(b, "llama.rope.scaling.type", "yarn", 4);
+    gb_f32(b, "llama.rope.scaling.factor", 4.0f);
+    tf_gguf *f = open_built(b);
+    gb_free(b);
+    expect_model_refused(f, TF_ERR_UNSUPPORTED, "RoPE scaling 'yarn' (factor 4) is not supported");
+    expect_model_refused(with_float_key("llama.rope.scaling.factor", NAN, false), TF_ERR_FORMAT, "scaling.factor is");
+    /* head sizes: a key length that is 0, or that the matrices do not have */
+    expect_model_refused(with_u32_key("llama.attention.key_length", 0), TF_ERR_FORMAT, "key_length is not a usable count");
+    expect_model_refused(with_u32_key("llama.attention.key_length", 8), TF_ERR_SHAPE, "unexpected shape");
+    expect_model_refused(with_u32_key("llama.attention.value_length", 2), TF_ERR_UNSUPPORTED, "value heads of 2 differ");
+    expect_model_refused(with_u32_key("llama.rope.dimension_count", 5), TF_ERR_FORMAT, "does not fit head size");
+}
+
+/* SentencePiece vocabularies: scores present, one per token, finite. */
+static tf_gguf *spm_vocab(int n_scores, float fill) {
+    gguf_builder *b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"tokenizer.ggml.model", "tokenizer.ggml.merges", NULL}});
+    gb_string(b, "tokenizer.ggml.model", "llama", 5);
+    float *scores = malloc((size_t)(n_scores > 0 ? n_scores : 1) * sizeof *scores);
+    for (int i = 0; i < n_scores; i++) scores[i] = i == n_scores / 2 ? fill : -(float)i;
+    if (n_scores >= 0) gb_scalar_array(b, "tokenizer.ggml.scores", GB_T_F32, n_scores, scores, sizeof *scores);
+    free(scores);
+    tf_gguf *f = open_built(b);
+    gb_free(b);
+    return f;
+}
+
+static void test_sentencepiece_metadata_checked(void **state) {
+    (void)state;
+    expect_tokenizer_refused(spm_vocab(-1, 0), "has no tokenizer.ggml.scores");
+    expect_tokenizer_refused(spm_vocab(TINY_VOCAB - 1, 0), "263 scores for 264 tokens");
+    expect_tokenizer_refused(spm_vocab(TINY_VOCAB, NAN), "score 132 is not a finite number");
+    expect_tokenizer_refused(spm_vocab(TINY_VOCAB, INFINITY), "score 132 is not a finite number");
+    tf_gguf *f = spm_vocab(TINY_VOCAB, 0);      /* well formed: loads, and tokenizes through byte fallback */
+    llm_tokenizer *t = NULL;
+    OK(llm_tokenizer_load(f, &t));
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    OK(llm_tokenize(t, "h\xff\xe2\x82", 4, true, true, &ids, &n));
+    assert_true(n >= 2);
+    free(ids);
+    llm_tokenizer_free(t);
+    tf_gguf_close(f);
 }
 
 /* ---- the weights ---- */
@@ -257,6 +337,8 @@ int main(void) {
         cmocka_unit_test(test_non_finite_norms_refused),
         cmocka_unit_test(test_integer_weights_refused),
         cmocka_unit_test(test_non_finite_logits_are_an_error),
+        cmocka_unit_test(test_family_metadata_checked),
+        cmocka_unit_test(test_sentencepiece_metadata_checked),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

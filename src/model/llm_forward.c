@@ -439,7 +439,7 @@ static tf_status embed(const llm_model *m, const int32_t *ids, int64_t n, tf_ten
 }
 
 /* The rows of x whose entries want logits: all, the last, or a gather. */
-static tf_status wanted_rows(scratch *s, const llm_model *m, tf_tensor *x, const llm_batch *b, tf_tensor **out) {
+static tf_status wanted_rows(scratch *s, tf_tensor *x, const llm_batch *b, tf_tensor **out) {
     int64_t n = tf_tensor_shape(x)[0], wanted = 0, only = -1;
     *out = x;
     if (!b->logits) {
@@ -472,7 +472,7 @@ static tf_status wanted_rows(scratch *s, const llm_model *m, tf_tensor *x, const
 
 static tf_status head(scratch *s, const llm_model *m, tf_tensor *x, const llm_batch *b, tf_tensor **logits) {
     tf_tensor *last, *h;
-    tf_status st0 = wanted_rows(s, m, x, b, &last);
+    tf_status st0 = wanted_rows(s, x, b, &last);
     if (st0 != TF_OK) return st0;
     TRY(tf_rmsnorm(last, m->out_norm, m->cfg.rms_eps, &h));
     keep(s, h);

@@ -182,6 +182,24 @@ int main(int argc, char **argv) {
     tiny_llama(b, &(tiny_llama_opts){.untied_output = true, .seed = 9});
     rc |= write_seed(b, argv[1], "tiny-untied.gguf");
     gb_free(b);
+    /* SentencePiece's tokenizer (scores instead of merges) */
+    b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.omit = (const char *[]){"tokenizer.ggml.model", "tokenizer.ggml.merges", NULL},
+                                     .seed = 11});
+    gb_string(b, "tokenizer.ggml.model", "llama", 5);
+    float scores[TINY_VOCAB];
+    for (int i = 0; i < TINY_VOCAB; i++) scores[i] = -(float)i;
+    gb_scalar_array(b, "tokenizer.ggml.scores", GB_T_F32, TINY_VOCAB, scores, sizeof scores[0]);
+    rc |= write_seed(b, argv[1], "tiny-spm.gguf");
+    gb_free(b);
+    /* scaled RoPE: Llama 3.1's divisors and a linear factor (the table path) */
+    b = gb_new();
+    tiny_llama(b, &(tiny_llama_opts){.seed = 13});
+    gb_tensor(b, "rope_freqs.weight", GB_F32, 1, (int64_t[]){2}, (float[]){1.0f, 4.0f}, 2 * sizeof(float));
+    gb_string(b, "llama.rope.scaling.type", "linear", 6);
+    gb_f32(b, "llama.rope.scaling.factor", 2.0f);
+    rc |= write_seed(b, argv[1], "tiny-rope-scaled.gguf");
+    gb_free(b);
     if (argc > 2) rc |= real_seeds(argv[1], argv[2], argc > 3 ? atoll(argv[3]) : 400);
     tf_shutdown();
     return rc;

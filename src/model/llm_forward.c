@@ -476,6 +476,10 @@ static tf_status head(scratch *s, const llm_model *m, tf_tensor *x, const llm_ba
     if (st0 != TF_OK) return st0;
     TRY(tf_rmsnorm(last, m->out_norm, m->cfg.rms_eps, &h));
     keep(s, h);
+    if (b->hidden) {
+        *logits = tf_tensor_retain(h);
+        return TF_OK;
+    }
     tf_tensor *y, *biased;
     TRY(tf_gemm(h, m->output, NULL, 1.0, 0.0, false, true, &y));
     keep(s, y);

@@ -105,6 +105,7 @@ typedef struct llm_batch {
     const int32_t *seq;
     const bool *logits;
     int64_t n;
+    bool hidden;          /* the chosen rows' final hidden states (after the output norm) instead of logits */
 } llm_batch;
 
 /* llm_model_load's dtype for the weights as the file stores them:

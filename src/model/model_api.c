@@ -8,14 +8,18 @@
 #include <tensorframe/model.h>
 
 #include "chat.h"
+#include "encoder.h"
 #include "llm_model.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "wordpiece.h"
 
 struct tf_model {
     tf_gguf *file;              /* kept open: the tokenizer's strings and the template live in its mapping */
-    llm_model *llm;
-    llm_tokenizer *tok;         /* NULL when the file has none this library reads */
+    llm_model *llm;             /* a decoder, or */
+    llm_encoder *enc;           /* an encoder (BERT) */
+    llm_tokenizer *tok;         /* a decoder's tokenizer; NULL when the file has none this library reads */
+    llm_wordpiece *wp;          /* an encoder's */
     char *tokenizer_error;      /* why, when it is NULL */
     char *chat_template, *name;
     uint64_t weight_bytes;
@@ -127,6 +131,49 @@ static tf_status place(const footprint *fp, const llm_config *c, const tf_model_
     return TF_OK;
 }
 
+/* do_lower_case from tokenizer_config.json beside the weights (true when absent). */
+static bool lowercases(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return true;
+    char buf[8192] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *at = strstr(buf, "\"do_lower_case\"");
+    return !at || !strstr(at, "false") || strstr(at, "true") < strstr(at, "false");
+}
+
+/* A Hugging Face sentence encoder: model.safetensors, with config.json,
+ * vocab.txt and tokenizer_config.json beside it. */
+static tf_status load_safetensors_encoder(tf_model *m, const char *path, const tf_model_params *p, tf_device *dev) {
+    tf_dtype dt = p->weights == TF_DTYPE_COUNT ? TF_F32 : p->weights;
+    tf_status s = llm_encoder_load_safetensors(path, dev, dt, &m->enc);
+    if (s != TF_OK) return s;
+    char dir[4096], vocab[4200];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    snprintf(vocab, sizeof vocab, "%s/vocab.txt", dir);
+    if (llm_wordpiece_load_txt(vocab, lowercases(dir), &m->wp) != TF_OK && !(m->tokenizer_error = strdup(llm_error())))
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    return TF_OK;
+}
+
+static bool is_bert(const tf_gguf *f) {
+    int64_t k = tf_gguf_find_key(f, "general.architecture");
+    const char *a;
+    size_t n;
+    return k >= 0 && tf_gguf_get_string(f, k, 0, &a, &n) == TF_OK && n == 4 && !memcmp(a, "bert", 4);
+}
+
+static tf_status load_gguf_encoder(tf_model *m, const tf_model_params *p, tf_device *dev) {
+    tf_status s = llm_encoder_load_gguf(m->file, dev, p->weights, &m->enc);
+    if (s == TF_OK && llm_wordpiece_load_gguf(m->file, &m->wp) != TF_OK && !(m->tokenizer_error = strdup(llm_error())))
+        s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    return s;
+}
+
 static tf_status load_into(tf_model *m, const char *path, const tf_model_params *p) {
     tf_device *dev;
     tf_status s = tf_device_get(p->device ? p->device : "auto", &dev);
@@ -134,7 +181,11 @@ static tf_status load_into(tf_model *m, const char *path, const tf_model_params 
     if (p->weights != TF_DTYPE_COUNT && p->weights != TF_F32 && p->weights != TF_F16 && p->weights != TF_BF16)
         return llm_fail(TF_ERR_DTYPE, "model: weights may be kept as stored or decoded to f32, f16 or bf16, not %s",
                         tf_dtype_name(p->weights));
+    size_t len = strlen(path);
+    if (len > 12 && !strcmp(path + len - 12, ".safetensors")) return load_safetensors_encoder(m, path, p, dev);
     if ((s = tf_gguf_open(path, &m->file)) != TF_OK) return llm_fail(s, "model: %s", tf_last_error());
+    m->name = string_key(m->file, "general.name");
+    if (is_bert(m->file)) return load_gguf_encoder(m, p, dev);
     const llm_arch *arch;
     llm_config cfg;
     if ((s = llm_model_config(m->file, &arch, &cfg)) != TF_OK) return s;
@@ -154,7 +205,6 @@ static tf_status load_into(tf_model *m, const char *path, const tf_model_params 
     if (llm_tokenizer_load(m->file, &m->tok) != TF_OK && !(m->tokenizer_error = strdup(llm_error())))
         return llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->chat_template = string_key(m->file, "tokenizer.chat_template");
-    m->name = string_key(m->file, "general.name");
     return TF_OK;
 }
 
@@ -177,7 +227,9 @@ tf_status tf_model_load(const char *path, const tf_model_params *params, tf_mode
 void tf_model_free(tf_model *m) {
     if (!m) return;
     llm_model_free(m->llm);
+    llm_encoder_free(m->enc);
     llm_tokenizer_free(m->tok);
+    llm_wordpiece_free(m->wp);
     free(m->tokenizer_error);
     free(m->chat_template);
     free(m->name);
@@ -185,8 +237,23 @@ void tf_model_free(tf_model *m) {
     free(m);
 }
 
+static void encoder_info(const tf_model *m, tf_model_info *out) {
+    const llm_encoder *e = m->enc;
+    *out = (tf_model_info){.architecture = "bert", .name = m->name ? m->name : "", .device = tf_device_name(e->dev),
+                           .n_layer = e->n_layers, .n_embd = e->hidden, .n_head = e->heads, .n_head_kv = e->heads,
+                           .head_dim = e->hidden / e->heads, .n_vocab = e->n_vocab, .n_ctx_train = e->max_positions,
+                           .n_layer_on_device = e->n_layers, .weight_bytes = m->weight_bytes,
+                           .has_tokenizer = m->wp != NULL, .bos = m->wp ? llm_wordpiece_cls(m->wp) : -1,
+                           .eos = m->wp ? llm_wordpiece_sep(m->wp) : -1, .add_bos = m->wp != NULL};
+    if (e->n_layers > 0) out->n_ff = tf_tensor_shape(e->layer[0].w_up)[0];
+}
+
 tf_status tf_model_get_info(const tf_model *m, tf_model_info *out) {
     if (!m || !out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no model or no output");
+    if (m->enc) {
+        encoder_info(m, out);
+        return TF_OK;
+    }
     const llm_config *c = &m->llm->cfg;
     *out = (tf_model_info){
         .architecture = m->llm->arch->name, .name = m->name ? m->name : "", .device = tf_device_name(m->llm->dev),
@@ -199,13 +266,15 @@ tf_status tf_model_get_info(const tf_model *m, tf_model_info *out) {
     return TF_OK;
 }
 
-uint64_t tf_model_kv_bytes(const tf_model *m, int64_t n_ctx) { return m && n_ctx > 0 ? kv_bytes(&m->llm->cfg, n_ctx) : 0; }
+uint64_t tf_model_kv_bytes(const tf_model *m, int64_t n_ctx) {
+    return m && m->llm && n_ctx > 0 ? kv_bytes(&m->llm->cfg, n_ctx) : 0;
+}
 
 /* ---- tokens ---------------------------------------------------------------- */
 
 static tf_status need_tokenizer(const tf_model *m) {
     if (!m) return llm_fail(TF_ERR_INVALID_ARGUMENT, "model: no model");
-    if (!m->tok) return llm_fail(TF_ERR_UNSUPPORTED, "model: no tokenizer: %s", m->tokenizer_error);
+    if (!m->tok && !m->wp) return llm_fail(TF_ERR_UNSUPPORTED, "model: no tokenizer: %s", m->tokenizer_error);
     return TF_OK;
 }
 
@@ -214,6 +283,7 @@ tf_status tf_model_tokenize(const tf_model *m, const char *text, size_t len, boo
     tf_status s = need_tokenizer(m);
     if (s != TF_OK) return s;
     if (!ids || !n || (!text && len)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "tokenize: no text or no output");
+    if (m->wp) return llm_wordpiece_tokenize(m->wp, text ? text : "", len, add_special, parse_special, ids, n);
     return llm_tokenize(m->tok, text ? text : "", len, add_special && llm_add_bos(m->tok), parse_special, ids, n);
 }
 
@@ -221,9 +291,9 @@ tf_status tf_model_token_bytes(const tf_model *m, int32_t id, const char **bytes
     tf_status s = need_tokenizer(m);
     if (s != TF_OK) return s;
     if (!bytes || !len) return llm_fail(TF_ERR_INVALID_ARGUMENT, "token: no output");
-    if (id < 0 || id >= llm_vocab_size(m->tok))
-        return llm_fail(TF_ERR_INDEX, "token: %d is outside the vocabulary of %lld", id, (long long)llm_vocab_size(m->tok));
-    *bytes = llm_token_bytes(m->tok, id, len);
+    int64_t vocab = m->wp ? llm_wordpiece_size(m->wp) : llm_vocab_size(m->tok);
+    if (id < 0 || id >= vocab) return llm_fail(TF_ERR_INDEX, "token: %d is outside the vocabulary of %lld", id, (long long)vocab);
+    *bytes = m->wp ? llm_wordpiece_token_bytes(m->wp, id, len) : llm_token_bytes(m->tok, id, len);
     return TF_OK;
 }
 
@@ -289,6 +359,7 @@ tf_status tf_model_chat_apply(const tf_model *m, const char *template_or_name, c
 tf_status tf_model_context_new(const tf_model *m, int64_t n_ctx, int64_t n_seq, tf_model_context **out) {
     if (!m || !out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "context: no model or no output");
     *out = NULL;
+    if (!m->llm) return llm_fail(TF_ERR_UNSUPPORTED, "context: an encoder has no KV cache; tf_model_embed runs it");
     tf_model_context *c = calloc(1, sizeof *c);
     if (!c) return llm_fail(TF_ERR_OUT_OF_MEMORY, "context: out of memory");
     c->model = m;
@@ -329,6 +400,96 @@ tf_status tf_model_decode(tf_model_context *c, const tf_model_batch *b, tf_tenso
 tf_status tf_model_eval(tf_model_context *c, const int32_t *ids, int64_t n, tf_tensor **logits) {
     tf_model_batch b = {.ids = ids, .n = n};
     return tf_model_decode(c, &b, logits);
+}
+
+/* ---- embeddings ---------------------------------------------------------------- */
+
+/* One decoder row's final hidden states [len, n_embd], pooled to [1, n_embd]. */
+static tf_status decoder_row(const tf_model *m, const int32_t *ids, int64_t len, tf_pooling pooling, tf_tensor **out) {
+    llm_cache *kv = NULL;
+    bool *all = malloc((size_t)len * sizeof *all);
+    tf_tensor *h = NULL;
+    tf_status s = all ? llm_cache_new(m->llm, len, &kv) : llm_fail(TF_ERR_OUT_OF_MEMORY, "embed: out of memory");
+    for (int64_t i = 0; all && i < len; i++) all[i] = true;
+    llm_batch b = {.ids = ids, .logits = all, .n = len, .hidden = true};
+    if (s == TF_OK) s = llm_decode(m->llm, kv, &b, &h);
+    if (s == TF_OK && pooling == TF_POOLING_MEAN) s = tf_mean(h, 0, true, out);
+    else if (s == TF_OK) {
+        int64_t row = pooling == TF_POOLING_CLS ? 0 : len - 1;
+        tf_tensor *v = NULL;
+        s = tf_slice(h, 0, row, row + 1, 1, &v);
+        if (s == TF_OK) s = tf_contiguous(v, out);
+        tf_tensor_release(v);
+    }
+    if (s != TF_OK && !*llm_error()) llm_fail(s, "embed: %s", tf_last_error());
+    tf_tensor_release(h);
+    llm_cache_free(kv);
+    free(all);
+    return s;
+}
+
+static tf_status decoder_embed(const tf_model *m, const int32_t *ids, const int64_t *lengths, int64_t n, int64_t len,
+                               tf_pooling pooling, tf_tensor **out) {
+    tf_tensor **rows = calloc((size_t)n, sizeof *rows);
+    if (!rows) return llm_fail(TF_ERR_OUT_OF_MEMORY, "embed: out of memory");
+    tf_status s = TF_OK;
+    for (int64_t i = 0; s == TF_OK && i < n; i++) s = decoder_row(m, ids + i * len, lengths[i], pooling, &rows[i]);
+    if (s == TF_OK && (s = tf_concat((int)n, (const tf_tensor *const *)rows, 0, out)) != TF_OK)
+        llm_fail(s, "embed: %s", tf_last_error());
+    for (int64_t i = 0; i < n; i++) tf_tensor_release(rows[i]);
+    free(rows);
+    return s;
+}
+
+tf_status tf_model_embed_tokens(const tf_model *m, const int32_t *ids, const int64_t *lengths, int64_t n, int64_t len,
+                                tf_pooling pooling, bool normalize, tf_tensor **out) {
+    if (!out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: no output");
+    *out = NULL;
+    if (!m || !ids || !lengths || n < 1 || n > (1 << 20) || len < 1 || pooling < 0 || pooling > TF_POOLING_LAST)
+        return llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: no model or ids, no rows, or a pooling that is none of tf_pooling's");
+    for (int64_t i = 0; i < n; i++)
+        if (lengths[i] < 1 || lengths[i] > len)
+            return llm_fail(TF_ERR_SHAPE, "embed: row %lld has %lld tokens of %lld", (long long)i, (long long)lengths[i],
+                            (long long)len);
+    if (m->enc) {
+        if (pooling == TF_POOLING_LAST) return llm_fail(TF_ERR_UNSUPPORTED, "embed: an encoder pools mean or CLS");
+        llm_pooling p = pooling == TF_POOLING_DEFAULT ? m->enc->pooling : pooling == TF_POOLING_CLS ? LLM_POOL_CLS
+                                                                                                     : LLM_POOL_MEAN;
+        return llm_encoder_forward(m->enc, n, len, ids, lengths, p, normalize, out);
+    }
+    tf_tensor *pooled = NULL;
+    tf_status s = decoder_embed(m, ids, lengths, n, len, pooling == TF_POOLING_DEFAULT ? TF_POOLING_LAST : pooling, &pooled);
+    if (s == TF_OK && normalize && (s = tf_normalize(pooled, 2, -1, 1e-12, out)) != TF_OK)
+        llm_fail(s, "embed: %s", tf_last_error());
+    else if (s == TF_OK && !normalize)
+        *out = tf_tensor_retain(pooled);
+    tf_tensor_release(pooled);
+    return s;
+}
+
+tf_status tf_model_embed(const tf_model *m, const char *const *texts, int64_t n, tf_pooling pooling, bool normalize,
+                         tf_tensor **out) {
+    if (!out) return llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: no output");
+    *out = NULL;
+    if (!texts || n < 1 || n > (1 << 20)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: no texts");
+    int32_t **each = calloc((size_t)n, sizeof *each);
+    int64_t *lengths = calloc((size_t)n, sizeof *lengths), len = 1;
+    tf_status s = each && lengths ? TF_OK : llm_fail(TF_ERR_OUT_OF_MEMORY, "embed: out of memory");
+    for (int64_t i = 0; s == TF_OK && i < n; i++) {
+        if (!texts[i]) s = llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: text %lld is NULL", (long long)i);
+        else s = tf_model_tokenize(m, texts[i], strlen(texts[i]), true, false, &each[i], &lengths[i]);
+        if (s == TF_OK && lengths[i] == 0) s = llm_fail(TF_ERR_INVALID_ARGUMENT, "embed: text %lld has no tokens", (long long)i);
+        if (s == TF_OK && lengths[i] > len) len = lengths[i];
+    }
+    int32_t *ids = s == TF_OK ? calloc((size_t)(n * len), sizeof *ids) : NULL;
+    if (s == TF_OK && !ids) s = llm_fail(TF_ERR_OUT_OF_MEMORY, "embed: out of memory");
+    for (int64_t i = 0; s == TF_OK && i < n; i++) memcpy(ids + i * len, each[i], (size_t)lengths[i] * sizeof *ids);
+    if (s == TF_OK) s = tf_model_embed_tokens(m, ids, lengths, n, len, pooling, normalize, out);
+    for (int64_t i = 0; each && i < n; i++) free(each[i]);
+    free(each);
+    free(lengths);
+    free(ids);
+    return s;
 }
 
 /* ---- sampling -------------------------------------------------------------- */

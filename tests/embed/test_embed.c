@@ -1,15 +1,19 @@
-/* all-MiniLM-L6-v2 through examples/embed against the float64 reference
+/* all-MiniLM-L6-v2 through the model library (tf_model_embed_tokens) against the float64 reference
  * (tests/embed/make_fixtures.py): every device present, f32 weights
  * (cosine >= 0.9999 per sentence) and bf16 weights (>= 0.999), the eight
  * sentences as one padded batch and the longest alone (batch 1, no padding).
  *
- * usage: test_embed MODEL.safetensors FIXTURE_DIR [DEVICE...]   (no devices: every one) */
+ * The model is all-MiniLM-L6-v2's model.safetensors (config.json and
+ * vocab.txt beside it), or the same weights as a GGUF of llama.cpp's bert
+ * architecture (tests/embed/make_bert_gguf.py).
+ *
+ * usage: test_embed MODEL.safetensors|MODEL.gguf FIXTURE_DIR [DEVICE...]   (no devices: every one) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed.h"
+#include <tensorframe/model.h>
 #include "../cuda/expect.h"   /* EXPECT: counts checks and failures */
 
 #define N_SENT 8
@@ -48,14 +52,14 @@ static double cosine(const float *a, const double *b) {
 }
 
 /* Sentences [first, first + n) as one batch: the smallest cosine. */
-static double run_batch(const embed_model *m, int first, int n) {
+static double run_batch(const tf_model *m, int first, int n) {
     int64_t len = 1;
     for (int s = first; s < first + n; s++) len = lengths[s] > len ? lengths[s] : len;
     int32_t *batch = calloc((size_t)(n * len), sizeof *batch);
     for (int s = 0; s < n; s++) memcpy(batch + s * len, ids[first + s], sizeof(int32_t) * (size_t)lengths[first + s]);
     tf_tensor *e = NULL;
-    tf_status st = embed_forward(m, n, len, batch, lengths + first, &e);
-    EXPECT(st == TF_OK, "forward on %s: %s", tf_device_name(m->dev), tf_last_error());
+    tf_status st = tf_model_embed_tokens(m, batch, lengths + first, n, len, TF_POOLING_DEFAULT, true, &e);
+    EXPECT(st == TF_OK, "forward: %s", tf_model_last_error());
     float v[N_SENT * HIDDEN];
     double worst = st == TF_OK ? 1 : -1;
     if (st == TF_OK && tf_tensor_read(e, v, sizeof(float) * (size_t)(n * HIDDEN)) == TF_OK)
@@ -66,21 +70,24 @@ static double run_batch(const embed_model *m, int first, int n) {
 }
 
 static void check_device(const char *path, tf_device *dev, tf_dtype weights, double bound) {
-    embed_model *m = NULL;
-    tf_status s = embed_model_load(path, dev, weights, &m);
-    EXPECT(s == TF_OK, "load on %s: %s", tf_device_name(dev), tf_last_error());
+    tf_model *m = NULL;
+    tf_model_params mp = tf_model_default_params();
+    mp.device = tf_device_name(dev);
+    mp.weights = weights;
+    tf_status s = tf_model_load(path, &mp, &m);
+    EXPECT(s == TF_OK, "load on %s: %s", tf_device_name(dev), tf_model_last_error());
     if (s != TF_OK) return;
     double batch8 = run_batch(m, 0, N_SENT), alone = run_batch(m, 4, 1);   /* sentence 4 is the longest */
     printf("%s, %s weights: smallest cosine %.7f (batch of 8), %.7f (one sentence); bound %g\n", tf_device_name(dev),
            tf_dtype_name(weights), batch8, alone, bound);
     EXPECT(batch8 >= bound && alone >= bound, "%s, %s weights: cosine %.7f / %.7f below %g", tf_device_name(dev),
            tf_dtype_name(weights), batch8, alone, bound);
-    embed_model_free(m);
+    tf_model_free(m);
 }
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: test_embed MODEL.safetensors FIXTURE_DIR [DEVICE...]\n");
+        fprintf(stderr, "usage: test_embed MODEL.safetensors|MODEL.gguf FIXTURE_DIR [DEVICE...]\n");
         return 2;
     }
     FILE *probe = fopen(argv[1], "rb");

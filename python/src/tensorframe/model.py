@@ -1,5 +1,5 @@
-"""Language models from GGUF files: the model library (tensorframe/model.h)
-from Python.
+"""Language models and sentence encoders from GGUF (and Hugging Face
+safetensors) files: the model library (tensorframe/model.h) from Python.
 
     from tensorframe import model
     m = model.load("SmolLM2-135M-Instruct.Q4_1.gguf", device="auto")
@@ -7,6 +7,7 @@ from Python.
     for piece in m.generate("Once upon a time", max_tokens=32, stream=True):
         print(piece, end="", flush=True)
     ids = m.tokenize("Hello")                   # list of ints
+    e = model.load("all-MiniLM-L6-v2/model.safetensors").embed(["a sentence", "another"])   # [2, 384] Array
     ctx = m.context(n_ctx=512, n_seq=4)         # a KV cache for batched decoding
     logits = ctx.decode([1, 2, 3], seq=[0, 0, 1], logits=[False, True, True])   # tensorframe Array
 
@@ -96,6 +97,7 @@ _seq_pos_max = _declare("tf_model_seq_pos_max", _c.c_int64, _P, _c.c_int32)
 _seq_rm = _declare("tf_model_seq_rm", _S, _P, _c.c_int32, _c.c_int64, _c.c_int64)
 _seq_cp = _declare("tf_model_seq_cp", _S, _P, _c.c_int32, _c.c_int32, _c.c_int64, _c.c_int64)
 _decode = _declare("tf_model_decode", _S, _P, _c.POINTER(_Batch), _c.POINTER(_P))
+_embed = _declare("tf_model_embed", _S, _P, _c.POINTER(_c.c_char_p), _c.c_int64, _c.c_int, _c.c_bool, _c.POINTER(_P))
 _sampler_defaults = _declare("tf_sampler_default_params", _SamplerParams)
 _sampler_new = _declare("tf_sampler_new", _S, _c.POINTER(_SamplerParams), _c.POINTER(_P))
 _sampler_free = _declare("tf_sampler_free", None, _P)
@@ -200,6 +202,24 @@ class Model:
 
     def is_end(self, token):
         return bool(_is_end(self._h, int(token)))
+
+    # ---- embeddings ----
+
+    def embed(self, texts, pooling="default", normalize=True):
+        """Sentence embeddings of a list of texts: an [n, n_embd] float32 Array.
+        Encoders (BERT) pool their last layer (the model's pooling by default,
+        mean for sentence-transformers); decoders their final hidden state
+        (the last token by default). pooling: default, mean, cls or last."""
+        codes = {"default": 0, "mean": 1, "cls": 2, "last": 3}
+        if pooling not in codes:
+            raise ValueError("tensorframe.model: pooling is one of %s" % ", ".join(codes))
+        if isinstance(texts, (str, bytes)):
+            texts = [texts]
+        data = [_text(t, "a text") for t in texts]
+        arr = (_c.c_char_p * max(1, len(data)))(*data)
+        out = _P()
+        _check(_embed(self._h, arr, len(data), codes[pooling], bool(normalize), _c.byref(out)))
+        return Array._wrap(out.value)
 
     # ---- chat ----
 

@@ -141,6 +141,7 @@ typedef struct gguf_loader {
 } gguf_loader;
 
 static tf_status gguf_load(gguf_loader *L, const char *name, bool matrix, tf_tensor **out) {
+    if (tf_gguf_find_tensor(L->f, name) < 0) return llm_fail(TF_ERR_FORMAT, "encoder: the file has no tensor %s", name);
     tf_status s = !matrix || L->dtype == TF_DTYPE_COUNT ? (matrix ? tf_gguf_load(L->f, name, L->dev, out)
                                                                   : tf_gguf_load_as(L->f, name, L->dev, TF_F32, out))
                                                         : tf_gguf_load_as(L->f, name, L->dev, L->dtype, out);

@@ -15,6 +15,7 @@
 #include "llm_model.h"
 #include "tiny_llama.h"
 #include "tokenizer.h"
+#include "encoder.h"
 
 /* The builder's file, opened. Files live in a memfd: nothing on disk. */
 static tf_gguf *open_built(const gguf_builder *b) {
@@ -267,6 +268,68 @@ static tf_gguf *spm_vocab(int n_scores, float fill) {
     return f;
 }
 
+/* A tiny bert GGUF (width 8, 2 heads, 1 block, 10 tokens); `skip` names a
+ * tensor to leave out, `wide_down` gives ffn_down the wrong width. */
+static tf_gguf *tiny_bert(const char *skip, bool wide_down, int64_t heads) {
+    gguf_builder *b = gb_new();
+    gb_string(b, "general.architecture", "bert", 4);
+    gb_u32(b, "bert.block_count", 1);
+    gb_u32(b, "bert.embedding_length", 8);
+    gb_u32(b, "bert.attention.head_count", (uint32_t)heads);
+    static float zeros[16 * 16];
+    const struct { const char *name; int64_t rows, cols; } t[] = {
+        {"token_embd.weight", 10, 8}, {"position_embd.weight", 16, 8}, {"token_types.weight", 2, 8},
+        {"token_embd_norm.weight", 0, 8}, {"token_embd_norm.bias", 0, 8},
+        {"blk.0.attn_q.weight", 8, 8}, {"blk.0.attn_q.bias", 0, 8}, {"blk.0.attn_k.weight", 8, 8},
+        {"blk.0.attn_k.bias", 0, 8}, {"blk.0.attn_v.weight", 8, 8}, {"blk.0.attn_v.bias", 0, 8},
+        {"blk.0.attn_output.weight", 8, 8}, {"blk.0.attn_output.bias", 0, 8},
+        {"blk.0.attn_output_norm.weight", 0, 8}, {"blk.0.attn_output_norm.bias", 0, 8},
+        {"blk.0.ffn_up.weight", 16, 8}, {"blk.0.ffn_up.bias", 0, 16},
+        {"blk.0.ffn_down.weight", 8, wide_down ? 12 : 16}, {"blk.0.ffn_down.bias", 0, 8},
+        {"blk.0.layer_output_norm.weight", 0, 8}, {"blk.0.layer_output_norm.bias", 0, 8}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (skip && !strcmp(skip, t[i].name)) continue;
+        int64_t shape[2] = {t[i].rows, t[i].cols};
+        int nd = t[i].rows ? 2 : 1;
+        gb_tensor(b, t[i].name, GB_F32, nd, nd == 2 ? shape : shape + 1, zeros,
+                  (size_t)(t[i].rows ? t[i].rows : 1) * (size_t)t[i].cols * sizeof(float));
+    }
+    tf_gguf *f = open_built(b);
+    gb_free(b);
+    return f;
+}
+
+static void expect_encoder_refused(tf_gguf *f, tf_status code, const char *text) {
+    llm_encoder *e = (llm_encoder *)1;
+    tf_status s = llm_encoder_load_gguf(f, cpu_device(), TF_DTYPE_COUNT, &e);
+    if (s != code || !strstr(llm_error(), text))
+        fail_msg("llm_encoder_load_gguf returned %s (%s), expected %s mentioning '%s'", tf_status_name(s), llm_error(),
+                 tf_status_name(code), text);
+    assert_null(e);
+    tf_gguf_close(f);
+}
+
+static void test_bert_files_checked(void **state) {
+    (void)state;
+    tf_gguf *f = tiny_bert(NULL, false, 2);
+    llm_encoder *e = NULL;
+    OK(llm_encoder_load_gguf(f, cpu_device(), TF_DTYPE_COUNT, &e));
+    int32_t ids[3] = {1, 2, 3};
+    int64_t len = 3;
+    tf_tensor *out = NULL;
+    OK(llm_encoder_forward(e, 1, 3, ids, &len, LLM_POOL_MEAN, true, &out));
+    tf_tensor_release(out);
+    ids[1] = 10;                                  /* a token outside the vocabulary */
+    assert_int_equal(llm_encoder_forward(e, 1, 3, ids, &len, LLM_POOL_MEAN, true, &out), TF_ERR_INDEX);
+    len = 17;                                     /* more positions than the model has */
+    assert_int_equal(llm_encoder_forward(e, 1, 17, ids, &len, LLM_POOL_MEAN, true, &out), TF_ERR_SHAPE);
+    llm_encoder_free(e);
+    tf_gguf_close(f);
+    expect_encoder_refused(tiny_bert("blk.0.ffn_up.bias", false, 2), TF_ERR_FORMAT, "blk.0.ffn_up.bias");
+    expect_encoder_refused(tiny_bert(NULL, true, 2), TF_ERR_SHAPE, "shapes do not match width 8");
+    expect_encoder_refused(tiny_bert(NULL, false, 3), TF_ERR_FORMAT, "heads do not divide the width");
+}
+
 static void test_sentencepiece_metadata_checked(void **state) {
     (void)state;
     expect_tokenizer_refused(spm_vocab(-1, 0), "has no tokenizer.ggml.scores");
@@ -339,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_non_finite_logits_are_an_error),
         cmocka_unit_test(test_family_metadata_checked),
         cmocka_unit_test(test_sentencepiece_metadata_checked),
+        cmocka_unit_test(test_bert_files_checked),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

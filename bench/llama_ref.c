@@ -17,6 +17,12 @@
  * does the same from token ids, for models without a vocabulary (the tiny
  * family models of tests/llm/families).
  *
+ *   llama_ref --embed MODEL IDS_FILE OUT
+ *
+ * writes, per line of ids, the model's mean-pooled embedding (an encoder's,
+ * as llama.cpp's embedding example computes it), L2-normalized, one line of
+ * floats each (tests/embed's llama.cpp fixtures).
+ *
  * With LLAMA_REF_VOCAB_ONLY set, MODEL may hold a vocabulary and no
  * weights, and LOGITS_OUT "-" writes the tokens only. */
 #include <math.h>
@@ -143,13 +149,64 @@ static int continue_greedily(struct llama_model *model, llama_token *ids, int32_
     return 0;
 }
 
+static int write_embeddings(struct llama_model *model, const char *ids_path, const char *out_path) {
+    FILE *in = fopen(ids_path, "r"), *out = fopen(out_path, "w");
+    if (!in || !out) return perror("llama_ref"), 1;
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = 512;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.embeddings = true;
+    cp.pooling_type = LLAMA_POOLING_TYPE_MEAN;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) return fprintf(stderr, "llama_ref: no context\n"), 1;
+    int n_embd = llama_model_n_embd(model);
+    static char line[1 << 16];
+    while (fgets(line, sizeof line, in)) {
+        llama_token ids[512];
+        int n = 0;
+        for (char *p = strtok(line, " \n"); p && n < 512; p = strtok(NULL, " \n")) ids[n++] = atoi(p);
+        if (n == 0) continue;
+        struct llama_batch b = llama_batch_init(n, 0, 1);
+        for (int i = 0; i < n; i++) {
+            b.token[i] = ids[i];
+            b.pos[i] = i;
+            b.n_seq_id[i] = 1;
+            b.seq_id[i][0] = 0;
+            b.logits[i] = 1;
+        }
+        b.n_tokens = n;
+        llama_memory_clear(llama_get_memory(ctx), true);
+        if (llama_decode(ctx, b) < 0) return fprintf(stderr, "llama_ref: decode failed\n"), 1;
+        const float *e = llama_get_embeddings_seq(ctx, 0);
+        if (!e) return fprintf(stderr, "llama_ref: no embeddings\n"), 1;
+        double norm = 0;
+        for (int k = 0; k < n_embd; k++) norm += (double)e[k] * e[k];
+        norm = sqrt(norm);
+        for (int k = 0; k < n_embd; k++) fprintf(out, k ? " %.9g" : "%.9g", e[k] / norm);
+        fputc('\n', out);
+        llama_batch_free(b);
+    }
+    llama_free(ctx);
+    fclose(in);
+    fclose(out);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 6 && !(argc >= 5 && !strcmp(argv[1], "--ids"))) {
+    if (argc < 6 && !(argc >= 5 && (!strcmp(argv[1], "--ids") || !strcmp(argv[1], "--embed")))) {
         fprintf(stderr, "usage: llama_ref MODEL CASES TOKENS_OUT PROMPT LOGITS_OUT [STEPS] [TOPK]\n");
         return 2;
     }
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
+    if (!strcmp(argv[1], "--embed")) {
+        struct llama_model *model = llama_model_load_from_file(argv[2], mp);
+        if (!model) return fprintf(stderr, "llama_ref: cannot load %s\n", argv[2]), 1;
+        int rc = write_embeddings(model, argv[3], argv[4]);
+        llama_model_free(model);
+        llama_backend_free();
+        return rc;
+    }
     if (!strcmp(argv[1], "--ids")) {
         struct llama_model *model = llama_model_load_from_file(argv[2], mp);
         if (!model) return fprintf(stderr, "llama_ref: cannot load %s\n", argv[2]), 1;

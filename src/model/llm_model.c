@@ -427,21 +427,40 @@ static tf_status check_every_tensor_used(const loader *ld, const char *arch, int
     return TF_OK;
 }
 
-/* Llama 3.1's long-context RoPE: a divisor per rotated pair, read to the
- * host (the angle tables are made there). Positive and finite. */
-static tf_status load_rope_factors(loader *ld, llm_model *m) {
-    int64_t n = m->cfg.rope_dims / 2;
+/* RoPE divisors, one per rotated pair, read to the host (the angle
+ * tables are made there): Llama 3.1's rope_freqs, LongRoPE's long and
+ * short factors. Positive and finite. */
+static tf_status load_rope_divisors(loader *ld, const char *name, int64_t n, float **out) {
     tf_tensor *t = NULL;
-    tf_status s = load_vector(ld, "rope_freqs.weight", n, &t);
-    if (s == TF_OK && !(m->rope_factors = malloc((size_t)n * sizeof *m->rope_factors)))
-        s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
-    if (s == TF_OK && (s = tf_tensor_read(t, m->rope_factors, (size_t)n * sizeof(float))) != TF_OK)
-        s = llm_fail(s, "model: reading rope_freqs.weight: %s", tf_last_error());
+    tf_status s = load_vector(ld, name, n, &t);
+    if (s == TF_OK && !(*out = malloc((size_t)n * sizeof **out))) s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
+    if (s == TF_OK && (s = tf_tensor_read(t, *out, (size_t)n * sizeof(float))) != TF_OK)
+        s = llm_fail(s, "model: reading %s: %s", name, tf_last_error());
     for (int64_t i = 0; s == TF_OK && i < n; i++)
-        if (!(m->rope_factors[i] > 0))
-            s = llm_fail(TF_ERR_FORMAT, "model: rope_freqs.weight holds %g at %lld; divisors are positive",
-                         (double)m->rope_factors[i], (long long)i);
+        if (!((*out)[i] > 0))
+            s = llm_fail(TF_ERR_FORMAT, "model: %s holds %g at %lld; divisors are positive", name, (double)(*out)[i],
+                         (long long)i);
     tf_tensor_release(t);
+    return s;
+}
+
+/* Llama 3.1's rope_freqs, or Phi-3's LongRoPE: long and short divisors,
+ * the original context that chooses between them, and the factor cos and
+ * sin are scaled by. */
+static tf_status load_rope_factors(loader *ld, llm_model *m) {
+    const int64_t n = m->cfg.rope_dims / 2;
+    const char *a = m->arch->name;
+    tf_status s = TF_OK;
+    m->rope_attn_factor = 1.0;
+    if (has_tensor(ld, "rope_freqs.weight")) s = load_rope_divisors(ld, "rope_freqs.weight", n, &m->rope_factors);
+    bool longrope = has_tensor(ld, "rope_factors_long.weight") || has_tensor(ld, "rope_factors_short.weight");
+    if (s == TF_OK && longrope) s = load_rope_divisors(ld, "rope_factors_long.weight", n, &m->rope_long);
+    if (s == TF_OK && longrope) s = load_rope_divisors(ld, "rope_factors_short.weight", n, &m->rope_short);
+    if (s == TF_OK && longrope && m->rope_factors)
+        s = llm_fail(TF_ERR_FORMAT, "model: the file holds both rope_freqs and LongRoPE factors");
+    if (s == TF_OK && longrope)
+        s = config_int(ld->f, a, "rope.scaling.original_context_length", m->cfg.n_ctx_train, &m->n_ctx_orig);
+    if (s == TF_OK) s = config_float(ld->f, a, "rope.scaling.attn_factor", 1.0, 0.0, 16.0, &m->rope_attn_factor);
     return s;
 }
 
@@ -459,7 +478,7 @@ static tf_status load_weights(loader *ld, llm_model *m, int64_t n_first) {
         m->output = tf_tensor_retain(m->tok_embd);
     if (s == TF_OK && has_tensor(ld, "output.bias")) s = load_vector(ld, "output.bias", c->n_vocab, &m->output_bias);
     ld->dev = m->devs[0];
-    if (s == TF_OK && has_tensor(ld, "rope_freqs.weight")) s = load_rope_factors(ld, m);
+    if (s == TF_OK) s = load_rope_factors(ld, m);
     if (s == TF_OK && !(m->layers = calloc((size_t)c->n_layer, sizeof *m->layers)))
         s = llm_fail(TF_ERR_OUT_OF_MEMORY, "model: out of memory");
     if (s == TF_OK) s = read_local_layers(ld->f, m->arch, c, m->layers);
@@ -504,6 +523,8 @@ void llm_model_free(llm_model *m) {
     tf_tensor_release(m->output);
     tf_tensor_release(m->output_bias);
     free(m->rope_factors);
+    free(m->rope_long);
+    free(m->rope_short);
     free(m);
 }
 

@@ -78,6 +78,9 @@ typedef struct llm_model {
     tf_tensor *tok_embd, *out_norm, *output;       /* output is tok_embd when the embeddings are tied */
     tf_tensor *output_bias;                        /* [n_vocab] or NULL */
     float *rope_factors;                           /* rope_freqs.weight (Llama 3.1+): angle i divided by [i]; NULL: none */
+    float *rope_long, *rope_short;                 /* LongRoPE (Phi-3 128k): the divisors past / within n_ctx_orig */
+    int64_t n_ctx_orig;                            /* LongRoPE's original context: a cache longer takes rope_long */
+    double rope_attn_factor;                       /* cos and sin scaled by it (LongRoPE's attention factor); 1: none */
     llm_layer *layers;
 } llm_model;
 

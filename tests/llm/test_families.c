@@ -2,8 +2,8 @@
  * (tensorframe/model.h), against llama.cpp:
  *
  *   1. agreement: the tiny random model of each family (tests/llm/families,
- *      and two variants with long-context RoPE: Llama 3.1's rope_freqs,
- *      Gemma 3's linear scaling;
+ *      and three variants with long-context RoPE: Llama 3.1's rope_freqs,
+ *      Phi-3's LongRoPE, Gemma 3's linear scaling;
  *      f32 and quantized by llama-quantize) decodes the ids of
  *      prompt_ids.txt and 16 greedy steps fed llama.cpp's tokens; at every
  *      step our argmax is llama.cpp's (or within `tie` of its leader), and
@@ -35,7 +35,7 @@ static int failures;
     } while (0)
 
 static const char *const families[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3",
-                                       "llama-rope-freqs", "gemma3-linear"};
+                                       "llama-rope-freqs", "phi3-longrope", "gemma3-linear"};
 #define N_FAMILIES (int)(sizeof families / sizeof families[0])
 #define STEPS 16
 #define TOPK 40

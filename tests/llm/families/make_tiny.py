@@ -33,8 +33,11 @@ FAMILIES = {
     "gemma3": dict(layers=3, head=64, qk_norm=True, post_norms=True, base=1000000.0,
                    keys={"attention.sliding_window": 4, "attention.sliding_window_pattern": 3}),
     # Long-context RoPE: Llama 3.1's per-pair divisors (rope_freqs.weight),
-    # Gemma 3's linear scaling of its global layers.
+    # Phi-3's LongRoPE (the original context of 32 is below every context
+    # here, so its long factors apply), Gemma 3's linear scaling.
     "llama-rope-freqs": dict(arch="llama", layers=2, head=64, untied=True, base=500000.0, rope_freqs=True),
+    "phi3-longrope": dict(arch="phi3", layers=2, head=64, fused=True, untied=True, base=10000.0, longrope=True,
+                          keys={"rope.scaling.original_context_length": 32, "rope.scaling.attn_factor": 1.19}),
     "gemma3-linear": dict(arch="gemma3", layers=3, head=64, qk_norm=True, post_norms=True, base=1000000.0,
                           keys={"attention.sliding_window": 4, "attention.sliding_window_pattern": 3,
                                 "rope.scaling.factor": 8.0}, strings={"rope.scaling.type": "linear"}),
@@ -82,6 +85,9 @@ def family_file(variant, spec, out, rng):
         w.add_tensor("output.weight", mat(VOCAB, EMBD, 4.0))
     if spec.get("rope_freqs"):        # low frequencies slowed, as Llama 3.1's are
         w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, D // 2).astype(np.float32))
+    if spec.get("longrope"):          # Phi-3 128k's: long factors past the original context, short within
+        w.add_tensor("rope_factors_long.weight", np.linspace(1.0, 4.0, D // 2).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", np.linspace(1.0, 1.5, D // 2).astype(np.float32))
     for l in range(L):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", norm(EMBD))

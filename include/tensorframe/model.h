@@ -90,8 +90,8 @@ TF_API uint64_t tf_model_kv_bytes(const tf_model *m, int64_t n_ctx);
 
 /* ---- tokens -------------------------------------------------------------- */
 
-/* Token ids of text[0..len): BOS first when add_special and the file asks
- * for it; control tokens written in the text become their ids when
+/* Token ids of text[0..len): when add_special, BOS first and EOS last as
+ * the file asks (add_bos_token, add_eos_token; [CLS]/[SEP] for BERT); control tokens written in the text become their ids when
  * parse_special (a chat template's markers need it). *ids is malloc'ed
  * (free() it). TF_ERR_UNSUPPORTED when the file has no tokenizer. */
 TF_API tf_status tf_model_tokenize(const tf_model *m, const char *text, size_t len, bool add_special,

@@ -284,7 +284,7 @@ tf_status tf_model_tokenize(const tf_model *m, const char *text, size_t len, boo
     if (s != TF_OK) return s;
     if (!ids || !n || (!text && len)) return llm_fail(TF_ERR_INVALID_ARGUMENT, "tokenize: no text or no output");
     if (m->wp) return llm_wordpiece_tokenize(m->wp, text ? text : "", len, add_special, parse_special, ids, n);
-    return llm_tokenize(m->tok, text ? text : "", len, add_special && llm_add_bos(m->tok), parse_special, ids, n);
+    return llm_tokenize_special(m->tok, text ? text : "", len, add_special, parse_special, ids, n);
 }
 
 tf_status tf_model_token_bytes(const tf_model *m, int32_t id, const char **bytes, size_t *len) {

@@ -78,6 +78,7 @@ struct llm_tokenizer {
     bool add_bos;
     int pre;              /* the pre-tokenizer: PRE_GPT2, PRE_DIGITS, PRE_LLAMA3 or PRE_QWEN2 */
     bool strip_space_prefix;   /* detokenizing drops the space tokenizing put first (SentencePiece) */
+    bool add_eos;              /* tokenizer.ggml.add_eos_token: EOS last when special tokens are added */
     bool spm;             /* SentencePiece (tokenizer.ggml.model "llama"): scores, not merges */
     float *scores;        /* SentencePiece: a piece's score; merges take the highest first */
     int32_t unk;          /* SentencePiece: for a byte no token spells; -1 when none */
@@ -458,12 +459,14 @@ tf_status llm_tokenizer_load(const tf_gguf *f, llm_tokenizer **out) {
     if (s == TF_OK) s = load_tokens(t, f);
     if (s == TF_OK) s = t->spm ? load_scores(t, f) : load_merges(t, f);
     /* SentencePiece files add BOS and a space before the text unless they say not to. */
-    int64_t bos = -1, eos = -1, unk = -1, add_bos = 0, space_prefix = 0;
+    int64_t bos = -1, eos = -1, unk = -1, add_bos = 0, add_eos = 0, space_prefix = 0;
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.bos_token_id", 0, t->n_tokens - 1, -1, &bos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.eos_token_id", 0, t->n_tokens - 1, -1, &eos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.unknown_token_id", 0, t->n_tokens - 1, -1, &unk);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, t->spm, &add_bos);
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_eos_token", 0, 1, 0, &add_eos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_space_prefix", 0, 1, t->spm, &space_prefix);
+    t->add_eos = add_eos != 0;
     t->unk = (int32_t)unk;
     t->strip_space_prefix = space_prefix != 0;
     if (s == TF_OK) s = load_specials(t);
@@ -893,6 +896,22 @@ tf_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, boo
     }
     *ids = out.ids;
     *n = out.n;
+    return TF_OK;
+}
+
+tf_status llm_tokenize_special(const llm_tokenizer *t, const char *text, size_t len, bool add_special,
+                               bool parse_special, int32_t **ids, int64_t *n) {
+    tf_status s = llm_tokenize(t, text, len, add_special && t->add_bos, parse_special, ids, n);
+    if (s != TF_OK || !add_special || !t->add_eos || t->eos < 0) return s;
+    int32_t *grown = realloc(*ids, (size_t)(*n + 1) * sizeof *grown);
+    if (!grown) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
+    }
+    grown[(*n)++] = t->eos;
+    *ids = grown;
     return TF_OK;
 }
 

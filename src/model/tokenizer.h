@@ -28,6 +28,11 @@ void llm_tokenizer_free(llm_tokenizer *t);
 tf_status llm_tokenize(const llm_tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
                        int32_t **ids, int64_t *n);
 
+/* As the file asks when add_special: BOS first (add_bos_token) and EOS last
+ * (add_eos_token). */
+tf_status llm_tokenize_special(const llm_tokenizer *t, const char *text, size_t len, bool add_special,
+                               bool parse_special, int32_t **ids, int64_t *n);
+
 /* The bytes a token stands for (a byte-level token decoded to raw bytes;
  * a control token as its text). May be a partial UTF-8 sequence. */
 const char *llm_token_bytes(const llm_tokenizer *t, int32_t id, size_t *len);

@@ -332,6 +332,24 @@ static void test_bert_files_checked(void **state) {
 
 static void test_sentencepiece_metadata_checked(void **state) {
     (void)state;
+    /* add_eos_token: EOS last when special tokens are added, and only then */
+    gguf_builder *eb = gb_new();
+    tiny_llama(eb, NULL);
+    gb_bool(eb, "tokenizer.ggml.add_eos_token", true);
+    tf_gguf *ef = open_built(eb);
+    gb_free(eb);
+    llm_tokenizer *et = NULL;
+    OK(llm_tokenizer_load(ef, &et));
+    int32_t *eids = NULL;
+    int64_t en = 0;
+    OK(llm_tokenize_special(et, "hi", 2, true, true, &eids, &en));
+    assert_true(en >= 2 && eids[en - 1] == 2);     /* the tiny vocabulary's EOS is id 2 */
+    free(eids);
+    OK(llm_tokenize_special(et, "hi", 2, false, true, &eids, &en));
+    assert_true(en >= 1 && eids[en - 1] != 2);
+    free(eids);
+    llm_tokenizer_free(et);
+    tf_gguf_close(ef);
     expect_tokenizer_refused(spm_vocab(-1, 0), "has no tokenizer.ggml.scores");
     expect_tokenizer_refused(spm_vocab(TINY_VOCAB - 1, 0), "263 scores for 264 tokens");
     expect_tokenizer_refused(spm_vocab(TINY_VOCAB, NAN), "score 132 is not a finite number");

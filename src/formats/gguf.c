@@ -524,8 +524,9 @@ tf_status tf_gguf_load(const tf_gguf *f, const char *name, tf_device *dev, tf_te
     if (s != TF_OK) return s;
     tf_dtype dt = dtype_of_block_type(t->type);
     if (dt == TF_DTYPE_COUNT)
-        return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which has no tensorframe dtype (tf_gguf_load_as "
-                         "decodes it to a float dtype)", fn, name, block_types[t->type].name);
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which tensorframe neither stores nor decodes "
+                         "(F32, F16, BF16, F64, I8, I32, I64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K to Q6_K, IQ4_NL and "
+                         "IQ4_XS are)", fn, name, block_types[t->type].name);
     return tf__in(fn, tf_tensor_from_data(dev, dt, t->ndim, t->shape, data_of(f, t), out));
 }
 

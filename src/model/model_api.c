@@ -15,7 +15,7 @@
 #include "wordpiece.h"
 
 struct tf_model {
-    tf_gguf *file;              /* kept open: the tokenizer's strings and the template live in its mapping */
+    tf_gguf *file;              /* open while loading; closed after (nothing points into its mapping) */
     llm_model *llm;             /* a decoder, or */
     llm_encoder *enc;           /* an encoder (BERT) */
     llm_tokenizer *tok;         /* a decoder's tokenizer; NULL when the file has none this library reads */
@@ -220,6 +220,10 @@ tf_status tf_model_load(const char *path, const tf_model_params *params, tf_mode
         tf_model_free(m);
         return s;
     }
+    /* The weights, vocabulary and strings are copies: the mapping goes, and
+     * with it the page cache's claim on the file's bytes. */
+    tf_gguf_close(m->file);
+    m->file = NULL;
     *out = m;
     return TF_OK;
 }

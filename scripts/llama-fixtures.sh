@@ -181,11 +181,12 @@ fi
 # the tokenizers package's for wordpiece_cases.txt on all-MiniLM-L6-v2's vocabulary,
 # and for spm_cases.txt under the SentencePiece vocabulary make_spm.py trains
 # (committed as tests/llm/fixtures/tokenizers/spm.gguf: training is not
-# repeated in make test).
+# repeated in make test, nor here unless RETRAIN_SPM is set).
 if [ "${2:-}" = --tokenizer-fixtures ]; then
   mkdir -p "$root/tests/llm/fixtures/tokenizers"
-  "$(fixture_python)" "$root/tests/llm/tokenizers/make_spm.py" "$root" "$build/models" \
-    "$root/tests/llm/fixtures/tokenizers/spm.gguf"
+  [ -f "$root/tests/llm/fixtures/tokenizers/spm.gguf" ] && [ -z "${RETRAIN_SPM:-}" ] ||   # kept unless asked
+    "$(fixture_python)" "$root/tests/llm/tokenizers/make_spm.py" "$root" "$build/models" \
+      "$root/tests/llm/fixtures/tokenizers/spm.gguf"
   LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$root/tests/llm/fixtures/tokenizers/spm.gguf" \
     "$root/tests/llm/tokenizers/spm_cases.txt" "$root/tests/llm/fixtures/tokenizers/spm.tsv" /dev/null - \
     2> "$peers/llama_ref.log" || { tail -n 20 "$peers/llama_ref.log"; exit 1; }
@@ -194,7 +195,9 @@ if [ "${2:-}" = --tokenizer-fixtures ]; then
     > "$root/tests/llm/fixtures/tokenizers/wordpiece.tsv"
   for vocab in "$build"/models/vocabs/*.gguf; do
     name=$(basename "$vocab" .gguf)
-    LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$vocab" "$root/tests/llm/token_cases.txt" \
+    cases=$root/tests/llm/tokenizers/${name}_cases.txt          # a vocabulary's own strings, if any
+    [ -f "$cases" ] || cases=$root/tests/llm/token_cases.txt
+    LLAMA_REF_VOCAB_ONLY=1 "$out/bin/llama_ref" "$vocab" "$cases" \
       "$root/tests/llm/fixtures/tokenizers/$name.tsv" /dev/null - 2> "$peers/llama_ref.log" ||
       { tail -n 20 "$peers/llama_ref.log"; exit 1; }
   done

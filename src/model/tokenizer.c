@@ -63,8 +63,9 @@ typedef struct merge_slot {
 
 /* The pre-tokenizers (tokenizer.ggml.pre) this file knows, as llama.cpp
  * groups the names: GPT-2's pattern; smollm and its kin, every \p{N}
- * alone first; Llama 3's pattern (digits in threes); Qwen2's (digits alone). */
-enum { PRE_GPT2, PRE_DIGITS, PRE_LLAMA3, PRE_QWEN2 };
+ * alone first; Llama 3's pattern (digits in threes); Qwen2's (digits alone);
+ * Mistral's tekken (case runs, digits alone). */
+enum { PRE_GPT2, PRE_DIGITS, PRE_LLAMA3, PRE_QWEN2, PRE_TEKKEN };
 
 struct llm_tokenizer {
     token *tokens;
@@ -79,6 +80,7 @@ struct llm_tokenizer {
     int pre;              /* the pre-tokenizer: PRE_GPT2, PRE_DIGITS, PRE_LLAMA3 or PRE_QWEN2 */
     bool strip_space_prefix;   /* detokenizing drops the space tokenizing put first (SentencePiece) */
     bool add_eos;              /* tokenizer.ggml.add_eos_token: EOS last when special tokens are added */
+    bool ignore_merges;        /* a word that is a token is that token, merges or not (Llama 3, tekken) */
     bool spm;             /* SentencePiece (tokenizer.ggml.model "llama"): scores, not merges */
     float *scores;        /* SentencePiece: a piece's score; merges take the highest first */
     int32_t unk;          /* SentencePiece: for a byte no token spells; -1 when none */
@@ -423,7 +425,7 @@ static const struct {
     {"refact", PRE_DIGITS},    {"command-r", PRE_DIGITS},   {"codeshell", PRE_DIGITS},  {"exaone", PRE_DIGITS},
     {"minerva", PRE_DIGITS},   {"llama3", PRE_LLAMA3},      {"llama-v3", PRE_LLAMA3},   {"llama-bpe", PRE_LLAMA3},
     {"falcon3", PRE_LLAMA3},   {"pixtral", PRE_LLAMA3},     {"qwen2", PRE_QWEN2},       {"deepseek-r1-qwen", PRE_QWEN2},
-    {"megrez", PRE_QWEN2},
+    {"megrez", PRE_QWEN2},     {"tekken", PRE_TEKKEN},
 };
 
 static tf_status check_model(llm_tokenizer *t, const tf_gguf *f) {
@@ -445,6 +447,7 @@ static tf_status check_model(llm_tokenizer *t, const tf_gguf *f) {
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
         if (pre_len == strlen(pre_names[i].name) && !memcmp(pre, pre_names[i].name, pre_len)) {
             t->pre = pre_names[i].pre;
+            t->ignore_merges = t->pre == PRE_LLAMA3 || t->pre == PRE_TEKKEN;     /* as llama.cpp sets it */
             return TF_OK;
         }
     return llm_fail(TF_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%.*s' is not known here", (int)(pre_len < 64 ? pre_len : 64),
@@ -463,7 +466,8 @@ tf_status llm_tokenizer_load(const tf_gguf *f, llm_tokenizer **out) {
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.bos_token_id", 0, t->n_tokens - 1, -1, &bos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.eos_token_id", 0, t->n_tokens - 1, -1, &eos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.unknown_token_id", 0, t->n_tokens - 1, -1, &unk);
-    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, t->spm, &add_bos);
+    /* llama.cpp's defaults when the key is absent: SentencePiece and Llama 3 add BOS */
+    if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_bos_token", 0, 1, t->spm || t->pre == PRE_LLAMA3, &add_bos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_eos_token", 0, 1, 0, &add_eos);
     if (s == TF_OK) s = optional_int(f, "tokenizer.ggml.add_space_prefix", 0, 1, t->spm, &space_prefix);
     t->add_eos = add_eos != 0;
@@ -565,7 +569,20 @@ static void offer_pair(const llm_tokenizer *t, const symbol *sym, int left, pair
 /* Symbols start as one per byte (each byte's spelling is a vocabulary
  * token in a byte-level vocabulary); merges only ever join two tokens into
  * a third, so symbols stay token ids throughout. */
+/* ignore_merges: the word's byte-level spelling, when it is a token, is it. */
+static int32_t whole_word_token(const llm_tokenizer *t, const unsigned char *word, size_t len) {
+    char spelled[512];
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (n + 2 > sizeof spelled) return -1;
+        n += utf8_put(byte_to_char(word[i]), spelled + n);
+    }
+    return map_find(t, spelled, n);
+}
+
 static tf_status bpe_word(const llm_tokenizer *t, const unsigned char *word, size_t len, id_list *out) {
+    int32_t whole = t->ignore_merges ? whole_word_token(t, word, len) : -1;
+    if (whole >= 0) return push(out, whole);
     symbol *sym = malloc(len * sizeof *sym);
     pair *heap = malloc((len * 3 + 1) * sizeof *heap);   /* each merge offers at most two pairs */
     if (!sym || !heap) {
@@ -718,6 +735,71 @@ static tf_status llama3_like_split(const llm_tokenizer *t, const cps *c, size_t 
     return s;
 }
 
+/* tekken's pattern as llama.cpp runs it (its regex with \p{Lu}... read as
+ * "a letter but a-z" and "a letter but A-Z", so a letter outside ASCII is
+ * both):  P?U*L+ | P?U+L* | \p{N} | ' '?[^\s\p{L}\p{N}]+[\r\n/]* |
+ * \s*[\r\n]+ | \s+(?!\S) | \s+   with P = [^\r\n\p{L}\p{N}], tried in
+ * that order with the regex's backtracking. */
+static bool is_upperish(const cps *c, size_t i, size_t to) {
+    return i < to && class_of(c, i, to) == LETTER && !(c->cp[i] >= 'a' && c->cp[i] <= 'z');
+}
+static bool is_lowerish(const cps *c, size_t i, size_t to) {
+    return i < to && class_of(c, i, to) == LETTER && !(c->cp[i] >= 'A' && c->cp[i] <= 'Z');
+}
+
+/* The end of P?U*L+ (or P?U+L* when upper_first) from pos, or 0 for no match. */
+static size_t case_run(const cps *c, size_t pos, size_t to, bool upper_first) {
+    size_t starts[2] = {pos, pos}, n_starts = 1;
+    uint32_t cp = c->cp[pos];
+    int cls = class_of(c, pos, to);
+    if (cp != '\r' && cp != '\n' && cls != LETTER && cls != NUMBER) starts[n_starts++] = pos + 1;   /* P taken first */
+    for (size_t k = n_starts; k-- > 0;) {            /* the optional P greedy: with it first, then without */
+        size_t at = starts[k], u = at;
+        while (is_upperish(c, u, to)) u++;
+        if (upper_first) {
+            if (u == at) continue;                   /* U+ */
+            size_t end = u;
+            while (is_lowerish(c, end, to)) end++;
+            return end;
+        }
+        for (size_t split = u + 1; split-- > at;) {  /* U* gives back until L+ can start */
+            if (!is_lowerish(c, split, to)) continue;
+            size_t end = split;
+            while (is_lowerish(c, end, to)) end++;
+            return end;
+        }
+    }
+    return 0;
+}
+
+static tf_status tekken_split(const llm_tokenizer *t, const cps *c, size_t from, size_t to, id_list *out) {
+    tf_status s = TF_OK;
+    for (size_t pos = from; pos < to && s == TF_OK;) {
+        size_t start = pos, end;
+        uint32_t cp = c->cp[pos];
+        int cls = class_of(c, pos, to);
+        if ((end = case_run(c, pos, to, false)) || (end = case_run(c, pos, to, true))) {
+            pos = end;
+        } else if (cls == NUMBER) {
+            pos++;
+        } else if ((cp == ' ' ? class_of(c, pos + 1, to) : cls) == OTHER) {
+            pos += cp == ' ';
+            while (class_of(c, pos, to) == OTHER) pos++;
+            while (pos < to && (is_cr_or_lf(c->cp[pos]) || c->cp[pos] == '/')) pos++;
+        } else {
+            size_t spaces = 0, last_newline_end = 0;
+            for (; class_of(c, pos + spaces, to) == SPACE; spaces++)
+                if (is_cr_or_lf(c->cp[pos + spaces])) last_newline_end = pos + spaces + 1;
+            if (last_newline_end) pos = last_newline_end;
+            else if (spaces > 1 && pos + spaces < to) pos += spaces - 1;
+            else if (spaces > 0) pos += spaces;
+            else pos++;
+        }
+        s = emit_word(t, c, start, pos, out);
+    }
+    return s;
+}
+
 static tf_status llama3_split(const llm_tokenizer *t, const cps *c, size_t from, size_t to, id_list *out) {
     return llama3_like_split(t, c, from, to, out, 3);
 }
@@ -731,7 +813,7 @@ static tf_status tokenize_fragment(const llm_tokenizer *t, const char *text, siz
     if (!c.cp) return llm_fail(TF_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
     for (size_t i = 0, used; i < len; i += used) c.cp[c.n++] = utf8_next((const unsigned char *)text + i, len - i, &used);
     word_fn split = t->pre == PRE_DIGITS ? digit_split : t->pre == PRE_LLAMA3 ? llama3_split
-                  : t->pre == PRE_QWEN2 ? qwen2_split : gpt2_split;
+                  : t->pre == PRE_QWEN2 ? qwen2_split : t->pre == PRE_TEKKEN ? tekken_split : gpt2_split;
     tf_status s = split(t, &c, 0, c.n, out);
     free(c.cp);
     return s;

@@ -2,7 +2,8 @@
 """A SentencePiece vocabulary for the tokenizer tests: trained by the
 `sentencepiece` package (BPE with byte fallback, as Llama 2, Mistral and
 Gemma's are) on a small text (this repository's README and ARCHITECTURE,
-and a few lines in other scripts), then written as GGUF tokenizer
+and a few lines in other scripts: the docs change, so a regenerated
+vocabulary differs and its spm.tsv is rewritten with it), then written as GGUF tokenizer
 metadata the way llama.cpp's converter writes it (tokenizer.ggml.model
 "llama": pieces, scores, types with byte pieces as type 6), with the few
 llama.* keys llama.cpp reads before a vocabulary. Two user-defined pieces

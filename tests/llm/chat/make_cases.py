@@ -45,6 +45,7 @@ def templates(llama_cpp, gguf_dir, smollm2):
     smol = GGUFReader(smollm2).fields["tokenizer.chat_template"].contents()
     return [("smollm2", "chatml", smol),
             ("qwen2.5", "chatml", read("Qwen-Qwen2.5-7B-Instruct.jinja")),
+            ("qwen3", "chatml", read("Qwen-Qwen3-0.6B.jinja")),
             ("llama3", "llama3", LLAMA3),
             ("gemma2", "gemma", read("google-gemma-2-2b-it.jinja")),
             ("phi3.5", "phi3", read("microsoft-Phi-3.5-mini-instruct.jinja")),

@@ -124,7 +124,8 @@ TF_API tf_status tf_model_detokenize(const tf_model *m, int32_t id, tf_utf8_pend
  * conversation of system/user/assistant messages (checked against the
  * templates' Jinja in tests/llm/fixtures/chat), except: BOS is left to
  * the tokenizer; ChatML copies a template's literal default system
- * message; Mistral v3 puts the system message before the last user turn. */
+ * message; Llama 3.1+ opens with its dated system turn; Mistral v3 puts
+ * the system message before the last user turn. */
 typedef struct tf_chat_message {
     const char *role;          /* "system", "user", "assistant" */
     const char *content;

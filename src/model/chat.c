@@ -122,8 +122,18 @@ static void chatml(text *t, const char *tmpl, const llm_chat_message *m, size_t 
     if (add) put(t, "<|im_start|>assistant\n");
 }
 
-static void llama3(text *t, const llm_chat_message *m, size_t n, bool add) {
-    for (size_t i = 0; i < n; i++) {
+/* Llama 3.1 and later write a system turn whatever the conversation,
+ * opening with the knowledge cutoff and a date ("26 Jul 2024", what their
+ * templates write without strftime_now), then the system message. */
+static void llama3(text *t, const char *tmpl, const llm_chat_message *m, size_t n, bool add) {
+    size_t first = 0;
+    if (tmpl && strstr(tmpl, "Cutting Knowledge Date")) {
+        put(t, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+               "Today Date: 26 Jul 2024\n\n");
+        if (n > 0 && !strcmp(m[0].role, "system")) put_trimmed(t, m[first++].content);
+        put(t, "<|eot_id|>");
+    }
+    for (size_t i = first; i < n; i++) {
         put(t, "<|start_header_id|>");
         put(t, m[i].role);
         put(t, "<|end_header_id|>\n\n");
@@ -255,7 +265,7 @@ tf_status llm_chat_apply(const char *template_or_name, const char *model_templat
     text t = {0};
     put(&t, "");
     if (!strcmp(name, "chatml")) chatml(&t, tmpl, m, n, add_assistant);
-    else if (!strcmp(name, "llama3")) llama3(&t, m, n, add_assistant);
+    else if (!strcmp(name, "llama3")) llama3(&t, tmpl, m, n, add_assistant);
     else if (!strcmp(name, "gemma")) gemma(&t, m, n, add_assistant);
     else if (!strcmp(name, "phi3")) tagged(&t, m, n, add_assistant, "<|end|>\n");
     else if (!strcmp(name, "zephyr")) tagged(&t, m, n, add_assistant, "<|endoftext|>\n");

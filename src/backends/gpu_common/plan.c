@@ -445,8 +445,8 @@ void tf_pk_encode_scalar(tf_dtype dt, double v, unsigned char *out) {
     switch (dt) {
     case TF_F32: { float f = (float)v; memcpy(out, &f, 4); return; }
     case TF_F64: memcpy(out, &v, 8); return;
-    case TF_F16: { uint16_t h = tf_f32_to_f16((float)v); memcpy(out, &h, 2); return; }
-    case TF_BF16: { uint16_t h = tf_f32_to_bf16((float)v); memcpy(out, &h, 2); return; }
+    case TF_F16: { uint16_t h = tf_f64_to_f16(v); memcpy(out, &h, 2); return; }   /* one rounding: via f32 would round twice */
+    case TF_BF16: { uint16_t h = tf_f64_to_bf16(v); memcpy(out, &h, 2); return; }
     case TF_BOOL: out[0] = v != 0; return;
     case TF_I8: lo = -128; hi = 127; break;
     case TF_U8: lo = 0; hi = 255; break;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <tensorframe/backend.h>
+#include <tensorframe/numerics.h>
 
 #include "helpers.h"
 
@@ -40,6 +41,27 @@ static void test_discovery_and_selection(void **state) {
     OK(tf_device_get("auto", &d));
     assert_string_equal(tf_device_name(d), "webgpu:0");
     OK(tf_backend_priority_set(NULL));
+}
+
+/* A fill rounds its f64 value to f16/bf16 once: a value just past an f16
+ * midpoint rounds away from it, where going through f32 (which holds the
+ * midpoint exactly) rounded to even (fresh-clone conformance, 2026-11-27). */
+static void test_fill_rounds_once(void **state) {
+    (void)state;
+    const double v = -45.140625 - 1e-9;          /* the f16 neighbours are -45.125 and -45.15625 */
+    const tf_dtype dts[2] = {TF_F16, TF_BF16};
+    for (int i = 0; i < 2; i++) {
+        tf_tensor *g = NULL, *c = NULL;
+        OK(tf_full(wgpu(), dts[i], 1, (int64_t[]){3}, v, &g));
+        OK(tf_full(cpu_device(), dts[i], 1, (int64_t[]){3}, v, &c));
+        uint16_t got[3], want[3];
+        OK(tf_tensor_read(g, got, sizeof got));
+        OK(tf_tensor_read(c, want, sizeof want));
+        assert_int_equal(got[0], tf_f64_to_f16(v) * (dts[i] == TF_F16) + tf_f64_to_bf16(v) * (dts[i] == TF_BF16));
+        assert_memory_equal(got, want, sizeof got);
+        tf_tensor_release(g);
+        tf_tensor_release(c);
+    }
 }
 
 /* n bytes of a pattern there and back, for n = 1..67 (u8: every remainder
@@ -612,6 +634,7 @@ int main(void) {
         cmocka_unit_test(test_every_family_on_a_tensor_over_the_binding_limit),
         cmocka_unit_test(test_views_deep_in_a_large_buffer),
         cmocka_unit_test(test_buffer_over_the_limit_is_out_of_memory),
+        cmocka_unit_test(test_fill_rounds_once),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

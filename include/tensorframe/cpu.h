@@ -10,6 +10,13 @@
  * TF_CPU_KERNELS=reference it stays 0: every op runs the reference loops. */
 typedef uint64_t (*tf_cpu_blas_calls_fn)(void);
 
+/* "tf_cpu_reference_gemm_calls" (a tf_cpu_blas_calls_fn): float products
+ * (tf_matmul, tf_gemm, tf_linear; f32, f64, f16, bf16) that ran the portable
+ * reference loops rather than a fast kernel. Every layout of every float
+ * dtype takes a fast kernel (docs/ARCHITECTURE.md); it counts only under
+ * TF_CPU_KERNELS=reference, on a build without SIMD or BLAS, or when a
+ * kernel's scratch could not be had. */
+
 /* "tf_cpu_q8_round_row": how the CPU's products with a quantized weight
  * round one activation row of k floats (k a multiple of 32) before the
  * integer dot products, llama.cpp's Q8 way: per 32 elements a scale

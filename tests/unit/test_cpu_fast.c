@@ -5,7 +5,10 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include <tensorframe/backend.h>
 
 #include "helpers.h"
 #include "tensorframe/numerics.h"
@@ -726,6 +729,141 @@ static void test_pool_under_concurrency(void **state) {
     }
 }
 
+
+/* ---- every float GEMM entry takes a fast kernel ----
+ * tf_matmul, tf_gemm (alpha, beta, c, transposes), tf_linear, batched and
+ * broadcast products and strided operands, in f32, f16, bf16 and a mixed
+ * pair: each checked against float64 loops on the values as rounded to its
+ * dtype, and none may run the reference loops (the extra counts them). */
+
+typedef enum { ENTRY_MATMUL, ENTRY_GEMM, ENTRY_LINEAR } gemm_entry;
+
+typedef struct gemm_case {
+    const char *name;
+    gemm_entry entry;
+    int64_t batch, m, k, n;              /* batch 0: 2-D operands; < 0: b broadcast over -batch */
+    bool ta, tb, strided_a;
+    double alpha, beta;
+    int c_kind;                          /* 0 none, 1 a bias row, 2 a full [m, n] c */
+} gemm_case;
+
+/* A random tensor of dtype dt, stored [rows, cols] (or batched). */
+static tf_tensor *random_matrix(tf_dtype dt, int64_t batch, int64_t rows, int64_t cols, uint64_t seed) {
+    int64_t shape[3] = {batch, rows, cols};
+    int nd = batch ? 3 : 2;
+    int64_t n = (batch ? batch : 1) * rows * cols;
+    float *v = randv(n, seed);
+    tf_tensor *f = NULL, *t = NULL;
+    OK(tf_tensor_from_data(cpu_device(), TF_F32, nd, batch ? shape : shape + 1, v, &f));
+    OK(tf_cast(f, dt, &t));
+    tf_tensor_release(f);
+    free(v);
+    return t;
+}
+
+static float *logical_values(const tf_tensor *t) {
+    tf_tensor *f = NULL;
+    OK(tf_cast(t, TF_F32, &f));
+    float *v = read_all(f);
+    tf_tensor_release(f);
+    return v;
+}
+
+static tf_tensor *swap_last(const tf_tensor *t) {
+    tf_tensor *v = NULL;
+    OK(tf_transpose(t, tf_tensor_ndim(t) - 2, tf_tensor_ndim(t) - 1, &v));
+    return v;
+}
+
+static void run_gemm_case(const gemm_case *gc, tf_dtype da, tf_dtype db, uint64_t (*reference_calls)(void)) {
+    int64_t bA = gc->batch > 0 ? gc->batch : gc->batch < 0 ? -gc->batch : 0, bB = gc->batch > 0 ? gc->batch : 0;
+    int64_t m = gc->m, k = gc->k, n = gc->n;
+    /* a as stored, and its logical [.., m, k] view */
+    tf_tensor *as = gc->ta ? random_matrix(da, bA, k, m, 11) : random_matrix(da, bA, m, gc->strided_a ? 2 * k : k, 11);
+    tf_tensor *a = NULL;
+    if (gc->ta) a = swap_last(as);
+    else if (gc->strided_a) OK(tf_slice(as, tf_tensor_ndim(as) - 1, 0, 2 * k, 2, &a));
+    else a = tf_tensor_retain(as);
+    bool w_rows = gc->entry == ENTRY_LINEAR || gc->tb;
+    tf_tensor *bs = w_rows ? random_matrix(db, bB, n, k, 12) : random_matrix(db, bB, k, n, 12);
+    tf_tensor *b = w_rows ? swap_last(bs) : tf_tensor_retain(bs);
+    tf_tensor *c = NULL;
+    if (gc->c_kind == 1) {
+        float *v = randv(n, 13);
+        tf_tensor *f = tensor_f32(cpu_device(), 1, (int64_t[]){n}, v);
+        OK(tf_cast(f, da, &c));
+        tf_tensor_release(f);
+        free(v);
+    } else if (gc->c_kind == 2) {
+        c = random_matrix(da, 0, m, n, 13);
+    }
+    uint64_t before = reference_calls();
+    tf_tensor *out = NULL;
+    tf_status s;
+    switch (gc->entry) {
+    case ENTRY_MATMUL: s = tf_matmul(a, b, &out); break;
+    case ENTRY_GEMM: s = tf_gemm(gc->ta ? as : a, gc->tb ? bs : b, c, gc->alpha, gc->beta, gc->ta, gc->tb, &out); break;
+    default: s = tf_linear(a, bs, c, &out); break;
+    }
+    if (s != TF_OK) fail_msg("%s %s x %s: %s", gc->name, tf_dtype_name(da), tf_dtype_name(db), tf_last_error());
+    uint64_t slow = reference_calls() - before;
+    if (slow) fail_msg("%s %s x %s: %llu reference GEMM call(s)", gc->name, tf_dtype_name(da), tf_dtype_name(db),
+                       (unsigned long long)slow);
+    float *va = logical_values(a), *vb = logical_values(b), *vc = c ? logical_values(c) : NULL, *got = logical_values(out);
+    int64_t batches = bA ? bA : 1;
+    double *want = malloc(sizeof(double) * (size_t)(batches * m * n));
+    double alpha = gc->entry == ENTRY_GEMM ? gc->alpha : 1, beta = gc->entry == ENTRY_GEMM ? gc->beta : 1;
+    for (int64_t q = 0; q < batches; q++)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double acc = 0;
+                for (int64_t x = 0; x < k; x++)
+                    acc += (double)va[(q * m + i) * k + x] * vb[((bB ? q : 0) * k + x) * n + j];
+                double cv = !vc ? 0 : gc->c_kind == 1 ? vc[j] : vc[i * n + j];
+                want[(q * m + i) * n + j] = alpha * acc + beta * cv;
+            }
+    tf_dtype dout = da == TF_F32 || db == TF_F32 ? TF_F32 : da;
+    double limit = dout == TF_F32 ? 1e-10 : dout == TF_F16 ? 1e-5 : 1e-4;
+    char what[160];
+    snprintf(what, sizeof what, "%s %s x %s", gc->name, tf_dtype_name(da), tf_dtype_name(db));
+    assert_int_equal(tf_tensor_dtype(out), dout);
+    expect_close(what, got, want, batches * m * n, limit);
+    free(va), free(vb), free(vc), free(got), free(want);
+    tf_tensor_release(a), tf_tensor_release(as), tf_tensor_release(b), tf_tensor_release(bs);
+    tf_tensor_release(c), tf_tensor_release(out);
+}
+
+static void test_every_gemm_entry_is_fast(void **state) {
+    (void)state;
+    uint64_t (*reference_calls)(void) = (uint64_t (*)(void))tf_backend_proc_address("cpu", "tf_cpu_reference_gemm_calls");
+    assert_non_null(reference_calls);
+    static const gemm_case cases[] = {
+        {"matmul", ENTRY_MATMUL, 0, 33, 70, 45, false, false, false, 1, 0, 0},
+        {"matmul x @ W^T", ENTRY_MATMUL, 0, 40, 96, 130, false, true, false, 1, 0, 0},
+        {"matmul one row", ENTRY_MATMUL, 0, 1, 100, 33, false, false, false, 1, 0, 0},
+        {"matmul few columns", ENTRY_MATMUL, 0, 37, 70, 3, false, false, false, 1, 0, 0},
+        {"matmul tiny", ENTRY_MATMUL, 0, 5, 6, 7, false, false, false, 1, 0, 0},
+        {"matmul a^T", ENTRY_MATMUL, 0, 24, 50, 31, true, false, false, 1, 0, 0},
+        {"matmul strided a", ENTRY_MATMUL, 0, 20, 48, 26, false, false, true, 1, 0, 0},
+        {"batched matmul", ENTRY_MATMUL, 3, 17, 40, 19, false, false, false, 1, 0, 0},
+        {"broadcast matmul", ENTRY_MATMUL, -3, 9, 24, 11, false, false, false, 1, 0, 0},
+        {"gemm x @ W^T + bias", ENTRY_GEMM, 0, 64, 96, 160, false, true, false, 1, 1, 1},
+        {"gemm decode row + bias", ENTRY_GEMM, 0, 1, 128, 96, false, true, false, 1, 1, 1},
+        {"gemm batched x @ W^T + bias", ENTRY_GEMM, -3, 8, 64, 48, false, true, false, 1, 1, 1},
+        {"gemm alpha, beta, c", ENTRY_GEMM, 0, 29, 50, 41, true, false, false, 0.5, -2, 2},
+        {"gemm both transposed", ENTRY_GEMM, 0, 21, 66, 35, true, true, false, 2, 0, 0},
+        {"gemm strided a, c", ENTRY_GEMM, 0, 18, 40, 22, false, false, true, 1, 0.25, 2},
+        {"linear + bias", ENTRY_LINEAR, 0, 48, 64, 80, false, true, false, 1, 1, 1},
+        {"linear no bias", ENTRY_LINEAR, 0, 6, 64, 50, false, true, false, 1, 1, 0},
+    };
+    static const tf_dtype pairs[][2] = {{TF_F32, TF_F32}, {TF_F16, TF_F16}, {TF_BF16, TF_BF16}, {TF_F32, TF_BF16}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
+            if (cases[i].entry == ENTRY_GEMM && pairs[p][0] != pairs[p][1]) continue;   /* tf_gemm: one dtype (BLAS's) */
+            run_gemm_case(&cases[i], pairs[p][0], pairs[p][1], reference_calls);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_large_elementwise_and_sum),
@@ -741,6 +879,7 @@ int main(void) {
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_simd_unary_formulas),
         cmocka_unit_test(test_pool_under_concurrency),
+        cmocka_unit_test(test_every_gemm_entry_is_fast),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

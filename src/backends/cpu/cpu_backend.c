@@ -431,6 +431,7 @@ tf_status tf_cpu_oom(const char *kernel, size_t nbytes) {
 static void *cpu_get_proc_address(void *ctx, const char *name) {
     (void)ctx;
     if (!strcmp(name, "tf_cpu_blas_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_blas_calls;
+    if (!strcmp(name, "tf_cpu_reference_gemm_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_reference_gemm_calls;
     if (!strcmp(name, "tf_cpu_q8_round_row")) return (void *)(tf_cpu_q8_round_row_fn)tf_cpu_q8_round_row;
     return NULL;
 }

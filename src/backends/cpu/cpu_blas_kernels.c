@@ -267,6 +267,13 @@ static bool blas_layout(const tf_tensor_desc *d, int nb, int64_t rows, int64_t c
     return false;
 }
 
+/* A strided rows x cols matrix (strides in bytes) copied row-major into dst. */
+static const char *pack_rows(size_t es, const char *src, int64_t rs, int64_t cs, int64_t rows, int64_t cols, char *dst) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) memcpy(dst + (size_t)(r * cols + c) * es, src + r * rs + c * cs, es);
+    return dst;
+}
+
 static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
@@ -276,7 +283,19 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     if (m * n * k == 0) return false;
     blas_job j;
     memset(&j, 0, sizeof j);
-    if (!blas_layout(A, nb, m, k, &j.ta, &j.lda) || !blas_layout(B, nb, k, n, &j.tb, &j.ldb)) return false;
+    /* An operand BLAS cannot take as laid out (no unit stride: a strided
+     * slice) is packed row-major per batch entry. */
+    bool pack_a = !blas_layout(A, nb, m, k, &j.ta, &j.lda), pack_b = !blas_layout(B, nb, k, n, &j.tb, &j.ldb);
+    size_t es = elsize(dt);
+    char *packed_a = pack_a ? tf_cpu_alloc(es * (size_t)(m * k)) : NULL;
+    char *packed_b = pack_b ? tf_cpu_alloc(es * (size_t)(k * n)) : NULL;
+    if ((pack_a && !packed_a) || (pack_b && !packed_b)) {
+        tf_cpu_free(packed_a);
+        tf_cpu_free(packed_b);
+        return false;                            /* the loops need no scratch */
+    }
+    if (pack_a) j.ta = false, j.lda = k;
+    if (pack_b) j.tb = false, j.ldb = n;
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     j.f64 = dt == TF_F64;
     j.m = m;
@@ -305,8 +324,8 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
             if (j.has_c) cb.base += idx[d] * j.c.stride[d];
         }
         blas_job bj = j;
-        bj.a = a.base + ao;
-        bj.b = b.base + bo;
+        bj.a = pack_a ? pack_rows(es, a.base + ao, a.stride[nb], a.stride[nb + 1], m, k, packed_a) : a.base + ao;
+        bj.b = pack_b ? pack_rows(es, b.base + bo, b.stride[nb], b.stride[nb + 1], k, n, packed_b) : b.base + bo;
         bj.o = o.base + oo;
         bj.c = cb;
         if (m == 1) {
@@ -321,49 +340,119 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
             tf_cpu_parallel_for(m, rows_per_grain, blas_rows, &bj);
         }
     } while (nb > 0 && next_index(nb, O->shape, idx));
+    tf_cpu_free(packed_a);
+    tf_cpu_free(packed_b);
     return true;
+}
+
+/* ---- f16/bf16 products, every form: matmul, GEMM with alpha, beta and c,
+ * any transposes and strides, batched. A is widened to f32 once per batch
+ * entry; a B that is a weight stored as [n, k] rows (x @ W^T, a linear
+ * layer) is read as stored by the linear kernels, which widen it panel by
+ * panel in L1; any other B is widened once and goes through sgemm. The
+ * epilogue (alpha, beta * c) runs in f32 on each row before the one
+ * rounding to the output dtype. ---- */
+
+typedef struct half_epilogue {
+    tf_dtype dt;
+    int64_t n;
+    float alpha, beta;
+    float *c32;                          /* the products, m x n, row-major */
+    operand c;                           /* GEMM's c (when beta != 0) */
+    int64_t cs_m, cs_n;                  /* its strides in bytes */
+    bool has_c;
+    char *o;
+    int64_t os_m, os_n;                  /* the output's strides in bytes */
+} half_epilogue;
+
+static inline float load_half(tf_dtype dt, const char *p) { return dt == TF_F16 ? LD_f16(p) : LD_bf16(p); }
+
+static void half_epilogue_rows(void *ctx, int64_t begin, int64_t end) {
+    const half_epilogue *e = ctx;
+    const tf_fast_kernels *k = tf_fast();
+    for (int64_t i = begin; i < end; i++) {
+        float *r = e->c32 + i * e->n;
+        if (e->alpha != 1.0f)
+            for (int64_t x = 0; x < e->n; x++) r[x] *= e->alpha;
+        if (e->has_c)
+            for (int64_t x = 0; x < e->n; x++) r[x] += e->beta * load_half(e->dt, e->c.base + i * e->cs_m + x * e->cs_n);
+        char *o = e->o + i * e->os_m;
+        if (k && e->os_n == 2) {
+            k->narrow(e->n, r, (uint16_t *)o, e->dt == TF_BF16);
+            continue;
+        }
+        for (int64_t x = 0; x < e->n; x++) {
+            if (e->dt == TF_F16) ST_f16(o + x * e->os_n, r[x]);
+            else ST_bf16(o + x * e->os_n, r[x]);
+        }
+    }
+}
+
+/* B as a linear layer's weight: W = B^T stored as rows of k elements. */
+static bool weight_rows(const tf_tensor_desc *B, int nb, int64_t k, int64_t n, int64_t *ldw) {
+    *ldw = B->strides[nb + 1];
+    return tf_fast() && n > 1 && B->strides[nb] == 1 && *ldw >= k;
 }
 
 static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
-    if ((dt != TF_F16 && dt != TF_BF16) || op->kind != TF_OP_MATMUL || !tf_cpu_have_blas()) return false;
+    if (dt != TF_F16 && dt != TF_BF16) return false;
     int nb = O->ndim - 2;
-    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1];
-    if (m * n * k < 64 * 64 * 64) return false;
-    float *a32 = tf_cpu_alloc(sizeof(float) * (size_t)(m * k)), *b32 = tf_cpu_alloc(sizeof(float) * (size_t)(k * n)),
-          *o32 = tf_cpu_alloc(sizeof(float) * (size_t)(m * n));
-    if (!a32 || !b32 || !o32) {
+    int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1], ldw;
+    if (m * n * k == 0) return false;            /* the reference writes beta * c or zeros */
+    bool rows = weight_rows(B, nb, k, n, &ldw);
+    size_t es = sizeof(float);
+    float *a32 = tf_cpu_alloc(es * (size_t)(m * k)), *c32 = tf_cpu_alloc(es * (size_t)(m * n)),
+          *b32 = rows ? NULL : tf_cpu_alloc(es * (size_t)(k * n));
+    if (!a32 || !c32 || (!rows && !b32)) {
         tf_cpu_free(a32);
         tf_cpu_free(b32);
-        tf_cpu_free(o32);
+        tf_cpu_free(c32);
         return false;                            /* the loops need no scratch */
     }
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
+    half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, o.stride[nb], o.stride[nb + 1]};
+    if (op->kind == TF_OP_GEMM) {
+        e.alpha = (float)op->params.alpha;
+        e.has_c = op->n_inputs > 2 && op->params.beta != 0;
+        e.beta = (float)op->params.beta;
+    }
+    operand c = e.has_c ? make_operand(&op->inputs[2], address) : o;
+    e.cs_m = c.stride[nb];
+    e.cs_n = c.stride[nb + 1];
     int64_t idx[TF_MAX_DIMS] = {0};
     do {
-        int64_t ao = 0, bo = 0, oo = 0;
+        int64_t ao = 0, bo = 0, oo = 0, co = 0;
         for (int d = 0; d < nb; d++) {
             ao += idx[d] * a.stride[d];
             bo += idx[d] * b.stride[d];
             oo += idx[d] * o.stride[d];
+            co += idx[d] * c.stride[d];
         }
         widen_job wa = {dt, a.base + ao, a.stride[nb], a.stride[nb + 1], k, a32};
-        widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
         tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
-        tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
-        tf_cpu_blas_gemm_pooled(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, o32, n);
-        widen_job wo = {dt, o.base + oo, o.stride[nb], o.stride[nb + 1], n, o32};
-        tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, narrow_rows, &wo);
+        if (rows) {
+            tf_cpu_run_linear(tf_fast(), m, n, k, a32, k, b.base + bo, ldw, dt == TF_BF16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
+                              NULL, c32);
+        } else {
+            widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
+            tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
+            tf_cpu_blas_gemm_pooled(false, false, false, m, n, k, 1.0, a32, k, b32, n, 0.0, c32, n);
+        }
+        e.o = o.base + oo;
+        e.c.base = c.base + co;
+        tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, half_epilogue_rows, &e);
     } while (nb > 0 && next_index(nb, O->shape, idx));
     tf_cpu_free(a32);
     tf_cpu_free(b32);
-    tf_cpu_free(o32);
+    tf_cpu_free(c32);
     return true;
 }
 
-
 static tf_status blas_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    tf_op folded;
+    if (fold_broadcast_batch(op, &folded)) op = &folded;
     if (run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
     return run_below(op, address);
 }

@@ -250,6 +250,53 @@ static inline void row_line_at(const row_job *j, int64_t line, const char **xp, 
     }
 }
 
+/* ---- a batched product whose b is broadcast over the batch (x [B, m, k]
+ * @ W [k, n]) folded into one [B*m, k] product: one GEMM whose weight is
+ * read once, not B small ones. True if it wrote the folded op into *f. ---- */
+
+static inline bool rows_fold(const tf_tensor_desc *d, int nb, int64_t *row_stride) {
+    int64_t s = d->strides[nb], extent = d->shape[nb];       /* rows so far, and their stride */
+    for (int i = nb - 1; i >= 0; i--) {
+        if (d->shape[i] != 1 && d->strides[i] != s * extent) return false;
+        extent *= d->shape[i];
+    }
+    *row_stride = s;
+    return true;
+}
+
+static inline void as_matrix(tf_tensor_desc *d, int nb, int64_t rows, int64_t row_stride) {
+    int64_t cols = d->shape[nb + 1], col_stride = d->strides[nb + 1];
+    d->ndim = 2;
+    d->shape[0] = rows;
+    d->shape[1] = cols;
+    d->strides[0] = row_stride;
+    d->strides[1] = col_stride;
+}
+
+static inline bool fold_broadcast_batch(const tf_op *op, tf_op *f) {
+    const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    int nb = O->ndim - 2;
+    if (nb < 1 || A->ndim != O->ndim || B->ndim != O->ndim) return false;
+    for (int i = 0; i < nb; i++)
+        if (B->strides[i] != 0 && B->shape[i] != 1) return false;
+    int64_t rows = O->shape[nb], as, os, cs = 0;
+    for (int i = 0; i < nb; i++) rows *= O->shape[i];
+    if (!rows_fold(A, nb, &as) || !rows_fold(O, nb, &os)) return false;
+    bool has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2;
+    if (has_c) {
+        const tf_tensor_desc *C = &op->inputs[2];
+        bool row = true;                                      /* one row for all: a bias */
+        for (int i = 0; i <= nb; i++) row &= C->strides[i] == 0 || C->shape[i] == 1;
+        if (!row && !rows_fold(C, nb, &cs)) return false;
+    }
+    *f = *op;
+    as_matrix(&f->inputs[0], nb, rows, as);
+    as_matrix(&f->inputs[1], nb, B->shape[nb], B->strides[nb]);
+    as_matrix(&f->output, nb, rows, os);
+    if (has_c) as_matrix(&f->inputs[2], nb, rows, cs);
+    return true;
+}
+
 /* ---- f16/bf16 rows widened to f32 and back (half matmul, both layers) ---- */
 
 typedef struct widen_job {

@@ -27,6 +27,9 @@ void tf_cpu_ref_install(tf_cpu_table *t);
 void tf_cpu_blas_install(tf_cpu_table *t);
 void tf_cpu_simd_install(tf_cpu_table *t);
 
+/* Float GEMMs the reference loops ran (the tf_cpu_reference_gemm_calls extra). */
+uint64_t tf_cpu_reference_gemm_calls(void);
+
 /* The built-in backend's entry point (called by the core like a plugin's). */
 tf_status tf__cpu_backend_init(const tf_host_api *host, tf_backend_reg *out);
 

@@ -7,6 +7,8 @@
  * leaves the table as this file fills it. They are the correctness
  * reference for every other backend and the fallback for ops a backend
  * lacks. */
+#include <stdatomic.h>
+
 #include "cpu_common.h"
 #include "formulas.h"
 
@@ -635,8 +637,16 @@ static const matmul_fn matmul_fns[TF_DTYPE_COUNT] = {
     [TF_I8] = matmul_i8,   [TF_I32] = matmul_i32, [TF_I64] = matmul_i64, [TF_U8] = matmul_u8,
 };
 
+/* Float products the reference loops ran (the tf_cpu_reference_gemm_calls
+ * extra): a test holds the fast layers to every layout they take. */
+static _Atomic uint64_t float_gemm_calls;
+
+uint64_t tf_cpu_reference_gemm_calls(void) { return atomic_load(&float_gemm_calls); }
+
 static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
+    if (O->dtype == TF_F32 || O->dtype == TF_F64 || O->dtype == TF_F16 || O->dtype == TF_BF16)
+        atomic_fetch_add(&float_gemm_calls, 1);
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     int nb = O->ndim - 2;
     mm_geom g = {O->shape[nb], A->shape[nb + 1], O->shape[nb + 1], a.stride[nb], a.stride[nb + 1],

@@ -370,6 +370,8 @@ static bool run_linear(const tf_op *op, tf_cpu_address_fn address) {
 }
 
 static tf_status simd_matmul(const tf_op *op, tf_cpu_address_fn address) {
+    tf_op folded;
+    if (fold_broadcast_batch(op, &folded)) op = &folded;
     if (run_linear(op, address) || run_matmul_skinny(op, address) || run_matmul_skinny_half(op, address)) return TF_OK;
     return run_below(op, address);
 }

@@ -842,6 +842,7 @@ static void test_every_gemm_entry_is_fast(void **state) {
         {"matmul x @ W^T", ENTRY_MATMUL, 0, 40, 96, 130, false, true, false, 1, 0, 0},
         {"matmul one row", ENTRY_MATMUL, 0, 1, 100, 33, false, false, false, 1, 0, 0},
         {"matmul few columns", ENTRY_MATMUL, 0, 37, 70, 3, false, false, false, 1, 0, 0},
+        {"matmul odd k", ENTRY_MATMUL, 0, 30, 37, 50, false, false, false, 1, 0, 0},
         {"matmul tiny", ENTRY_MATMUL, 0, 5, 6, 7, false, false, false, 1, 0, 0},
         {"matmul a^T", ENTRY_MATMUL, 0, 24, 50, 31, true, false, false, 1, 0, 0},
         {"matmul strided a", ENTRY_MATMUL, 0, 20, 48, 26, false, false, true, 1, 0, 0},

@@ -361,6 +361,7 @@ typedef struct half_epilogue {
     operand c;                           /* GEMM's c (when beta != 0) */
     int64_t cs_m, cs_n;                  /* its strides in bytes */
     bool has_c;
+    const float *c_row;                  /* c as one row for every output row (a bias), widened; or NULL */
     char *o;
     int64_t os_m, os_n;                  /* the output's strides in bytes */
 } half_epilogue;
@@ -370,11 +371,15 @@ static inline float load_half(tf_dtype dt, const char *p) { return dt == TF_F16 
 static void half_epilogue_rows(void *ctx, int64_t begin, int64_t end) {
     const half_epilogue *e = ctx;
     const tf_fast_kernels *k = tf_fast();
+    const int64_t n = e->n;
+    const float alpha = e->alpha, beta = e->beta, *restrict c_row = e->c_row;   /* locals: r may not alias them */
     for (int64_t i = begin; i < end; i++) {
-        float *r = e->c32 + i * e->n;
-        if (e->alpha != 1.0f)
-            for (int64_t x = 0; x < e->n; x++) r[x] *= e->alpha;
-        if (e->has_c)
+        float *restrict r = e->c32 + i * n;
+        if (alpha != 1.0f)
+            for (int64_t x = 0; x < n; x++) r[x] *= alpha;
+        if (c_row)                               /* a bias row, widened once */
+            for (int64_t x = 0; x < n; x++) r[x] += beta * c_row[x];
+        else if (e->has_c)
             for (int64_t x = 0; x < e->n; x++) r[x] += e->beta * load_half(e->dt, e->c.base + i * e->cs_m + x * e->cs_n);
         char *o = e->o + i * e->os_m;
         if (k && e->os_n == 2) {
@@ -394,6 +399,98 @@ static bool weight_rows(const tf_tensor_desc *B, int nb, int64_t k, int64_t n, i
     return tf_fast() && n > 1 && B->strides[nb] == 1 && *ldw >= k;
 }
 
+/* ---- bf16 products of many rows on AVX512-BF16 (vdpbf16ps), from the
+ * operands as stored: A's rows packed into bf16 pairs once, B packed panel
+ * by panel (32 columns) by the task that multiplies it, from any layout (a
+ * [n, k] weight or a [k, n] matrix). Twice f32's multiply rate, and half
+ * its operand bytes. ---- */
+
+#define BF16_PANEL 32                    /* columns per panel (two vectors of 16) */
+#define BF16_PANEL_ROWS 12               /* fewer rows: the dot-product kernels, which pack nothing */
+
+typedef struct bf16_job {
+    const tf_fast_kernels *k;
+    int64_t m, n, kk, pairs;
+    const char *a, *b;                   /* as stored */
+    int64_t as_m, as_k, bs_k, bs_n;      /* strides in bytes */
+    uint32_t *a_pairs;                   /* m x pairs */
+    uint16_t *panels;                    /* one per 32 columns, 64 x pairs each */
+    float *c;                            /* m x n */
+} bf16_job;
+
+static inline uint16_t bf16_at(const char *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static void bf16_pack_rows(void *ctx, int64_t begin, int64_t end) {
+    bf16_job *j = ctx;
+    for (int64_t i = begin; i < end; i++) {
+        uint32_t *dst = j->a_pairs + i * j->pairs;
+        const char *row = j->a + i * j->as_m;
+        for (int64_t p = 0; p < j->pairs; p++) {
+            uint32_t lo = bf16_at(row + 2 * p * j->as_k);
+            uint32_t hi = 2 * p + 1 < j->kk ? bf16_at(row + (2 * p + 1) * j->as_k) : 0;   /* an odd k: a zero pad */
+            dst[p] = lo | hi << 16;
+        }
+    }
+}
+
+/* Columns [j0, j0 + nc) of B into the pair layout of tf_fast_gemm_bf16_panel. */
+static void tf_bf16_pack_panel(const bf16_job *j, int64_t j0, int64_t nc, uint16_t *panel) {
+    if (j->bs_k == 2 && j->kk % 2 == 0) {        /* a [n, k] weight's rows: already pairs, 32 bits each */
+        uint32_t *words = (uint32_t *)panel;
+        for (int64_t c = 0; c < nc; c++) {
+            const char *row = j->b + (j0 + c) * j->bs_n;
+            for (int64_t p = 0; p < j->pairs; p++) memcpy(&words[p * 32 + c], row + 4 * p, 4);
+        }
+        for (int64_t c = nc; c < BF16_PANEL; c++)
+            for (int64_t p = 0; p < j->pairs; p++) words[p * 32 + c] = 0;
+        return;
+    }
+    memset(panel, 0, sizeof(uint16_t) * 64 * (size_t)j->pairs);
+    if (j->bs_n == 2) {                          /* a [k, n] matrix's rows: two of them interleave into a pair */
+        uint32_t *words = (uint32_t *)panel;
+        for (int64_t p = 0; p < j->pairs; p++) {
+            const char *r0 = j->b + 2 * p * j->bs_k + j0 * 2, *r1 = r0 + j->bs_k;
+            bool odd = 2 * p + 1 == j->kk;       /* the last row of an odd k pairs with zeros */
+            for (int64_t c = 0; c < nc; c++) words[p * 32 + c] = bf16_at(r0 + 2 * c) | (odd ? 0u : (uint32_t)bf16_at(r1 + 2 * c) << 16);
+        }
+        return;
+    }
+    for (int64_t c = 0; c < nc; c++) {
+        const char *col = j->b + (j0 + c) * j->bs_n;
+        uint16_t *lane = panel + (c / 16) * 32 + (c % 16) * 2;
+        for (int64_t x = 0; x < j->kk; x++) lane[(x / 2) * 64 + (x % 2)] = bf16_at(col + x * j->bs_k);
+    }
+}
+
+static void bf16_panels(void *ctx, int64_t begin, int64_t end) {
+    const bf16_job *j = ctx;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t j0 = t * BF16_PANEL, nc = j->n - j0 < BF16_PANEL ? j->n - j0 : BF16_PANEL;
+        uint16_t *panel = j->panels + t * 64 * j->pairs;
+        tf_bf16_pack_panel(j, j0, nc, panel);
+        j->k->gemm_bf16_panel(j->m, nc, j->pairs, j->a_pairs, j->pairs, panel, j->c + j0, j->n);
+    }
+}
+
+/* Scratch of one bf16 product, in 32-bit words: A's pairs and B's panels. */
+static size_t bf16_scratch_words(int64_t m, int64_t n, int64_t kk) {
+    int64_t pairs = (kk + 1) / 2, panels = (n + BF16_PANEL - 1) / BF16_PANEL;
+    return (size_t)(m * pairs + panels * 32 * pairs);
+}
+
+/* c (m x n f32) = A @ B for one batch entry, in scratch of bf16_scratch_words. */
+static void bf16_product(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t kk, const char *a, int64_t as_m,
+                         int64_t as_k, const char *b, int64_t bs_k, int64_t bs_n, uint32_t *scratch, float *c) {
+    int64_t pairs = (kk + 1) / 2;
+    bf16_job j = {k, m, n, kk, pairs, a, b, as_m, as_k, bs_k, bs_n, scratch, (uint16_t *)(scratch + m * pairs), c};
+    tf_cpu_parallel_for(m, 4096 / (kk + 1) + 1, bf16_pack_rows, &j);
+    tf_cpu_parallel_for((n + BF16_PANEL - 1) / BF16_PANEL, 1, bf16_panels, &j);
+}
+
 static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
@@ -401,18 +498,20 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     int nb = O->ndim - 2;
     int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1], ldw;
     if (m * n * k == 0) return false;            /* the reference writes beta * c or zeros */
-    bool rows = weight_rows(B, nb, k, n, &ldw);
+    const tf_fast_kernels *fk = tf_fast();
+    bool dp = dt == TF_BF16 && fk && fk->gemm_bf16_panel && m >= BF16_PANEL_ROWS;
+    bool rows = !dp && weight_rows(B, nb, k, n, &ldw);
     size_t es = sizeof(float);
-    float *a32 = tf_cpu_alloc(es * (size_t)(m * k)), *c32 = tf_cpu_alloc(es * (size_t)(m * n)),
-          *b32 = rows ? NULL : tf_cpu_alloc(es * (size_t)(k * n));
-    if (!a32 || !c32 || (!rows && !b32)) {
+    float *a32 = tf_cpu_alloc(dp ? sizeof(uint32_t) * bf16_scratch_words(m, n, k) : es * (size_t)(m * k));
+    float *c32 = tf_cpu_alloc(es * (size_t)(m * n)), *b32 = rows || dp ? NULL : tf_cpu_alloc(es * (size_t)(k * n));
+    if (!a32 || !c32 || (!rows && !dp && !b32)) {
         tf_cpu_free(a32);
         tf_cpu_free(b32);
         tf_cpu_free(c32);
         return false;                            /* the loops need no scratch */
     }
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
-    half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, o.stride[nb], o.stride[nb + 1]};
+    half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, NULL, o.stride[nb], o.stride[nb + 1]};
     if (op->kind == TF_OP_GEMM) {
         e.alpha = (float)op->params.alpha;
         e.has_c = op->n_inputs > 2 && op->params.beta != 0;
@@ -421,6 +520,14 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     operand c = e.has_c ? make_operand(&op->inputs[2], address) : o;
     e.cs_m = c.stride[nb];
     e.cs_n = c.stride[nb + 1];
+    float *c_row = NULL;
+    bool one_row = e.has_c && e.cs_m == 0;
+    for (int d = 0; d < nb; d++) one_row &= c.stride[d] == 0 || O->shape[d] == 1;
+    if (one_row && (c_row = tf_cpu_alloc(es * (size_t)n))) {   /* without it, each row reads c as stored */
+        widen_job wc = {dt, c.base, 0, e.cs_n, n, c_row};
+        widen_rows(&wc, 0, 1);
+        e.c_row = c_row;
+    }
     int64_t idx[TF_MAX_DIMS] = {0};
     do {
         int64_t ao = 0, bo = 0, oo = 0, co = 0;
@@ -429,6 +536,14 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
             bo += idx[d] * b.stride[d];
             oo += idx[d] * o.stride[d];
             co += idx[d] * c.stride[d];
+        }
+        if (dp) {
+            bf16_product(fk, m, n, k, a.base + ao, a.stride[nb], a.stride[nb + 1], b.base + bo, b.stride[nb],
+                         b.stride[nb + 1], (uint32_t *)a32, c32);
+            e.o = o.base + oo;
+            e.c.base = c.base + co;
+            tf_cpu_parallel_for(m, 4096 / (n + 1) + 1, half_epilogue_rows, &e);
+            continue;
         }
         widen_job wa = {dt, a.base + ao, a.stride[nb], a.stride[nb + 1], k, a32};
         tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
@@ -447,6 +562,7 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     tf_cpu_free(a32);
     tf_cpu_free(b32);
     tf_cpu_free(c32);
+    tf_cpu_free(c_row);
     return true;
 }
 

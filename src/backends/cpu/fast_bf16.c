@@ -30,3 +30,50 @@ void tf_fast_gemm_rows_bf16_dp(int64_t m, int64_t j0, int64_t j1, int64_t k, con
         }
     }
 }
+
+/* ---- many rows: C = A @ B from a packed panel of 32 columns ----
+ * The panel holds B's values in k pairs, the layout vdpbf16ps reads: for
+ * pair p, 64 values, column j's (B[2p][j], B[2p+1][j]) at 2j (columns 0-15
+ * in the first vector, 16-31 in the second). A row's pair (a[2p], a[2p+1])
+ * is broadcast as one 32-bit value, so each instruction adds two products
+ * into 16 columns. Tiles of 12 rows x 32 columns keep 24 accumulators in
+ * registers (of 32), and the panel (128 bytes per pair: 48 KiB at k = 384)
+ * stays in L1/L2 while every row tile passes over it. */
+
+void tf_fast_gemm_bf16_panel(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
+                             float *c, int64_t ldc);
+
+#define PANEL_MR 12
+
+static inline __attribute__((always_inline)) void panel_tile(const int mr, int64_t pairs, const uint32_t *a, int64_t lda,
+                                                             const uint16_t *panel, float *c, int64_t ldc,
+                                                             __mmask16 m0, __mmask16 m1) {
+    __m512 acc[PANEL_MR][2];
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + p * 64), b1 = (__m512bh)_mm512_loadu_si512(panel + p * 64 + 32);
+        for (int i = 0; i < mr; i++) {
+            __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[i * lda + p]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        _mm512_mask_storeu_ps(c + i * ldc, m0, acc[i][0]);
+        _mm512_mask_storeu_ps(c + i * ldc + 16, m1, acc[i][1]);
+    }
+}
+
+/* C[0:m, 0:nc] (nc <= 32) from rows of a given as pairs (lda in pairs). */
+void tf_fast_gemm_bf16_panel(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
+                             float *c, int64_t ldc) {
+    __mmask16 m0 = nc >= 16 ? 0xFFFF : (__mmask16)((1u << nc) - 1);
+    __mmask16 m1 = nc >= 32 ? 0xFFFF : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1) : 0;
+    int64_t i = 0;
+    for (; i + PANEL_MR <= m; i += PANEL_MR) panel_tile(PANEL_MR, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1);
+    int64_t left = m - i;                        /* the last rows: tiles of 8, 4, 2, 1 */
+    if (left >= 8) { panel_tile(8, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1); i += 8; left -= 8; }
+    if (left >= 4) { panel_tile(4, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1); i += 4; left -= 4; }
+    if (left >= 2) { panel_tile(2, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1); i += 2; left -= 2; }
+    if (left >= 1) panel_tile(1, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1);
+}

@@ -55,6 +55,12 @@ typedef struct tf_fast_kernels {
      * multiplied exactly, summed in f32); NULL where the CPU lacks them. */
     void (*gemm_rows_bf16_dp)(int64_t m, int64_t j0, int64_t j1, int64_t k, const uint16_t *a, int64_t lda,
                               const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
+    /* bf16 products of many rows with AVX512-BF16 (NULL where the CPU lacks
+     * it): C[0:m, 0:nc] (f32, nc <= 32) = A @ B, A's rows as k/2 pairs of
+     * bf16 packed in 32 bits (lda in pairs), B as a panel of 32 columns in
+     * the pair layout tf_bf16_pack_panel (cpu_blas_kernels.c) writes. */
+    void (*gemm_bf16_panel)(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
+                            float *c, int64_t ldc);
     /* A linear layer: c[i, j] = bias[j] (0 when bias is NULL) + dot(a row i,
      * w row j) for every row i < m and columns [j0, j1); W row-major [n, k]
      * stored as wkind (TF_FAST_W_*), a f32, f32 accumulation. */

@@ -13,6 +13,8 @@ extern const tf_fast_kernels tf_fast_table_avx512, tf_fast_table_avx2;
 #if defined(TF_HAVE_AVX512BF16)
 void tf_fast_gemm_rows_bf16_dp(int64_t m, int64_t j0, int64_t j1, int64_t k, const uint16_t *a, int64_t lda,
                                const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
+void tf_fast_gemm_bf16_panel(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
+                             float *c, int64_t ldc);
 #endif
 #endif
 
@@ -49,6 +51,7 @@ static void choose(void) {
 #if defined(TF_HAVE_AVX512BF16)
         if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
             table.gemm_rows_bf16_dp = tf_fast_gemm_rows_bf16_dp;
+            table.gemm_bf16_panel = tf_fast_gemm_bf16_panel;
             table.name = "avx512+bf16";
         }
 #else

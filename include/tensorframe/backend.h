@@ -97,7 +97,7 @@ extern "C" {
 #endif
 
 #define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 5
+#define TF_BACKEND_ABI_MINOR 6
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by
@@ -139,7 +139,8 @@ typedef struct tf_op_params {
     double beta;                      /* GEMM: out = alpha * a@b + beta * c (alpha above) */
     double eps;                       /* RMSNORM, LAYERNORM */
     uint32_t flags;                   /* ROW: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
-                                         SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK */
+                                         SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK;
+                                         GEMM_EPILOGUE: TF_GEMM_RESIDUAL */
     int64_t rotary_dims;              /* ROPE: leading dims of the last axis rotated */
     double theta;                     /* ROPE: frequency base */
     double scale;                     /* SDPA: score scale */
@@ -151,6 +152,8 @@ typedef struct tf_op_params {
     int64_t groups;                   /* CONV */
     double lr, beta1, beta2, weight_decay;   /* ADAM (eps above) */
     int64_t adam_step;                /* ADAM: the step number, from 1 */
+    int32_t activation;               /* GEMM_EPILOGUE: a unary op applied after the GEMM, or
+                                         TF_NO_ACTIVATION (SDK 2.6) */
 } tf_op_params;
 
 #define TF_ROW_WEIGHT 1u
@@ -161,6 +164,7 @@ typedef struct tf_op_params {
 #define TF_CONV_BIAS 1u
 #define TF_POOL_COUNT_PAD 1u          /* AVGPOOL2D: padding counts in the divisor */
 #define TF_ADAM_DECOUPLED 1u          /* ADAM: AdamW's decoupled weight decay */
+#define TF_GEMM_RESIDUAL 1u           /* GEMM_EPILOGUE: the last input is a residual added at the end */
 
 typedef struct tf_op {
     uint32_t struct_size;             /* sizeof(tf_op) as the core was built */

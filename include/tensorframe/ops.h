@@ -30,6 +30,15 @@
  *                        QMATMUL    x [M, K] (f32) times a block-quantized, f16 or
  *                                   bf16 w [N, K] transposed, w read as stored:
  *                                   [M, N] f32 (tf_matmul_quantized, tf_linear)
+ *                        GEMM_EPILOGUE  a GEMM and what follows it in one kernel:
+ *                                   act(alpha * a @ b + beta * c) + r, inputs a,
+ *                                   b, c (when beta != 0 and given), r (with
+ *                                   TF_GEMM_RESIDUAL, last); act is
+ *                                   params.activation (a unary op of the MATH
+ *                                   family without parameters, or
+ *                                   TF_NO_ACTIVATION). A device without the
+ *                                   kernel runs it as its parts, on the device
+ *                                   (tf_linear_fused, the graph fusion pass)
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -162,7 +171,8 @@
     X(CROSS_ENTROPY, cross_entropy, 2, COMPOSITE, SAME,        FLOAT,   ANY,     64, NONE) \
     X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16, OPTIMIZER) \
     X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
-    X(QMATMUL,      qmatmul,      2, QMATMUL,   FIRST,         FLOAT,   ANY,     16, MATMUL)
+    X(QMATMUL,      qmatmul,      2, QMATMUL,   FIRST,         FLOAT,   ANY,     16, MATMUL) \
+    X(GEMM_EPILOGUE, gemm_epilogue, 4, GEMM_EPILOGUE, PROMOTE, FLOAT,   ANY,     16, MATMUL)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

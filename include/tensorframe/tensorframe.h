@@ -738,6 +738,19 @@ TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor
  * rather than tf_gemm for layers: tf_gemm follows BLAS, where c is not read
  * when beta == 0. */
 TF_API tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out);
+/* A linear layer with what follows it, in one kernel where the device has
+ * it: activation(x @ w^T + bias) + residual. activation is a unary op of no
+ * parameter (TF_OP_GELU, TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_RELU, ...) or
+ * TF_NO_ACTIVATION; residual (may be NULL) broadcasts to the result
+ * [..., N]. One pass over the output instead of three: the CPU applies
+ * the activation and the residual to each tile while it is in cache. A
+ * device without the fused kernel runs the parts on itself; a quantized w,
+ * or a half w under an f32 x (tf_linear's kept-weight products), runs the
+ * parts too. Captured graphs of tf_linear, tf_unary_into and tf_add are
+ * rewritten to this by the fusion pass (tf_graph_end). */
+#define TF_NO_ACTIVATION ((tf_op_kind)-1)
+TF_API tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_op_kind activation,
+                                 const tf_tensor *residual, tf_tensor **out);
 /* A float activation times a block-quantized weight, as a linear layer:
  * x [..., K] (f32, f16, bf16 or f64) and w [N, K] quantized give
  * x @ dequantize(w)^T, [..., N] in x's dtype. Devices may round x to 8

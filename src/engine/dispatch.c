@@ -299,6 +299,33 @@ static tf_status run_on_cpu(const char *fn, tf_device *dev, const tf_op *op) {
     return s;
 }
 
+static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fell_back);
+
+/* ---- a fused op the device lacks: its parts, on the device ----
+ * GEMM_EPILOGUE as the GEMM into the output, then the activation and the
+ * residual add in place there: no scratch, nothing moved to the host. */
+static tf_status run_gemm_epilogue_parts(const char *fn, tf_device *dev, const tf_op *op, bool *fell_back) {
+    bool residual = op->params.flags & TF_GEMM_RESIDUAL;
+    tf_op part = *op;
+    part.kind = TF_OP_GEMM;
+    part.n_inputs = op->n_inputs - residual;
+    part.params.flags = 0;
+    part.params.activation = 0;
+    tf_status s = dispatch_op(fn, dev, &part, fell_back);
+    if (s == TF_OK && op->params.activation != (int32_t)TF_NO_ACTIVATION) {
+        tf__op_init(&part, (tf_op_kind)op->params.activation, 1);
+        part.inputs[0] = part.output = op->output;
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    if (s == TF_OK && residual) {
+        tf__op_init(&part, TF_OP_ADD, 2);
+        part.inputs[0] = part.output = op->output;
+        part.inputs[1] = op->inputs[op->n_inputs - 1];
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    return s;
+}
+
 static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fell_back) {
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
@@ -307,6 +334,7 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
         if (s != TF_OK) tf__error_context(s, "%s: %s on %s", fn, tf_op_name(op->kind), dev->name);
         return s;
     }
+    if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue_parts(fn, dev, op, fell_back);
     if (dev == tf__cpu_device())
         return tf__error(TF_ERR_UNSUPPORTED, "%s: the CPU backend does not run %s for %s", fn,
                          tf_op_name(op->kind), tf_dtype_name(op->output.dtype));

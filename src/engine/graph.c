@@ -14,17 +14,16 @@
  * tf_graph_end: a read of device memory to the host (data-dependent host
  * logic), a write of host data into a tensor made before the capture, an op
  * or a copy on another device. Index bounds checks, which read the indices
- * back, become guards that replay checks on the host before the ops. */
+ * back, become guards that replay checks on the host before the ops.
+ *
+ * Once captured, the nodes go through the fusion pass (graph_fusion.c):
+ * a product and the activation or residual add after it become one
+ * GEMM_EPILOGUE node where the device has that kernel. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_fusion.h"
 #include "observers.h"
-
-typedef struct graph_node {
-    const char *fn;
-    bool native;                   /* the device runs it (else the CPU fallback) */
-    tf_op op;
-} graph_node;
 
 /* An index tensor whose values must lie in [0, extent) before node `before`. */
 typedef struct graph_guard {
@@ -346,6 +345,37 @@ static const char *not_an_input(const tf_graph *g, const tf_tensor *t) {
     return NULL;
 }
 
+/* Whether the bytes of d are the graph's alone once captured (the fusion
+ * pass's liveness): every tensor on the buffer released, no guard reading
+ * them. Under graphs_lock. */
+static bool bytes_dead(void *ctx, const tf_tensor_desc *d) {
+    const tf_graph *g = ctx;
+    int i = find_buffer(g, d->buffer);
+    if (i < 0 || !g->released[i]) return false;
+    uint64_t lo, hi;
+    tf__desc_extent(d, &lo, &hi);
+    for (int k = 0; k < g->n_guards; k++) {
+        const graph_guard *gd = &g->guards[k];
+        uint64_t glo = gd->offset, ghi = gd->offset + (uint64_t)gd->numel * tf_dtype_size(gd->dtype);
+        if (gd->buf == d->buffer && glo < hi && lo < ghi) return false;
+    }
+    return true;
+}
+
+/* The fusion pass over the recorded nodes, guards renumbered; false
+ * without host memory. */
+static bool fuse(tf_graph *g) {
+    if (g->n_nodes < 2) return true;
+    int *new_index = tf__malloc(sizeof(int) * (size_t)g->n_nodes);
+    if (!new_index) return false;
+    int n = tf__graph_fuse(g->dev, g->nodes, g->n_nodes, bytes_dead, g, new_index);
+    for (int i = 0; i < g->n_guards; i++)
+        g->guards[i].before = g->guards[i].before < g->n_nodes ? new_index[g->guards[i].before] : n;
+    g->n_nodes = n;
+    tf__free(new_index);
+    return true;
+}
+
 static int compare_buffers(const void *a, const void *b) {
     uintptr_t x = (uintptr_t) * (tf_backend_buffer *const *)a, y = (uintptr_t) * (tf_backend_buffer *const *)b;
     return x < y ? -1 : x > y;
@@ -377,7 +407,12 @@ tf_status tf_graph_end(tf_graph **out) {
         g->bufs[i] = (tf_backend_buffer *)((uintptr_t)g->bufs[i] & ~(uintptr_t)1u);
     }
     g->sorted = true;
+    bool fused = fuse(g);                          /* reads released: under the lock */
     pthread_mutex_unlock(&graphs_lock);
+    if (!fused) {
+        free_graph(g);
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory for the fusion pass", fn);
+    }
     if (!record_uses(g)) {
         free_graph(g);
         return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to record the graph's inputs", fn);

@@ -232,16 +232,38 @@ static tf_tensor_desc matmul_desc(const tf_tensor *t, const matmul_plan *p, bool
     return d;
 }
 
+/* What GEMM_EPILOGUE adds after the product (NULL for the plain ops). */
+typedef struct gemm_epilogue_args {
+    int32_t activation;                  /* a unary op, or TF_NO_ACTIVATION */
+    const tf_tensor *residual;           /* or NULL */
+} gemm_epilogue_args;
+
 static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
-                           const tf_tensor *c, double alpha, double beta, tf_tensor **out);
+                           const tf_tensor *c, double alpha, double beta, const gemm_epilogue_args *epi,
+                           tf_tensor **out);
 
 tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
     TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_matmul", out, tf_matmul(a, b, out), &a, &b);
-    return matmul_op("tf_matmul", TF_OP_MATMUL, a, b, NULL, 1, 0, out);
+    return matmul_op("tf_matmul", TF_OP_MATMUL, a, b, NULL, 1, 0, NULL, out);
+}
+
+/* t (c or the residual) must broadcast to the product's full shape. */
+static tf_status check_broadcasts_to(const char *fn, const char *what, const tf_tensor *t, int ndim,
+                                     const int64_t *shape) {
+    for (int i = 0; i < t->ndim; i++) {
+        int d = ndim - t->ndim + i;
+        if (t->ndim > ndim || (t->shape[i] != 1 && t->shape[i] != shape[d])) {
+            char x[256], y[256];
+            return tf__error(TF_ERR_SHAPE, "%s: %s %s does not broadcast to the product %s", fn, what,
+                             tf__shape_str(t->ndim, t->shape, x, sizeof x), tf__shape_str(ndim, shape, y, sizeof y));
+        }
+    }
+    return TF_OK;
 }
 
 static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
-                           const tf_tensor *c, double alpha, double beta, tf_tensor **out) {
+                           const tf_tensor *c, double alpha, double beta, const gemm_epilogue_args *epi,
+                           tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
@@ -249,6 +271,8 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
     matmul_plan p;
     tf_status s = binary_dtype(fn, kind, a->dtype, b->dtype, &dt);
     if (s == TF_OK && c) s = binary_dtype(fn, kind, dt, c->dtype, &dt);
+    const tf_tensor *r = epi ? epi->residual : NULL;
+    if (s == TF_OK && r) s = binary_dtype(fn, kind, dt, r->dtype, &dt);
     if (s == TF_OK) s = plan_matmul(fn, a, b, &p);
     if (s != TF_OK) return s;
     int64_t full_shape[TF_MAX_DIMS];
@@ -256,25 +280,23 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
     full_shape[p.batch_ndim] = p.m;
     full_shape[p.batch_ndim + 1] = p.n;
     int full_ndim = p.batch_ndim + 2;
-    if (c) {                                       /* c must broadcast to the result */
-        for (int i = 0; i < c->ndim; i++) {
-            int d = full_ndim - c->ndim + i;
-            if (c->ndim > full_ndim || (c->shape[i] != 1 && c->shape[i] != full_shape[d])) {
-                char x[256], y[256];
-                return tf__error(TF_ERR_SHAPE, "%s: c %s does not broadcast to the product %s", fn,
-                                 tf__shape_str(c->ndim, c->shape, x, sizeof x), tf__shape_str(full_ndim, full_shape, y, sizeof y));
-            }
-        }
-    }
-    const tf_tensor *in[3] = {a, b, c};
-    tf_dtype want[3] = {dt, dt, dt};
+    if (c && (s = check_broadcasts_to(fn, "c", c, full_ndim, full_shape)) != TF_OK) return s;
+    if (r && (s = check_broadcasts_to(fn, "the residual", r, full_ndim, full_shape)) != TF_OK) return s;
+    const tf_tensor *in[4] = {a, b, c ? c : r, r};
+    tf_dtype want[4] = {dt, dt, dt, dt};
+    int n = 2 + (c != NULL) + (r != NULL);
     tf_op_call call;
     tf_tensor *full = NULL;
-    s = tf__op_begin(&call, fn, kind, c ? 3 : 2, in, want, NULL);
+    s = tf__op_begin(&call, fn, kind, n, in, want, NULL);
     if (s != TF_OK) return s;
     call.op.inputs[0] = matmul_desc(call.in[0], &p, true);
     call.op.inputs[1] = matmul_desc(call.in[1], &p, false);
     if (c) call.op.inputs[2] = broadcast_desc(call.in[2], full_ndim, full_shape);
+    if (r) call.op.inputs[n - 1] = broadcast_desc(call.in[n - 1], full_ndim, full_shape);
+    if (epi) {
+        call.op.params.activation = epi->activation;
+        call.op.params.flags = r ? TF_GEMM_RESIDUAL : 0;
+    }
     call.op.params.alpha = alpha;
     call.op.params.beta = beta;
     s = tf__op_end(&call, TF_OK, dt, full_ndim, full_shape, &full);
@@ -385,7 +407,7 @@ tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, do
     tf_tensor *at = NULL, *bt = NULL;
     tf_status s = transpose_a ? tf_transpose(a, -1, -2, &at) : TF_OK;
     if (s == TF_OK) s = transpose_b ? tf_transpose(b, -1, -2, &bt) : TF_OK;
-    if (s == TF_OK) s = matmul_op(fn, TF_OP_GEMM, at ? at : a, bt ? bt : b, c, alpha, beta, out);
+    if (s == TF_OK) s = matmul_op(fn, TF_OP_GEMM, at ? at : a, bt ? bt : b, c, alpha, beta, NULL, out);
     tf_tensor_release(at);
     tf_tensor_release(bt);
     return tf__in(fn, s);
@@ -449,6 +471,78 @@ tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bia
     return tf__in(fn, s);
 }
 
+/* A unary op tf_linear_fused takes after the product: the MATH family's
+ * formulas without a parameter. */
+static bool epilogue_activation(tf_op_kind a) {
+    return a == TF_NO_ACTIVATION || ((unsigned)a < TF_OP_COUNT && tf_op_kernel_of(a) == TF_KERNEL_MATH &&
+                                     a != TF_OP_CLAMP && a != TF_OP_LEAKY_RELU);
+}
+
+/* The residual as rows [rows, n] (or a row [n] broadcast to all of them). */
+static tf_status residual_rows(const tf_tensor *r, int ndim, const int64_t *shape, int64_t rows, int64_t n,
+                               tf_tensor **out) {
+    if (r->ndim <= 1) {
+        *out = tf_tensor_retain((tf_tensor *)r);
+        return TF_OK;
+    }
+    bool same = r->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = r->shape[i] == shape[i];
+    tf_tensor *full = NULL;
+    tf_status s = same ? TF_OK : tf_expand(r, ndim, shape, &full);
+    if (s == TF_OK) s = tf_reshape(full ? full : r, 2, (int64_t[]){rows, n}, out);
+    tf_tensor_release(full);
+    return s;
+}
+
+/* The parts of a fused layer run one by one: the weights that tf_linear
+ * reads through tf_matmul_quantized take no epilogue. */
+static tf_status linear_then_epilogue(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias,
+                                      tf_op_kind activation, const tf_tensor *residual, tf_tensor **out) {
+    tf_tensor *y = NULL, *sum = NULL;
+    tf_status s = tf_linear(x, w, bias, &y);
+    if (s == TF_OK && activation != TF_NO_ACTIVATION) s = tf_unary_into(y, activation, y);
+    if (s == TF_OK && residual) s = tf_add(y, residual, &sum);
+    if (s == TF_OK) *out = sum ? sum : tf_tensor_retain(y);
+    tf_tensor_release(y);
+    if (s != TF_OK) tf_tensor_release(sum);
+    return s;
+}
+
+tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_op_kind activation,
+                          const tf_tensor *residual, tf_tensor **out) {
+    static const char fn[] = "tf_linear_fused";
+    TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_linear_fused", out, tf_linear_fused(x, w, bias, activation, residual, out),
+                 &x, &w, &bias, &residual);
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !w) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or w is NULL", fn);
+    if (!epilogue_activation(activation))
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: activation %d is not a unary op without parameters "
+                         "(TF_OP_GELU, TF_OP_SILU, ...) or TF_NO_ACTIVATION", fn, (int)activation);
+    tf_status s = check_linear(fn, x, w, bias);
+    if (s != TF_OK) return s;
+    const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
+    int64_t rows = 1, shape[TF_MAX_DIMS];
+    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = n;
+    if (residual && (s = check_broadcasts_to(fn, "the residual", residual, x->ndim, shape)) != TF_OK) return s;
+    if (tf_dtype_is_quantized(w->dtype) || (x->dtype == TF_F32 && (w->dtype == TF_BF16 || w->dtype == TF_F16)))
+        return tf__in(fn, linear_then_epilogue(x, w, bias, activation, residual, out));
+    tf_tensor *x2 = NULL, *wt = NULL, *r2 = NULL, *y = NULL;
+    s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
+    if (s == TF_OK) s = tf_transpose(w, 0, 1, &wt);
+    if (s == TF_OK && residual) s = residual_rows(residual, x->ndim, shape, rows, n, &r2);
+    gemm_epilogue_args epi = {activation, r2};
+    if (s == TF_OK) s = matmul_op(fn, TF_OP_GEMM_EPILOGUE, x2, wt, bias, 1, bias ? 1 : 0, &epi, &y);
+    if (s == TF_OK) s = tf_reshape(y, x->ndim, shape, out);
+    tf_tensor_release(x2);
+    tf_tensor_release(wt);
+    tf_tensor_release(r2);
+    tf_tensor_release(y);
+    return tf__in(fn, s);
+}
+
 tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
     static const char fn[] = "tf_gemv";
     TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_gemv", out, tf_gemv(a, x, out), &a, &x);
@@ -456,7 +550,7 @@ tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
     if (!a || !x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (a->ndim < 2 || x->ndim != 1)
         return tf__error(TF_ERR_SHAPE, "%s: needs a matrix and a vector (got %d-d and %d-d)", fn, a->ndim, x->ndim);
-    return matmul_op(fn, TF_OP_MATMUL, a, x, NULL, 1, 0, out);
+    return matmul_op(fn, TF_OP_MATMUL, a, x, NULL, 1, 0, NULL, out);
 }
 
 tf_status tf_outer(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {

@@ -101,6 +101,7 @@ static const struct {
     {TF_OP_ADAM, 85, "adam"},
     {TF_OP_SWIGLU, 86, "swiglu"},
     {TF_OP_QMATMUL, 87, "qmatmul"},
+    {TF_OP_GEMM_EPILOGUE, 88, "gemm_epilogue"},
 };
 
 int main(void) {

@@ -30,7 +30,8 @@
 
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
-    SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL
+    SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
+    SH_GEMM_EPILOGUE
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -1289,6 +1290,75 @@ static void run_gemm(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     }
 }
 
+/* gemm_epilogue through tf_linear_fused: act(x @ w^T + bias) + residual,
+ * each activation it takes and none, with and without bias and residual
+ * (full, one row broadcast, strided), 2-d and 3-d x, and empty rows. */
+static void run_gemm_epilogue(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int nx; int64_t x[3]; int64_t n; bool bias; int nr; int64_t r[3]; layout lr; } cases[] = {
+        {2, {5, 7}, 3, true, 2, {5, 3}, LAYOUT_CONTIG},      {3, {2, 4, 9}, 6, false, 1, {6}, LAYOUT_CONTIG},
+        {2, {33, 40}, 24, true, 0, {0}, LAYOUT_CONTIG},       {2, {3, 16}, 8, true, 2, {3, 8}, LAYOUT_STRIDED},
+        {2, {1, 64}, 96, true, 2, {1, 96}, LAYOUT_CONTIG},    {3, {2, 3, 20}, 12, true, 3, {1, 3, 12}, LAYOUT_CONTIG},
+        {2, {0, 4}, 5, true, 2, {0, 5}, LAYOUT_CONTIG},       {2, {14, 48}, 40, true, 2, {14, 40}, LAYOUT_TRANSPOSED},
+    };
+    static const tf_op_kind acts[] = {TF_NO_ACTIVATION, TF_OP_GELU, TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_RELU};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        tf_op_kind act = acts[(ci + (size_t)randint(0, 4)) % 5];
+        int nx = cases[ci].nx;
+        int64_t k = cases[ci].x[nx - 1], n = cases[ci].n, wshape[2] = {n, k};
+        host_t hx, hw, hb, hr, ref;
+        memset(&hb, 0, sizeof hb);
+        memset(&hr, 0, sizeof hr);
+        tf_tensor *x = NULL, *w = NULL, *b = NULL, *r = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, nx, cases[ci].x, op->dom, 0, ci % 2 ? LAYOUT_TRANSPOSED : LAYOUT_CONTIG, &hx, &x);
+        tf_status s2 = make_input(dev, dt, 2, wshape, op->dom, 1, ci % 3 ? LAYOUT_CONTIG : LAYOUT_STRIDED, &hw, &w);
+        if (s == TF_OK) s = s2;
+        if (cases[ci].bias && (s2 = make_input(dev, dt, 1, &n, op->dom, 0, LAYOUT_CONTIG, &hb, &b)) != TF_OK) s = s2;
+        if (cases[ci].nr && (s2 = make_input(dev, dt, cases[ci].nr, cases[ci].r, op->dom, 1, cases[ci].lr, &hr, &r)) != TF_OK)
+            s = s2;
+        if (s == TF_OK) s = tf_linear_fused(x, w, b, act, r, &out);
+        int64_t oshape[3];
+        memcpy(oshape, cases[ci].x, sizeof oshape);
+        oshape[nx - 1] = n;
+        host_init(&ref, dt, nx, oshape);
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        ref.length = k;
+        int64_t idx[3];
+        for (int64_t i = 0; i < ref.n; i++) {
+            unravel(i, nx, oshape, idx);
+            int64_t row = i / n, col = i % n;
+            long double acc = cases[ci].bias ? hb.v[col] : 0, mag = fabsl(acc);
+            for (int64_t q = 0; q < k; q++) {
+                long double t = (long double)hx.v[row * k + q] * hw.v[col * k + q];
+                acc += t;
+                mag += fabsl(t);
+            }
+            double v = act == TF_NO_ACTIVATION ? (double)acc : ref_unary(act, (double)acc, 0, 0, 0);
+            double m = (double)mag;              /* the activations here change an error by a factor near 1 at most */
+            if (cases[ci].nr) {
+                double rv = hr.v[broadcast_index(&hr, nx, idx)];
+                v += rv;
+                m += fabs(rv);
+            }
+            ref.v[i] = v;
+            ref.mag[i] = m;
+        }
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s case %zu act %s bias %d residual %d-d", tf_dtype_name(dt), ci,
+                 act == TF_NO_ACTIVATION ? "none" : tf_op_name(act), cases[ci].bias, cases[ci].nr);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hw);
+        if (cases[ci].bias) host_free(&hb);
+        if (cases[ci].nr) host_free(&hr);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(w);
+        tf_tensor_release(b);
+        tf_tensor_release(r);
+        tf_tensor_release(out);
+    }
+}
+
 /* gemv and outer against the same GEMM reference. */
 static void run_products(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const struct { int na; int64_t a[3]; int64_t n; } cases[] = {{2, {5, 7}, 7}, {3, {2, 3, 4}, 4}, {2, {0, 3}, 3}};
@@ -2232,6 +2302,7 @@ static counts run_device(tf_device *dev) {
             case SH_INDEXED: run_indexed(dev, op, (tf_dtype)dt, &c); break;
             case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
             case SH_GEMM: run_gemm(dev, op, (tf_dtype)dt, &c); break;
+            case SH_GEMM_EPILOGUE: run_gemm_epilogue(dev, op, (tf_dtype)dt, &c); break;
             case SH_ROW: run_row(dev, op, (tf_dtype)dt, &c); break;
             case SH_ROPE: run_rope(dev, op, (tf_dtype)dt, &c); break;
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;

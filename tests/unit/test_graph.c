@@ -88,7 +88,7 @@ static void test_replay_matches_eager_on_every_device(void **state) {
         tf_tensor *y = block(&p, x);
         tf_graph *g = NULL;
         OK(tf_graph_end(&g));
-        assert_true(tf_graph_node_count(g) >= 6 * LAYERS);
+        assert_true(tf_graph_node_count(g) >= 5 * LAYERS);   /* the last linear and its add fuse where the device can */
         for (int round = 0; round < 3; round++) {
             random_row(v, DIM);
             OK(tf_tensor_write(x, v, sizeof v));
@@ -358,6 +358,203 @@ static void test_native_graphs(void **state) {
     for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
 }
 
+/* ---- the fusion pass ---- */
+
+#define ROWS 12
+#define FEAT 24
+#define WIDE 40
+
+typedef struct ffn {
+    tf_tensor *w1, *b1, *w2, *b2;
+} ffn;
+
+/* A BERT feed-forward half-layer as a model author writes it: the GELU and
+ * the residual in place (as the library's encoder does). */
+static tf_tensor *ffn_in_place(const ffn *f, const tf_tensor *x) {
+    tf_tensor *h = NULL, *y = NULL;
+    OK(tf_linear(x, f->w1, f->b1, &h));
+    OK(tf_unary_into(h, TF_OP_GELU, h));
+    OK(tf_linear(h, f->w2, f->b2, &y));
+    OK(tf_binary_into(y, TF_OP_ADD, y, x));
+    tf_tensor_release(h);
+    return y;
+}
+
+/* The same with new tensors at each step, intermediates released. */
+static tf_tensor *ffn_out_of_place(const ffn *f, const tf_tensor *x) {
+    tf_tensor *p = NULL, *h = NULL, *q = NULL, *y = NULL;
+    OK(tf_linear(x, f->w1, f->b1, &p));
+    OK(tf_silu(p, &h));
+    tf_tensor_release(p);
+    OK(tf_linear(h, f->w2, NULL, &q));
+    tf_tensor_release(h);
+    OK(tf_add(x, q, &y));                 /* the residual on the left */
+    tf_tensor_release(q);
+    return y;
+}
+
+static int64_t captured_nodes(tf_device *d, tf_tensor *(*fn)(const ffn *, const tf_tensor *), const ffn *f,
+                              const tf_tensor *x, tf_graph **g, tf_tensor **y) {
+    OK(tf_graph_begin(d));
+    *y = fn(f, x);
+    OK(tf_graph_end(g));
+    return tf_graph_node_count(*g);
+}
+
+/* Replayed (fused) against eager (unfused), new inputs each round: the same
+ * bits on the CPU (same formulas on the same values), within f32 rounding
+ * elsewhere. */
+static void expect_replay_equals_eager(tf_device *d, tf_graph *g, tf_tensor *x, tf_tensor *y,
+                                       tf_tensor *(*fn)(const ffn *, const tf_tensor *), const ffn *f) {
+    bool cpu = !strcmp(tf_device_name(d), "cpu");
+    float v[ROWS * FEAT], got[ROWS * FEAT], want[ROWS * FEAT];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < ROWS * FEAT; i++) v[i] = (float)(rand() % 2001 - 1000) / 300.0f;
+        OK(tf_tensor_write(x, v, sizeof v));
+        OK(tf_graph_replay(g));
+        read_all(y, got, ROWS * FEAT);
+        tf_tensor *e = fn(f, x);
+        read_all(e, want, ROWS * FEAT);
+        tf_tensor_release(e);
+        for (int i = 0; i < ROWS * FEAT; i++)
+            if (cpu ? got[i] != want[i] : !(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i]))))
+                fail_msg("%s round %d: element %d fused %.9g, eager %.9g", tf_device_name(d), round, i, got[i], want[i]);
+    }
+}
+
+static tf_tensor *random_weight(tf_device *d, int64_t rows, int64_t cols) {
+    float v[WIDE * FEAT];
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (float)(rand() % 2001 - 1000) / 4000.0f;
+    return tensor_f32(d, 2, (int64_t[]){rows, cols}, v);
+}
+
+static ffn make_ffn(tf_device *d) {
+    ffn f = {random_weight(d, WIDE, FEAT), NULL, random_weight(d, FEAT, WIDE), NULL};
+    tf_tensor *b1 = random_weight(d, 1, WIDE), *b2 = random_weight(d, 1, FEAT);
+    OK(tf_reshape(b1, 1, (int64_t[]){WIDE}, &f.b1));
+    OK(tf_reshape(b2, 1, (int64_t[]){FEAT}, &f.b2));
+    tf_tensor_release(b1);
+    tf_tensor_release(b2);
+    return f;
+}
+
+static void free_ffn(ffn *f) {
+    tf_tensor *all[] = {f->w1, f->b1, f->w2, f->b2};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+}
+
+static void test_fusion_matches_eager_on_every_device(void **state) {
+    (void)state;
+    int64_t shape[2] = {ROWS, FEAT};
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        bool cpu = !strcmp(tf_device_name(d), "cpu");
+        ffn f = make_ffn(d);
+        tf_tensor *x = NULL, *y = NULL;
+        OK(tf_zeros(d, TF_F32, 2, shape, &x));
+        tf_graph *g = NULL;
+        tf_tensor *(*forms[2])(const ffn *, const tf_tensor *) = {ffn_in_place, ffn_out_of_place};
+        for (int form = 0; form < 2; form++) {
+            setenv("TF_GRAPH_FUSION", "0", 1);
+            int64_t plain = captured_nodes(d, forms[form], &f, x, &g, &y);
+            unsetenv("TF_GRAPH_FUSION");
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+            int64_t fused = captured_nodes(d, forms[form], &f, x, &g, &y);
+            assert_int_equal(plain, 4);               /* linear, activation, linear, add */
+            if (cpu) assert_int_equal(fused, 2);      /* linear+gelu, linear+residual */
+            else assert_true(fused <= plain);         /* where the device has the kernel */
+            expect_replay_equals_eager(d, g, x, y, forms[form], &f);
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+        }
+        tf_tensor_release(x);
+        free_ffn(&f);
+    }
+}
+
+/* What must not fuse: an intermediate the user still holds, or a later
+ * node reads; a dtype change between the product and the add; an add that
+ * broadcasts the product to a larger shape. */
+static void test_fusion_near_misses(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    ffn f = make_ffn(cpu);
+    int64_t shape[2] = {ROWS, FEAT};
+    tf_tensor *x = NULL, *p = NULL, *h = NULL, *y = NULL, *z = NULL, *r64 = NULL, *row = NULL, *wide = NULL;
+    OK(tf_rand(cpu, TF_F32, 2, shape, 5, &x));
+    tf_graph *g = NULL;
+    /* held: p survives the capture */
+    OK(tf_graph_begin(cpu));
+    OK(tf_linear(x, f.w1, f.b1, &p));
+    OK(tf_gelu(p, &h));
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 2);
+    tf_graph_destroy(g);
+    tf_tensor_release(h);
+    tf_tensor_release(p);
+    /* read later: p released, but a later node adds it to the GELU's output */
+    OK(tf_graph_begin(cpu));
+    OK(tf_linear(x, f.w1, f.b1, &p));
+    OK(tf_gelu(p, &h));
+    OK(tf_add(h, p, &y));
+    tf_tensor_release(p);
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 3);
+    tf_graph_destroy(g);
+    tf_tensor_release(h);
+    tf_tensor_release(y);
+    /* a dtype change: an f64 residual promotes the sum */
+    OK(tf_rand(cpu, TF_F64, 2, (int64_t[]){ROWS, WIDE}, 6, &r64));
+    OK(tf_graph_begin(cpu));
+    OK(tf_linear(x, f.w1, f.b1, &p));
+    OK(tf_add(p, r64, &z));
+    tf_tensor_release(p);
+    OK(tf_graph_end(&g));
+    assert_true(tf_graph_node_count(g) >= 2);        /* the cast stands between them */
+    tf_graph_destroy(g);
+    tf_tensor_release(z);
+    /* a broadcast: one row of product added to ROWS rows */
+    OK(tf_slice(x, 0, 0, 1, 1, &row));
+    OK(tf_rand(cpu, TF_F32, 2, (int64_t[]){ROWS, WIDE}, 7, &wide));
+    OK(tf_graph_begin(cpu));
+    OK(tf_linear(row, f.w1, f.b1, &p));
+    OK(tf_add(p, wide, &z));
+    tf_tensor_release(p);
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 2);
+    tf_graph_destroy(g);
+    tf_tensor *all[] = {z, r64, row, wide, x};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+    free_ffn(&f);
+}
+
+/* tf_linear_fused itself, against its parts. */
+static void test_linear_fused_api(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    ffn f = make_ffn(cpu);
+    tf_tensor *x = NULL, *r = NULL, *a = NULL, *b = NULL, *c = NULL, *fused = NULL;
+    OK(tf_rand(cpu, TF_F32, 3, (int64_t[]){2, ROWS / 2, FEAT}, 8, &x));
+    OK(tf_rand(cpu, TF_F32, 1, (int64_t[]){WIDE}, 9, &r));
+    OK(tf_linear_fused(x, f.w1, f.b1, TF_OP_GELU_TANH, r, &fused));
+    OK(tf_linear(x, f.w1, f.b1, &a));
+    OK(tf_gelu_tanh(a, &b));
+    OK(tf_add(b, r, &c));
+    float got[ROWS * WIDE], want[ROWS * WIDE];
+    read_all(fused, got, ROWS * WIDE);
+    read_all(c, want, ROWS * WIDE);
+    for (int i = 0; i < ROWS * WIDE; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-6f * (1 + fabsf(want[i])));
+    tf_tensor *bad = NULL;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not a unary op", tf_linear_fused(x, f.w1, f.b1, TF_OP_CLAMP, NULL, &bad));
+    assert_null(bad);
+    FAILS_WITH(TF_ERR_SHAPE, "does not broadcast", tf_linear_fused(x, f.w1, f.b1, TF_OP_GELU, f.b2, &bad));
+    assert_null(bad);
+    tf_tensor *all[] = {x, r, a, b, c, fused};
+    for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
+    free_ffn(&f);
+}
+
 int main(void) {
     if (mybackend_register() != TF_OK) return 1;
     const char *seed_text = getenv("TF_TEST_SEED");
@@ -368,6 +565,9 @@ int main(void) {
         cmocka_unit_test(test_replay_matches_eager_on_every_device),
         cmocka_unit_test(test_index_guards),
         cmocka_unit_test(test_native_graphs),
+        cmocka_unit_test(test_fusion_matches_eager_on_every_device),
+        cmocka_unit_test(test_fusion_near_misses),
+        cmocka_unit_test(test_linear_fused_api),
         cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),   /* last: leaves a capture open */
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

@@ -303,8 +303,8 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     j.k = k;
     j.es = (int64_t)elsize(dt);
     j.dt = dt;
-    j.alpha = op->kind == TF_OP_GEMM ? op->params.alpha : 1.0;
-    j.has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2 && op->params.beta != 0;
+    j.alpha = op->kind != TF_OP_MATMUL ? op->params.alpha : 1.0;
+    j.has_c = gemm_reads_c(op);
     j.beta = op->params.beta;
     if (j.has_c) {
         j.c = make_operand(&op->inputs[2], address);
@@ -362,6 +362,7 @@ typedef struct half_epilogue {
     int64_t cs_m, cs_n;                  /* its strides in bytes */
     bool has_c;
     const float *c_row;                  /* c as one row for every output row (a bias), widened; or NULL */
+    const tf_cpu_epilogue *epi;          /* GEMM_EPILOGUE's tail (2-D), or NULL */
     char *o;
     int64_t os_m, os_n;                  /* the output's strides in bytes */
 } half_epilogue;
@@ -381,6 +382,7 @@ static void half_epilogue_rows(void *ctx, int64_t begin, int64_t end) {
             for (int64_t x = 0; x < n; x++) r[x] += beta * c_row[x];
         else if (e->has_c)
             for (int64_t x = 0; x < e->n; x++) r[x] += e->beta * load_half(e->dt, e->c.base + i * e->cs_m + x * e->cs_n);
+        if (e->epi) tf_cpu_epilogue_block(e->epi, r, n, i, 1, 0, n);
         char *o = e->o + i * e->os_m;
         if (k && e->os_n == 2) {
             k->narrow(e->n, r, (uint16_t *)o, e->dt == TF_BF16);
@@ -494,7 +496,7 @@ static void bf16_product(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t
 static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
-    if (dt != TF_F16 && dt != TF_BF16) return false;
+    if ((dt != TF_F16 && dt != TF_BF16) || (op->kind == TF_OP_GEMM_EPILOGUE && O->ndim != 2)) return false;
     int nb = O->ndim - 2;
     int64_t m = O->shape[nb], n = O->shape[nb + 1], k = A->shape[nb + 1], ldw;
     if (m * n * k == 0) return false;            /* the reference writes beta * c or zeros */
@@ -511,10 +513,15 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
         return false;                            /* the loops need no scratch */
     }
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
-    half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, NULL, o.stride[nb], o.stride[nb + 1]};
-    if (op->kind == TF_OP_GEMM) {
+    half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, NULL, NULL, o.stride[nb], o.stride[nb + 1]};
+    tf_cpu_epilogue epi;
+    if (op->kind == TF_OP_GEMM_EPILOGUE) {
+        epi = tf_cpu_epilogue_of(op, address);
+        e.epi = &epi;
+    }
+    if (op->kind != TF_OP_MATMUL) {
         e.alpha = (float)op->params.alpha;
-        e.has_c = op->n_inputs > 2 && op->params.beta != 0;
+        e.has_c = gemm_reads_c(op);
         e.beta = (float)op->params.beta;
     }
     operand c = e.has_c ? make_operand(&op->inputs[2], address) : o;
@@ -549,7 +556,7 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
         tf_cpu_parallel_for(m, 4096 / (k + 1) + 1, widen_rows, &wa);
         if (rows) {
             tf_cpu_run_linear(tf_fast(), m, n, k, a32, k, b.base + bo, ldw, dt == TF_BF16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
-                              NULL, c32);
+                              NULL, NULL, c32);
         } else {
             widen_job wb = {dt, b.base + bo, b.stride[nb], b.stride[nb + 1], n, b32};
             tf_cpu_parallel_for(k, 4096 / (n + 1) + 1, widen_rows, &wb);
@@ -566,9 +573,26 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     return true;
 }
 
+/* GEMM_EPILOGUE: f16/bf16 finish each row before rounding it; f32 runs
+ * the GEMM through BLAS and finishes the output in one pass after it. */
+static bool run_gemm_epilogue(const tf_op *op, tf_cpu_address_fn address) {
+    tf_dtype dt = op->output.dtype;
+    if (op->output.ndim != 2) return false;
+    if (dt == TF_F16 || dt == TF_BF16) return run_matmul_half(op, address);
+    if (dt != TF_F32) return false;
+    tf_op gemm = *op;
+    gemm.kind = TF_OP_GEMM;
+    gemm.n_inputs -= (op->params.flags & TF_GEMM_RESIDUAL) != 0;
+    if (!run_matmul_blas(&gemm, address)) return false;
+    tf_cpu_epilogue epi = tf_cpu_epilogue_of(op, address);
+    tf_cpu_epilogue_output(&epi, &op->output, address);
+    return true;
+}
+
 static tf_status blas_matmul(const tf_op *op, tf_cpu_address_fn address) {
     tf_op folded;
     if (fold_broadcast_batch(op, &folded)) op = &folded;
+    if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue(op, address) ? TF_OK : run_below(op, address);
     if (run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
     return run_below(op, address);
 }
@@ -584,6 +608,7 @@ void tf_cpu_blas_install(tf_cpu_table *t) {
     for (size_t d = 0; d < sizeof floats / sizeof *floats; d++) {
         t->fn[TF_OP_MATMUL][floats[d]] = blas_matmul;
         t->fn[TF_OP_GEMM][floats[d]] = blas_matmul;
+        t->fn[TF_OP_GEMM_EPILOGUE][floats[d]] = blas_matmul;
     }
     if (tf_fast()) t->fn[TF_OP_SDPA][TF_F32] = blas_sdpa;     /* its online softmax uses the SIMD exp */
 }

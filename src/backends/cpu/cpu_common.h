@@ -205,8 +205,38 @@ tf_status tf_cpu_oom(const char *kernel, size_t nbytes);
 /* A linear layer's product c [m, n] = a @ W^T (+ bias) through the fast
  * kernel, column blocks over the pool (cpu_simd.c; the quantized-weight
  * product takes f16/bf16 weights through it too). */
+/* What GEMM_EPILOGUE does after the product, to f32 values: the
+ * activation, then the residual (of the output's dtype, any strides). */
+typedef struct tf_cpu_epilogue {
+    int32_t activation;                  /* a unary op, or TF_NO_ACTIVATION */
+    bool has_residual;
+    tf_dtype dt;                         /* the residual's */
+    const char *r;                       /* its element [0, 0] */
+    int64_t rs_m, rs_n;                  /* its strides in bytes */
+} tf_cpu_epilogue;
+
+/* The epilogue of op (GEMM_EPILOGUE, 2-D) as the kernels apply it. */
+tf_cpu_epilogue tf_cpu_epilogue_of(const tf_op *op, tf_cpu_address_fn address);
+/* Rows [i0, i0 + rows) and columns [j0, j0 + cols) of the product, in f32
+ * at c (row stride ldc), finished in place: activation, then residual.
+ * (cpu_simd.c) */
+void tf_cpu_epilogue_block(const tf_cpu_epilogue *e, float *c, int64_t ldc, int64_t i0, int64_t rows, int64_t j0,
+                           int64_t cols);
+/* The epilogue over a 2-D output as stored (f32, f16 or bf16), rows over the
+ * pool: for products that wrote the output first. */
+void tf_cpu_epilogue_output(const tf_cpu_epilogue *e, const tf_tensor_desc *O, tf_cpu_address_fn address);
+/* unary op on one f32 value by the reference formula (cpu_ref.c): the
+ * epilogue's path for activations without a SIMD body. */
+float tf_cpu_unary_f32(int32_t op, float x);
+/* Whether op is a unary formula the reference computes (cpu_ref.c). */
+bool tf_cpu_unary_formula(int32_t op);
+
+/* A linear layer's product c [m, n] = a @ W^T (+ bias) through the fast
+ * kernel, column blocks over the pool (cpu_simd.c; the quantized-weight
+ * product takes f16/bf16 weights through it too); epi (or NULL) finishes
+ * each block while it is in cache. */
 void tf_cpu_run_linear(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
-                       const void *w, int64_t ldw, int wkind, const float *bias, float *c);
+                       const void *w, int64_t ldw, int wkind, const float *bias, const tf_cpu_epilogue *epi, float *c);
 
 #define ELEMENT_GRAIN (1 << 16)          /* below this many elements one thread does the work */
 
@@ -250,6 +280,13 @@ static inline void row_line_at(const row_job *j, int64_t line, const char **xp, 
     }
 }
 
+/* Whether a product reads a c (GEMM's, or GEMM_EPILOGUE's before its
+ * residual): given and beta != 0. */
+static inline bool gemm_reads_c(const tf_op *op) {
+    int before_residual = op->n_inputs - (op->kind == TF_OP_GEMM_EPILOGUE && (op->params.flags & TF_GEMM_RESIDUAL));
+    return (op->kind == TF_OP_GEMM || op->kind == TF_OP_GEMM_EPILOGUE) && before_residual > 2 && op->params.beta != 0;
+}
+
 /* ---- a batched product whose b is broadcast over the batch (x [B, m, k]
  * @ W [k, n]) folded into one [B*m, k] product: one GEMM whose weight is
  * read once, not B small ones. True if it wrote the folded op into *f. ---- */
@@ -279,21 +316,21 @@ static inline bool fold_broadcast_batch(const tf_op *op, tf_op *f) {
     if (nb < 1 || A->ndim != O->ndim || B->ndim != O->ndim) return false;
     for (int i = 0; i < nb; i++)
         if (B->strides[i] != 0 && B->shape[i] != 1) return false;
-    int64_t rows = O->shape[nb], as, os, cs = 0;
+    int64_t rows = O->shape[nb], as, os;
     for (int i = 0; i < nb; i++) rows *= O->shape[i];
     if (!rows_fold(A, nb, &as) || !rows_fold(O, nb, &os)) return false;
-    bool has_c = op->kind == TF_OP_GEMM && op->n_inputs > 2;
-    if (has_c) {
-        const tf_tensor_desc *C = &op->inputs[2];
+    int64_t extra_stride[TF_OP_MAX_INPUTS] = {0};             /* c and the residual, when given */
+    for (int x = 2; x < op->n_inputs; x++) {
+        const tf_tensor_desc *C = &op->inputs[x];
         bool row = true;                                      /* one row for all: a bias */
         for (int i = 0; i <= nb; i++) row &= C->strides[i] == 0 || C->shape[i] == 1;
-        if (!row && !rows_fold(C, nb, &cs)) return false;
+        if (!row && !rows_fold(C, nb, &extra_stride[x])) return false;
     }
     *f = *op;
     as_matrix(&f->inputs[0], nb, rows, as);
     as_matrix(&f->inputs[1], nb, B->shape[nb], B->strides[nb]);
     as_matrix(&f->output, nb, rows, os);
-    if (has_c) as_matrix(&f->inputs[2], nb, rows, cs);
+    for (int x = 2; x < op->n_inputs; x++) as_matrix(&f->inputs[x], nb, rows, extra_stride[x]);
     return true;
 }
 

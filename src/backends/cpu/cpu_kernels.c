@@ -12,6 +12,8 @@
 #include "cpu_quant.h"
 #include "fast_kernels.h"
 
+bool tf_cpu_unary_formula(int32_t op);   /* cpu_ref.c */
+
 static tf_cpu_table table;
 static pthread_once_t built = PTHREAD_ONCE_INIT;
 
@@ -85,7 +87,11 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_KERNEL_SELECT: return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;
     case TF_KERNEL_COMPARE: return op->inputs[1].dtype == in && out == TF_BOOL;
     case TF_KERNEL_PREDICATE: return out == TF_BOOL && (op->kind != TF_OP_LOGICAL_NOT || in == TF_BOOL);
-    case TF_KERNEL_MATMUL: return op->kind == TF_OP_QMATMUL ? qmatmul_supported(op) : same_dtype_inputs(op);
+    case TF_KERNEL_MATMUL:
+        if (op->kind == TF_OP_GEMM_EPILOGUE)     /* an activation the formulas know */
+            return is_float(out) && same_dtype_inputs(op) &&
+                   (op->params.activation == (int32_t)TF_NO_ACTIVATION || tf_cpu_unary_formula(op->params.activation));
+        return op->kind == TF_OP_QMATMUL ? qmatmul_supported(op) : same_dtype_inputs(op);
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: return reduce_supported(op->kind, in, out);
     case TF_KERNEL_PICK: return out == in && index_dtype(op->inputs[1].dtype);
     case TF_KERNEL_TRIANGLE: return out == in && op->output.ndim >= 2;

@@ -592,7 +592,7 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
     bool plain = X->strides[1] == 1 && Wd->strides[1] == 1 && C->strides[1] == 1 && C->strides[0] == n && k > 0;
     if (fast && plain) {
         tf_cpu_run_linear(fast, m, n, k, x, X->strides[0], w, Wd->strides[0], bf16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
-                          NULL, c);
+                          NULL, NULL, c);
         return TF_OK;
     }
     for (int64_t i = 0; i < m; i++)

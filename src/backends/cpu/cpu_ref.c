@@ -677,6 +677,43 @@ static tf_status run_matmul(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* GEMM_EPILOGUE: the GEMM's loops into the output, then the activation and
+ * the residual element by element in double. */
+static tf_status run_gemm_epilogue(const tf_op *op, tf_cpu_address_fn address) {
+    bool residual = op->params.flags & TF_GEMM_RESIDUAL;
+    int32_t act = op->params.activation;
+    tf_op gemm = *op;
+    gemm.kind = TF_OP_GEMM;
+    gemm.n_inputs -= residual;
+    tf_status s = run_matmul(&gemm, address);
+    if (s != TF_OK) return s;
+    const tf_tensor_desc *O = &op->output, *R = residual ? &op->inputs[op->n_inputs - 1] : O;
+    operand o = make_operand(O, address), r = make_operand(R, address);
+    int64_t idx[TF_MAX_DIMS] = {0}, n = tf_desc_numel(O);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t oo = 0, ro = 0;
+        for (int64_t d = O->ndim - 1, rest = i; d >= 0; d--) {
+            idx[d] = rest % O->shape[d];
+            rest /= O->shape[d];
+            oo += idx[d] * o.stride[d];
+            ro += idx[d] * r.stride[d];
+        }
+        double v = load_f64(O->dtype, o.base + oo);
+        if (act != (int32_t)TF_NO_ACTIVATION) v = unary_fns[act].d(v, &op->params);
+        if (residual) v += load_f64(R->dtype, r.base + ro);
+        store_f64(O->dtype, o.base + oo, v);
+    }
+    return TF_OK;
+}
+
+bool tf_cpu_unary_formula(int32_t op) { return (unsigned)op < TF_OP_COUNT && unary_fns[op].d; }
+
+float tf_cpu_unary_f32(int32_t op, float x) {
+    tf_op_params p;
+    memset(&p, 0, sizeof p);
+    return unary_fns[op].f ? unary_fns[op].f(x, &p) : x;
+}
+
 /* ---- reductions ---- */
 
 typedef struct reduce_geom {
@@ -919,7 +956,10 @@ void tf_cpu_ref_install(tf_cpu_table *t) {
             case TF_KERNEL_MATH: fn = unary_float((tf_op_kind)k) && is_float((tf_dtype)dt) ? run_unary : NULL; break;
             case TF_KERNEL_PREDICATE: fn = run_bool_unary; break;
             case TF_KERNEL_SELECT: fn = run_where; break;
-            case TF_KERNEL_MATMUL: fn = matmul_fns[dt] ? run_matmul : NULL; break;
+            case TF_KERNEL_MATMUL:
+                if (k == TF_OP_GEMM_EPILOGUE) fn = is_float((tf_dtype)dt) ? run_gemm_epilogue : NULL;
+                else fn = matmul_fns[dt] ? run_matmul : NULL;
+                break;
             case TF_KERNEL_REDUCE: fn = run_reduce; break;
             case TF_KERNEL_SCAN: fn = run_cumsum; break;
             case TF_KERNEL_PICK: fn = run_indexed; break;

@@ -302,6 +302,7 @@ typedef struct linear_job {
     int wkind;
     const float *a, *bias;
     const void *w;
+    const tf_cpu_epilogue *epi;          /* or NULL */
     float *c;
 } linear_job;
 
@@ -309,6 +310,7 @@ static void linear_dot_chunk(void *ctx, int64_t begin, int64_t end) {
     const linear_job *j = ctx;
     int64_t j0 = begin * j->columns, j1 = end * j->columns < j->n ? end * j->columns : j->n;
     j->k->linear(j->m, j0, j1, j->kk, j->a, j->lda, j->w, j->ldw, j->wkind, j->bias, j->c, j->n);
+    if (j->epi) tf_cpu_epilogue_block(j->epi, j->c + j0, j->n, 0, j->m, j0, j1 - j0);
 }
 
 /* Tasks of the panel kernel: row block (task / column_blocks) by column
@@ -320,18 +322,21 @@ static void linear_packed_chunk(void *ctx, int64_t begin, int64_t end) {
         int64_t last = end < (rb + 1) * j->column_blocks ? end : (rb + 1) * j->column_blocks;
         int64_t i0 = rb * LINEAR_ROWS, rows = j->m - i0 < LINEAR_ROWS ? j->m - i0 : LINEAR_ROWS;
         int64_t c0 = cb * j->columns, c1 = (last - rb * j->column_blocks) * j->columns;
-        j->k->linear_packed(rows, c0, c1 < j->n ? c1 : j->n, j->kk, j->a + i0 * j->lda, j->lda, j->w, j->ldw,
-                            j->wkind, j->bias, j->c + i0 * j->n, j->n);
+        c1 = c1 < j->n ? c1 : j->n;
+        j->k->linear_packed(rows, c0, c1, j->kk, j->a + i0 * j->lda, j->lda, j->w, j->ldw, j->wkind, j->bias,
+                            j->c + i0 * j->n, j->n);
+        if (j->epi) tf_cpu_epilogue_block(j->epi, j->c + i0 * j->n + c0, j->n, i0, rows, c0, c1 - c0);
         begin = last;
     }
 }
 
 void tf_cpu_run_linear(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t kk, const float *a, int64_t lda,
-                       const void *w, int64_t ldw, int wkind, const float *bias, float *c) {
+                       const void *w, int64_t ldw, int wkind, const float *bias, const tf_cpu_epilogue *epi,
+                       float *c) {
     bool packed = m >= LINEAR_PACKED_ROWS;
     int64_t columns = packed ? LINEAR_PANEL_COLUMNS : LINEAR_COLUMNS;
     int64_t column_blocks = (n + columns - 1) / columns;
-    linear_job j = {k, m, n, kk, lda, ldw, columns, column_blocks, wkind, a, bias, w, c};
+    linear_job j = {k, m, n, kk, lda, ldw, columns, column_blocks, wkind, a, bias, w, epi, c};
     int64_t grain = (1 << 18) / (m * kk * columns + 1) + 1;
     if (!packed) {
         tf_cpu_parallel_for(column_blocks, grain, linear_dot_chunk, &j);
@@ -344,7 +349,7 @@ void tf_cpu_run_linear(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t k
 /* The bias of a GEMM that is x @ W^T + b: c broadcast along the rows, beta 1. */
 static const float *bias_row(const tf_op *op, tf_cpu_address_fn address, bool *ok) {
     *ok = true;
-    if (op->kind == TF_OP_MATMUL || op->n_inputs < 3 || op->params.beta == 0.0) return NULL;
+    if (!gemm_reads_c(op)) return NULL;
     const tf_tensor_desc *C = &op->inputs[2];
     *ok = op->params.beta == 1.0 && C->dtype == TF_F32 && C->ndim == 2 && C->strides[0] == 0 &&
           (C->strides[1] == 1 || C->shape[1] == 1);
@@ -355,7 +360,7 @@ static bool run_linear(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     const tf_fast_kernels *k = tf_fast();
     if (!k || O->dtype != TF_F32 || A->dtype != TF_F32 || B->dtype != TF_F32 || O->ndim != 2 ||
-        !tf_desc_is_contiguous(O) || (op->kind == TF_OP_GEMM && op->params.alpha != 1.0))
+        !tf_desc_is_contiguous(O) || (op->kind != TF_OP_MATMUL && op->params.alpha != 1.0))
         return false;
     int64_t m = O->shape[0], n = O->shape[1], kk = A->shape[1];
     if (m * n == 0 || kk < 16 || A->strides[1] != 1 || B->strides[0] != 1 || n < 2) return false;
@@ -363,15 +368,98 @@ static bool run_linear(const tf_op *op, tf_cpu_address_fn address) {
     const float *bias = bias_row(op, address, &ok);
     if (!ok) return false;
     if (bias && op->inputs[2].shape[1] == 1 && n > 1) return false;   /* one value for every column: not a bias row */
+    tf_cpu_epilogue epi;
+    if (op->kind == TF_OP_GEMM_EPILOGUE) epi = tf_cpu_epilogue_of(op, address);
     tf_cpu_run_linear(k, m, n, kk, (const float *)(address(A->buffer) + A->offset), A->strides[0],
                       address(B->buffer) + B->offset, B->strides[1], TF_FAST_W_F32, bias,
-                      (float *)(address(O->buffer) + O->offset));
+                      op->kind == TF_OP_GEMM_EPILOGUE ? &epi : NULL, (float *)(address(O->buffer) + O->offset));
     return true;
+}
+
+/* ---- GEMM_EPILOGUE's tail: activation, then residual, on f32 values ---- */
+
+tf_cpu_epilogue tf_cpu_epilogue_of(const tf_op *op, tf_cpu_address_fn address) {
+    tf_cpu_epilogue e = {op->params.activation, (op->params.flags & TF_GEMM_RESIDUAL) != 0, op->output.dtype, NULL, 0, 0};
+    if (e.has_residual) {
+        const tf_tensor_desc *R = &op->inputs[op->n_inputs - 1];
+        operand r = make_operand(R, address);
+        e.dt = R->dtype;
+        e.r = r.base;
+        e.rs_m = r.stride[0];
+        e.rs_n = r.stride[1];
+    }
+    return e;
+}
+
+static void add_residual(const tf_cpu_epilogue *e, float *row, int64_t i, int64_t j0, int64_t cols) {
+    const char *rp = e->r + i * e->rs_m + j0 * e->rs_n;
+    if (e->dt == TF_F32 && e->rs_n == 4) {
+        const float *rf = (const float *)rp;
+        for (int64_t x = 0; x < cols; x++) row[x] += rf[x];
+        return;
+    }
+    if (e->dt == TF_F32) {
+        for (int64_t x = 0; x < cols; x++) row[x] += *(const float *)(rp + x * e->rs_n);
+        return;
+    }
+    float block[HALF_BLOCK];                 /* f16/bf16: widened a block at a time */
+    for (int64_t x0 = 0; x0 < cols; x0 += HALF_BLOCK) {
+        int64_t w = cols - x0 < HALF_BLOCK ? cols - x0 : HALF_BLOCK;
+        widen_job wr = {e->dt, rp + x0 * e->rs_n, 0, e->rs_n, w, block};
+        widen_rows(&wr, 0, 1);
+        for (int64_t x = 0; x < w; x++) row[x0 + x] += block[x];
+    }
+}
+
+void tf_cpu_epilogue_block(const tf_cpu_epilogue *e, float *c, int64_t ldc, int64_t i0, int64_t rows, int64_t j0,
+                           int64_t cols) {
+    const tf_fast_kernels *k = tf_fast();
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = c + r * ldc;
+        if (e->activation != (int32_t)TF_NO_ACTIVATION && !(k && k->unary(e->activation, cols, row, row, 0, 0, 0)))
+            for (int64_t x = 0; x < cols; x++) row[x] = tf_cpu_unary_f32(e->activation, row[x]);
+        if (e->has_residual) add_residual(e, row, i0 + r, j0, cols);
+    }
+}
+
+typedef struct epilogue_job {
+    const tf_cpu_epilogue *e;
+    tf_dtype dt;
+    char *o;
+    int64_t os_m, os_n, n;               /* strides in bytes */
+} epilogue_job;
+
+static void epilogue_rows(void *ctx, int64_t begin, int64_t end) {
+    const epilogue_job *j = ctx;
+    float block[HALF_BLOCK];
+    for (int64_t i = begin; i < end; i++)
+        for (int64_t x0 = 0; x0 < j->n; x0 += HALF_BLOCK) {
+            int64_t w = j->n - x0 < HALF_BLOCK ? j->n - x0 : HALF_BLOCK;
+            char *o = j->o + i * j->os_m + x0 * j->os_n;
+            if (j->dt == TF_F32 && j->os_n == 4) {            /* in place */
+                tf_cpu_epilogue_block(j->e, (float *)o, 0, i, 1, x0, w);
+                continue;
+            }
+            widen_job wo = {j->dt, o, 0, j->os_n, w, block};
+            if (j->dt == TF_F32) for (int64_t x = 0; x < w; x++) block[x] = *(float *)(o + x * j->os_n);
+            else widen_rows(&wo, 0, 1);
+            tf_cpu_epilogue_block(j->e, block, 0, i, 1, x0, w);
+            if (j->dt == TF_F32) for (int64_t x = 0; x < w; x++) *(float *)(o + x * j->os_n) = block[x];
+            else narrow_rows(&wo, 0, 1);
+        }
+}
+
+void tf_cpu_epilogue_output(const tf_cpu_epilogue *e, const tf_tensor_desc *O, tf_cpu_address_fn address) {
+    operand o = make_operand(O, address);
+    epilogue_job j = {e, O->dtype, o.base, o.stride[0], o.stride[1], O->shape[1]};
+    tf_cpu_parallel_for(O->shape[0], ELEMENT_GRAIN / (O->shape[1] + 1) + 1, epilogue_rows, &j);
 }
 
 static tf_status simd_matmul(const tf_op *op, tf_cpu_address_fn address) {
     tf_op folded;
     if (fold_broadcast_batch(op, &folded)) op = &folded;
+    if (op->kind == TF_OP_GEMM_EPILOGUE)         /* the linear kernel finishes its tiles; else the BLAS layer */
+        return run_linear(op, address) ? TF_OK : run_below(op, address);
     if (run_linear(op, address) || run_matmul_skinny(op, address) || run_matmul_skinny_half(op, address)) return TF_OK;
     return run_below(op, address);
 }
@@ -486,6 +574,7 @@ void tf_cpu_simd_install(tf_cpu_table *t) {
     static const tf_op_kind rows[] = {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX, TF_OP_RMSNORM, TF_OP_LAYERNORM};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) t->fn[rows[i]][TF_F32] = simd_row;
     for (size_t d = 0; d < sizeof floats / sizeof *floats; d++)
-        t->fn[TF_OP_MATMUL][floats[d]] = t->fn[TF_OP_GEMM][floats[d]] = simd_matmul;   /* GEMM: plain products only */
+        t->fn[TF_OP_MATMUL][floats[d]] = t->fn[TF_OP_GEMM][floats[d]] = t->fn[TF_OP_GEMM_EPILOGUE][floats[d]] =
+            simd_matmul;
     t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = simd_reduce;
 }

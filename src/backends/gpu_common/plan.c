@@ -626,7 +626,8 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
         return float_out;
     case TF_KERNEL_ATTENTION: return float_out && op->inputs[2].shape[3] <= MAX_DV;
     case TF_KERNEL_PICK: return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
-    case TF_KERNEL_MATMUL: return op->kind != TF_OP_QMATMUL;       /* qmatmul: quantized weights only (above) */
+    case TF_KERNEL_MATMUL:                       /* qmatmul: quantized weights only (above); gemm_epilogue: */
+        return op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM;   /* its parts, which the core runs */
     case TF_KERNEL_NONE: return false;
     default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
     }

@@ -1,0 +1,151 @@
+/* The fusion pass: a captured graph of plain ops (tf_linear, tf_gelu,
+ * tf_add, ...) rewritten to the fused kernels of the op table, as
+ * torch.compile and onnxruntime's graph optimizer do, so a model written
+ * op by op gets them without naming them.
+ *
+ * It looks at adjacent nodes, a producer and the op that consumes its
+ * output, and asks each pattern below for one op doing both. A fusion is
+ * taken only when
+ *  - the consumer reads the producer's output exactly as written (same
+ *    bytes, shape and dtype: no broadcast, no cast between them);
+ *  - the producer's output is no longer needed on its own: the consumer
+ *    overwrites it in place, or no later node, index guard or tensor the
+ *    user still holds reads it (the liveness rules replay_with enforces);
+ *  - the device runs the fused op itself (a device without the kernel
+ *    would run its parts anyway, through dispatch: nothing gained).
+ * A fused node may absorb the next one again (GEMM, then its activation,
+ * then its residual add). Where the arithmetic is the same the result is
+ * the same bits (the CPU's f32 epilogue applies the same SIMD formulas to
+ * the same values); where a fused kernel rounds once instead of twice
+ * (f16/bf16) it is within the op table's bounds.
+ *
+ * Adding a pattern: a function taking (producer, consumer) and writing the
+ * fused op, appended to `patterns`; the driver checks liveness and the
+ * device. docs/ARCHITECTURE.md, "Graph fusion". */
+#include <string.h>
+
+#include "graph_fusion.h"
+
+/* ---- descriptors ---- */
+
+static bool same_desc(const tf_tensor_desc *a, const tf_tensor_desc *b) {
+    if (a->buffer != b->buffer || a->offset != b->offset || a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i])) return false;
+    return true;
+}
+
+static bool same_shape(const tf_tensor_desc *a, const tf_tensor_desc *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+static bool overlap(const tf_tensor_desc *a, const tf_tensor_desc *b) {
+    if (a->buffer != b->buffer) return false;
+    uint64_t alo, ahi, blo, bhi;
+    tf__desc_extent(a, &alo, &ahi);
+    tf__desc_extent(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
+static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
+
+/* ---- patterns: (producer, consumer) -> one op, or false ---- */
+
+/* A product whose output an epilogue may still extend: a float matmul or
+ * GEMM, or a GEMM_EPILOGUE without a residual (which comes last). */
+static bool open_product(const tf_op *p) {
+    if (!is_float(p->output.dtype)) return false;
+    if (p->kind == TF_OP_MATMUL || p->kind == TF_OP_GEMM) return true;
+    return p->kind == TF_OP_GEMM_EPILOGUE && !(p->params.flags & TF_GEMM_RESIDUAL);
+}
+
+/* The producer as a GEMM_EPILOGUE with nothing after the product yet. */
+static tf_op as_epilogue(const tf_op *p) {
+    tf_op f = *p;
+    if (p->kind == TF_OP_GEMM_EPILOGUE) return f;
+    if (p->kind == TF_OP_MATMUL) {
+        f.params.alpha = 1;
+        f.params.beta = 0;
+    }
+    f.kind = TF_OP_GEMM_EPILOGUE;
+    f.params.flags = 0;
+    f.params.activation = (int32_t)TF_NO_ACTIVATION;
+    return f;
+}
+
+/* product -> unary activation: act(product). */
+static bool fuse_activation(const tf_op *p, const tf_op *c, tf_op *fused) {
+    bool unary = c->n_inputs == 1 && tf_op_kernel_of(c->kind) == TF_KERNEL_MATH && c->kind != TF_OP_CLAMP &&
+                 c->kind != TF_OP_LEAKY_RELU;
+    if (!unary || !open_product(p) || !same_desc(&c->inputs[0], &p->output) || c->output.dtype != p->output.dtype ||
+        !same_shape(&c->output, &p->output))
+        return false;
+    if (p->kind == TF_OP_GEMM_EPILOGUE && p->params.activation != (int32_t)TF_NO_ACTIVATION) return false;
+    *fused = as_epilogue(p);
+    fused->params.activation = (int32_t)c->kind;
+    fused->output = c->output;
+    return true;
+}
+
+/* product -> add of a residual: product + r (addition commutes exactly, so
+ * either side). The residual must be the sum's full shape as the add reads
+ * it, and share no byte with what the fused op writes. */
+static bool fuse_residual(const tf_op *p, const tf_op *c, tf_op *fused) {
+    if (c->kind != TF_OP_ADD || c->n_inputs != 2 || !open_product(p) || p->n_inputs >= TF_OP_MAX_INPUTS) return false;
+    int side = same_desc(&c->inputs[0], &p->output) ? 0 : same_desc(&c->inputs[1], &p->output) ? 1 : -1;
+    if (side < 0) return false;
+    const tf_tensor_desc *r = &c->inputs[1 - side];
+    if (r->dtype != p->output.dtype || c->output.dtype != p->output.dtype || !same_shape(&c->output, &p->output) ||
+        !same_shape(r, &c->output) || overlap(r, &p->output) || overlap(r, &c->output))
+        return false;
+    *fused = as_epilogue(p);
+    fused->params.flags |= TF_GEMM_RESIDUAL;
+    fused->inputs[fused->n_inputs++] = *r;
+    fused->output = c->output;
+    return true;
+}
+
+typedef bool (*fusion_pattern)(const tf_op *producer, const tf_op *consumer, tf_op *fused);
+static const fusion_pattern patterns[] = {fuse_activation, fuse_residual};
+
+/* ---- the driver ---- */
+
+/* No node from `from` on reads the bytes of d, and nothing outside does. */
+static bool dead_after(const tf_tensor_desc *d, const graph_node *nodes, int from, int n, tf__bytes_dead_fn dead,
+                       void *ctx) {
+    for (int k = from; k < n; k++)
+        for (int i = 0; i < nodes[k].op.n_inputs; i++)
+            if (overlap(d, &nodes[k].op.inputs[i])) return false;
+    return dead(ctx, d);
+}
+
+static bool fuse_pair(tf_device *dev, const tf_op *producer, const graph_node *nodes, int consumer, int n,
+                      tf__bytes_dead_fn dead, void *ctx, tf_op *fused) {
+    const tf_op *c = &nodes[consumer].op;
+    for (size_t p = 0; p < sizeof patterns / sizeof *patterns; p++) {
+        if (!patterns[p](producer, c, fused)) continue;
+        bool in_place = same_desc(&c->output, &producer->output);
+        if (!in_place && !dead_after(&producer->output, nodes, consumer + 1, n, dead, ctx)) return false;
+        return dev->bdev.iface->supports(dev->bdev.ctx, fused);
+    }
+    return false;
+}
+
+int tf__graph_fuse(tf_device *dev, graph_node *nodes, int n, tf__bytes_dead_fn dead, void *ctx, int *new_index) {
+    bool on = tf__env_flag("TF_GRAPH_FUSION", true);
+    int out = 0;
+    for (int i = 0; i < n; i++) {
+        new_index[i] = out;
+        graph_node node = nodes[i];
+        tf_op fused;
+        while (on && node.native && i + 1 < n && fuse_pair(dev, &node.op, nodes, i + 1, n, dead, ctx, &fused)) {
+            node.op = fused;
+            new_index[++i] = out;
+        }
+        nodes[out++] = node;
+    }
+    return out;
+}

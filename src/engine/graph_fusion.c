@@ -26,19 +26,68 @@
 
 #include "graph_fusion.h"
 
-/* ---- descriptors ---- */
+/* ---- descriptors ----
+ * A model's ops see one tensor through views of several shapes (tf_linear
+ * folds [B, L, K] into [B*L, K] rows, the next op reads [B, L, N]): a
+ * consumer reads the producer's output when both name the same bytes in
+ * the same row-major order, whatever the shapes. */
 
-static bool same_desc(const tf_tensor_desc *a, const tf_tensor_desc *b) {
-    if (a->buffer != b->buffer || a->offset != b->offset || a->dtype != b->dtype || a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i])) return false;
+static int64_t numel(const tf_tensor_desc *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    return n;
+}
+
+static bool dense(const tf_tensor_desc *d) {
+    int64_t want = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        if (d->shape[i] != 1 && d->strides[i] != want) return false;
+        want *= d->shape[i];
+    }
     return true;
 }
 
-static bool same_shape(const tf_tensor_desc *a, const tf_tensor_desc *b) {
-    if (a->ndim != b->ndim) return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i]) return false;
+static bool same_bytes(const tf_tensor_desc *a, const tf_tensor_desc *b) {
+    return a->buffer == b->buffer && a->offset == b->offset && a->dtype == b->dtype && numel(a) == numel(b) &&
+           dense(a) && dense(b);
+}
+
+/* d (shape [..., N]) seen as the 2-D [rows, N] of `like`, if its leading
+ * axes fold into one stride (or are all broadcast). */
+static bool as_rows_of(const tf_tensor_desc *d, const tf_tensor_desc *like, tf_tensor_desc *out) {
+    if (like->ndim != 2 || d->ndim < 1 || d->shape[d->ndim - 1] != like->shape[1] || numel(d) != numel(like))
+        return false;
+    int last = d->ndim - 1;
+    int64_t row_stride = 0, extent = 1;
+    bool found = false;
+    for (int i = last - 1; i >= 0; i--) {              /* innermost real leading axis first */
+        if (d->shape[i] == 1) continue;
+        if (!found) {
+            row_stride = d->strides[i];
+            found = true;
+        } else if (d->strides[i] != row_stride * extent) {
+            return false;
+        }
+        extent *= d->shape[i];
+    }
+    *out = *d;
+    out->ndim = 2;
+    out->shape[0] = like->shape[0];
+    out->shape[1] = like->shape[1];
+    out->strides[0] = row_stride;
+    out->strides[1] = d->strides[last];
+    return true;
+}
+
+/* The consumer's output in the producer's geometry: the same dense bytes
+ * order, a new buffer. */
+static bool output_as(const tf_tensor_desc *consumer_out, const tf_tensor_desc *producer_out, tf_tensor_desc *out) {
+    if (!dense(consumer_out) || !dense(producer_out) || numel(consumer_out) != numel(producer_out) ||
+        consumer_out->dtype != producer_out->dtype)
+        return false;
+    *out = *producer_out;
+    out->buffer = consumer_out->buffer;
+    out->offset = consumer_out->offset;
     return true;
 }
 
@@ -80,31 +129,29 @@ static tf_op as_epilogue(const tf_op *p) {
 static bool fuse_activation(const tf_op *p, const tf_op *c, tf_op *fused) {
     bool unary = c->n_inputs == 1 && tf_op_kernel_of(c->kind) == TF_KERNEL_MATH && c->kind != TF_OP_CLAMP &&
                  c->kind != TF_OP_LEAKY_RELU;
-    if (!unary || !open_product(p) || !same_desc(&c->inputs[0], &p->output) || c->output.dtype != p->output.dtype ||
-        !same_shape(&c->output, &p->output))
-        return false;
+    if (!unary || !open_product(p) || p->output.ndim != 2 || !same_bytes(&c->inputs[0], &p->output)) return false;
     if (p->kind == TF_OP_GEMM_EPILOGUE && p->params.activation != (int32_t)TF_NO_ACTIVATION) return false;
     *fused = as_epilogue(p);
     fused->params.activation = (int32_t)c->kind;
-    fused->output = c->output;
-    return true;
+    return output_as(&c->output, &p->output, &fused->output);
 }
 
 /* product -> add of a residual: product + r (addition commutes exactly, so
- * either side). The residual must be the sum's full shape as the add reads
- * it, and share no byte with what the fused op writes. */
+ * either side). The add must not broadcast the product to a larger shape,
+ * and the residual must share no byte with what the fused op writes. */
 static bool fuse_residual(const tf_op *p, const tf_op *c, tf_op *fused) {
-    if (c->kind != TF_OP_ADD || c->n_inputs != 2 || !open_product(p) || p->n_inputs >= TF_OP_MAX_INPUTS) return false;
-    int side = same_desc(&c->inputs[0], &p->output) ? 0 : same_desc(&c->inputs[1], &p->output) ? 1 : -1;
-    if (side < 0) return false;
-    const tf_tensor_desc *r = &c->inputs[1 - side];
-    if (r->dtype != p->output.dtype || c->output.dtype != p->output.dtype || !same_shape(&c->output, &p->output) ||
-        !same_shape(r, &c->output) || overlap(r, &p->output) || overlap(r, &c->output))
+    if (c->kind != TF_OP_ADD || c->n_inputs != 2 || !open_product(p) || p->output.ndim != 2 ||
+        p->n_inputs >= TF_OP_MAX_INPUTS)
         return false;
+    int side = same_bytes(&c->inputs[0], &p->output) ? 0 : same_bytes(&c->inputs[1], &p->output) ? 1 : -1;
+    if (side < 0 || c->output.dtype != p->output.dtype || numel(&c->output) != numel(&p->output)) return false;
+    tf_tensor_desc r;
+    if (c->inputs[1 - side].dtype != p->output.dtype || !as_rows_of(&c->inputs[1 - side], &p->output, &r)) return false;
     *fused = as_epilogue(p);
+    if (!output_as(&c->output, &p->output, &fused->output) || overlap(&r, &p->output) || overlap(&r, &fused->output))
+        return false;
     fused->params.flags |= TF_GEMM_RESIDUAL;
-    fused->inputs[fused->n_inputs++] = *r;
-    fused->output = c->output;
+    fused->inputs[fused->n_inputs++] = r;
     return true;
 }
 
@@ -127,7 +174,7 @@ static bool fuse_pair(tf_device *dev, const tf_op *producer, const graph_node *n
     const tf_op *c = &nodes[consumer].op;
     for (size_t p = 0; p < sizeof patterns / sizeof *patterns; p++) {
         if (!patterns[p](producer, c, fused)) continue;
-        bool in_place = same_desc(&c->output, &producer->output);
+        bool in_place = same_bytes(&c->output, &producer->output);
         if (!in_place && !dead_after(&producer->output, nodes, consumer + 1, n, dead, ctx)) return false;
         return dev->bdev.iface->supports(dev->bdev.ctx, fused);
     }

@@ -2,6 +2,7 @@
 #include "encoder.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,8 @@
 #include <tensorframe/check.h>
 
 #include "tokenizer.h"   /* llm_fail */
+
+static void start_graphs(llm_encoder *m);
 
 /* ---- loading ---- */
 
@@ -127,6 +130,7 @@ tf_status llm_encoder_load_safetensors(const char *path, tf_device *dev, tf_dtyp
         llm_encoder_free(m);
         return s;
     }
+    start_graphs(m);
     *out = m;
     return TF_OK;
 }
@@ -226,19 +230,9 @@ tf_status llm_encoder_load_gguf(const tf_gguf *f, tf_device *dev, tf_dtype weigh
         llm_encoder_free(m);
         return s;
     }
+    start_graphs(m);
     *out = m;
     return TF_OK;
-}
-
-void llm_encoder_free(llm_encoder *m) {
-    if (!m) return;
-    tf_tensor *top[] = {m->word, m->position, m->token_type, m->ln_w, m->ln_b};
-    for (int i = 0; i < 5; i++) tf_tensor_release(top[i]);
-    for (int i = 0; i < LLM_ENCODER_MAX_LAYERS; i++) {
-        tf_tensor **t = (tf_tensor **)&m->layer[i];
-        for (size_t k = 0; k < sizeof(llm_encoder_layer) / sizeof(tf_tensor *); k++) tf_tensor_release(t[k]);
-    }
-    free(m);
 }
 
 /* ---- the forward pass (every temporary in one scope) ---- */
@@ -276,17 +270,12 @@ static tf_status feed_forward(const llm_encoder *m, const llm_encoder_layer *l, 
     return tf_layernorm(down, l->ln2_w, l->ln2_b, m->eps, out);
 }
 
-static tf_status encode(const llm_encoder *m, int64_t B, int64_t L, const int32_t *ids, const int64_t *lengths,
+/* The pass from its inputs on the device: ids [B, L] (i32) and keep [B, L]
+ * (bool: the real tokens). Every op on tensors, nothing read back: a graph
+ * captures it whole. */
+static tf_status encode(const llm_encoder *m, int64_t B, int64_t L, const tf_tensor *id_t, const tf_tensor *keep_t,
                         llm_pooling pooling, bool normalize, tf_tensor **out) {
-    uint8_t *keep = malloc((size_t)(B * L) + 1);
-    if (!keep) return TF_ERR_OUT_OF_MEMORY;
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t j = 0; j < L; j++) keep[b * L + j] = j < lengths[b];
-    tf_tensor *id_t, *keep_t, *mask, *x, *pos, *type0, *h, *pooled;
-    tf_status s = tf_tensor_from_data(m->dev, TF_BOOL, 2, (int64_t[]){B, L}, keep, &keep_t);
-    free(keep);
-    TF_TRY(s);
-    TF_TRY(tf_tensor_from_data(m->dev, TF_I32, 2, (int64_t[]){B, L}, ids, &id_t));
+    tf_tensor *mask, *x, *pos, *type0, *h, *pooled;
     TF_TRY(tf_key_padding_mask(keep_t, &mask));
     TF_TRY(tf_embedding(m->word, id_t, &x));
     TF_TRY(tf_slice(m->position, 0, 0, L, 1, &pos));       /* [L, hidden] broadcasts over the batch */
@@ -311,6 +300,148 @@ static tf_status encode(const llm_encoder *m, int64_t B, int64_t L, const int32_
     return tf_normalize(pooled, 2, -1, 1e-12, out);
 }
 
+/* ---- one captured graph per input shape ----
+ * A pass of a shape seen before replays the graph captured the first time:
+ * no validation, placement or allocation per op, and the graph's fusion
+ * pass has merged each linear layer with its GELU or residual add. The
+ * inputs are written into the graph's own input tensors; the result is
+ * copied out (the next replay rewrites the graph's). Up to
+ * ENCODER_GRAPHS shapes, the least recently used dropped first;
+ * TF_MODEL_GRAPHS=0 runs every pass op by op. */
+
+#define ENCODER_GRAPHS 4
+
+typedef struct encoder_graph {
+    int64_t batch, len;
+    llm_pooling pooling;
+    bool normalize;
+    uint64_t used;                       /* the pass that last used it (LRU) */
+    tf_graph *graph;
+    tf_tensor *ids, *keep, *out;         /* the graph's inputs and output */
+} encoder_graph;
+
+struct llm_encoder_graphs {
+    pthread_mutex_t lock;                /* one pass at a time replays the graphs */
+    uint64_t passes;
+    encoder_graph slot[ENCODER_GRAPHS];
+};
+
+static void drop_graph(encoder_graph *e) {
+    tf_graph_destroy(e->graph);
+    tf_tensor_release(e->ids);
+    tf_tensor_release(e->keep);
+    tf_tensor_release(e->out);
+    memset(e, 0, sizeof *e);
+}
+
+static uint8_t *keep_mask(int64_t B, int64_t L, const int64_t *lengths) {
+    uint8_t *keep = malloc((size_t)(B * L) + 1);
+    if (!keep) return NULL;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < L; j++) keep[b * L + j] = j < lengths[b];
+    return keep;
+}
+
+/* The input tensors of a pass, filled. */
+static tf_status make_inputs(const llm_encoder *m, int64_t B, int64_t L, const int32_t *ids, const int64_t *lengths,
+                             tf_tensor **id_t, tf_tensor **keep_t) {
+    *id_t = *keep_t = NULL;
+    uint8_t *keep = keep_mask(B, L, lengths);
+    if (!keep) return TF_ERR_OUT_OF_MEMORY;
+    tf_status s = tf_tensor_from_data(m->dev, TF_BOOL, 2, (int64_t[]){B, L}, keep, keep_t);
+    free(keep);
+    if (s == TF_OK) s = tf_tensor_from_data(m->dev, TF_I32, 2, (int64_t[]){B, L}, ids, id_t);
+    return s;
+}
+
+/* One pass op by op; *out outlives it. */
+static tf_status encode_eager(const llm_encoder *m, int64_t B, int64_t L, const tf_tensor *id_t,
+                              const tf_tensor *keep_t, llm_pooling pooling, bool normalize, tf_tensor **out) {
+    tf_scope *scope;
+    TF_TRY(tf_scope_begin(&scope));
+    tf_tensor *e = NULL;
+    tf_status s = encode(m, B, L, id_t, keep_t, pooling, normalize, &e);
+    if (s == TF_OK) *out = tf_tensor_retain(e);            /* the one tensor that outlives the scope */
+    tf_scope_end(scope);
+    return s;
+}
+
+/* The pass captured into slot e (its first run computes the result). A
+ * capture the device cannot replay leaves e empty: the pass still ran. */
+static tf_status capture_pass(const llm_encoder *m, encoder_graph *e, int64_t B, int64_t L, tf_tensor *id_t,
+                              tf_tensor *keep_t, llm_pooling pooling, bool normalize) {
+    TF_TRY(tf_graph_begin(m->dev));
+    tf_tensor *out = NULL;
+    tf_status s = encode_eager(m, B, L, id_t, keep_t, pooling, normalize, &out);
+    tf_graph *g = NULL;
+    tf_status ended = tf_graph_end(&g);
+    if (s != TF_OK) {
+        tf_graph_destroy(g);
+        tf_tensor_release(out);
+        return s;
+    }
+    *e = (encoder_graph){B, L, pooling, normalize, 0, g, tf_tensor_retain(id_t), tf_tensor_retain(keep_t), out};
+    if (ended != TF_OK) e->graph = NULL;                     /* replays not possible here: keep the result only */
+    return TF_OK;
+}
+
+static encoder_graph *find_graph(struct llm_encoder_graphs *c, int64_t B, int64_t L, llm_pooling pooling,
+                                 bool normalize) {
+    for (int i = 0; i < ENCODER_GRAPHS; i++) {
+        encoder_graph *e = &c->slot[i];
+        if (e->graph && e->batch == B && e->len == L && e->pooling == pooling && e->normalize == normalize) return e;
+    }
+    return NULL;
+}
+
+static encoder_graph *free_slot(struct llm_encoder_graphs *c) {
+    encoder_graph *oldest = &c->slot[0];
+    for (int i = 0; i < ENCODER_GRAPHS; i++) {
+        if (!c->slot[i].graph && !c->slot[i].out) return &c->slot[i];
+        if (c->slot[i].used < oldest->used) oldest = &c->slot[i];
+    }
+    drop_graph(oldest);
+    return oldest;
+}
+
+static tf_status replay_pass(encoder_graph *e, const int32_t *ids, const int64_t *lengths, tf_tensor **out) {
+    uint8_t *keep = keep_mask(e->batch, e->len, lengths);
+    if (!keep) return TF_ERR_OUT_OF_MEMORY;
+    size_t n = (size_t)(e->batch * e->len);
+    tf_status s = tf_tensor_write(e->keep, keep, n);
+    free(keep);
+    if (s == TF_OK) s = tf_tensor_write(e->ids, ids, n * sizeof(int32_t));
+    if (s == TF_OK) s = tf_graph_replay(e->graph);
+    if (s == TF_OK) s = tf_copy(e->out, out);
+    return s;
+}
+
+/* Through the cache: a replay, or a capture that also gives this pass's result. */
+static tf_status encode_cached(const llm_encoder *m, int64_t B, int64_t L, const int32_t *ids, const int64_t *lengths,
+                               llm_pooling pooling, bool normalize, tf_tensor **out) {
+    struct llm_encoder_graphs *c = m->graphs;
+    pthread_mutex_lock(&c->lock);
+    c->passes++;
+    encoder_graph *e = find_graph(c, B, L, pooling, normalize);
+    tf_status s;
+    if (e) {
+        e->used = c->passes;
+        s = replay_pass(e, ids, lengths, out);
+    } else {
+        tf_tensor *id_t, *keep_t;
+        s = make_inputs(m, B, L, ids, lengths, &id_t, &keep_t);
+        e = free_slot(c);
+        if (s == TF_OK) s = capture_pass(m, e, B, L, id_t, keep_t, pooling, normalize);
+        if (s == TF_OK) s = tf_copy(e->out, out);
+        if (s == TF_OK && !e->graph) drop_graph(e);
+        e->used = c->passes;
+        tf_tensor_release(id_t);
+        tf_tensor_release(keep_t);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
 tf_status llm_encoder_forward(const llm_encoder *m, int64_t batch, int64_t len, const int32_t *ids,
                               const int64_t *lengths, llm_pooling pooling, bool normalize, tf_tensor **out) {
     *out = NULL;
@@ -325,12 +456,40 @@ tf_status llm_encoder_forward(const llm_encoder *m, int64_t batch, int64_t len, 
             if (ids[b * len + j] < 0 || ids[b * len + j] >= m->n_vocab)
                 return llm_fail(TF_ERR_INDEX, "encoder: token %d is outside the vocabulary", ids[b * len + j]);
     }
-    tf_scope *scope;
-    TF_TRY(tf_scope_begin(&scope));
-    tf_tensor *e = NULL;
-    tf_status s = encode(m, batch, len, ids, lengths, pooling, normalize, &e);
+    tf_status s;
+    if (m->graphs) {
+        s = encode_cached(m, batch, len, ids, lengths, pooling, normalize, out);
+    } else {
+        tf_tensor *id_t, *keep_t;
+        s = make_inputs(m, batch, len, ids, lengths, &id_t, &keep_t);
+        if (s == TF_OK) s = encode_eager(m, batch, len, id_t, keep_t, pooling, normalize, out);
+        tf_tensor_release(id_t);
+        tf_tensor_release(keep_t);
+    }
     if (s != TF_OK) llm_fail(s, "encoder: %s", tf_last_error());
-    if (s == TF_OK) *out = tf_tensor_retain(e);             /* the one tensor that outlives the scope */
-    tf_scope_end(scope);
     return s;
+}
+
+/* The graph cache, unless TF_MODEL_GRAPHS=0 (or no memory: then op by op). */
+static void start_graphs(llm_encoder *m) {
+    const char *env = getenv("TF_MODEL_GRAPHS");
+    if (env && !strcmp(env, "0")) return;
+    m->graphs = calloc(1, sizeof *m->graphs);
+    if (m->graphs) pthread_mutex_init(&m->graphs->lock, NULL);
+}
+
+void llm_encoder_free(llm_encoder *m) {
+    if (!m) return;
+    if (m->graphs) {
+        for (int i = 0; i < ENCODER_GRAPHS; i++) drop_graph(&m->graphs->slot[i]);
+        pthread_mutex_destroy(&m->graphs->lock);
+        free(m->graphs);
+    }
+    tf_tensor *top[] = {m->word, m->position, m->token_type, m->ln_w, m->ln_b};
+    for (int i = 0; i < 5; i++) tf_tensor_release(top[i]);
+    for (int i = 0; i < LLM_ENCODER_MAX_LAYERS; i++) {
+        tf_tensor **t = (tf_tensor **)&m->layer[i];
+        for (size_t k = 0; k < sizeof(llm_encoder_layer) / sizeof(tf_tensor *); k++) tf_tensor_release(t[k]);
+    }
+    free(m);
 }

@@ -23,8 +23,11 @@ typedef struct llm_encoder_layer {
 
 typedef enum llm_pooling { LLM_POOL_MEAN = 1, LLM_POOL_CLS = 2 } llm_pooling;
 
+struct llm_encoder_graphs;               /* one captured pass per input shape (encoder.c) */
+
 typedef struct llm_encoder {
     tf_device *dev;
+    struct llm_encoder_graphs *graphs;    /* NULL: every pass op by op (TF_MODEL_GRAPHS=0) */
     int64_t hidden, heads, n_layers, max_positions, n_vocab;
     double eps;
     llm_pooling pooling;                  /* the file's (GGUF bert.pooling_type; mean for sentence-transformers) */

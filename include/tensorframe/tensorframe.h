@@ -734,7 +734,11 @@ TF_API tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor
  * into one product (no batched GEMM over them) and the bias rides the
  * GEMM's epilogue; w may be block-quantized (then tf_matmul_quantized).
  * An f32 x with an f16 or bf16 w reads w as stored (never a converted copy
- * per call) and gives f32: half the weight memory at f32's speed. Use it
+ * per call) and gives f32: half the weight memory at f32's speed. With a
+ * bf16 w, a CPU with AVX512-BF16 and a dozen rows or more, x is rounded to
+ * bf16 on the way, as PyTorch's autocast does (exact products, f32 sums):
+ * twice f32's multiply rate, each product within 2^-8 of its size (the op
+ * allows a device to round x, as it does for quantized weights). Use it
  * rather than tf_gemm for layers: tf_gemm follows BLAS, where c is not read
  * when beta == 0. */
 TF_API tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out);

@@ -415,6 +415,7 @@ typedef struct bf16_job {
     int64_t m, n, kk, pairs;
     const char *a, *b;                   /* as stored */
     int64_t as_m, as_k, bs_k, bs_n;      /* strides in bytes */
+    const float *a32;                    /* or f32 rows (row stride as_m in elements), rounded to bf16 */
     uint32_t *a_pairs;                   /* m x pairs */
     uint16_t *panels;                    /* one per 32 columns, 64 x pairs each */
     float *c;                            /* m x n */
@@ -430,6 +431,14 @@ static void bf16_pack_rows(void *ctx, int64_t begin, int64_t end) {
     bf16_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         uint32_t *dst = j->a_pairs + i * j->pairs;
+        if (j->a32) {
+            const float *x = j->a32 + i * j->as_m;
+            for (int64_t p = 0; p < j->pairs; p++) {
+                uint32_t lo = tf_f32_to_bf16(x[2 * p]), hi = 2 * p + 1 < j->kk ? tf_f32_to_bf16(x[2 * p + 1]) : 0;
+                dst[p] = lo | hi << 16;
+            }
+            continue;
+        }
         const char *row = j->a + i * j->as_m;
         for (int64_t p = 0; p < j->pairs; p++) {
             uint32_t lo = bf16_at(row + 2 * p * j->as_k);
@@ -488,7 +497,7 @@ static size_t bf16_scratch_words(int64_t m, int64_t n, int64_t kk) {
 static void bf16_product(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t kk, const char *a, int64_t as_m,
                          int64_t as_k, const char *b, int64_t bs_k, int64_t bs_n, uint32_t *scratch, float *c) {
     int64_t pairs = (kk + 1) / 2;
-    bf16_job j = {k, m, n, kk, pairs, a, b, as_m, as_k, bs_k, bs_n, scratch, (uint16_t *)(scratch + m * pairs), c};
+    bf16_job j = {k, m, n, kk, pairs, a, b, as_m, as_k, bs_k, bs_n, NULL, scratch, (uint16_t *)(scratch + m * pairs), c};
     tf_cpu_parallel_for(m, 4096 / (kk + 1) + 1, bf16_pack_rows, &j);
     tf_cpu_parallel_for((n + BF16_PANEL - 1) / BF16_PANEL, 1, bf16_panels, &j);
 }
@@ -570,6 +579,21 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
     tf_cpu_free(b32);
     tf_cpu_free(c32);
     tf_cpu_free(c_row);
+    return true;
+}
+
+bool tf_cpu_bf16_linear(int64_t m, int64_t n, int64_t kk, const float *x, int64_t lda, const uint16_t *w, int64_t ldw,
+                        float *c) {
+    const tf_fast_kernels *k = tf_fast();
+    if (!k || !k->gemm_bf16_panel || m < BF16_PANEL_ROWS || kk < 1) return false;
+    uint32_t *scratch = tf_cpu_alloc(sizeof(uint32_t) * bf16_scratch_words(m, n, kk));
+    if (!scratch) return false;
+    int64_t pairs = (kk + 1) / 2;
+    bf16_job j = {k, m, n, kk, pairs, NULL, (const char *)w, lda, 2, 2, 2 * ldw, x, scratch,
+                  (uint16_t *)(scratch + m * pairs), c};
+    tf_cpu_parallel_for(m, 4096 / (kk + 1) + 1, bf16_pack_rows, &j);
+    tf_cpu_parallel_for((n + BF16_PANEL - 1) / BF16_PANEL, 1, bf16_panels, &j);
+    tf_cpu_free(scratch);
     return true;
 }
 

@@ -291,10 +291,12 @@ static bool run_matmul_skinny_half(const tf_op *op, tf_cpu_address_fn address) {
  * 16 columns was no better). Each task packs its own panels, so smaller
  * tasks pack nothing twice. */
 #define LINEAR_PANEL_COLUMNS 32
-/* Rows from which the panel kernel beats the dot products: packing a panel
- * costs about as much as multiplying it by a dozen rows (MiniLM, 1 x 8
- * tokens: 3.9 ms with dot products, 4.3 with panels; 1 x 16: 5.6 and 5.4). */
-#define LINEAR_PACKED_ROWS 12
+/* Rows from which the panel kernel beats the dot products: each call packs
+ * all of W, which costs about as much as multiplying it by a few dozen rows
+ * (MiniLM f32 on Zen 4, 2 threads, a pass of one sentence: 16 tokens 2.9 ms
+ * with dot products against 4.1 with panels, 32: 4.6 / 5.2, 48: 6.2 / 6.3,
+ * 64: 7.8 / 7.6, 96: 11.4 / 9.8). */
+#define LINEAR_PACKED_ROWS 48
 
 typedef struct linear_job {
     const tf_fast_kernels *k;

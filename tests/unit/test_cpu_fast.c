@@ -859,6 +859,7 @@ static void test_every_gemm_entry_is_fast(void **state) {
         {"gemm both transposed", ENTRY_GEMM, 0, 21, 66, 35, true, true, false, 2, 0, 0},
         {"gemm strided a, c", ENTRY_GEMM, 0, 18, 40, 22, false, false, true, 1, 0.25, 2},
         {"linear + bias", ENTRY_LINEAR, 0, 48, 64, 80, false, true, false, 1, 1, 1},
+        {"linear, k of 25 pairs", ENTRY_LINEAR, 0, 20, 50, 37, false, true, false, 1, 1, 1},
         {"linear no bias", ENTRY_LINEAR, 0, 6, 64, 50, false, true, false, 1, 1, 0},
     };
     static const tf_dtype pairs[][2] = {{TF_F32, TF_F32}, {TF_F16, TF_F16}, {TF_BF16, TF_BF16}, {TF_F32, TF_BF16}};

@@ -34,14 +34,19 @@ typedef struct attn_job {
 static void attn_block(void *ctx, int64_t begin, int64_t end) {
     attn_job *j = ctx;                           /* shared by the tasks: out_of_memory is written */
     float *S = tf_cpu_alloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = tf_cpu_alloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
+    /* a short sequence (every key in one block): its keys transposed for the SIMD products */
+    bool direct = j->Lk <= ATTN_BK && j->qs[3] == 1 && getenv("NODIRECT") == NULL;
+    float *KT = direct ? tf_cpu_alloc(sizeof(float) * ATTN_BK * (size_t)j->D) : NULL;
     float m[ATTN_BQ], l[ATTN_BQ];
     bool nan_row[ATTN_BQ];
-    if (!S || !O) {                              /* the op fails: run_sdpa_fast reports it */
+    if (!S || !O || (direct && !KT)) {           /* the op fails: run_sdpa_fast reports it */
         tf_cpu_free(S);
         tf_cpu_free(O);
+        tf_cpu_free(KT);
         atomic_store(&j->out_of_memory, true);
         return;
     }
+    int64_t lanes = j->k->lanes;
     for (int64_t t = begin; t < end; t++) {
         int64_t qb = t % j->qblocks, h = (t / j->qblocks) % j->Hq, b = t / (j->qblocks * j->Hq);
         int64_t i0 = qb * ATTN_BQ, rows = j->Lq - i0 < ATTN_BQ ? j->Lq - i0 : ATTN_BQ, kh = h / j->group;
@@ -57,14 +62,22 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
         memset(O, 0, sizeof(float) * (size_t)(rows * j->Dv));
         for (int64_t j0 = 0; j0 < kv_end; j0 += ATTN_BK) {
             int64_t cols = kv_end - j0 < ATTN_BK ? kv_end - j0 : ATTN_BK;
+            int64_t lds = direct ? (cols + lanes - 1) / lanes * lanes : cols;   /* S's row stride */
             /* S = scale * Q_blk K_blk^T (one query, a decode step: a GEMV, which packs nothing) */
-            if (rows == 1)
+            if (direct) {
+                for (int64_t e = 0; e < j->D; e++) {
+                    float *kt = KT + e * lds;
+                    for (int64_t c = 0; c < cols; c++) kt[c] = kp[(j0 + c) * j->ks[2] + e];
+                    for (int64_t c = cols; c < lds; c++) kt[c] = 0;
+                }
+                j->k->attn_scores(rows, cols, j->D, qp, j->qs[2], KT, lds, j->scale, S, lds);
+            } else if (rows == 1)
                 tf_cpu_blas_gemv(false, false, cols, j->D, j->scale, kp + j0 * j->ks[2], j->ks[2], qp, j->qs[3], 0.0, S);
             else
                 tf_cpu_blas_gemm(false, false, true, rows, cols, j->D, j->scale, qp, j->qs[2], kp + j0 * j->ks[2],
                                  j->ks[2], 0.0, S, cols);
             for (int64_t r = 0; r < rows; r++) {
-                float *s = S + r * cols;
+                float *s = S + r * lds;
                 if (j->mask) {
                     const float *mp = j->mask + b * j->ms[0] + h * j->ms[1] + (i0 + r) * j->ms[2] + j0 * j->ms[3];
                     for (int64_t c = 0; c < cols; c++) s[c] += mp[c * j->ms[3]];
@@ -94,8 +107,10 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
                     for (int64_t e = 0; e < j->Dv; e++) O[r * j->Dv + e] *= keep;
                 m[r] = m_new;
             }
-            /* O += P V_blk */
-            if (rows == 1)
+            /* O += P V_blk (the one block of a short sequence: O = P V) */
+            if (direct)
+                j->k->attn_values(rows, cols, j->Dv, S, lds, vp + j0 * j->vs[2], j->vs[2], O, j->Dv);
+            else if (rows == 1)
                 tf_cpu_blas_gemv(false, true, j->Dv, cols, 1.0, vp + j0 * j->vs[2], j->vs[2], S, 1, 1.0, O);
             else
                 tf_cpu_blas_gemm(false, false, false, rows, j->Dv, cols, 1.0, S, cols, vp + j0 * j->vs[2], j->vs[2], 1.0,
@@ -109,6 +124,7 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
     }
     tf_cpu_free(S);
     tf_cpu_free(O);
+    tf_cpu_free(KT);
 }
 
 /* True if it took the op; *s then says whether every task got its scratch. */
@@ -431,15 +447,17 @@ static void bf16_pack_rows(void *ctx, int64_t begin, int64_t end) {
     bf16_job *j = ctx;
     for (int64_t i = begin; i < end; i++) {
         uint32_t *dst = j->a_pairs + i * j->pairs;
-        if (j->a32) {
-            const float *x = j->a32 + i * j->as_m;
-            for (int64_t p = 0; p < j->pairs; p++) {
-                uint32_t lo = tf_f32_to_bf16(x[2 * p]), hi = 2 * p + 1 < j->kk ? tf_f32_to_bf16(x[2 * p + 1]) : 0;
-                dst[p] = lo | hi << 16;
-            }
+        if (j->a32) {                            /* rounded in vectors: pairs are consecutive bf16s */
+            uint16_t *halves = (uint16_t *)dst;
+            j->k->narrow(j->kk, j->a32 + i * j->as_m, halves, true);
+            if (j->kk % 2) halves[j->kk] = 0;    /* an odd k: a zero pad */
             continue;
         }
         const char *row = j->a + i * j->as_m;
+        if (j->as_k == 2 && j->kk % 2 == 0) {    /* bf16 rows as stored are their pairs */
+            memcpy(dst, row, sizeof(uint16_t) * (size_t)j->kk);
+            continue;
+        }
         for (int64_t p = 0; p < j->pairs; p++) {
             uint32_t lo = bf16_at(row + 2 * p * j->as_k);
             uint32_t hi = 2 * p + 1 < j->kk ? bf16_at(row + (2 * p + 1) * j->as_k) : 0;   /* an odd k: a zero pad */
@@ -450,6 +468,10 @@ static void bf16_pack_rows(void *ctx, int64_t begin, int64_t end) {
 
 /* Columns [j0, j0 + nc) of B into the pair layout of tf_fast_gemm_bf16_panel. */
 static void tf_bf16_pack_panel(const bf16_job *j, int64_t j0, int64_t nc, uint16_t *panel) {
+    if (j->bs_k == 2 && j->kk % 2 == 0 && j->k->bf16_pack_panel_rows) {   /* a [n, k] weight's rows: pairs */
+        j->k->bf16_pack_panel_rows((const uint16_t *)(j->b + j0 * j->bs_n), j->bs_n / 2, nc, j->pairs, panel);
+        return;
+    }
     if (j->bs_k == 2 && j->kk % 2 == 0) {        /* a [n, k] weight's rows: already pairs, 32 bits each */
         uint32_t *words = (uint32_t *)panel;
         for (int64_t c = 0; c < nc; c++) {

@@ -77,3 +77,49 @@ void tf_fast_gemm_bf16_panel(int64_t m, int64_t nc, int64_t pairs, const uint32_
     if (left >= 2) { panel_tile(2, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1); i += 2; left -= 2; }
     if (left >= 1) panel_tile(1, pairs, a + i * lda, lda, panel, c + i * ldc, ldc, m0, m1);
 }
+
+/* ---- a [n, k] weight's rows into a panel: a transpose of 32-bit pairs ----
+ * Row c of W (k even) is already its pairs, word p = (w[2p], w[2p+1]); the
+ * panel wants word p of rows 0-31 side by side. 16 x 16 blocks of words
+ * are transposed in registers (32-bit, then 64-bit unpacks within 128-bit
+ * lanes, then lane shuffles), so each word moves once, in vectors. */
+
+void tf_fast_bf16_pack_panel_rows(const uint16_t *w, int64_t ldw, int64_t nc, int64_t pairs, uint16_t *panel);
+
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {           /* u[i + j], lane L: column 4L + j of rows i..i+3 */
+        u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+        __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+        r[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        r[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+        r[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        r[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+    }
+}
+
+/* Rows [0, nc) (nc <= 32) of W (row stride ldw elements, k = 2 * pairs)
+ * into the panel layout of tf_fast_gemm_bf16_panel; rows past nc are 0. */
+void tf_fast_bf16_pack_panel_rows(const uint16_t *w, int64_t ldw, int64_t nc, int64_t pairs, uint16_t *panel) {
+    uint32_t *words = (uint32_t *)panel;
+    for (int64_t cb = 0; cb < 32; cb += 16)
+        for (int64_t pb = 0; pb < pairs; pb += 16) {
+            int64_t np = pairs - pb < 16 ? pairs - pb : 16;
+            __mmask16 m = (__mmask16)((1u << np) - 1);
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = cb + i < nc ? _mm512_maskz_loadu_epi32(m, w + (cb + i) * ldw + 2 * pb) : _mm512_setzero_si512();
+            transpose16(r);
+            for (int q = 0; q < np; q++) _mm512_storeu_si512(words + (pb + q) * 32 + cb, r[q]);
+        }
+}

@@ -61,6 +61,9 @@ typedef struct tf_fast_kernels {
      * the pair layout tf_bf16_pack_panel (cpu_blas_kernels.c) writes. */
     void (*gemm_bf16_panel)(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
                             float *c, int64_t ldc);
+    /* Rows [0, nc) (nc <= 32) of a bf16 [n, k] weight (k = 2 * pairs, row
+     * stride ldw) into that panel layout, transposed in registers. */
+    void (*bf16_pack_panel_rows)(const uint16_t *w, int64_t ldw, int64_t nc, int64_t pairs, uint16_t *panel);
     /* A linear layer: c[i, j] = bias[j] (0 when bias is NULL) + dot(a row i,
      * w row j) for every row i < m and columns [j0, j1); W row-major [n, k]
      * stored as wkind (TF_FAST_W_*), a f32, f32 accumulation. */
@@ -74,6 +77,14 @@ typedef struct tf_fast_kernels {
      * (TF_FORMULA_SIMD_UNARY), with leaky_relu's alpha and clamp's lo, hi;
      * o may be x. false (nothing written) for any other op. */
     bool (*unary)(int op, int64_t n, float *o, const float *x, float alpha, float lo, float hi);
+    /* One head of attention over a short sequence, without a library call:
+     * s[r, 0:cols rounded up to lanes] = scale * q_r . kt[:, c] with the keys
+     * transposed and zero-padded (kt [d, ldkt]); and o = p @ v for p
+     * [rows, cols], v [cols, dv] (row strides ldp, ldv, ldo). */
+    void (*attn_scores)(int64_t rows, int64_t cols, int64_t d, const float *q, int64_t ldq, const float *kt,
+                        int64_t ldkt, float scale, float *s, int64_t lds);
+    void (*attn_values)(int64_t rows, int64_t cols, int64_t dv, const float *p, int64_t ldp, const float *v,
+                        int64_t ldv, float *o, int64_t ldo);
 } tf_fast_kernels;
 
 /* The table for this CPU, or NULL when fast kernels are off. */

@@ -15,6 +15,7 @@ void tf_fast_gemm_rows_bf16_dp(int64_t m, int64_t j0, int64_t j1, int64_t k, con
                                const uint16_t *w, int64_t ldw, float *c, int64_t ldc);
 void tf_fast_gemm_bf16_panel(int64_t m, int64_t nc, int64_t pairs, const uint32_t *a, int64_t lda, const uint16_t *panel,
                              float *c, int64_t ldc);
+void tf_fast_bf16_pack_panel_rows(const uint16_t *w, int64_t ldw, int64_t nc, int64_t pairs, uint16_t *panel);
 #endif
 #endif
 
@@ -52,6 +53,7 @@ static void choose(void) {
         if (allow_bf16 && __builtin_cpu_supports("avx512bf16")) {
             table.gemm_rows_bf16_dp = tf_fast_gemm_rows_bf16_dp;
             table.gemm_bf16_panel = tf_fast_gemm_bf16_panel;
+            table.bf16_pack_panel_rows = tf_fast_bf16_pack_panel_rows;
             table.name = "avx512+bf16";
         }
 #else

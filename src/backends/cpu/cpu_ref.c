@@ -201,6 +201,13 @@ static tf_status run_indexed(const tf_op *op, tf_cpu_address_fn address) {
     operand x = make_operand(X, address), ix = make_operand(I, address), o = make_operand(O, address);
     int ax = op->params.axis;
     size_t es = elsize(O->dtype);
+    /* index_select of whole rows (an embedding's lookup): the last axis,
+     * contiguous on both sides, moves as one block per pick */
+    int last = O->ndim - 1;
+    bool rows = op->kind == TF_OP_INDEX_SELECT && O->ndim >= 2 && ax != last && x.stride[last] == (int64_t)es &&
+                o.stride[last] == (int64_t)es;
+    int walk = rows ? last : O->ndim;                 /* the axes walked one index at a time */
+    size_t block = rows ? es * (size_t)O->shape[last] : es;
     int64_t idx[TF_MAX_DIMS] = {0};
     do {
         const char *ip = ix.base;
@@ -210,12 +217,12 @@ static tf_status run_indexed(const tf_op *op, tf_cpu_address_fn address) {
         int64_t pick = load_index(I, ip);
         const char *xp = x.base;
         char *op_ = o.base;
-        for (int d = 0; d < O->ndim; d++) {
+        for (int d = 0; d < walk; d++) {
             xp += (d == ax ? pick : idx[d]) * x.stride[d];
             op_ += idx[d] * o.stride[d];
         }
-        memcpy(op_, xp, es);
-    } while (O->ndim > 0 && next_index(O->ndim, O->shape, idx));
+        memcpy(op_, xp, block);
+    } while (walk > 0 && next_index(walk, O->shape, idx));
     return TF_OK;
 }
 

@@ -18,6 +18,7 @@ static tf_status run_below(const tf_op *op, tf_cpu_address_fn address) {
 
 #define ATTN_BQ 64                       /* queries per task */
 #define ATTN_BK 256                      /* keys per block */
+#define ATTN_SHORT 64                    /* keys up to which a head runs without library calls */
 
 typedef struct attn_job {
     const tf_op *op;
@@ -34,9 +35,11 @@ typedef struct attn_job {
 static void attn_block(void *ctx, int64_t begin, int64_t end) {
     attn_job *j = ctx;                           /* shared by the tasks: out_of_memory is written */
     float *S = tf_cpu_alloc(sizeof(float) * ATTN_BQ * ATTN_BK), *O = tf_cpu_alloc(sizeof(float) * ATTN_BQ * (size_t)j->Dv);
-    /* a short sequence (every key in one block): its keys transposed for the SIMD products */
-    bool direct = j->Lk <= ATTN_BK && j->qs[3] == 1 && getenv("NODIRECT") == NULL;
-    float *KT = direct ? tf_cpu_alloc(sizeof(float) * ATTN_BK * (size_t)j->D) : NULL;
+    /* a sentence encoder's few dozen queries and keys: the keys transposed for
+     * SIMD products, no library call (a decode step keeps its GEMV, a
+     * prompt's longer blocks the library's GEMM) */
+    bool direct = j->Lk <= ATTN_SHORT && j->Lq > 1 && j->qs[3] == 1;
+    float *KT = direct ? tf_cpu_alloc(sizeof(float) * ATTN_SHORT * (size_t)j->D) : NULL;
     float m[ATTN_BQ], l[ATTN_BQ];
     bool nan_row[ATTN_BQ];
     if (!S || !O || (direct && !KT)) {           /* the op fails: run_sdpa_fast reports it */

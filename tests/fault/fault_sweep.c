@@ -580,6 +580,49 @@ static void native_graph_steps(world *w, tf_tensor *am, tf_graph **g) {
     CALL(true, tf_graph_replay, *g);
 }
 
+/* A fused linear layer (GEMM_EPILOGUE): on the CPU in f32 and bf16 (its
+ * tile and row epilogues), on the example backend (run as its parts, each
+ * placed or fallen back); then a captured linear + GELU + residual add
+ * that the fusion pass merges at tf_graph_end, replayed. */
+static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
+    int64_t s_w[2] = {4, 4}, n_b = 4;
+    OP(wf, tf_rand, w->cpu, TF_F32, 2, s_w, 21);
+    OP(bf, tf_rand, w->cpu, TF_F32, 1, &n_b, 22);
+    OP(lf, tf_linear_fused, a, wf, bf, TF_OP_GELU, a);
+    OP(ah, tf_cast, a, TF_BF16);
+    OP(wh, tf_cast, wf, TF_BF16);
+    OP(lh, tf_linear_fused, ah, wh, NULL, TF_OP_SILU, ah);
+    OP(wm, tf_tensor_to, wf, w->my);
+    OP(lm, tf_linear_fused, am, wm, NULL, TF_OP_RELU, am);
+    /* begin, three ops, end as one step (reads between steps would be reads
+     * during the capture); the graph is replayed, then dropped */
+    tf_graph *g = NULL;
+    tf_tensor *h = NULL, *y = NULL;
+    const char *what = "tf_graph_begin";
+    tf_status st = tf_graph_begin(w->cpu);
+    if (st == TF_OK) {
+        st = tf_linear(a, wf, bf, &h), what = "tf_linear";
+        if (st == TF_OK) st = tf_unary_into(h, TF_OP_GELU, h), what = "tf_unary_into";
+        if (st == TF_OK) st = tf_linear(h, wf, NULL, &y), what = "tf_linear";
+        if (st == TF_OK) st = tf_binary_into(y, TF_OP_ADD, y, a), what = "tf_binary_into";
+        tf_tensor_release(h);
+        tf_status ended = tf_graph_end(&g);
+        if (st == TF_OK) st = ended, what = "tf_graph_end";
+    }
+    if (st != TF_OK) {
+        tf_tensor_release(y);
+        y = NULL;
+        tf_graph_destroy(g);                     /* a capture whose op failed */
+        g = NULL;
+    }
+    if (!finish_step(w, what, st, &y, 1, false)) return;
+    CALL(true, tf_graph_replay, g);
+    pause_injection();
+    tf_graph_destroy(g);
+    resume_injection();
+    (void)lf; (void)lh; (void)lm;
+}
+
 static void program_streams_and_graph(world *w, tf_tensor *a, tf_tensor *am) {
     tf_stream *side = NULL;
     tf_event *done = NULL;
@@ -690,6 +733,7 @@ static void program(world *w) {
     if (!w->failed) program_files(w, a, am, ap);
     if (!w->failed) program_scope(w, a);
     if (!w->failed) program_streams_and_graph(w, a, am);
+    if (!w->failed) program_fused(w, a, am);
     if (!w->failed) program_amp(w, a, am);
     if (!w->failed) program_dlpack(w, a);
 }

@@ -293,7 +293,16 @@ static const char *pack_rows(size_t es, const char *src, int64_t rs, int64_t cs,
     return dst;
 }
 
-static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
+/* A product a fast path took but could not get scratch for: an error, not
+ * the reference loops, whose sums run in another order (an allocation that
+ * fails must not change a result's bits). */
+static bool out_of_scratch(tf_status *s, const char *kernel, size_t bytes) {
+    *s = tf_cpu_oom(kernel, bytes);
+    return true;
+}
+
+/* True if it took the op; *s then says whether it got its scratch. */
+static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address, tf_status *s) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
     if ((dt != TF_F32 && dt != TF_F64) || !tf_cpu_have_blas() || !tf_desc_is_contiguous(O)) return false;
@@ -311,7 +320,7 @@ static bool run_matmul_blas(const tf_op *op, tf_cpu_address_fn address) {
     if ((pack_a && !packed_a) || (pack_b && !packed_b)) {
         tf_cpu_free(packed_a);
         tf_cpu_free(packed_b);
-        return false;                            /* the loops need no scratch */
+        return out_of_scratch(s, "gemm", es * (size_t)(pack_a ? m * k : k * n));
     }
     if (pack_a) j.ta = false, j.lda = k;
     if (pack_b) j.tb = false, j.ldb = n;
@@ -527,7 +536,8 @@ static void bf16_product(const tf_fast_kernels *k, int64_t m, int64_t n, int64_t
     tf_cpu_parallel_for((n + BF16_PANEL - 1) / BF16_PANEL, 1, bf16_panels, &j);
 }
 
-static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
+/* True if it took the op; *s then says whether it got its scratch. */
+static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address, tf_status *s) {
     const tf_tensor_desc *A = &op->inputs[0], *B = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
     if ((dt != TF_F16 && dt != TF_BF16) || (op->kind == TF_OP_GEMM_EPILOGUE && O->ndim != 2)) return false;
@@ -544,7 +554,7 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
         tf_cpu_free(a32);
         tf_cpu_free(b32);
         tf_cpu_free(c32);
-        return false;                            /* the loops need no scratch */
+        return out_of_scratch(s, "half-precision gemm", es * (size_t)(m * k + m * n + k * n));
     }
     operand a = make_operand(A, address), b = make_operand(B, address), o = make_operand(O, address);
     half_epilogue e = {dt, n, 1.0f, 0.0f, c32, {0}, 0, 0, false, NULL, NULL, NULL, o.stride[nb], o.stride[nb + 1]};
@@ -608,11 +618,12 @@ static bool run_matmul_half(const tf_op *op, tf_cpu_address_fn address) {
 }
 
 bool tf_cpu_bf16_linear(int64_t m, int64_t n, int64_t kk, const float *x, int64_t lda, const uint16_t *w, int64_t ldw,
-                        float *c) {
+                        float *c, tf_status *s) {
     const tf_fast_kernels *k = tf_fast();
     if (!k || !k->gemm_bf16_panel || m < BF16_PANEL_ROWS || kk < 1) return false;
     uint32_t *scratch = tf_cpu_alloc(sizeof(uint32_t) * bf16_scratch_words(m, n, kk));
-    if (!scratch) return false;
+    if (!scratch) return out_of_scratch(s, "bf16 linear", sizeof(uint32_t) * bf16_scratch_words(m, n, kk));
+    *s = TF_OK;
     int64_t pairs = (kk + 1) / 2;
     bf16_job j = {k, m, n, kk, pairs, NULL, (const char *)w, lda, 2, 2, 2 * ldw, x, scratch,
                   (uint16_t *)(scratch + m * pairs), c};
@@ -624,15 +635,16 @@ bool tf_cpu_bf16_linear(int64_t m, int64_t n, int64_t kk, const float *x, int64_
 
 /* GEMM_EPILOGUE: f16/bf16 finish each row before rounding it; f32 runs
  * the GEMM through BLAS and finishes the output in one pass after it. */
-static bool run_gemm_epilogue(const tf_op *op, tf_cpu_address_fn address) {
+static bool run_gemm_epilogue(const tf_op *op, tf_cpu_address_fn address, tf_status *s) {
     tf_dtype dt = op->output.dtype;
     if (op->output.ndim != 2) return false;
-    if (dt == TF_F16 || dt == TF_BF16) return run_matmul_half(op, address);
+    if (dt == TF_F16 || dt == TF_BF16) return run_matmul_half(op, address, s);
     if (dt != TF_F32) return false;
     tf_op gemm = *op;
     gemm.kind = TF_OP_GEMM;
     gemm.n_inputs -= (op->params.flags & TF_GEMM_RESIDUAL) != 0;
-    if (!run_matmul_blas(&gemm, address)) return false;
+    if (!run_matmul_blas(&gemm, address, s)) return false;
+    if (*s != TF_OK) return true;
     tf_cpu_epilogue epi = tf_cpu_epilogue_of(op, address);
     tf_cpu_epilogue_output(&epi, &op->output, address);
     return true;
@@ -641,8 +653,9 @@ static bool run_gemm_epilogue(const tf_op *op, tf_cpu_address_fn address) {
 static tf_status blas_matmul(const tf_op *op, tf_cpu_address_fn address) {
     tf_op folded;
     if (fold_broadcast_batch(op, &folded)) op = &folded;
-    if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue(op, address) ? TF_OK : run_below(op, address);
-    if (run_matmul_blas(op, address) || run_matmul_half(op, address)) return TF_OK;
+    tf_status s = TF_OK;
+    if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue(op, address, &s) ? s : run_below(op, address);
+    if (run_matmul_blas(op, address, &s) || run_matmul_half(op, address, &s)) return s;
     return run_below(op, address);
 }
 

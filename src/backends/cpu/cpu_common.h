@@ -205,10 +205,11 @@ tf_status tf_cpu_oom(const char *kernel, size_t nbytes);
 /* c [m, n] (f32, row-major) = x @ W^T for f32 x [m, k] (row stride lda)
  * and a bf16 W [n, k] (row stride ldw), x rounded to bf16 on the way
  * (vdpbf16ps: exact products, f32 sums; cpu_blas_kernels.c). False, with
- * nothing written, without AVX512-BF16, for fewer than a dozen rows, or
- * without scratch. */
+ * nothing written, without AVX512-BF16 or for fewer than a dozen rows;
+ * true when it took the product, *s then TF_OK or, without scratch,
+ * TF_ERR_OUT_OF_MEMORY (another path would round differently). */
 bool tf_cpu_bf16_linear(int64_t m, int64_t n, int64_t k, const float *x, int64_t lda, const uint16_t *w, int64_t ldw,
-                        float *c);
+                        float *c, tf_status *s);
 
 /* A linear layer's product c [m, n] = a @ W^T (+ bias) through the fast
  * kernel, column blocks over the pool (cpu_simd.c; the quantized-weight

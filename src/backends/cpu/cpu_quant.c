@@ -592,7 +592,8 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
     bool plain = X->strides[1] == 1 && Wd->strides[1] == 1 && C->strides[1] == 1 && C->strides[0] == n && k > 0;
     /* bf16 weights on AVX512-BF16: x rounded to bf16, as the op allows
      * (within the 8-bit rounding a device may apply): twice f32's rate */
-    if (plain && bf16 && tf_cpu_bf16_linear(m, n, k, x, X->strides[0], w, Wd->strides[0], c)) return TF_OK;
+    tf_status s = TF_OK;
+    if (plain && bf16 && tf_cpu_bf16_linear(m, n, k, x, X->strides[0], w, Wd->strides[0], c, &s)) return s;
     if (fast && plain) {
         tf_cpu_run_linear(fast, m, n, k, x, X->strides[0], w, Wd->strides[0], bf16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
                           NULL, NULL, c);

@@ -110,6 +110,21 @@ def test_matmul(device, rng, np):
         np.testing.assert_allclose(to_np(got, np), want, rtol=1e-5, atol=1e-5)
 
 
+def test_linear_fused(device, rng, np):
+    x, hx = random_array(rng, np, (2, 5, 8), "float32", device)
+    w, hw = random_array(rng, np, (6, 8), "float32", device)
+    b, hb = random_array(rng, np, (6,), "float32", device)
+    r, hr = random_array(rng, np, (5, 6), "float32", device)
+    pre = hx.astype(np.float64) @ hw.astype(np.float64).T + hb
+    for name, f in (("relu", lambda v: np.maximum(v, 0)), ("silu", lambda v: v / (1 + np.exp(-v))), (None, lambda v: v)):
+        got = tf.linear_fused(x, w, b, activation=name, residual=r)
+        np.testing.assert_allclose(to_np(got, np), f(pre) + hr, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError):
+        tf.linear_fused(x, w, activation="no_such_op")
+    with pytest.raises(tf.InvalidArgumentError):
+        tf.linear_fused(x, w, activation="clamp")
+
+
 def test_slices_are_views_that_write_through(device, rng, np):
     base, host = random_array(rng, np, (6, 7), "float32", device)
     for _ in range(20):

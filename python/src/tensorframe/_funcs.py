@@ -985,6 +985,21 @@ def linear(x, w, bias=None, /):
 
 
 @_export
+def linear_fused(x, w, bias=None, /, *, activation=None, residual=None):
+    """activation(x @ w^T + bias) + residual in one kernel where the device
+    has it (tf_linear_fused): activation is None or the name of a unary op
+    without parameters ("gelu", "gelu_tanh", "silu", "relu", ...)."""
+    code = -1
+    if activation is not None:
+        names = {lib.tf_op_name(op).decode(): op for op in range(lib.tf_op_count())}
+        if activation not in names:
+            raise ValueError(f"linear_fused: no op named {activation!r}")
+        code = names[activation]
+    return _wrap(call(lib.tf_linear_fused, x._h, w._h, bias._h if bias is not None else None, code,
+                      residual._h if residual is not None else None))
+
+
+@_export
 def sdpa(q, k, v, /, *, mask=None, scale=None, causal=False, q_offset=0):
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     return _wrap(call(lib.tf_sdpa, q._h, k._h, v._h, mask._h if mask is not None else None, scale, causal,

@@ -4,4 +4,5 @@
 #define QGEMM_NAME tf_cpu_qgemm_vnni_impl
 #define QGEMM_DPBUSD _mm256_dpbusd_epi32
 #define QGEMM_PANEL_BYTES 1
+#define QGEMM_ZMM 1
 #include "fast_qgemm.inc"

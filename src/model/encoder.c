@@ -473,7 +473,9 @@ tf_status llm_encoder_forward(const llm_encoder *m, int64_t batch, int64_t len, 
 /* The graph cache, unless TF_MODEL_GRAPHS=0 (or no memory: then op by op). */
 static void start_graphs(llm_encoder *m) {
     const char *env = getenv("TF_MODEL_GRAPHS");
-    if (env && !strcmp(env, "0")) return;
+    static const char *const off[] = {"0", "false", "off", "no"};
+    for (size_t i = 0; env && i < sizeof off / sizeof *off; i++)
+        if (!strcmp(env, off[i])) return;
     m->graphs = calloc(1, sizeof *m->graphs);
     if (m->graphs) pthread_mutex_init(&m->graphs->lock, NULL);
 }

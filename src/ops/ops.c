@@ -435,6 +435,21 @@ static tf_status add_bias(tf_tensor *y, const tf_tensor *bias, tf_tensor **biase
     return tf_add(y, bias, biased);
 }
 
+/* A linear layer's output shape (x's with its last axis n) and the rows its
+ * leading axes fold into. */
+static int64_t linear_rows(const tf_tensor *x, int64_t n, int64_t shape[TF_MAX_DIMS]) {
+    int64_t rows = 1;
+    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
+    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    shape[x->ndim - 1] = n;
+    return rows;
+}
+
+/* A weight read as stored by QMATMUL: block-quantized, or half under f32 x. */
+static bool kept_weight(const tf_tensor *x, const tf_tensor *w) {
+    return tf_dtype_is_quantized(w->dtype) || (x->dtype == TF_F32 && (w->dtype == TF_BF16 || w->dtype == TF_F16));
+}
+
 tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_tensor **out) {
     static const char fn[] = "tf_linear";
     TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_linear", out, tf_linear(x, w, bias, out), &x, &w, &bias);
@@ -446,10 +461,7 @@ tf_status tf_linear(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bia
     /* One [rows, K] product whatever the leading axes: a batched GEMM over
      * them would multiply small matrices one by one. */
     const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
-    int64_t rows = 1, shape[TF_MAX_DIMS];
-    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    shape[x->ndim - 1] = n;
+    int64_t shape[TF_MAX_DIMS], rows = linear_rows(x, n, shape);
     tf_tensor *x2 = NULL, *y = NULL, *biased = NULL;
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
     if (s == TF_OK && tf_dtype_is_quantized(w->dtype)) {
@@ -522,13 +534,9 @@ tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tenso
     tf_status s = check_linear(fn, x, w, bias);
     if (s != TF_OK) return s;
     const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
-    int64_t rows = 1, shape[TF_MAX_DIMS];
-    for (int i = 0; i < x->ndim - 1; i++) rows *= x->shape[i];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    shape[x->ndim - 1] = n;
+    int64_t shape[TF_MAX_DIMS], rows = linear_rows(x, n, shape);
     if (residual && (s = check_broadcasts_to(fn, "the residual", residual, x->ndim, shape)) != TF_OK) return s;
-    if (tf_dtype_is_quantized(w->dtype) || (x->dtype == TF_F32 && (w->dtype == TF_BF16 || w->dtype == TF_F16)))
-        return tf__in(fn, linear_then_epilogue(x, w, bias, activation, residual, out));
+    if (kept_weight(x, w)) return tf__in(fn, linear_then_epilogue(x, w, bias, activation, residual, out));
     tf_tensor *x2 = NULL, *wt = NULL, *r2 = NULL, *y = NULL;
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
     if (s == TF_OK) s = tf_transpose(w, 0, 1, &wt);

@@ -489,18 +489,10 @@ static void bf16_pack_rows(void *ctx, int64_t begin, int64_t end) {
 
 /* Columns [j0, j0 + nc) of B into the pair layout of tf_fast_gemm_bf16_panel. */
 static void tf_bf16_pack_panel(const bf16_job *j, int64_t j0, int64_t nc, uint16_t *panel) {
-    if (j->bs_k == 2 && j->kk % 2 == 0 && j->k->bf16_pack_panel_rows) {   /* a [n, k] weight's rows: pairs */
+    /* a [n, k] weight's rows are already pairs: transposed in registers (the
+     * table has this whenever it has gemm_bf16_panel) */
+    if (j->bs_k == 2 && j->kk % 2 == 0) {
         j->k->bf16_pack_panel_rows((const uint16_t *)(j->b + j0 * j->bs_n), j->bs_n / 2, nc, j->pairs, panel);
-        return;
-    }
-    if (j->bs_k == 2 && j->kk % 2 == 0) {        /* a [n, k] weight's rows: already pairs, 32 bits each */
-        uint32_t *words = (uint32_t *)panel;
-        for (int64_t c = 0; c < nc; c++) {
-            const char *row = j->b + (j0 + c) * j->bs_n;
-            for (int64_t p = 0; p < j->pairs; p++) memcpy(&words[p * 32 + c], row + 4 * p, 4);
-        }
-        for (int64_t c = nc; c < BF16_PANEL; c++)
-            for (int64_t p = 0; p < j->pairs; p++) words[p * 32 + c] = 0;
         return;
     }
     memset(panel, 0, sizeof(uint16_t) * 64 * (size_t)j->pairs);

@@ -60,6 +60,12 @@
  *    work along params.axis, RMSNORM/LAYERNORM along the last axis, with a
  *    weight (then a bias) 1-D over it when params.flags says so, all of x's
  *    dtype. LAYERNORM uses the population variance.
+ *  - ADD_NORM (ADD_RMSNORM, ADD_LAYERNORM): inputs[0] x (any strides, the
+ *    output's shape), inputs[1] r of x's shape and dtype (stride 0 where
+ *    broadcast), then weight and bias as ROW's; along the last axis
+ *    (params.axis), out = norm(x + r) with the sum rounded to the dtype
+ *    before the norm. A backend without it need not say so: the core runs
+ *    the add into a scratch tensor and the norm from it on the same device.
  *  - ROPE: inputs[1] holds i32/i64 positions, 1-D over params.axis of x;
  *    pairs in the first params.rotary_dims of the last axis rotate by
  *    position * theta^(-2i/rotary_dims): (2i, 2i+1) by default (GPT-J),
@@ -137,8 +143,8 @@ typedef struct tf_op_params {
     int64_t correction;               /* VAR, STD: divisor is max(0, N - correction) */
     int64_t diagonal;                 /* TRIL, TRIU: kept diagonal offset */
     double beta;                      /* GEMM: out = alpha * a@b + beta * c (alpha above) */
-    double eps;                       /* RMSNORM, LAYERNORM */
-    uint32_t flags;                   /* ROW: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
+    double eps;                       /* RMSNORM, LAYERNORM, ADD_RMSNORM, ADD_LAYERNORM */
+    uint32_t flags;                   /* ROW, ADD_NORM: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
                                          SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK;
                                          GEMM_EPILOGUE: TF_GEMM_RESIDUAL */
     int64_t rotary_dims;              /* ROPE: leading dims of the last axis rotated */

@@ -39,6 +39,15 @@
  *                                   TF_NO_ACTIVATION). A device without the
  *                                   kernel runs it as its parts, on the device
  *                                   (tf_linear_fused, the graph fusion pass)
+ *                        ADD_NORM   a residual add and the norm of its rows in
+ *                                   one pass: norm(x + r) along the last axis,
+ *                                   the sum rounded to the dtype first (what
+ *                                   tf_add then tf_rmsnorm/tf_layernorm give);
+ *                                   inputs x, r (broadcast to x), then the
+ *                                   weight and bias as ROW's. A device without
+ *                                   the kernel runs its parts, on the device
+ *                                   (tf_add_rmsnorm, tf_add_layernorm, the
+ *                                   graph fusion pass)
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -72,7 +81,8 @@
  *           logical and/or, bool out), PREDICATE (logical_not, isnan, isinf),
  *           SELECT, MATMUL, REDUCE, SCAN, PICK (index_select, gather),
  *           TRIANGLE, COPY, FILL, ARANGE, RANDOM, ROW, ROPE, ATTENTION, CONV,
- *           POOL, OPTIMIZER; NONE for composites. Kernels tell the ops of a
+ *           POOL, OPTIMIZER, ADD_NORM (fused: a backend without it is sent
+ *           the parts); NONE for composites. Kernels tell the ops of a
  *           family apart by the op's own value (TF_OP_ADD, ...), never by its
  *           distance from another op.
  *
@@ -172,7 +182,9 @@
     X(ADAM,         adam,         4, OPTIMIZER, SAME,          FLOAT,   ANY,     16, OPTIMIZER) \
     X(SWIGLU,       swiglu,       2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
     X(QMATMUL,      qmatmul,      2, QMATMUL,   FIRST,         FLOAT,   ANY,     16, MATMUL) \
-    X(GEMM_EPILOGUE, gemm_epilogue, 4, GEMM_EPILOGUE, PROMOTE, FLOAT,   ANY,     16, MATMUL)
+    X(GEMM_EPILOGUE, gemm_epilogue, 4, GEMM_EPILOGUE, PROMOTE, FLOAT,   ANY,     16, MATMUL) \
+    X(ADD_RMSNORM,  add_rmsnorm,  3, ADD_NORM,  SAME,          FLOAT,   ANY,     16, ADD_NORM) \
+    X(ADD_LAYERNORM, add_layernorm, 4, ADD_NORM, SAME,         FLOAT,   ANY,     16, ADD_NORM)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,
@@ -185,7 +197,7 @@ typedef enum tf_op_kernel {
     TF_KERNEL_NONE, TF_KERNEL_ARITH, TF_KERNEL_MATH, TF_KERNEL_COMPARE, TF_KERNEL_PREDICATE, TF_KERNEL_SELECT,
     TF_KERNEL_MATMUL, TF_KERNEL_REDUCE, TF_KERNEL_SCAN, TF_KERNEL_PICK, TF_KERNEL_TRIANGLE, TF_KERNEL_COPY,
     TF_KERNEL_FILL, TF_KERNEL_ARANGE, TF_KERNEL_RANDOM, TF_KERNEL_ROW, TF_KERNEL_ROPE, TF_KERNEL_ATTENTION,
-    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER
+    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER, TF_KERNEL_ADD_NORM
 } tf_op_kernel;
 
 /* The kernel family of an op (header-only: plugins do not link the core). */

@@ -779,6 +779,16 @@ TF_API tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double 
  * (population variance); weight and bias may be NULL. */
 TF_API tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps,
                               tf_tensor **out);
+/* A residual add and the norm of its rows in one pass: tf_rmsnorm or
+ * tf_layernorm of x + residual, the sum rounded to x's dtype first, so the
+ * result is what tf_add then the norm give, without the sum written out.
+ * residual broadcasts to x's shape (a [D] row, a [1, L, D] block, ...) and
+ * has x's dtype. A device without the fused kernel runs the two ops. The
+ * graph fusion pass makes this op from tf_add followed by a norm. */
+TF_API tf_status tf_add_rmsnorm(const tf_tensor *x, const tf_tensor *residual, const tf_tensor *weight, double eps,
+                                tf_tensor **out);
+TF_API tf_status tf_add_layernorm(const tf_tensor *x, const tf_tensor *residual, const tf_tensor *weight,
+                                  const tf_tensor *bias, double eps, tf_tensor **out);
 typedef enum tf_rope_mode {
     TF_ROPE_INTERLEAVED = 0,   /* GPT-J: rotate pairs (2i, 2i+1) */
     TF_ROPE_HALF_SPLIT = 1     /* GPT-NeoX / Llama: rotate pairs (i, i + rotary_dims/2) */
@@ -861,7 +871,8 @@ TF_API tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor
  *     tf_matmul, tf_gemm, tf_linear, tf_gemv, tf_conv2d, tf_sdpa,
  *     tf_attention_scores, tf_weighted_sum_rows
  *   runs in f32 (its f16 and bf16 inputs are cast to f32):
- *     tf_softmax, tf_log_softmax, tf_rmsnorm, tf_layernorm, tf_batch_norm
+ *     tf_softmax, tf_log_softmax, tf_rmsnorm, tf_layernorm, tf_add_rmsnorm,
+ *     tf_add_layernorm, tf_batch_norm
  *     (x, weight, bias), tf_cross_entropy, tf_exp, tf_log, tf_log1p,
  *     tf_expm1, tf_rsqrt, tf_pow, tf_softplus, tf_sum, tf_mean, tf_prod,
  *     tf_cumsum, tf_var, tf_std, tf_norm, tf_normalize, tf_logsumexp,

@@ -125,6 +125,21 @@ def test_linear_fused(device, rng, np):
         tf.linear_fused(x, w, activation="clamp")
 
 
+def test_add_norms(device, rng, np):
+    x, hx = random_array(rng, np, (3, 4, 16), "float32", device)
+    r, hr = random_array(rng, np, (4, 16), "float32", device)
+    w, hw = random_array(rng, np, (16,), "float32", device)
+    b, hb = random_array(rng, np, (16,), "float32", device)
+    h = (hx + hr).astype(np.float64)                 # the sum rounded to f32, then the norm
+    c = h - h.mean(axis=-1, keepdims=True)
+    want = c / np.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5) * hw + hb
+    np.testing.assert_allclose(to_np(tf.add_layernorm(x, r, w, b, eps=1e-5), np), want, rtol=2e-5, atol=2e-5)
+    want = h / np.sqrt((h * h).mean(axis=-1, keepdims=True) + 1e-6) * hw
+    np.testing.assert_allclose(to_np(tf.add_rmsnorm(x, r, w), np), want, rtol=2e-5, atol=2e-5)
+    with pytest.raises(tf.ShapeError):
+        tf.add_rmsnorm(r, x)
+
+
 def test_slices_are_views_that_write_through(device, rng, np):
     base, host = random_array(rng, np, (6, 7), "float32", device)
     for _ in range(20):

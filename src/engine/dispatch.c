@@ -326,6 +326,37 @@ static tf_status run_gemm_epilogue_parts(const char *fn, tf_device *dev, const t
     return s;
 }
 
+/* ADD_NORM as the add into a scratch tensor of the output's geometry on
+ * the device, then the norm from it into the output: the norm's input and
+ * output stay apart, as every row kernel expects. */
+static tf_status run_add_norm_parts(const char *fn, tf_device *dev, const tf_op *op, bool *fell_back) {
+    size_t nbytes = (size_t)tf_desc_numel(&op->output) * tf_dtype_size(op->output.dtype);
+    tf_backend_buffer *scratch = NULL;
+    tf_status s = tf__buffer_alloc(dev, nbytes ? nbytes : 1, &scratch);
+    if (s != TF_OK) return tf__error_context(s, "%s: scratch for the sum of %s", fn, tf_op_name(op->kind));
+    tf_tensor_desc sum = op->output;
+    sum.buffer = scratch;
+    sum.offset = 0;
+    tf_op part;
+    tf__op_init(&part, TF_OP_ADD, 2);
+    part.inputs[0] = op->inputs[0];
+    part.inputs[1] = op->inputs[1];
+    part.output = sum;
+    s = dispatch_op(fn, dev, &part, fell_back);
+    if (s == TF_OK) {
+        tf__op_init(&part, op->kind == TF_OP_ADD_RMSNORM ? TF_OP_RMSNORM : TF_OP_LAYERNORM, op->n_inputs - 1);
+        part.inputs[0] = sum;
+        for (int i = 2; i < op->n_inputs; i++) part.inputs[i - 1] = op->inputs[i];
+        part.output = op->output;
+        part.params.axis = op->params.axis;
+        part.params.eps = op->params.eps;
+        part.params.flags = op->params.flags;
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    tf__buffer_free(dev, scratch);
+    return s;
+}
+
 static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fell_back) {
     atomic_fetch_add(&dev->ops, 1);
     if (dev->bdev.iface->supports(dev->bdev.ctx, op)) {
@@ -335,6 +366,8 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
         return s;
     }
     if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue_parts(fn, dev, op, fell_back);
+    if (op->kind == TF_OP_ADD_RMSNORM || op->kind == TF_OP_ADD_LAYERNORM)
+        return run_add_norm_parts(fn, dev, op, fell_back);
     if (dev == tf__cpu_device())
         return tf__error(TF_ERR_UNSUPPORTED, "%s: the CPU backend does not run %s for %s", fn,
                          tf_op_name(op->kind), tf_dtype_name(op->output.dtype));

@@ -14,7 +14,8 @@
  *  - the device runs the fused op itself (a device without the kernel
  *    would run its parts anyway, through dispatch: nothing gained).
  * A fused node may absorb the next one again (GEMM, then its activation,
- * then its residual add). Where the arithmetic is the same the result is
+ * then its residual add). An add the product did not take may join the
+ * norm after it (ADD_RMSNORM, ADD_LAYERNORM). Where the arithmetic is the same the result is
  * the same bits (the CPU's f32 epilogue applies the same SIMD formulas to
  * the same values); where a fused kernel rounds once instead of twice
  * (f16/bf16) it is within the op table's bounds.
@@ -155,8 +156,37 @@ static bool fuse_residual(const tf_op *p, const tf_op *c, tf_op *fused) {
     return true;
 }
 
+static bool same_shape(const tf_tensor_desc *a, const tf_tensor_desc *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* add -> rmsnorm/layernorm of the sum: one ADD_NORM pass. The add's
+ * operands (already broadcast to its shape) become x and r; the sum is
+ * rounded to the dtype before the norm, as the two ops do, so the result
+ * is the same. The norm must read the sum in the add's own shape and the
+ * fused output share no byte with either operand. */
+static bool fuse_add_norm(const tf_op *p, const tf_op *c, tf_op *fused) {
+    if (p->kind != TF_OP_ADD || p->n_inputs != 2 || (c->kind != TF_OP_RMSNORM && c->kind != TF_OP_LAYERNORM)) return false;
+    tf_dtype dt = p->output.dtype;
+    if (!is_float(dt) || p->inputs[0].dtype != dt || p->inputs[1].dtype != dt || c->output.dtype != dt ||
+        !same_bytes(&c->inputs[0], &p->output) || !same_shape(&c->inputs[0], &p->output) ||
+        c->n_inputs + 1 > TF_OP_MAX_INPUTS)
+        return false;
+    if (overlap(&c->output, &p->inputs[0]) || overlap(&c->output, &p->inputs[1])) return false;
+    *fused = *c;
+    fused->kind = c->kind == TF_OP_RMSNORM ? TF_OP_ADD_RMSNORM : TF_OP_ADD_LAYERNORM;
+    fused->n_inputs = c->n_inputs + 1;
+    fused->inputs[0] = p->inputs[0];
+    fused->inputs[1] = p->inputs[1];
+    for (int i = 1; i < c->n_inputs; i++) fused->inputs[i + 1] = c->inputs[i];
+    return true;
+}
+
 typedef bool (*fusion_pattern)(const tf_op *producer, const tf_op *consumer, tf_op *fused);
-static const fusion_pattern patterns[] = {fuse_activation, fuse_residual};
+static const fusion_pattern patterns[] = {fuse_activation, fuse_residual, fuse_add_norm};
 
 /* ---- the driver ---- */
 

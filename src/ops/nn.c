@@ -1,4 +1,5 @@
-/* Transformer kernels: softmax, log_softmax, rmsnorm, layernorm, rope,
+/* Transformer kernels: softmax, log_softmax, rmsnorm, layernorm (alone and
+ * after a residual add), rope,
  * scaled dot-product attention, and the decode-time primitives. */
 #include <math.h>
 #include <stdlib.h>
@@ -79,6 +80,85 @@ tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double eps, tf
 tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
     TF__AUTOCAST(TF__AUTOCAST_F32, "tf_layernorm", out, tf_layernorm(x, weight, bias, eps, out), &x, &weight, &bias);
     return row_op("tf_layernorm", TF_OP_LAYERNORM, x, -1, weight, bias, eps, out);
+}
+
+/* ---- a residual add and a norm in one pass ---- */
+
+static tf_status check_residual(const char *fn, const tf_tensor *x, const tf_tensor *r) {
+    char a[256], b[256];
+    if (r->dtype != x->dtype)
+        return tf__error(TF_ERR_DTYPE, "%s: the residual is %s and x %s: give both one dtype", fn,
+                         tf_dtype_name(r->dtype), tf_dtype_name(x->dtype));
+    bool fits = r->ndim <= x->ndim;
+    for (int i = 0; fits && i < r->ndim; i++) {
+        int64_t want = x->shape[x->ndim - r->ndim + i];
+        fits = r->shape[i] == want || r->shape[i] == 1;
+    }
+    if (!fits)
+        return tf__error(TF_ERR_SHAPE, "%s: the residual %s does not broadcast to x %s", fn,
+                         tf__shape_str(r->ndim, r->shape, a, sizeof a), tf__shape_str(x->ndim, x->shape, b, sizeof b));
+    return TF_OK;
+}
+
+static bool same_shape(const tf_tensor *a, const tf_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* ADD_RMSNORM / ADD_LAYERNORM: the inputs x, r (as a view of x's shape),
+ * then the weight and bias as row_op's. */
+static tf_status add_norm_op(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_tensor *r,
+                             const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !r) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or the residual is NULL", fn);
+    tf_status s = float_only(fn, kind, x);
+    if (s == TF_OK && x->ndim == 0) s = tf__error(TF_ERR_SHAPE, "%s: needs at least 1 dimension", fn);
+    if (s == TF_OK) s = check_residual(fn, x, r);
+    int64_t d = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (s == TF_OK) s = check_vector(fn, "weight", weight, d);
+    if (s == TF_OK) s = check_vector(fn, "bias", bias, d);
+    if (s == TF_OK && !(eps >= 0)) s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", fn, eps);
+    if (s != TF_OK) return s;
+    tf_tensor *wide = NULL;                 /* r broadcast to x's shape (stride 0 where it repeats) */
+    if (!same_shape(r, x) && (s = tf_expand(r, x->ndim, x->shape, &wide)) != TF_OK) return tf__in(fn, s);
+    const tf_tensor *in[4] = {x, wide ? wide : r, NULL, NULL};
+    int n = 2;
+    uint32_t flags = 0;
+    if (weight) {
+        in[n++] = weight;
+        flags |= TF_ROW_WEIGHT;
+    }
+    if (bias) {
+        in[n++] = bias;
+        flags |= TF_ROW_BIAS;
+    }
+    tf_dtype want[4] = {x->dtype, x->dtype, x->dtype, x->dtype};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, kind, n, in, want, NULL);
+    tf_tensor_release(wide);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
+    c.op.params.axis = x->ndim - 1;
+    c.op.params.eps = eps;
+    c.op.params.flags = flags;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
+}
+
+tf_status tf_add_rmsnorm(const tf_tensor *x, const tf_tensor *residual, const tf_tensor *weight, double eps,
+                         tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_add_rmsnorm", out, tf_add_rmsnorm(x, residual, weight, eps, out), &x,
+                 &residual, &weight);
+    return add_norm_op("tf_add_rmsnorm", TF_OP_ADD_RMSNORM, x, residual, weight, NULL, eps, out);
+}
+
+tf_status tf_add_layernorm(const tf_tensor *x, const tf_tensor *residual, const tf_tensor *weight,
+                           const tf_tensor *bias, double eps, tf_tensor **out) {
+    TF__AUTOCAST(TF__AUTOCAST_F32, "tf_add_layernorm", out, tf_add_layernorm(x, residual, weight, bias, eps, out), &x,
+                 &residual, &weight, &bias);
+    return add_norm_op("tf_add_layernorm", TF_OP_ADD_LAYERNORM, x, residual, weight, bias, eps, out);
 }
 
 /* ---- rope ---- */

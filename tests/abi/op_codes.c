@@ -102,6 +102,8 @@ static const struct {
     {TF_OP_SWIGLU, 86, "swiglu"},
     {TF_OP_QMATMUL, 87, "qmatmul"},
     {TF_OP_GEMM_EPILOGUE, 88, "gemm_epilogue"},
+    {TF_OP_ADD_RMSNORM, 89, "add_rmsnorm"},
+    {TF_OP_ADD_LAYERNORM, 90, "add_layernorm"},
 };
 
 int main(void) {

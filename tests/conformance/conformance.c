@@ -31,7 +31,7 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE
+    SH_GEMM_EPILOGUE, SH_ADD_NORM
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -1497,6 +1497,79 @@ static void run_row(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     }
 }
 
+/* ADD_RMSNORM / ADD_LAYERNORM: norm(x + r) along the last axis, the sum
+ * rounded to the dtype first (the op's definition), r broadcast to x. */
+static void run_add_norm(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int nx; int64_t x[3]; int nr; int64_t r[3]; layout lx, lr; } cases[] = {
+        {3, {6, 5, 8}, 3, {6, 5, 8}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {3, {6, 5, 8}, 3, {6, 5, 8}, LAYOUT_TRANSPOSED, LAYOUT_STRIDED},
+        {3, {2, 5, 24}, 2, {5, 24}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {3, {4, 3, 16}, 1, {16}, LAYOUT_STRIDED, LAYOUT_CONTIG},
+        {3, {2, 3, 12}, 3, {2, 1, 12}, LAYOUT_CONTIG, LAYOUT_TRANSPOSED},
+        {1, {1031}, 1, {1031}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {2, {3, 0}, 2, {3, 0}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {2, {0, 5}, 1, {5}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {2, {5, 1000}, 2, {5, 1000}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {2, {7, 33}, 2, {7, 33}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+        {2, {4, 4096}, 2, {4, 4096}, LAYOUT_CONTIG, LAYOUT_CONTIG},
+    };
+    bool layer = op->kind == TF_OP_ADD_LAYERNORM;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int nd = cases[ci].nx;
+        const int64_t *shape = cases[ci].x;
+        int64_t d = shape[nd - 1], idx[TF_MAX_DIMS];
+        bool with_w = ci % 3 != 1, with_b = layer && ci % 2 == 0;
+        double eps = uniform(1e-6, 1e-2);
+        host_t hx, hr, hw, hb, ref;
+        memset(&hw, 0, sizeof hw);
+        memset(&hb, 0, sizeof hb);
+        tf_tensor *x = NULL, *r = NULL, *w = NULL, *b = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, nd, shape, op->dom, 0, cases[ci].lx, &hx, &x);
+        tf_status s2 = make_input(dev, dt, cases[ci].nr, cases[ci].r, op->dom, 1, cases[ci].lr, &hr, &r);
+        if (s == TF_OK) s = s2;
+        if (with_w && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 0, LAYOUT_CONTIG, &hw, &w);
+        if (with_b && s == TF_OK) s = make_input(dev, dt, 1, &d, DOM_ANY, 1, LAYOUT_CONTIG, &hb, &b);
+        if (s == TF_OK) s = layer ? tf_add_layernorm(x, r, w, b, eps, &out) : tf_add_rmsnorm(x, r, w, eps, &out);
+        host_init(&ref, dt, nd, shape);
+        ref.length = d;
+        double *sum = malloc(sizeof(double) * (size_t)(d ? d : 1));
+        for (int64_t i = 0; i < hx.n; i += d ? d : 1) {     /* line by line: i is the first of a line */
+            if (!d) break;
+            long double mean = 0, ss = 0;
+            for (int64_t j = 0; j < d; j++) {
+                unravel(i + j, nd, shape, idx);
+                sum[j] = quantize(dt, hx.v[i + j] + hr.v[broadcast_index(&hr, nd, idx)]);
+                mean += sum[j];
+            }
+            mean = layer ? mean / d : 0;
+            for (int64_t j = 0; j < d; j++) ss += (sum[j] - mean) * (sum[j] - mean);
+            long double inv = 1.0L / sqrtl(ss / d + eps);
+            for (int64_t j = 0; j < d; j++) {
+                long double v = (sum[j] - mean) * inv;
+                if (with_w) v *= hw.v[j];
+                if (with_b) v += hb.v[j];
+                ref.v[i + j] = (double)v;
+            }
+        }
+        free(sum);
+        char desc[160];
+        snprintf(desc, sizeof desc, "%s x %d-d %s, residual %d-d %s%s%s", tf_dtype_name(dt), nd,
+                 layout_names[cases[ci].lx], cases[ci].nr, layout_names[cases[ci].lr], with_w ? " weight" : "",
+                 with_b ? " bias" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hr);
+        host_free(&ref);
+        if (with_w) host_free(&hw);
+        if (with_b) host_free(&hb);
+        tf_tensor_release(x);
+        tf_tensor_release(r);
+        tf_tensor_release(w);
+        tf_tensor_release(b);
+        tf_tensor_release(out);
+    }
+}
+
 static void run_rope(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const struct { int n; int64_t s[4]; int seq; int64_t rot; layout lay; } cases[] = {
         {4, {2, 5, 3, 8}, 1, 8, LAYOUT_CONTIG}, {4, {2, 5, 3, 8}, 1, 4, LAYOUT_TRANSPOSED},
@@ -2303,6 +2376,7 @@ static counts run_device(tf_device *dev) {
             case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
             case SH_GEMM: run_gemm(dev, op, (tf_dtype)dt, &c); break;
             case SH_GEMM_EPILOGUE: run_gemm_epilogue(dev, op, (tf_dtype)dt, &c); break;
+            case SH_ADD_NORM: run_add_norm(dev, op, (tf_dtype)dt, &c); break;
             case SH_ROW: run_row(dev, op, (tf_dtype)dt, &c); break;
             case SH_ROPE: run_rope(dev, op, (tf_dtype)dt, &c); break;
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;

@@ -582,8 +582,9 @@ static void native_graph_steps(world *w, tf_tensor *am, tf_graph **g) {
 
 /* A fused linear layer (GEMM_EPILOGUE): on the CPU in f32 and bf16 (its
  * tile and row epilogues), on the example backend (run as its parts, each
- * placed or fallen back); then a captured linear + GELU + residual add
- * that the fusion pass merges at tf_graph_end, replayed. */
+ * placed or fallen back); an add + norm (ADD_NORM) on both; then a captured
+ * linear + GELU + residual add, add, layernorm that the fusion pass merges
+ * at tf_graph_end into two nodes, replayed. */
 static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
     int64_t s_w[2] = {4, 4}, n_b = 4;
     OP(wf, tf_rand, w->cpu, TF_F32, 2, s_w, 21);
@@ -594,6 +595,8 @@ static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
     OP(lh, tf_linear_fused, ah, wh, NULL, TF_OP_SILU, ah);
     OP(wm, tf_tensor_to, wf, w->my);
     OP(lm, tf_linear_fused, am, wm, NULL, TF_OP_RELU, am);
+    OP(nf, tf_add_layernorm, a, bf, bf, bf, 1e-5);
+    OP(nm, tf_add_rmsnorm, am, am, NULL, 1e-6);    /* parts on the example backend, the sum in its scratch */
     /* begin, three ops, end as one step (reads between steps would be reads
      * during the capture); the graph is replayed, then dropped */
     tf_graph *g = NULL;
@@ -605,6 +608,12 @@ static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
         if (st == TF_OK) st = tf_unary_into(h, TF_OP_GELU, h), what = "tf_unary_into";
         if (st == TF_OK) st = tf_linear(h, wf, NULL, &y), what = "tf_linear";
         if (st == TF_OK) st = tf_binary_into(y, TF_OP_ADD, y, a), what = "tf_binary_into";
+        tf_tensor_release(h);
+        h = NULL;
+        if (st == TF_OK) st = tf_add(y, a, &h), what = "tf_add";              /* add + layernorm: one node */
+        tf_tensor_release(y);
+        y = NULL;
+        if (st == TF_OK) st = tf_layernorm(h, bf, bf, 1e-5, &y), what = "tf_layernorm";
         tf_tensor_release(h);
         tf_status ended = tf_graph_end(&g);
         if (st == TF_OK) st = ended, what = "tf_graph_end";
@@ -620,7 +629,7 @@ static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
     pause_injection();
     tf_graph_destroy(g);
     resume_injection();
-    (void)lf; (void)lh; (void)lm;
+    (void)lf; (void)lh; (void)lm; (void)nf; (void)nm;
 }
 
 static void program_streams_and_graph(world *w, tf_tensor *a, tf_tensor *am) {

@@ -555,6 +555,154 @@ static void test_linear_fused_api(void **state) {
     free_ffn(&f);
 }
 
+/* ---- add + norm: one ADD_NORM node ---- */
+
+/* A residual add and a norm as a model author writes them (x + r, then the
+ * norm of the sum; the sum released), layer or RMS. */
+static tf_tensor *add_then_norm(const tf_tensor *x, const tf_tensor *r, const tf_tensor *w, const tf_tensor *b,
+                                bool layer) {
+    tf_tensor *h = NULL, *y = NULL;
+    OK(tf_add(x, r, &h));
+    if (layer) OK(tf_layernorm(h, w, b, 1e-5, &y));
+    else OK(tf_rmsnorm(h, w, 1e-6, &y));
+    tf_tensor_release(h);
+    return y;
+}
+
+static void expect_same_rows(tf_device *d, const float *got, const float *want, int n, const char *what) {
+    bool cpu = !strcmp(tf_device_name(d), "cpu");
+    for (int i = 0; i < n; i++)
+        if (cpu ? got[i] != want[i] : !(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i]))))
+            fail_msg("%s %s: element %d fused %.9g, eager %.9g", tf_device_name(d), what, i, got[i], want[i]);
+}
+
+/* Captured add + norm fuse into one node where the device has the kernel
+ * (the CPU), its parts elsewhere; replays equal eager runs (the same bits
+ * on the CPU: the sum is rounded as tf_add stores it). */
+static void test_add_norm_fusion_on_every_device(void **state) {
+    (void)state;
+    int64_t shape[2] = {ROWS, FEAT};
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        bool cpu = !strcmp(tf_device_name(d), "cpu");
+        tf_tensor *x = NULL, *r = NULL, *w = random_weight(d, 1, FEAT), *b = random_weight(d, 1, FEAT), *w1, *b1;
+        OK(tf_reshape(w, 1, (int64_t[]){FEAT}, &w1));
+        OK(tf_reshape(b, 1, (int64_t[]){FEAT}, &b1));
+        OK(tf_zeros(d, TF_F32, 2, shape, &x));
+        r = random_weight(d, ROWS, FEAT);
+        for (int layer = 0; layer < 2; layer++) {
+            tf_graph *g = NULL;
+            OK(tf_graph_begin(d));
+            tf_tensor *y = add_then_norm(x, layer ? b1 : r, w1, layer ? b1 : NULL, layer);   /* a broadcast row, a block */
+            OK(tf_graph_end(&g));
+            if (cpu) assert_int_equal(tf_graph_node_count(g), 1);
+            else assert_true(tf_graph_node_count(g) <= 2);
+            float v[ROWS * FEAT], got[ROWS * FEAT], want[ROWS * FEAT];
+            for (int round = 0; round < 2; round++) {
+                for (int i = 0; i < ROWS * FEAT; i++) v[i] = (float)(rand() % 2001 - 1000) / 300.0f;
+                OK(tf_tensor_write(x, v, sizeof v));
+                OK(tf_graph_replay(g));
+                read_all(y, got, ROWS * FEAT);
+                tf_tensor *e = add_then_norm(x, layer ? b1 : r, w1, layer ? b1 : NULL, layer);
+                read_all(e, want, ROWS * FEAT);
+                tf_tensor_release(e);
+                expect_same_rows(d, got, want, ROWS * FEAT, layer ? "add+layernorm" : "add+rmsnorm");
+            }
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+        }
+        tf_tensor *all[] = {x, r, w, b, w1, b1};
+        for (int i = 0; i < 6; i++) tf_tensor_release(all[i]);
+    }
+}
+
+/* What must not fuse: a sum the user still holds, one a later node reads,
+ * a sum written into an input (the user's tensor changes), a norm that
+ * reads the sum in another shape. */
+static void test_add_norm_near_misses(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t shape[2] = {ROWS, FEAT};
+    tf_tensor *x = NULL, *r = NULL, *h = NULL, *y = NULL, *z = NULL, *v = NULL;
+    OK(tf_rand(cpu, TF_F32, 2, shape, 11, &x));
+    OK(tf_rand(cpu, TF_F32, 2, shape, 12, &r));
+    tf_graph *g = NULL;
+    OK(tf_graph_begin(cpu));                         /* held */
+    OK(tf_add(x, r, &h));
+    OK(tf_rmsnorm(h, NULL, 1e-6, &y));
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 2);
+    tf_graph_destroy(g);
+    tf_tensor_release(h);
+    tf_tensor_release(y);
+    OK(tf_graph_begin(cpu));                         /* read later */
+    OK(tf_add(x, r, &h));
+    OK(tf_rmsnorm(h, NULL, 1e-6, &y));
+    OK(tf_mul(h, y, &z));
+    tf_tensor_release(h);
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 3);
+    tf_graph_destroy(g);
+    tf_tensor_release(y);
+    tf_tensor_release(z);
+    OK(tf_graph_begin(cpu));                         /* the sum written into x */
+    OK(tf_binary_into(x, TF_OP_ADD, x, r));
+    OK(tf_layernorm(x, NULL, NULL, 1e-5, &y));
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 2);
+    tf_graph_destroy(g);
+    tf_tensor_release(y);
+    OK(tf_graph_begin(cpu));                         /* the norm over other rows: [ROWS/2, 2*FEAT] */
+    OK(tf_add(x, r, &h));
+    OK(tf_reshape(h, 2, (int64_t[]){ROWS / 2, 2 * FEAT}, &v));
+    tf_tensor_release(h);
+    OK(tf_layernorm(v, NULL, NULL, 1e-5, &y));
+    tf_tensor_release(v);
+    OK(tf_graph_end(&g));
+    assert_int_equal(tf_graph_node_count(g), 2);
+    tf_graph_destroy(g);
+    tf_tensor_release(y);
+    tf_tensor_release(x);
+    tf_tensor_release(r);
+}
+
+/* tf_add_layernorm / tf_add_rmsnorm against their parts, and bad input. */
+static void test_add_norm_api(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    tf_tensor *x = NULL, *r = NULL, *w = NULL, *b = NULL, *x64 = NULL, *h = NULL, *want = NULL, *got = NULL;
+    OK(tf_rand(cpu, TF_F32, 3, (int64_t[]){2, ROWS / 2, FEAT}, 13, &x));
+    OK(tf_rand(cpu, TF_F32, 2, (int64_t[]){ROWS / 2, FEAT}, 14, &r));
+    OK(tf_rand(cpu, TF_F32, 1, (int64_t[]){FEAT}, 15, &w));
+    OK(tf_rand(cpu, TF_F32, 1, (int64_t[]){FEAT}, 16, &b));
+    float g[ROWS * FEAT], e[ROWS * FEAT];
+    for (int layer = 0; layer < 2; layer++) {
+        OK(tf_add(x, r, &h));
+        if (layer) OK(tf_layernorm(h, w, b, 1e-5, &want));
+        else OK(tf_rmsnorm(h, w, 1e-5, &want));
+        if (layer) OK(tf_add_layernorm(x, r, w, b, 1e-5, &got));
+        else OK(tf_add_rmsnorm(x, r, w, 1e-5, &got));
+        read_all(got, g, ROWS * FEAT);
+        read_all(want, e, ROWS * FEAT);
+        for (int i = 0; i < ROWS * FEAT; i++) assert_true(g[i] == e[i]);
+        tf_tensor *all[] = {h, want, got};
+        for (int i = 0; i < 3; i++) tf_tensor_release(all[i]);
+    }
+    tf_tensor *bad = NULL;
+    OK(tf_cast(r, TF_F64, &x64));
+    FAILS_WITH(TF_ERR_DTYPE, "one dtype", tf_add_rmsnorm(x, x64, NULL, 1e-6, &bad));
+    assert_null(bad);
+    FAILS_WITH(TF_ERR_SHAPE, "does not broadcast", tf_add_layernorm(r, x, NULL, NULL, 1e-6, &bad));
+    assert_null(bad);
+    FAILS_WITH(TF_ERR_SHAPE, "weight", tf_add_layernorm(x, r, r, NULL, 1e-6, &bad));
+    assert_null(bad);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "eps", tf_add_rmsnorm(x, r, NULL, -1, &bad));
+    assert_null(bad);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "NULL", tf_add_rmsnorm(x, NULL, NULL, 1e-6, &bad));
+    tf_tensor *all[] = {x, r, w, b, x64};
+    for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
+}
+
 int main(void) {
     if (mybackend_register() != TF_OK) return 1;
     const char *seed_text = getenv("TF_TEST_SEED");
@@ -568,6 +716,9 @@ int main(void) {
         cmocka_unit_test(test_fusion_matches_eager_on_every_device),
         cmocka_unit_test(test_fusion_near_misses),
         cmocka_unit_test(test_linear_fused_api),
+        cmocka_unit_test(test_add_norm_fusion_on_every_device),
+        cmocka_unit_test(test_add_norm_near_misses),
+        cmocka_unit_test(test_add_norm_api),
         cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),   /* last: leaves a capture open */
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

@@ -980,6 +980,20 @@ def layernorm(x, weight=None, bias=None, /, *, eps=1e-5):
 
 
 @_export
+def add_rmsnorm(x, residual, weight=None, /, *, eps=1e-6):
+    """rmsnorm(x + residual) in one pass where the device has it (the sum
+    rounded to x's dtype first, as add then rmsnorm give)."""
+    return _wrap(call(lib.tf_add_rmsnorm, x._h, residual._h, weight._h if weight is not None else None, eps))
+
+
+@_export
+def add_layernorm(x, residual, weight=None, bias=None, /, *, eps=1e-5):
+    """layernorm(x + residual) in one pass where the device has it."""
+    return _wrap(call(lib.tf_add_layernorm, x._h, residual._h, weight._h if weight is not None else None,
+                      bias._h if bias is not None else None, eps))
+
+
+@_export
 def linear(x, w, bias=None, /):
     return _wrap(call(lib.tf_linear, x._h, w._h, bias._h if bias is not None else None))
 

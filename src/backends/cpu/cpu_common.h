@@ -259,18 +259,20 @@ static inline bool all_strides_zero(const tf_tensor_desc *d) {
 
 typedef struct row_job {
     const tf_op *op;
-    operand x, o, w, b;
-    bool has_w, has_b, fast;
-    int64_t len, xs, os;
+    operand x, o, w, b, r;               /* r: ADD_NORM's residual */
+    bool has_w, has_b, has_r, center, fast;   /* center: a layer norm (the mean taken out) */
+    int64_t len, xs, os, rs;
+    int add_code;                        /* the SIMD table's code for ADD (ADD_NORM's sum) */
     int ndim;
     int64_t lines[TF_MAX_DIMS];          /* x's shape with extent 1 along the axis */
     tf_dtype dt;
     const tf_fast_kernels *k;
 } row_job;
 
-/* The reference for one line (rows with NaN in the SIMD layer), and a job
- * set up for op; false if there is nothing to do. (cpu_ref.c) */
-void tf_cpu_row_reference(const row_job *j, const char *xp, char *op_);
+/* The reference for one line (rows with NaN in the SIMD layer; for
+ * ADD_NORM, line `line`'s sum is formed first), and a job set up for op;
+ * false if there is nothing to do. (cpu_ref.c) */
+void tf_cpu_row_reference(const row_job *j, int64_t line, const char *xp, char *op_);
 bool tf_cpu_row_setup(const tf_op *op, tf_cpu_address_fn address, row_job *j, int64_t *lines);
 
 /* The reference's typed loop over one row of a binary op (cpu_ref.c). */
@@ -287,6 +289,16 @@ static inline void row_line_at(const row_job *j, int64_t line, const char **xp, 
         *xp += c * j->x.stride[d];
         *op_ += c * j->o.stride[d];
     }
+}
+
+/* The start of line `line` in ADD_NORM's residual. */
+static inline const char *row_residual_at(const row_job *j, int64_t line) {
+    const char *rp = j->r.base;
+    for (int64_t d = j->ndim - 1, rest = line; d >= 0; d--) {
+        rp += rest % j->lines[d] * j->r.stride[d];
+        rest /= j->lines[d];
+    }
+    return rp;
 }
 
 /* Whether a product reads a c (GEMM's, or GEMM_EPILOGUE's before its

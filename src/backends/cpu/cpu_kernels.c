@@ -97,6 +97,7 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_KERNEL_TRIANGLE: return out == in && op->output.ndim >= 2;
     case TF_KERNEL_ROPE: return is_float(out) && out == in && index_dtype(op->inputs[1].dtype);
     case TF_KERNEL_ROW: case TF_KERNEL_ATTENTION: return is_float(out) && out == in;
+    case TF_KERNEL_ADD_NORM: return is_float(out) && same_dtype_inputs(op);
     case TF_KERNEL_COPY: return copy_supported(in, out);
     case TF_KERNEL_FILL: return true;
     case TF_KERNEL_ARANGE: return out != TF_BOOL;

@@ -247,13 +247,27 @@ static tf_status run_triangle(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
-/* ---- row ops: softmax, log_softmax, rmsnorm, layernorm (in double) ---- */
+/* ---- row ops: softmax, log_softmax, rmsnorm, layernorm, and the norms
+ * after a residual add (in double) ---- */
+
+/* ADD_NORM's sum x + r into the output line, rounded to the dtype there
+ * (as tf_add would store it); the norm then reads it back. */
+static void add_residual_line(const row_job *j, int64_t line, const char *xp, char *op_) {
+    const char *rp = row_residual_at(j, line);
+    for (int64_t i = 0; i < j->len; i++)
+        store_f64(j->dt, op_ + i * j->os, load_f64(j->dt, xp + i * j->xs) + load_f64(j->dt, rp + i * j->rs));
+}
 
 /* One line, in double: the reference (and the fallback for rows with NaN). */
-void tf_cpu_row_reference(const row_job *j, const char *xp, char *op_) {
+void tf_cpu_row_reference(const row_job *j, int64_t line, const char *xp, char *op_) {
     tf_dtype dt = j->dt;
     int64_t len = j->len, xs = j->xs, os = j->os;
     tf_op_kind kind = j->op->kind;
+    if (j->has_r) {                         /* the norm reads the sum in place: each value before it is written */
+        add_residual_line(j, line, xp, op_);
+        xp = op_;
+        xs = os;
+    }
     if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
         double m = -INFINITY, sum = 0;
         for (int64_t i = 0; i < len; i++) {
@@ -267,7 +281,7 @@ void tf_cpu_row_reference(const row_job *j, const char *xp, char *op_) {
         }
         return;
     }
-    bool center = kind == TF_OP_LAYERNORM;
+    bool center = j->center;
     double mean = 0, ss = 0;
     for (int64_t i = 0; i < len; i++) mean += load_f64(dt, xp + i * xs);
     mean /= (double)len;
@@ -290,7 +304,7 @@ static void row_lines(void *ctx, int64_t begin, int64_t end) {
         const char *xp;
         char *op_;
         row_line_at(j, line, &xp, &op_);
-        tf_cpu_row_reference(j, xp, op_);
+        tf_cpu_row_reference(j, line, xp, op_);
     }
 }
 
@@ -301,6 +315,9 @@ bool tf_cpu_row_setup(const tf_op *op, tf_cpu_address_fn address, row_job *j, in
     j->x = make_operand(X, address);
     j->o = make_operand(O, address);
     int next = 1, ax = op->params.axis;
+    j->has_r = op->kind == TF_OP_ADD_RMSNORM || op->kind == TF_OP_ADD_LAYERNORM;
+    j->center = op->kind == TF_OP_LAYERNORM || op->kind == TF_OP_ADD_LAYERNORM;
+    if (j->has_r) j->r = make_operand(&op->inputs[next++], address);
     j->has_w = op->params.flags & TF_ROW_WEIGHT;
     j->has_b = op->params.flags & TF_ROW_BIAS;
     if (j->has_w) j->w = make_operand(&op->inputs[next++], address);
@@ -309,6 +326,7 @@ bool tf_cpu_row_setup(const tf_op *op, tf_cpu_address_fn address, row_job *j, in
     j->len = X->shape[ax];
     j->xs = j->x.stride[ax];
     j->os = j->o.stride[ax];
+    j->rs = j->has_r ? j->r.stride[ax] : 0;
     j->ndim = X->ndim;
     int64_t lines = 1;
     for (int d = 0; d < X->ndim; d++) {
@@ -973,7 +991,7 @@ void tf_cpu_ref_install(tf_cpu_table *t) {
             case TF_KERNEL_TRIANGLE: fn = run_triangle; break;
             case TF_KERNEL_COPY: fn = run_copy; break;
             case TF_KERNEL_FILL: case TF_KERNEL_ARANGE: case TF_KERNEL_RANDOM: fn = run_create; break;
-            case TF_KERNEL_ROW: fn = is_float((tf_dtype)dt) ? run_row : NULL; break;
+            case TF_KERNEL_ROW: case TF_KERNEL_ADD_NORM: fn = is_float((tf_dtype)dt) ? run_row : NULL; break;
             case TF_KERNEL_ROPE: fn = is_float((tf_dtype)dt) ? run_rope : NULL; break;
             case TF_KERNEL_ATTENTION: fn = is_float((tf_dtype)dt) ? run_sdpa : NULL; break;
             case TF_KERNEL_CONV: fn = is_float((tf_dtype)dt) ? run_conv2d : NULL; break;

@@ -115,7 +115,8 @@ static tf_status simd_binary(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
-/* ---- row ops in f32: a line in one pass (a row with NaN: the reference) ---- */
+/* ---- row ops in f32: a line in one pass (a row with NaN: the reference);
+ * ADD_NORM adds the residual into the output line, then norms it there ---- */
 
 static void fast_row_lines(void *ctx, int64_t begin, int64_t end) {
     const row_job *j = ctx;
@@ -127,10 +128,15 @@ static void fast_row_lines(void *ctx, int64_t begin, int64_t end) {
         const float *w = j->has_w ? (const float *)j->w.base : NULL, *b = j->has_b ? (const float *)j->b.base : NULL;
         if (kind == TF_OP_SOFTMAX || kind == TF_OP_LOG_SOFTMAX) {
             if (j->k->softmax_row(j->len, (float *)op_, (const float *)xp, kind == TF_OP_LOG_SOFTMAX)) continue;
-            tf_cpu_row_reference(j, xp, op_);
-        } else {
-            j->k->norm_row(j->len, (float *)op_, (const float *)xp, w, b, (float)j->op->params.eps, kind == TF_OP_LAYERNORM);
+            tf_cpu_row_reference(j, line, xp, op_);
+            continue;
         }
+        if (j->has_r) {                  /* the sum into the output line, still in cache for the norm */
+            const float *rp = (const float *)row_residual_at(j, line);
+            j->k->binary(j->add_code, j->len, (float *)op_, (const float *)xp, true, rp, j->rs != 0);
+            xp = op_;
+        }
+        j->k->norm_row(j->len, (float *)op_, (const float *)xp, w, b, (float)j->op->params.eps, j->center);
     }
 }
 
@@ -139,8 +145,9 @@ static tf_status simd_row(const tf_op *op, tf_cpu_address_fn address) {
     int64_t lines;
     if (!tf_cpu_row_setup(op, address, &j, &lines)) return TF_OK;
     j.k = tf_fast();
+    j.add_code = fast_binary_code(TF_OP_ADD);
     bool fits = j.dt == TF_F32 && j.xs == 4 && j.os == 4 && (!j.has_w || j.w.stride[0] == 4) &&
-                (!j.has_b || j.b.stride[0] == 4);
+                (!j.has_b || j.b.stride[0] == 4) && (!j.has_r || j.rs == 4 || j.rs == 0);
     if (!fits) return run_below(op, address);
     tf_cpu_parallel_for(lines, ELEMENT_GRAIN / j.len + 1, fast_row_lines, &j);
     return TF_OK;
@@ -573,7 +580,8 @@ void tf_cpu_simd_install(tf_cpu_table *t) {
 #undef INSTALL_UNARY
 #undef INSTALL_BINARY
 #undef INSTALL
-    static const tf_op_kind rows[] = {TF_OP_SOFTMAX, TF_OP_LOG_SOFTMAX, TF_OP_RMSNORM, TF_OP_LAYERNORM};
+    static const tf_op_kind rows[] = {TF_OP_SOFTMAX,   TF_OP_LOG_SOFTMAX,  TF_OP_RMSNORM,
+                                      TF_OP_LAYERNORM, TF_OP_ADD_RMSNORM, TF_OP_ADD_LAYERNORM};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) t->fn[rows[i]][TF_F32] = simd_row;
     for (size_t d = 0; d < sizeof floats / sizeof *floats; d++)
         t->fn[TF_OP_MATMUL][floats[d]] = t->fn[TF_OP_GEMM][floats[d]] = t->fn[TF_OP_GEMM_EPILOGUE][floats[d]] =

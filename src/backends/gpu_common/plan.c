@@ -628,7 +628,7 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
     case TF_KERNEL_PICK: return op->inputs[1].dtype == TF_I32 || op->inputs[1].dtype == TF_I64;
     case TF_KERNEL_MATMUL:                       /* qmatmul: quantized weights only (above); gemm_epilogue: */
         return op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM;   /* its parts, which the core runs */
-    case TF_KERNEL_NONE: return false;
+    case TF_KERNEL_NONE: case TF_KERNEL_ADD_NORM: return false;   /* fused rows: the core sends the parts */
     default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
     }
 }

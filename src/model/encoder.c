@@ -56,6 +56,34 @@ static tf_status load_layer(const loader *L, int i, tf_dtype dt, llm_encoder_lay
     return TF_OK;
 }
 
+/* ---- Q, K and V as one product ----
+ * Their weights stacked [3 * hidden, hidden] with the biases: one linear
+ * layer, its A packed and its threads woken once instead of three times,
+ * and wider panels (the CPU's single-sentence passes are short of work per
+ * product). Taken when the three share a dtype and have biases; tf_concat
+ * moves whole rows, so block-quantized weights stack too. If stacking
+ * fails (memory) the layer keeps its three products. */
+static void merge_qkv(llm_encoder *m) {
+    for (int i = 0; i < m->n_layers; i++) {
+        llm_encoder_layer *l = &m->layer[i];
+        tf_dtype dt = tf_tensor_dtype(l->wq);
+        if (tf_tensor_dtype(l->wk) != dt || tf_tensor_dtype(l->wv) != dt || !l->bq || !l->bk || !l->bv) continue;
+        const tf_tensor *ws[3] = {l->wq, l->wk, l->wv}, *bs[3] = {l->bq, l->bk, l->bv};
+        tf_tensor *w = NULL, *b = NULL;
+        if (tf_concat(3, ws, 0, &w) != TF_OK || tf_concat(3, bs, 0, &b) != TF_OK) {
+            tf_tensor_release(w);
+            continue;
+        }
+        l->wqkv = w;
+        l->bqkv = b;
+        tf_tensor **parts[6] = {&l->wq, &l->bq, &l->wk, &l->bk, &l->wv, &l->bv};
+        for (int k = 0; k < 6; k++) {
+            tf_tensor_release(*parts[k]);
+            *parts[k] = NULL;
+        }
+    }
+}
+
 /* An integer or number value of "key" in a small JSON object (config.json):
  * the first occurrence, NaN when absent. Enough for Hugging Face configs,
  * whose top-level keys these are. */
@@ -130,6 +158,7 @@ tf_status llm_encoder_load_safetensors(const char *path, tf_device *dev, tf_dtyp
         llm_encoder_free(m);
         return s;
     }
+    merge_qkv(m);
     start_graphs(m);
     *out = m;
     return TF_OK;
@@ -230,6 +259,7 @@ tf_status llm_encoder_load_gguf(const tf_gguf *f, tf_device *dev, tf_dtype weigh
         llm_encoder_free(m);
         return s;
     }
+    merge_qkv(m);
     start_graphs(m);
     *out = m;
     return TF_OK;
@@ -247,9 +277,18 @@ static tf_status split_heads(const llm_encoder *m, const tf_tensor *x, int64_t B
 static tf_status attention(const llm_encoder *m, const llm_encoder_layer *l, const tf_tensor *x, const tf_tensor *mask,
                            int64_t B, int64_t L, tf_tensor **out) {
     tf_tensor *q, *k, *v, *qh, *kh, *vh, *a, *at, *merged, *o;
-    TF_TRY(tf_linear(x, l->wq, l->bq, &q));
-    TF_TRY(tf_linear(x, l->wk, l->bk, &k));
-    TF_TRY(tf_linear(x, l->wv, l->bv, &v));
+    if (l->wqkv) {                                         /* one product, the heads sliced from its rows */
+        const int64_t e = m->hidden;
+        tf_tensor *qkv;
+        TF_TRY(tf_linear(x, l->wqkv, l->bqkv, &qkv));
+        TF_TRY(tf_slice(qkv, 2, 0, e, 1, &q));
+        TF_TRY(tf_slice(qkv, 2, e, 2 * e, 1, &k));
+        TF_TRY(tf_slice(qkv, 2, 2 * e, 3 * e, 1, &v));
+    } else {
+        TF_TRY(tf_linear(x, l->wq, l->bq, &q));
+        TF_TRY(tf_linear(x, l->wk, l->bk, &k));
+        TF_TRY(tf_linear(x, l->wv, l->bv, &v));
+    }
     TF_TRY(split_heads(m, q, B, L, &qh));
     TF_TRY(split_heads(m, k, B, L, &kh));
     TF_TRY(split_heads(m, v, B, L, &vh));
@@ -281,8 +320,7 @@ static tf_status encode(const llm_encoder *m, int64_t B, int64_t L, const tf_ten
     TF_TRY(tf_slice(m->position, 0, 0, L, 1, &pos));       /* [L, hidden] broadcasts over the batch */
     TF_TRY(tf_binary_into(x, TF_OP_ADD, x, pos));          /* x is the gather's own output */
     TF_TRY(tf_slice(m->token_type, 0, 0, 1, 1, &type0));   /* every token is segment 0 */
-    TF_TRY(tf_binary_into(x, TF_OP_ADD, x, type0));
-    TF_TRY(tf_layernorm(x, m->ln_w, m->ln_b, m->eps, &h));
+    TF_TRY(tf_add_layernorm(x, type0, m->ln_w, m->ln_b, m->eps, &h));   /* the segment row, then the norm: one pass */
     for (int i = 0; i < m->n_layers; i++) {
         tf_tensor *a, *f;
         TF_TRY(attention(m, &m->layer[i], h, mask, B, L, &a));

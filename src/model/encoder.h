@@ -18,6 +18,7 @@
 
 typedef struct llm_encoder_layer {
     tf_tensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo, *ln1_w, *ln1_b;
+    tf_tensor *wqkv, *bqkv;              /* Q, K, V stacked [3 * hidden, hidden] (then wq..bv are NULL) */
     tf_tensor *w_up, *b_up, *w_down, *b_down, *ln2_w, *ln2_b;
 } llm_encoder_layer;
 

@@ -1,8 +1,7 @@
 /* The CPU backend's thread pool: workers sleep on a condition variable and
  * spin briefly after each job (back-to-back ops then start without a
- * wake-up), yielding as they spin (a thread queued on the same CPU runs);
- * chunks are handed out through an atomic counter; workers the scheduler
- * left queued behind the caller are moved off its CPU. */
+ * wake-up); chunks are handed out through an atomic counter; workers the
+ * scheduler left queued behind the caller are moved off its CPU. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -159,8 +158,10 @@ tf_status tf_cpu_set_num_threads(int n) {
  * affine) and leave it queued there behind the caller, who never sleeps
  * between regions, while another CPU idles: the caller then runs every
  * chunk itself. On a 2-CPU VM that happened in about half the short runs
- * (a one-sentence MiniLM pass of 30 rounds: 1.8 ms, the one-thread time,
- * instead of 1.3; /proc showed both threads runnable on one CPU). A few
+ * (a one-sentence MiniLM pass of 30 rounds: 2.4-2.9 ms instead of 1.3,
+ * the worker had run 50 chunks of 10 376; /proc showed both threads
+ * runnable on one CPU). Spinning with sched_yield instead was tried: it
+ * helped when they shared a CPU and cost 7% when they did not. A few
  * regions in a row with no chunk run by a worker move the workers off the
  * caller's CPU: their affinity becomes every CPU the process may use but
  * that one. Nothing is done again until the caller is seen on another CPU,

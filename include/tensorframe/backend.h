@@ -60,6 +60,12 @@
  *    work along params.axis, RMSNORM/LAYERNORM along the last axis, with a
  *    weight (then a bias) 1-D over it when params.flags says so, all of x's
  *    dtype. LAYERNORM uses the population variance.
+ *  - QMATMUL_EPILOGUE: QMATMUL's x [M, K] f32 and w [N, K]; then with
+ *    TF_QMM_BIAS a bias and with TF_GEMM_RESIDUAL a residual, each f32
+ *    [M, N] (the bias with row stride 0); out [M, N] f32 = act(x @ w^T +
+ *    bias) + r, act = params.activation (or TF_NO_ACTIVATION). A backend
+ *    without it need not say so: the core runs QMATMUL into the output and
+ *    the rest in place there.
  *  - ADD_NORM (ADD_RMSNORM, ADD_LAYERNORM): inputs[0] x (any strides, the
  *    output's shape), inputs[1] r of x's shape and dtype (stride 0 where
  *    broadcast), then weight and bias as ROW's; along the last axis
@@ -146,7 +152,8 @@ typedef struct tf_op_params {
     double eps;                       /* RMSNORM, LAYERNORM, ADD_RMSNORM, ADD_LAYERNORM */
     uint32_t flags;                   /* ROW, ADD_NORM: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
                                          SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK;
-                                         GEMM_EPILOGUE: TF_GEMM_RESIDUAL */
+                                         GEMM_EPILOGUE: TF_GEMM_RESIDUAL;
+                                         QMATMUL_EPILOGUE: TF_QMM_BIAS | TF_GEMM_RESIDUAL */
     int64_t rotary_dims;              /* ROPE: leading dims of the last axis rotated */
     double theta;                     /* ROPE: frequency base */
     double scale;                     /* SDPA: score scale */
@@ -170,7 +177,8 @@ typedef struct tf_op_params {
 #define TF_CONV_BIAS 1u
 #define TF_POOL_COUNT_PAD 1u          /* AVGPOOL2D: padding counts in the divisor */
 #define TF_ADAM_DECOUPLED 1u          /* ADAM: AdamW's decoupled weight decay */
-#define TF_GEMM_RESIDUAL 1u           /* GEMM_EPILOGUE: the last input is a residual added at the end */
+#define TF_GEMM_RESIDUAL 1u           /* GEMM_EPILOGUE, QMATMUL_EPILOGUE: the last input is a residual added at the end */
+#define TF_QMM_BIAS 2u                /* QMATMUL_EPILOGUE: inputs[2] is a bias added before the activation */
 
 typedef struct tf_op {
     uint32_t struct_size;             /* sizeof(tf_op) as the core was built */

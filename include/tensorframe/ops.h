@@ -39,6 +39,15 @@
  *                                   TF_NO_ACTIVATION). A device without the
  *                                   kernel runs it as its parts, on the device
  *                                   (tf_linear_fused, the graph fusion pass)
+ *                        QMATMUL_EPILOGUE  QMATMUL and what follows a linear
+ *                                   layer: act(x @ w^T + bias) + r, inputs x, w
+ *                                   (as QMATMUL's), the bias (with
+ *                                   TF_QMM_BIAS) and r (with TF_GEMM_RESIDUAL,
+ *                                   last), both f32 [M, N] (stride 0 where
+ *                                   broadcast); act is params.activation as
+ *                                   GEMM_EPILOGUE's. A device without the
+ *                                   kernel runs its parts, on the device
+ *                                   (tf_linear_fused, the graph fusion pass)
  *                        ADD_NORM   a residual add and the norm of its rows in
  *                                   one pass: norm(x + r) along the last axis,
  *                                   the sum rounded to the dtype first (what
@@ -184,7 +193,8 @@
     X(QMATMUL,      qmatmul,      2, QMATMUL,   FIRST,         FLOAT,   ANY,     16, MATMUL) \
     X(GEMM_EPILOGUE, gemm_epilogue, 4, GEMM_EPILOGUE, PROMOTE, FLOAT,   ANY,     16, MATMUL) \
     X(ADD_RMSNORM,  add_rmsnorm,  3, ADD_NORM,  SAME,          FLOAT,   ANY,     16, ADD_NORM) \
-    X(ADD_LAYERNORM, add_layernorm, 4, ADD_NORM, SAME,         FLOAT,   ANY,     16, ADD_NORM)
+    X(ADD_LAYERNORM, add_layernorm, 4, ADD_NORM, SAME,         FLOAT,   ANY,     16, ADD_NORM) \
+    X(QMATMUL_EPILOGUE, qmatmul_epilogue, 4, QMATMUL_EPILOGUE, FIRST, FLOAT, ANY,  16, MATMUL)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -88,7 +88,7 @@ tf_status tf__place_inputs(const char *fn, int n, const tf_tensor *const *in, tf
  * weight of a quantized product. */
 static bool takes_quantized(tf_op_kind kind, int input) {
     return (kind == TF_OP_COPY && input == 0) || (kind == TF_OP_INDEX_SELECT && input == 0) ||
-           (kind == TF_OP_QMATMUL && input == 1);
+           ((kind == TF_OP_QMATMUL || kind == TF_OP_QMATMUL_EPILOGUE) && input == 1);
 }
 
 tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,
@@ -326,6 +326,71 @@ static tf_status run_gemm_epilogue_parts(const char *fn, tf_device *dev, const t
     return s;
 }
 
+/* QMATMUL of an f16/bf16 weight on a device whose kernels take only
+ * block-quantized ones: the weight widened to f32 in scratch on the device,
+ * then a GEMM with it transposed as a view. A pass over the weight per
+ * call, but the product stays on the device (it used to fall back to the
+ * CPU whole). */
+static tf_status run_half_weight_product(const char *fn, tf_device *dev, const tf_op *op, bool *fell_back) {
+    const tf_tensor_desc *W = &op->inputs[1];
+    const int64_t n = W->shape[0], k = W->shape[1];
+    tf_backend_buffer *scratch = NULL;
+    tf_status s = tf__buffer_alloc(dev, (size_t)(n * k) * sizeof(float) + 1, &scratch);
+    if (s != TF_OK) return tf__error_context(s, "%s: scratch for a widened weight", fn);
+    tf_tensor_desc wide = {scratch, 0, TF_F32, 2, {n, k}, {k, 1}};
+    tf_op part;
+    tf__op_init(&part, TF_OP_COPY, 1);
+    part.inputs[0] = *W;
+    part.output = wide;
+    s = dispatch_op(fn, dev, &part, fell_back);
+    if (s == TF_OK) {
+        tf__op_init(&part, TF_OP_GEMM, 2);
+        part.inputs[0] = op->inputs[0];
+        part.inputs[1] = (tf_tensor_desc){scratch, 0, TF_F32, 2, {k, n}, {1, k}};   /* W^T */
+        part.output = op->output;
+        part.params.alpha = 1;
+        part.params.beta = 0;
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    tf__buffer_free(dev, scratch);
+    return s;
+}
+
+static bool half_weight(const tf_op *op) {
+    return (op->kind == TF_OP_QMATMUL || op->kind == TF_OP_QMATMUL_EPILOGUE) &&
+           (op->inputs[1].dtype == TF_F16 || op->inputs[1].dtype == TF_BF16) && op->inputs[0].dtype == TF_F32;
+}
+
+/* QMATMUL_EPILOGUE as QMATMUL into the output, then the bias add, the
+ * activation and the residual add in place there. */
+static tf_status run_qmatmul_epilogue_parts(const char *fn, tf_device *dev, const tf_op *op, bool *fell_back) {
+    tf_op part;
+    tf__op_init(&part, TF_OP_QMATMUL, 2);
+    part.inputs[0] = op->inputs[0];
+    part.inputs[1] = op->inputs[1];
+    part.output = op->output;
+    tf_status s = dispatch_op(fn, dev, &part, fell_back);
+    int next = 2;
+    if (s == TF_OK && (op->params.flags & TF_QMM_BIAS)) {
+        tf__op_init(&part, TF_OP_ADD, 2);
+        part.inputs[0] = part.output = op->output;
+        part.inputs[1] = op->inputs[next++];
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    if (s == TF_OK && op->params.activation != (int32_t)TF_NO_ACTIVATION) {
+        tf__op_init(&part, (tf_op_kind)op->params.activation, 1);
+        part.inputs[0] = part.output = op->output;
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    if (s == TF_OK && (op->params.flags & TF_GEMM_RESIDUAL)) {
+        tf__op_init(&part, TF_OP_ADD, 2);
+        part.inputs[0] = part.output = op->output;
+        part.inputs[1] = op->inputs[op->n_inputs - 1];
+        s = dispatch_op(fn, dev, &part, fell_back);
+    }
+    return s;
+}
+
 /* ADD_NORM as the add into a scratch tensor of the output's geometry on
  * the device, then the norm from it into the output: the norm's input and
  * output stay apart, as every row kernel expects. */
@@ -366,6 +431,8 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
         return s;
     }
     if (op->kind == TF_OP_GEMM_EPILOGUE) return run_gemm_epilogue_parts(fn, dev, op, fell_back);
+    if (op->kind == TF_OP_QMATMUL_EPILOGUE) return run_qmatmul_epilogue_parts(fn, dev, op, fell_back);
+    if (half_weight(op) && dev != tf__cpu_device()) return run_half_weight_product(fn, dev, op, fell_back);
     if (op->kind == TF_OP_ADD_RMSNORM || op->kind == TF_OP_ADD_LAYERNORM)
         return run_add_norm_parts(fn, dev, op, fell_back);
     if (dev == tf__cpu_device())

@@ -104,23 +104,33 @@ static bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt ==
 
 /* ---- patterns: (producer, consumer) -> one op, or false ---- */
 
-/* A product whose output an epilogue may still extend: a float matmul or
- * GEMM, or a GEMM_EPILOGUE without a residual (which comes last). */
-static bool open_product(const tf_op *p) {
-    if (!is_float(p->output.dtype)) return false;
-    if (p->kind == TF_OP_MATMUL || p->kind == TF_OP_GEMM) return true;
-    return p->kind == TF_OP_GEMM_EPILOGUE && !(p->params.flags & TF_GEMM_RESIDUAL);
+/* A product whose weight is read as stored (QMATMUL), or already fused. */
+static bool kept_weight_product(const tf_op *p) {
+    return p->kind == TF_OP_QMATMUL || p->kind == TF_OP_QMATMUL_EPILOGUE;
 }
 
-/* The producer as a GEMM_EPILOGUE with nothing after the product yet. */
+static bool fused_product(const tf_op *p) {
+    return p->kind == TF_OP_GEMM_EPILOGUE || p->kind == TF_OP_QMATMUL_EPILOGUE;
+}
+
+/* A product whose output an epilogue may still extend: a float matmul,
+ * GEMM or QMATMUL, or a fused one without a residual (which comes last). */
+static bool open_product(const tf_op *p) {
+    if (!is_float(p->output.dtype)) return false;
+    if (p->kind == TF_OP_MATMUL || p->kind == TF_OP_GEMM || p->kind == TF_OP_QMATMUL) return true;
+    return fused_product(p) && !(p->params.flags & TF_GEMM_RESIDUAL);
+}
+
+/* The producer as a GEMM_EPILOGUE (QMATMUL_EPILOGUE for a kept weight)
+ * with nothing after the product yet. */
 static tf_op as_epilogue(const tf_op *p) {
     tf_op f = *p;
-    if (p->kind == TF_OP_GEMM_EPILOGUE) return f;
+    if (fused_product(p)) return f;
     if (p->kind == TF_OP_MATMUL) {
         f.params.alpha = 1;
         f.params.beta = 0;
     }
-    f.kind = TF_OP_GEMM_EPILOGUE;
+    f.kind = p->kind == TF_OP_QMATMUL ? TF_OP_QMATMUL_EPILOGUE : TF_OP_GEMM_EPILOGUE;
     f.params.flags = 0;
     f.params.activation = (int32_t)TF_NO_ACTIVATION;
     return f;
@@ -131,7 +141,7 @@ static bool fuse_activation(const tf_op *p, const tf_op *c, tf_op *fused) {
     bool unary = c->n_inputs == 1 && tf_op_kernel_of(c->kind) == TF_KERNEL_MATH && c->kind != TF_OP_CLAMP &&
                  c->kind != TF_OP_LEAKY_RELU;
     if (!unary || !open_product(p) || p->output.ndim != 2 || !same_bytes(&c->inputs[0], &p->output)) return false;
-    if (p->kind == TF_OP_GEMM_EPILOGUE && p->params.activation != (int32_t)TF_NO_ACTIVATION) return false;
+    if (fused_product(p) && p->params.activation != (int32_t)TF_NO_ACTIVATION) return false;
     *fused = as_epilogue(p);
     fused->params.activation = (int32_t)c->kind;
     return output_as(&c->output, &p->output, &fused->output);
@@ -139,7 +149,10 @@ static bool fuse_activation(const tf_op *p, const tf_op *c, tf_op *fused) {
 
 /* product -> add of a residual: product + r (addition commutes exactly, so
  * either side). The add must not broadcast the product to a larger shape,
- * and the residual must share no byte with what the fused op writes. */
+ * and the residual must share no byte with what the fused op writes. After
+ * a kept-weight product (tf_linear adds its bias that way) a row broadcast
+ * to every row, before any activation, is the bias: an activation may
+ * still follow it. */
 static bool fuse_residual(const tf_op *p, const tf_op *c, tf_op *fused) {
     if (c->kind != TF_OP_ADD || c->n_inputs != 2 || !open_product(p) || p->output.ndim != 2 ||
         p->n_inputs >= TF_OP_MAX_INPUTS)
@@ -151,8 +164,10 @@ static bool fuse_residual(const tf_op *p, const tf_op *c, tf_op *fused) {
     *fused = as_epilogue(p);
     if (!output_as(&c->output, &p->output, &fused->output) || overlap(&r, &p->output) || overlap(&r, &fused->output))
         return false;
-    fused->params.flags |= TF_GEMM_RESIDUAL;
-    fused->inputs[fused->n_inputs++] = r;
+    bool bias = kept_weight_product(p) && r.strides[0] == 0 && !(fused->params.flags & TF_QMM_BIAS) &&
+                fused->params.activation == (int32_t)TF_NO_ACTIVATION;
+    fused->params.flags |= bias ? TF_QMM_BIAS : TF_GEMM_RESIDUAL;
+    fused->inputs[fused->n_inputs++] = r;                /* the bias is input 2: nothing follows the product yet */
     return true;
 }
 

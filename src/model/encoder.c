@@ -60,17 +60,40 @@ static tf_status load_layer(const loader *L, int i, tf_dtype dt, llm_encoder_lay
  * Their weights stacked [3 * hidden, hidden] with the biases: one linear
  * layer, its A packed and its threads woken once instead of three times,
  * and wider panels (the CPU's single-sentence passes are short of work per
- * product). Taken when the three share a dtype and have biases; tf_concat
- * moves whole rows, so block-quantized weights stack too. If stacking
- * fails (memory) the layer keeps its three products. */
+ * product). Taken when the three share a dtype and have biases. The rows
+ * are stacked as bytes (tf_concat does not take block-quantized dtypes,
+ * whose rows are whole blocks); if stacking fails (memory) the layer keeps
+ * its three products. */
+static tf_status stack_rows(const tf_tensor *const parts[3], tf_tensor **out) {
+    *out = NULL;
+    int64_t bytes[3], total = 0, rows = 0;
+    for (int i = 0; i < 3; i++) {
+        bytes[i] = tf_tensor_nbytes(parts[i]);
+        total += bytes[i];
+        rows += tf_tensor_shape(parts[i])[0];
+    }
+    char *host = malloc((size_t)total + 1);
+    if (!host) return TF_ERR_OUT_OF_MEMORY;
+    tf_status s = TF_OK;
+    for (int i = 0, at = 0; i < 3 && s == TF_OK; at += (int)bytes[i], i++)
+        s = tf_tensor_read(parts[i], host + at, (size_t)bytes[i]);
+    int nd = tf_tensor_ndim(parts[0]);
+    int64_t shape[2] = {rows, nd == 2 ? tf_tensor_shape(parts[0])[1] : 0};
+    if (s == TF_OK) s = tf_tensor_from_data(tf_tensor_device(parts[0]), tf_tensor_dtype(parts[0]), nd, shape, host, out);
+    free(host);
+    return s;
+}
+
 static void merge_qkv(llm_encoder *m) {
     for (int i = 0; i < m->n_layers; i++) {
         llm_encoder_layer *l = &m->layer[i];
         tf_dtype dt = tf_tensor_dtype(l->wq);
-        if (tf_tensor_dtype(l->wk) != dt || tf_tensor_dtype(l->wv) != dt || !l->bq || !l->bk || !l->bv) continue;
-        const tf_tensor *ws[3] = {l->wq, l->wk, l->wv}, *bs[3] = {l->bq, l->bk, l->bv};
+        if (tf_tensor_dtype(l->wk) != dt || tf_tensor_dtype(l->wv) != dt || !l->bq || !l->bk || !l->bv ||
+            tf_tensor_dtype(l->bk) != tf_tensor_dtype(l->bq) || tf_tensor_dtype(l->bv) != tf_tensor_dtype(l->bq))
+            continue;
+        const tf_tensor *const ws[3] = {l->wq, l->wk, l->wv}, *const bs[3] = {l->bq, l->bk, l->bv};
         tf_tensor *w = NULL, *b = NULL;
-        if (tf_concat(3, ws, 0, &w) != TF_OK || tf_concat(3, bs, 0, &b) != TF_OK) {
+        if (stack_rows(ws, &w) != TF_OK || stack_rows(bs, &b) != TF_OK) {
             tf_tensor_release(w);
             continue;
         }

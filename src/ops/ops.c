@@ -520,6 +520,50 @@ static tf_status linear_then_epilogue(const tf_tensor *x, const tf_tensor *w, co
     return s;
 }
 
+/* A linear layer whose weight QMATMUL reads as stored, with its tail, as
+ * one QMATMUL_EPILOGUE over f32 rows x2 [M, K]; the bias and the residual
+ * rows r2 go in as f32 [M, N] (stride 0 where broadcast). */
+static tf_status kept_weight_fused(const char *fn, const tf_tensor *x2, const tf_tensor *w, const tf_tensor *bias,
+                                   tf_op_kind activation, const tf_tensor *r2, tf_tensor **out) {
+    const tf_tensor *in[4] = {x2, w, NULL, NULL};
+    const tf_dtype want[4] = {TF_F32, TF_KEEP_DTYPE, TF_F32, TF_F32};
+    int n = 2;
+    if (bias) in[n++] = bias;
+    if (r2) in[n++] = r2;
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, TF_OP_QMATMUL_EPILOGUE, n, in, want, NULL);
+    if (s != TF_OK) return s;
+    int64_t shape[2] = {x2->shape[0], w->shape[0]};
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.inputs[1] = tf__desc(c.in[1]);
+    for (int i = 2; i < n; i++) c.op.inputs[i] = broadcast_desc(c.in[i], 2, shape);
+    c.op.params.activation = (int32_t)activation;
+    c.op.params.flags = (bias ? TF_QMM_BIAS : 0u) | (r2 ? TF_GEMM_RESIDUAL : 0u);
+    return tf__op_end(&c, TF_OK, TF_F32, 2, shape, out);
+}
+
+/* tf_linear_fused over a kept weight: an f32 result as one fused op;
+ * other activations (cast to f32 and back around the product) and an f64
+ * residual or bias (which promote the sum) as the parts. */
+static tf_status kept_weight_linear_fused(const char *fn, const tf_tensor *x, const tf_tensor *w,
+                                          const tf_tensor *bias, tf_op_kind activation, const tf_tensor *residual,
+                                          tf_tensor **out) {
+    bool f32_result = x->dtype == TF_F32 && (!residual || residual->dtype == TF_F32) &&
+                      (!bias || bias->dtype == TF_F32 || bias->dtype == TF_F16 || bias->dtype == TF_BF16);
+    if (!f32_result) return linear_then_epilogue(x, w, bias, activation, residual, out);   /* promotes as they do */
+    const int64_t n = w->shape[0];
+    int64_t shape[TF_MAX_DIMS], rows = linear_rows(x, n, shape);
+    tf_tensor *x2 = NULL, *r2 = NULL, *y = NULL;
+    tf_status s = as_rows(x, &x2);
+    if (s == TF_OK && residual) s = residual_rows(residual, x->ndim, shape, rows, n, &r2);
+    if (s == TF_OK) s = kept_weight_fused(fn, x2, w, bias, activation, r2, &y);
+    if (s == TF_OK) s = tf_reshape(y, x->ndim, shape, out);
+    tf_tensor_release(x2);
+    tf_tensor_release(r2);
+    tf_tensor_release(y);
+    return s;
+}
+
 tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias, tf_op_kind activation,
                           const tf_tensor *residual, tf_tensor **out) {
     static const char fn[] = "tf_linear_fused";
@@ -536,7 +580,7 @@ tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tenso
     const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
     int64_t shape[TF_MAX_DIMS], rows = linear_rows(x, n, shape);
     if (residual && (s = check_broadcasts_to(fn, "the residual", residual, x->ndim, shape)) != TF_OK) return s;
-    if (kept_weight(x, w)) return tf__in(fn, linear_then_epilogue(x, w, bias, activation, residual, out));
+    if (kept_weight(x, w)) return tf__in(fn, kept_weight_linear_fused(fn, x, w, bias, activation, residual, out));
     tf_tensor *x2 = NULL, *wt = NULL, *r2 = NULL, *y = NULL;
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
     if (s == TF_OK) s = tf_transpose(w, 0, 1, &wt);

@@ -104,6 +104,7 @@ static const struct {
     {TF_OP_GEMM_EPILOGUE, 88, "gemm_epilogue"},
     {TF_OP_ADD_RMSNORM, 89, "add_rmsnorm"},
     {TF_OP_ADD_LAYERNORM, 90, "add_layernorm"},
+    {TF_OP_QMATMUL_EPILOGUE, 91, "qmatmul_epilogue"},
 };
 
 int main(void) {

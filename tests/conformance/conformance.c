@@ -31,7 +31,7 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE, SH_ADD_NORM
+    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
@@ -2259,6 +2259,71 @@ static void run_qmatmul(tf_device *dev, const op_row *op, tf_dtype dt, counts *c
     }
 }
 
+/* A linear layer with a weight read as stored (block-quantized, or f16/bf16
+ * under f32 x) and its tail: act(x @ w^T + bias) + r through
+ * tf_linear_fused (QMATMUL_EPILOGUE for f32 x, the parts otherwise). */
+static void run_qmatmul_epilogue(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int nx; int64_t x[3]; int64_t n; bool bias; int nr; int64_t r[3]; } cases[] = {
+        {2, {1, 256}, 64, true, 2, {1, 64}},  {2, {5, 512}, 24, false, 1, {24}},
+        {3, {2, 7, 256}, 16, true, 3, {1, 7, 16}}, {2, {13, 256}, 33, true, 0, {0}},
+        {2, {3, 256}, 0, true, 2, {3, 0}},    {2, {20, 256}, 40, true, 2, {20, 40}},
+    };
+    static const tf_op_kind acts[] = {TF_NO_ACTIVATION, TF_OP_GELU, TF_OP_GELU_TANH, TF_OP_SILU, TF_OP_RELU};
+    tf_dtype weights[sizeof quant_types / sizeof *quant_types + 2];
+    size_t nw = 0;
+    for (size_t qi = 0; qi < sizeof quant_types / sizeof *quant_types; qi++) weights[nw++] = quant_types[qi];
+    if (dt == TF_F32) {                        /* half weights are kept only under f32 x */
+        weights[nw++] = TF_BF16;
+        weights[nw++] = TF_F16;
+    }
+    for (size_t wi = 0; wi < nw; wi++) {
+        for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+            tf_dtype wt = weights[wi];
+            tf_op_kind act = acts[(ci + wi + (size_t)randint(0, 4)) % 5];
+            int nx = cases[ci].nx;
+            int64_t k = cases[ci].x[nx - 1], n = cases[ci].n, oshape[3], wshape[2] = {n, k}, idx[3];
+            host_t hx, hw, hb, hr, ref;
+            memset(&hb, 0, sizeof hb);
+            memset(&hr, 0, sizeof hr);
+            tf_tensor *x = NULL, *w = NULL, *b = NULL, *r = NULL, *out = NULL;
+            tf_status s = make_input(dev, dt, nx, cases[ci].x, op->dom, 0, LAYOUT_CONTIG, &hx, &x);
+            tf_status s2 = tf_dtype_is_quantized(wt) ? make_quantized(dev, wt, n, k, &hw, &w)
+                                                     : make_input(dev, wt, 2, wshape, op->dom, 1, LAYOUT_CONTIG, &hw, &w);
+            if (s == TF_OK) s = s2;
+            if (cases[ci].bias && (s2 = make_input(dev, dt, 1, &n, op->dom, 0, LAYOUT_CONTIG, &hb, &b)) != TF_OK) s = s2;
+            if (cases[ci].nr && (s2 = make_input(dev, dt, cases[ci].nr, cases[ci].r, op->dom, 1,
+                                                 ci % 2 ? LAYOUT_STRIDED : LAYOUT_CONTIG, &hr, &r)) != TF_OK)
+                s = s2;
+            if (s == TF_OK) s = tf_linear_fused(x, w, b, act, r, &out);
+            memcpy(oshape, cases[ci].x, sizeof oshape);
+            oshape[nx - 1] = n;
+            host_init(&ref, dt, nx, oshape);
+            ref.length = k;
+            ref.extra_nmse = 1e-4;             /* x rounded to 8 bits per block (or bf16) on the way, as QMATMUL allows */
+            for (int64_t i = 0; i < ref.n; i++) {
+                unravel(i, nx, oshape, idx);
+                long double acc = cases[ci].bias ? hb.v[i % n] : 0;
+                for (int64_t q = 0; q < k; q++) acc += (long double)hx.v[i / n * k + q] * hw.v[i % n * k + q];
+                double v = act == TF_NO_ACTIVATION ? (double)acc : ref_unary(act, (double)acc, 0, 0, 0);
+                if (cases[ci].nr) v += hr.v[broadcast_index(&hr, nx, idx)];
+                ref.v[i] = v;
+            }
+            char desc[160];
+            snprintf(desc, sizeof desc, "%s x %s case %zu act %s bias %d residual %d-d", tf_dtype_name(dt),
+                     tf_dtype_name(wt), ci, act == TF_NO_ACTIVATION ? "none" : tf_op_name(act), cases[ci].bias,
+                     cases[ci].nr);
+            check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+            host_free(&hx);
+            host_free(&hw);
+            if (cases[ci].bias) host_free(&hb);
+            if (cases[ci].nr) host_free(&hr);
+            host_free(&ref);
+            tf_tensor *all[] = {x, w, b, r, out};
+            for (int t = 0; t < 5; t++) tf_tensor_release(all[t]);
+        }
+    }
+}
+
 static void record(counts *c, bool ok, const char *dev, const char *what, const char *why) {
     if (ok) c->passed++;
     else {
@@ -2385,6 +2450,12 @@ static counts run_device(tf_device *dev) {
             case SH_OPTIMIZER: run_optimizer(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
+            case SH_QMATMUL_EPILOGUE: {
+                uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
+                run_qmatmul_epilogue(dev, op, (tf_dtype)dt, &c);
+                c.quantized_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
+                break;
+            }
             case SH_QMATMUL: {
                 uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
                 run_qmatmul(dev, op, (tf_dtype)dt, &c);

@@ -595,6 +595,9 @@ static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
     OP(lh, tf_linear_fused, ah, wh, NULL, TF_OP_SILU, ah);
     OP(wm, tf_tensor_to, wf, w->my);
     OP(lm, tf_linear_fused, am, wm, NULL, TF_OP_RELU, am);
+    OP(lq, tf_linear_fused, a, wh, bf, TF_OP_GELU, a);      /* a kept bf16 weight: QMATMUL_EPILOGUE */
+    OP(wmh, tf_tensor_to, wh, w->my);
+    OP(lmq, tf_linear_fused, am, wmh, NULL, TF_OP_SILU, am); /* its parts on the example backend */
     OP(nf, tf_add_layernorm, a, bf, bf, bf, 1e-5);
     OP(nm, tf_add_rmsnorm, am, am, NULL, 1e-6);    /* parts on the example backend, the sum in its scratch */
     /* begin, three ops, end as one step (reads between steps would be reads
@@ -629,7 +632,7 @@ static void program_fused(world *w, tf_tensor *a, tf_tensor *am) {
     pause_injection();
     tf_graph_destroy(g);
     resume_injection();
-    (void)lf; (void)lh; (void)lm; (void)nf; (void)nm;
+    (void)lf; (void)lh; (void)lm; (void)nf; (void)nm; (void)lq; (void)lmq;
 }
 
 static void program_streams_and_graph(world *w, tf_tensor *a, tf_tensor *am) {

@@ -473,6 +473,47 @@ static void test_fusion_matches_eager_on_every_device(void **state) {
     }
 }
 
+/* The same half-layers with bf16 weights under f32 x (QMATMUL, then the
+ * bias add tf_linear issues): the product, its bias, activation and
+ * residual become one QMATMUL_EPILOGUE node per linear on the CPU, and
+ * give the eager run's bits. */
+static void test_kept_weight_fusion_matches_eager(void **state) {
+    (void)state;
+    int64_t shape[2] = {ROWS, FEAT};
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        bool cpu = !strcmp(tf_device_name(d), "cpu");
+        ffn f = make_ffn(d), h = f;
+        OK(tf_cast(f.w1, TF_BF16, &h.w1));
+        OK(tf_cast(f.w2, TF_BF16, &h.w2));
+        tf_tensor *x = NULL, *y = NULL;
+        OK(tf_zeros(d, TF_F32, 2, shape, &x));
+        tf_graph *g = NULL;
+        tf_tensor *(*forms[2])(const ffn *, const tf_tensor *) = {ffn_in_place, ffn_out_of_place};
+        for (int form = 0; form < 2; form++) {
+            setenv("TF_GRAPH_FUSION", "0", 1);
+            int64_t plain = captured_nodes(d, forms[form], &h, x, &g, &y);
+            unsetenv("TF_GRAPH_FUSION");
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+            int64_t fused = captured_nodes(d, forms[form], &h, x, &g, &y);
+            if (cpu) {
+                assert_int_equal(plain, form ? 5 : 6);   /* product + bias, activation, product (+ bias), add */
+                assert_int_equal(fused, 2);
+            } else {
+                assert_true(fused <= plain);
+            }
+            expect_replay_equals_eager(d, g, x, y, forms[form], &h);
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+        }
+        tf_tensor_release(h.w1);
+        tf_tensor_release(h.w2);
+        tf_tensor_release(x);
+        free_ffn(&f);
+    }
+}
+
 /* What must not fuse: an intermediate the user still holds, or a later
  * node reads; a dtype change between the product and the add; an add that
  * broadcasts the product to a larger shape. */
@@ -714,6 +755,7 @@ int main(void) {
         cmocka_unit_test(test_index_guards),
         cmocka_unit_test(test_native_graphs),
         cmocka_unit_test(test_fusion_matches_eager_on_every_device),
+        cmocka_unit_test(test_kept_weight_fusion_matches_eager),
         cmocka_unit_test(test_fusion_near_misses),
         cmocka_unit_test(test_linear_fused_api),
         cmocka_unit_test(test_add_norm_fusion_on_every_device),

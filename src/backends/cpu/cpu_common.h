@@ -214,9 +214,12 @@ bool tf_cpu_bf16_linear(int64_t m, int64_t n, int64_t k, const float *x, int64_t
 /* A linear layer's product c [m, n] = a @ W^T (+ bias) through the fast
  * kernel, column blocks over the pool (cpu_simd.c; the quantized-weight
  * product takes f16/bf16 weights through it too). */
-/* What GEMM_EPILOGUE does after the product, to f32 values: the
- * activation, then the residual (of the output's dtype, any strides). */
+/* What GEMM_EPILOGUE and QMATMUL_EPILOGUE do after the product, to f32
+ * values: QMATMUL_EPILOGUE's bias, the activation, then the residual (of
+ * the output's dtype, any strides). */
 typedef struct tf_cpu_epilogue {
+    const char *bias;                    /* f32 bias row (QMATMUL_EPILOGUE), or NULL */
+    int64_t bias_s;                      /* its stride in bytes */
     int32_t activation;                  /* a unary op, or TF_NO_ACTIVATION */
     bool has_residual;
     tf_dtype dt;                         /* the residual's */
@@ -224,7 +227,8 @@ typedef struct tf_cpu_epilogue {
     int64_t rs_m, rs_n;                  /* its strides in bytes */
 } tf_cpu_epilogue;
 
-/* The epilogue of op (GEMM_EPILOGUE, 2-D) as the kernels apply it. */
+/* The epilogue of op (GEMM_EPILOGUE or QMATMUL_EPILOGUE, 2-D) as the
+ * kernels apply it. */
 tf_cpu_epilogue tf_cpu_epilogue_of(const tf_op *op, tf_cpu_address_fn address);
 /* Rows [i0, i0 + rows) and columns [j0, j0 + cols) of the product, in f32
  * at c (row stride ldc), finished in place: activation, then residual.

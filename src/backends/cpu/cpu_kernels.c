@@ -65,6 +65,12 @@ static bool qmatmul_supported(const tf_op *op) {
            op->inputs[1].ndim == 2 && (tf_dtype_is_quantized(w) || w == TF_F16 || w == TF_BF16);
 }
 
+static bool f32_inputs_from(const tf_op *op, int first) {
+    for (int i = first; i < op->n_inputs; i++)
+        if (op->inputs[i].dtype != TF_F32 || op->inputs[i].ndim != 2) return false;
+    return true;
+}
+
 /* Reductions: sums and products of integers give i64, positions i64, the
  * rest (and every float reduction) the input's dtype. */
 static bool reduce_supported(tf_op_kind kind, tf_dtype in, tf_dtype out) {
@@ -90,6 +96,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_KERNEL_MATMUL:
         if (op->kind == TF_OP_GEMM_EPILOGUE)     /* an activation the formulas know */
             return is_float(out) && same_dtype_inputs(op) &&
+                   (op->params.activation == (int32_t)TF_NO_ACTIVATION || tf_cpu_unary_formula(op->params.activation));
+        if (op->kind == TF_OP_QMATMUL_EPILOGUE)  /* f32 bias and residual, an activation the formulas know */
+            return qmatmul_supported(op) && op->n_inputs <= 4 && f32_inputs_from(op, 2) &&
                    (op->params.activation == (int32_t)TF_NO_ACTIVATION || tf_cpu_unary_formula(op->params.activation));
         return op->kind == TF_OP_QMATMUL ? qmatmul_supported(op) : same_dtype_inputs(op);
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: return reduce_supported(op->kind, in, out);

@@ -586,7 +586,7 @@ static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
  * (in registers for a few rows, into an L1 panel for more), so no f32 copy
  * of the weight is made; without them, or with a W that is not row-major, a
  * plain loop. */
-static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) {
+static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address, const tf_cpu_epilogue *epi) {
     const tf_tensor_desc *X = &op->inputs[0], *Wd = &op->inputs[1], *C = &op->output;
     int64_t m = C->shape[0], n = C->shape[1], k = X->shape[1];
     const float *x = (const float *)(address(X->buffer) + X->offset);
@@ -598,10 +598,13 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
     /* bf16 weights on AVX512-BF16: x rounded to bf16, as the op allows
      * (within the 8-bit rounding a device may apply): twice f32's rate */
     tf_status s = TF_OK;
-    if (plain && bf16 && tf_cpu_bf16_linear(m, n, k, x, X->strides[0], w, Wd->strides[0], c, &s)) return s;
-    if (fast && plain) {
+    if (plain && bf16 && tf_cpu_bf16_linear(m, n, k, x, X->strides[0], w, Wd->strides[0], c, &s)) {
+        if (s == TF_OK && epi) tf_cpu_epilogue_output(epi, C, address);
+        return s;
+    }
+    if (fast && plain) {                     /* the tail on each tile, in cache */
         tf_cpu_run_linear(fast, m, n, k, x, X->strides[0], w, Wd->strides[0], bf16 ? TF_FAST_W_BF16 : TF_FAST_W_F16,
-                          NULL, NULL, c);
+                          NULL, epi, c);
         return TF_OK;
     }
     for (int64_t i = 0; i < m; i++)
@@ -613,12 +616,13 @@ static tf_status half_weight_matmul(const tf_op *op, tf_cpu_address_fn address) 
             }
             c[i * C->strides[0] + j * C->strides[1]] = acc;
         }
+    if (epi) tf_cpu_epilogue_output(epi, C, address);
     return TF_OK;
 }
 
 static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *Wd = &op->inputs[1], *C = &op->output;
-    if (Wd->dtype == TF_F16 || Wd->dtype == TF_BF16) return half_weight_matmul(op, address);
+    if (Wd->dtype == TF_F16 || Wd->dtype == TF_BF16) return half_weight_matmul(op, address, NULL);
     qmatmul_job j = {.wt = Wd->dtype, .m = X->shape[0], .k = X->shape[1], .n = Wd->shape[0]};
     j.ldx = X->strides[0];
     j.ldw = block_bytes(j.wt, Wd->strides[0]);
@@ -655,6 +659,24 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* QMATMUL_EPILOGUE: the product as QMATMUL's, then the bias, activation
+ * and residual on the f32 output (f16/bf16 weights through the linear
+ * kernel: on each tile as it is finished). The product's sums and the tail's
+ * formulas are the separate ops', so a fused graph gives their bits. */
+static tf_status quant_matmul_epilogue(const tf_op *op, tf_cpu_address_fn address) {
+    tf_op product = *op;
+    product.kind = TF_OP_QMATMUL;
+    product.n_inputs = 2;
+    product.params.flags = 0;
+    product.params.activation = 0;
+    tf_cpu_epilogue epi = tf_cpu_epilogue_of(op, address);
+    const tf_dtype wt = op->inputs[1].dtype;
+    if (wt == TF_F16 || wt == TF_BF16) return half_weight_matmul(&product, address, &epi);
+    tf_status s = quant_matmul(&product, address);
+    if (s == TF_OK) tf_cpu_epilogue_output(&epi, &op->output, address);
+    return s;
+}
+
 void tf_cpu_quant_install(void *table) {
     tf_cpu_table *t = table;
     below = *t;
@@ -667,4 +689,5 @@ void tf_cpu_quant_install(void *table) {
         }
     }
     t->fn[TF_OP_QMATMUL][TF_F32] = quant_matmul;
+    t->fn[TF_OP_QMATMUL_EPILOGUE][TF_F32] = quant_matmul_epilogue;
 }

@@ -983,6 +983,7 @@ void tf_cpu_ref_install(tf_cpu_table *t) {
             case TF_KERNEL_SELECT: fn = run_where; break;
             case TF_KERNEL_MATMUL:
                 if (k == TF_OP_GEMM_EPILOGUE) fn = is_float((tf_dtype)dt) ? run_gemm_epilogue : NULL;
+                else if (k == TF_OP_QMATMUL_EPILOGUE) fn = NULL;        /* cpu_quant.c's, in every mode */
                 else fn = matmul_fns[dt] ? run_matmul : NULL;
                 break;
             case TF_KERNEL_REDUCE: fn = run_reduce; break;

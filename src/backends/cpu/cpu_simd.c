@@ -388,7 +388,13 @@ static bool run_linear(const tf_op *op, tf_cpu_address_fn address) {
 /* ---- GEMM_EPILOGUE's tail: activation, then residual, on f32 values ---- */
 
 tf_cpu_epilogue tf_cpu_epilogue_of(const tf_op *op, tf_cpu_address_fn address) {
-    tf_cpu_epilogue e = {op->params.activation, (op->params.flags & TF_GEMM_RESIDUAL) != 0, op->output.dtype, NULL, 0, 0};
+    tf_cpu_epilogue e = {NULL, 0, op->params.activation, (op->params.flags & TF_GEMM_RESIDUAL) != 0, op->output.dtype,
+                         NULL, 0, 0};
+    if (op->kind == TF_OP_QMATMUL_EPILOGUE && (op->params.flags & TF_QMM_BIAS)) {
+        operand b = make_operand(&op->inputs[2], address);   /* f32 [M, N], row stride 0 */
+        e.bias = b.base;
+        e.bias_s = b.stride[1];
+    }
     if (e.has_residual) {
         const tf_tensor_desc *R = &op->inputs[op->n_inputs - 1];
         operand r = make_operand(R, address);
@@ -425,6 +431,13 @@ void tf_cpu_epilogue_block(const tf_cpu_epilogue *e, float *c, int64_t ldc, int6
     const tf_fast_kernels *k = tf_fast();
     for (int64_t r = 0; r < rows; r++) {
         float *row = c + r * ldc;
+        if (e->bias) {
+            const char *bp = e->bias + j0 * e->bias_s;
+            if (e->bias_s == 4 && k)
+                k->binary(TF_OP_ADD, cols, row, row, 1, (const float *)bp, 1);
+            else
+                for (int64_t x = 0; x < cols; x++) row[x] += *(const float *)(bp + x * e->bias_s);
+        }
         if (e->activation != (int32_t)TF_NO_ACTIVATION && !(k && k->unary(e->activation, cols, row, row, 0, 0, 0)))
             for (int64_t x = 0; x < cols; x++) row[x] = tf_cpu_unary_f32(e->activation, row[x]);
         if (e->has_residual) add_residual(e, row, i0 + r, j0, cols);

@@ -37,6 +37,25 @@ static tf_status linear(scratch *s, const tf_tensor *x, const tf_tensor *w, tf_t
     return TF_OK;
 }
 
+/* x @ w^T + r (r NULL: the plain product) as one fused node where the
+ * device has it (tf_linear_fused: the residual added as the product's
+ * tiles or rows are finished, no tensor for the bare product and no add
+ * op); only the weights tf_gemm reads as stored, so the rest of the pass
+ * is unchanged. */
+static tf_status linear_plus(scratch *s, const tf_tensor *x, const tf_tensor *w, const tf_tensor *r, tf_tensor **out) {
+    if (!r || !tf_dtype_is_quantized(tf_tensor_dtype(w))) {
+        tf_status st = linear(s, x, w, out);
+        if (st != TF_OK || !r) return st;
+        tf_tensor *bare = *out;
+        TRY(tf_add(r, bare, out));
+        keep(s, *out);
+        return TF_OK;
+    }
+    TRY(tf_linear_fused(x, w, NULL, TF_NO_ACTIVATION, r, out));
+    keep(s, *out);
+    return TF_OK;
+}
+
 /* x times a projection group's parts, side by side: [n, rows of all parts]. */
 static tf_status linear_group(scratch *s, const tf_tensor *x, const llm_proj *p, tf_tensor **out) {
     tf_tensor *y;
@@ -342,7 +361,7 @@ static tf_status attend(scratch *s, const llm_model *m, const llm_layer *L, cons
 }
 
 static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, tf_tensor *kc, tf_tensor *vc,
-                           const tf_tensor *h, const plan *p, tf_tensor **out) {
+                           const tf_tensor *h, const plan *p, const tf_tensor *residual, tf_tensor **out) {
     const llm_config *c = &m->cfg;
     int64_t n = tf_tensor_shape(h)[0];
     const int64_t qd = c->n_head * c->head_dim, kvw = c->n_head_kv * c->head_dim;
@@ -365,10 +384,11 @@ static tf_status attention(scratch *s, const llm_model *m, const llm_layer *L, t
     keep(s, a_rows);
     TRY(tf_reshape(a_rows, 2, (int64_t[]){n, qd}, &a_flat));
     keep(s, a_flat);
-    return linear(s, a_flat, L->wo, out);
+    return linear_plus(s, a_flat, L->wo, residual, out);
 }
 
-static tf_status mlp(scratch *s, const llm_model *m, const llm_layer *L, const tf_tensor *h, tf_tensor **out) {
+static tf_status mlp(scratch *s, const llm_model *m, const llm_layer *L, const tf_tensor *h, const tf_tensor *residual,
+                     tf_tensor **out) {
     tf_tensor *gu, *g, *u, *act, *gated;
     tf_status st;
     if ((st = linear_group(s, h, &L->gate_up, &gu))) return st;
@@ -386,7 +406,7 @@ static tf_status mlp(scratch *s, const llm_model *m, const llm_layer *L, const t
         TRY(tf_mul(gated, u, &act));
         keep(s, act);
     }
-    return linear(s, act, L->w_down, out);
+    return linear_plus(s, act, L->w_down, residual, out);
 }
 
 /* A sublayer's output, normed again before the residual add when the
@@ -405,13 +425,24 @@ static tf_status block(scratch *s, const llm_model *m, const llm_layer *L, llm_c
     tf_tensor *h, *o, *po, *sum;
     TRY(tf_rmsnorm(x, L->attn_norm, m->cfg.rms_eps, &h));
     keep(s, h);
-    tf_status st = attention(s, m, L, kv->k[l], kv->v[l], h, p, &o);
-    if (st != TF_OK || (st = post_norm(s, m, L->attn_post_norm, o, &po)) != TF_OK) return st;
-    TRY(tf_add(x, po, &sum));
-    keep(s, sum);
+    /* without a post-norm (Gemma's) the residual joins the projection */
+    tf_status st = attention(s, m, L, kv->k[l], kv->v[l], h, p, L->attn_post_norm ? NULL : x, &o);
+    if (st != TF_OK) return st;
+    if (L->attn_post_norm) {
+        if ((st = post_norm(s, m, L->attn_post_norm, o, &po)) != TF_OK) return st;
+        TRY(tf_add(x, po, &sum));
+        keep(s, sum);
+    } else {
+        sum = o;
+    }
     TRY(tf_rmsnorm(sum, L->ffn_norm, m->cfg.rms_eps, &h));
     keep(s, h);
-    if ((st = mlp(s, m, L, h, &o)) != TF_OK || (st = post_norm(s, m, L->ffn_post_norm, o, &po)) != TF_OK) return st;
+    if ((st = mlp(s, m, L, h, L->ffn_post_norm ? NULL : sum, &o)) != TF_OK) return st;
+    if (!L->ffn_post_norm) {
+        *out = tf_tensor_retain(o);          /* the caller's: the scratch drops its own reference */
+        return TF_OK;
+    }
+    if ((st = post_norm(s, m, L->ffn_post_norm, o, &po)) != TF_OK) return st;
     TRY(tf_add(sum, po, out));
     return TF_OK;
 }

@@ -24,6 +24,21 @@ static tf_status check_vector(const char *fn, const char *what, const tf_tensor 
     return TF_OK;
 }
 
+/* A norm's weight and bias (either may be NULL) after the inputs so far,
+ * and the flags that say which came. */
+static uint32_t append_norm_inputs(const tf_tensor **in, int *n, const tf_tensor *weight, const tf_tensor *bias) {
+    uint32_t flags = 0;
+    if (weight) {
+        in[(*n)++] = weight;
+        flags |= TF_ROW_WEIGHT;
+    }
+    if (bias) {
+        in[(*n)++] = bias;
+        flags |= TF_ROW_BIAS;
+    }
+    return flags;
+}
+
 static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int axis, const tf_tensor *weight,
                         const tf_tensor *bias, double eps, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -42,15 +57,7 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
     if (s != TF_OK) return s;
     const tf_tensor *in[3] = {x, NULL, NULL};
     int n = 1;
-    uint32_t flags = 0;
-    if (weight) {
-        in[n++] = weight;
-        flags |= TF_ROW_WEIGHT;
-    }
-    if (bias) {
-        in[n++] = bias;
-        flags |= TF_ROW_BIAS;
-    }
+    uint32_t flags = append_norm_inputs(in, &n, weight, bias);
     tf_dtype want[3] = {x->dtype, x->dtype, x->dtype};
     tf_op_call c;
     s = tf__op_begin(&c, fn, kind, n, in, want, NULL);
@@ -126,15 +133,7 @@ static tf_status add_norm_op(const char *fn, tf_op_kind kind, const tf_tensor *x
     if (!same_shape(r, x) && (s = tf_expand(r, x->ndim, x->shape, &wide)) != TF_OK) return tf__in(fn, s);
     const tf_tensor *in[4] = {x, wide ? wide : r, NULL, NULL};
     int n = 2;
-    uint32_t flags = 0;
-    if (weight) {
-        in[n++] = weight;
-        flags |= TF_ROW_WEIGHT;
-    }
-    if (bias) {
-        in[n++] = bias;
-        flags |= TF_ROW_BIAS;
-    }
+    uint32_t flags = append_norm_inputs(in, &n, weight, bias);
     tf_dtype want[4] = {x->dtype, x->dtype, x->dtype, x->dtype};
     tf_op_call c;
     s = tf__op_begin(&c, fn, kind, n, in, want, NULL);

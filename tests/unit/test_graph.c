@@ -443,49 +443,20 @@ static void free_ffn(ffn *f) {
     for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
 }
 
-static void test_fusion_matches_eager_on_every_device(void **state) {
-    (void)state;
-    int64_t shape[2] = {ROWS, FEAT};
-    for (int k = 0; k < tf_device_count(); k++) {
-        tf_device *d = tf_device_at(k);
-        bool cpu = !strcmp(tf_device_name(d), "cpu");
-        ffn f = make_ffn(d);
-        tf_tensor *x = NULL, *y = NULL;
-        OK(tf_zeros(d, TF_F32, 2, shape, &x));
-        tf_graph *g = NULL;
-        tf_tensor *(*forms[2])(const ffn *, const tf_tensor *) = {ffn_in_place, ffn_out_of_place};
-        for (int form = 0; form < 2; form++) {
-            setenv("TF_GRAPH_FUSION", "0", 1);
-            int64_t plain = captured_nodes(d, forms[form], &f, x, &g, &y);
-            unsetenv("TF_GRAPH_FUSION");
-            tf_graph_destroy(g);
-            tf_tensor_release(y);
-            int64_t fused = captured_nodes(d, forms[form], &f, x, &g, &y);
-            assert_int_equal(plain, 4);               /* linear, activation, linear, add */
-            if (cpu) assert_int_equal(fused, 2);      /* linear+gelu, linear+residual */
-            else assert_true(fused <= plain);         /* where the device has the kernel */
-            expect_replay_equals_eager(d, g, x, y, forms[form], &f);
-            tf_graph_destroy(g);
-            tf_tensor_release(y);
-        }
-        tf_tensor_release(x);
-        free_ffn(&f);
-    }
-}
-
-/* The same half-layers with bf16 weights under f32 x (QMATMUL, then the
- * bias add tf_linear issues): the product, its bias, activation and
- * residual become one QMATMUL_EPILOGUE node per linear on the CPU, and
- * give the eager run's bits. */
-static void test_kept_weight_fusion_matches_eager(void **state) {
-    (void)state;
+/* Each form of the half-layer captured with the pass off and on, on every
+ * device, weights in `wt` (f32: GEMM_EPILOGUE; bf16 under f32 x: QMATMUL,
+ * then tf_linear's bias add, into QMATMUL_EPILOGUE). On the CPU the plain
+ * graph has plain[form] nodes and the fused one 2; replays equal eager. */
+static void check_fusion_on_every_device(tf_dtype wt, const int64_t plain_nodes[2]) {
     int64_t shape[2] = {ROWS, FEAT};
     for (int k = 0; k < tf_device_count(); k++) {
         tf_device *d = tf_device_at(k);
         bool cpu = !strcmp(tf_device_name(d), "cpu");
         ffn f = make_ffn(d), h = f;
-        OK(tf_cast(f.w1, TF_BF16, &h.w1));
-        OK(tf_cast(f.w2, TF_BF16, &h.w2));
+        if (wt != TF_F32) {
+            OK(tf_cast(f.w1, wt, &h.w1));
+            OK(tf_cast(f.w2, wt, &h.w2));
+        }
         tf_tensor *x = NULL, *y = NULL;
         OK(tf_zeros(d, TF_F32, 2, shape, &x));
         tf_graph *g = NULL;
@@ -497,21 +468,32 @@ static void test_kept_weight_fusion_matches_eager(void **state) {
             tf_graph_destroy(g);
             tf_tensor_release(y);
             int64_t fused = captured_nodes(d, forms[form], &h, x, &g, &y);
-            if (cpu) {
-                assert_int_equal(plain, form ? 5 : 6);   /* product + bias, activation, product (+ bias), add */
-                assert_int_equal(fused, 2);
-            } else {
-                assert_true(fused <= plain);
-            }
+            if (cpu || wt == TF_F32) assert_int_equal(plain, plain_nodes[form]);
+            if (cpu) assert_int_equal(fused, 2);      /* product + its tail, twice */
+            else assert_true(fused <= plain);         /* where the device has the kernel */
             expect_replay_equals_eager(d, g, x, y, forms[form], &h);
             tf_graph_destroy(g);
             tf_tensor_release(y);
         }
-        tf_tensor_release(h.w1);
-        tf_tensor_release(h.w2);
+        if (wt != TF_F32) {
+            tf_tensor_release(h.w1);
+            tf_tensor_release(h.w2);
+        }
         tf_tensor_release(x);
         free_ffn(&f);
     }
+}
+
+static void test_fusion_matches_eager_on_every_device(void **state) {
+    (void)state;
+    check_fusion_on_every_device(TF_F32, (const int64_t[]){4, 4});   /* linear, activation, linear, add */
+}
+
+/* bf16 weights under f32 x: the product, its bias, activation and residual
+ * become one QMATMUL_EPILOGUE node per linear on the CPU. */
+static void test_kept_weight_fusion_matches_eager(void **state) {
+    (void)state;
+    check_fusion_on_every_device(TF_BF16, (const int64_t[]){6, 5});  /* product + bias, activation, product (+ bias), add */
 }
 
 /* What must not fuse: an intermediate the user still holds, or a later

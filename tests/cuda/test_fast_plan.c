@@ -174,8 +174,20 @@ static void test_attention(void) {
            "decode 9 rows, 300 keys: %lld splits of %lld", (long long)a.splits, (long long)a.chunk);
     op = attn_op(TF_F16, 1, 9, TF_CUDA_DECODE_MAX_Q + 1, 3, 300, 64);
     EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_FLASH, "17 queries: flash");
-    op = attn_op(TF_F32, 1, 4, 64, 4, 64, 64);
-    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "f32 stays on the portable kernel");
+    op = attn_op(TF_F32, 1, 9, 512, 3, 512, 64);      /* SmolLM2's prompt in f32: a query row at a time */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 1 &&
+               a.chunk == 512 && a.type == TF_CUDA_F32 && tf_cuda_attn_scratch_bytes(&a) == 0,
+           "f32 prefill: one block a query row");
+    op = attn_op(TF_F32, 64, 12, 40, 12, 40, 32);     /* all-MiniLM-L6-v2: head size 32 */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.head_dim == 32,
+           "f32, head size 32");
+    op = attn_op(TF_F32, 1, 32, 4096, 32, 4096, 64);  /* 131072 rows: more than a grid's y holds */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE,
+           "f32 with more rows than the grid holds");
+    op = attn_op(TF_F32, 1, 4, 64, 4, 64, 96);
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "f32 head size 96 is not built");
+    op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 32);
+    EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "bf16 head size 32 (prefill) is not built");
     op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 96);
     EXPECT(!tf_cuda_plan_attention(&op, 132, fake_addr, &a), "head size 96 is not built");
     op = attn_op(TF_BF16, 1, 4, 64, 4, 64, 64);

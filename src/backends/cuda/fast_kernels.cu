@@ -508,96 +508,108 @@ template <typename T, int D, int NW> cudaError_t launch_flash(const tf_cuda_attn
     return cudaGetLastError();
 }
 
-/* ---- decode attention: split-KV ----
- * A block takes one query row and `chunk` keys. A key is a group of D/8
- * lanes (16 bytes each), so a warp reads 32/(D/8) keys at once; each group
- * keeps its own online softmax, and the block merges its groups. With
- * several splits, (max, sum, acc) go to `partial` and decode_combine merges
- * them. */
+/* ---- attention a query row at a time: split-KV ----
+ * Decode (up to TF_CUDA_DECODE_MAX_Q queries) in every dtype, and every
+ * f32 attention (prefill too: no tensor-core path keeps f32's precision).
+ * A block takes one query row and `chunk` keys, walking rows with a
+ * stride of gridDim.y where there are more than a grid holds. A key is a
+ * group of D/8 lanes (8 elements each), so a warp reads 32/(D/8) keys at
+ * once; each group keeps its own online softmax, and the block merges its
+ * groups. With several splits, (max, sum, acc) go to `partial` and
+ * decode_combine merges them. */
+
+/* Eight consecutive elements of a row as loaded: one 16-byte access for the
+ * half types, two for f32 (the plan promises 16-byte alignment only). */
+template <typename T> struct alignas(16) row8 { T v[8]; };
+
 template <typename T, int D>
 __global__ void __launch_bounds__(128) decode_kernel(const tf_cuda_attn_args a) {
     constexpr int G = D / 8, KPW = 32 / G, NG = 4 * KPW, U = 4;   /* U keys a group in flight */
     __shared__ float sm_m[NG], sm_l[NG], sm_acc[NG][D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = warp * KPW + lane / G, gl = lane % G;
-    const int64_t split = blockIdx.x, row = blockIdx.y, b = blockIdx.z;
-    const int64_t i = row % a.Lq, h = row / a.Lq, kh = h / (a.Hq / a.Hkv);
-    int64_t kv_end = a.Lk;
-    if (a.causal && a.q_off + i + 1 < kv_end) kv_end = a.q_off + i + 1;
-    const int64_t j_begin = split * a.chunk, j_end = j_begin + a.chunk < kv_end ? j_begin + a.chunk : kv_end;
-    const T *q = (const T *)a.q + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
-    const T *k = (const T *)a.k + b * a.ks[0] + kh * a.ks[1] + gl * 8;
-    const T *v = (const T *)a.v + b * a.vs[0] + kh * a.vs[1] + gl * 8;
-    const T *mask = (const T *)a.mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2];
-    float qv[8], acc[8], m = -INFINITY, l = 0;
-    {
-        pack<T, 8> p = *(const pack<T, 8> *)(q + gl * 8);
+    const int64_t split = blockIdx.x, b = blockIdx.z, rows = a.Hq * a.Lq;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int64_t i = row % a.Lq, h = row / a.Lq, kh = h / (a.Hq / a.Hkv);
+        int64_t kv_end = a.Lk;
+        if (a.causal && a.q_off + i + 1 < kv_end) kv_end = a.q_off + i + 1;
+        const int64_t j_begin = split * a.chunk, j_end = j_begin + a.chunk < kv_end ? j_begin + a.chunk : kv_end;
+        const T *q = (const T *)a.q + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
+        const T *k = (const T *)a.k + b * a.ks[0] + kh * a.ks[1] + gl * 8;
+        const T *v = (const T *)a.v + b * a.vs[0] + kh * a.vs[1] + gl * 8;
+        const T *mask = (const T *)a.mask + b * a.ms[0] + h * a.ms[1] + i * a.ms[2];
+        float qv[8], acc[8], m = -INFINITY, l = 0;
+        {
+            row8<T> p = *(const row8<T> *)(q + gl * 8);
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            qv[e] = to_f(p.v[e]) * a.scale_log2;
-            acc[e] = 0;
-        }
-    }
-    /* Warp-uniform trip count: every lane takes part in the shuffles. */
-    for (int64_t jb = j_begin + warp * KPW; jb < j_end; jb += (int64_t)NG * U) {
-        pack<T, 8> kp[U], vp[U];
-        bool ok[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int64_t j = jb + (int64_t)u * NG + lane / G;
-            ok[u] = j < j_end;
-            if (ok[u]) {
-                kp[u] = *(const pack<T, 8> *)(k + j * a.ks[2]);
-                vp[u] = *(const pack<T, 8> *)(v + j * a.vs[2]);
+            for (int e = 0; e < 8; e++) {
+                qv[e] = to_f(p.v[e]) * a.scale_log2;
+                acc[e] = 0;
             }
         }
+        /* Warp-uniform trip count: every lane takes part in the shuffles. */
+        for (int64_t jb = j_begin + warp * KPW; jb < j_end; jb += (int64_t)NG * U) {
+            row8<T> kp[U], vp[U];
+            bool ok[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            float s = 0;
-            if (ok[u])
+            for (int u = 0; u < U; u++) {
+                const int64_t j = jb + (int64_t)u * NG + lane / G;
+                ok[u] = j < j_end;
+                if (ok[u]) {
+                    kp[u] = *(const row8<T> *)(k + j * a.ks[2]);
+                    vp[u] = *(const row8<T> *)(v + j * a.vs[2]);
+                }
+            }
 #pragma unroll
-                for (int e = 0; e < 8; e++) s += qv[e] * to_f(kp[u].v[e]);
+            for (int u = 0; u < U; u++) {
+                float s = 0;
+                if (ok[u])
 #pragma unroll
-            for (int off = G / 2; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-            if (!ok[u]) continue;
-            const int64_t j = jb + (int64_t)u * NG + lane / G;
-            if (a.has_mask) s += to_f(mask[j * a.ms[3]]) * kLog2e;
-            const float m_new = fmaxf(m, s);
-            if (m_new == -INFINITY) continue;
-            const float keep = exp2f(m - m_new), p = exp2f(s - m_new);
-            l = l * keep + p;
+                    for (int e = 0; e < 8; e++) s += qv[e] * to_f(kp[u].v[e]);
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc[e] = acc[e] * keep + p * to_f(vp[u].v[e]);
-            m = m_new;
+                for (int off = G / 2; off; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+                if (!ok[u]) continue;
+                const int64_t j = jb + (int64_t)u * NG + lane / G;
+                if (a.has_mask) s += to_f(mask[j * a.ms[3]]) * kLog2e;
+                const float m_new = fmaxf(m, s);
+                if (m_new == -INFINITY) continue;
+                const float keep = exp2f(m - m_new), p = exp2f(s - m_new);
+                l = l * keep + p;
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[e] = acc[e] * keep + p * to_f(vp[u].v[e]);
+                m = m_new;
+            }
         }
-    }
-    if (gl == 0) {
-        sm_m[grp] = m;
-        sm_l[grp] = l;
-    }
+        if (gl == 0) {
+            sm_m[grp] = m;
+            sm_l[grp] = l;
+        }
 #pragma unroll
-    for (int e = 0; e < 8; e++) sm_acc[grp][gl * 8 + e] = acc[e];
-    __syncthreads();
-    const int d = threadIdx.x;
-    if (d >= D) return;
-    float M = -INFINITY;
-    for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm_m[gi]);
-    const float mu = M == -INFINITY ? 0.0f : M;
-    float L = 0, A = 0;
-    for (int gi = 0; gi < NG; gi++) {
-        const float w = exp2f(sm_m[gi] - mu);
-        L += sm_l[gi] * w;
-        A += sm_acc[gi][d] * w;
-    }
-    if (a.splits == 1) {
-        T *out = (T *)a.out + b * a.os[0] + h * a.os[1] + i * a.os[2];
-        out[d] = from_f<T>(A / L);               /* no visible key: 0/0 = NaN */
-        return;
-    }
-    float *part = a.partial + ((b * a.Hq * a.Lq + row) * a.splits + split) * (D + 2);
-    part[2 + d] = A;
-    if (d == 0) {
-        part[0] = M;
-        part[1] = L;
+        for (int e = 0; e < 8; e++) sm_acc[grp][gl * 8 + e] = acc[e];
+        __syncthreads();
+        const int d = threadIdx.x;
+        if (d < D) {
+            float M = -INFINITY;
+            for (int gi = 0; gi < NG; gi++) M = fmaxf(M, sm_m[gi]);
+            const float mu = M == -INFINITY ? 0.0f : M;
+            float L = 0, A = 0;
+            for (int gi = 0; gi < NG; gi++) {
+                const float w = exp2f(sm_m[gi] - mu);
+                L += sm_l[gi] * w;
+                A += sm_acc[gi][d] * w;
+            }
+            if (a.splits == 1) {
+                T *out = (T *)a.out + b * a.os[0] + h * a.os[1] + i * a.os[2];
+                out[d] = from_f<T>(A / L);               /* no visible key: 0/0 = NaN */
+            } else {
+                float *part = a.partial + ((b * rows + row) * a.splits + split) * (D + 2);
+                part[2 + d] = A;
+                if (d == 0) {
+                    part[0] = M;
+                    part[1] = L;
+                }
+            }
+        }
+        __syncthreads();                             /* the next row reuses the shared arrays */
     }
 }
 
@@ -619,7 +631,8 @@ template <typename T, int D> __global__ void __launch_bounds__(D) decode_combine
 }
 
 template <typename T, int D> cudaError_t launch_decode(const tf_cuda_attn_args *a, cudaStream_t st) {
-    dim3 grid((unsigned)a->splits, (unsigned)(a->Hq * a->Lq), (unsigned)a->B);
+    const int64_t rows = a->Hq * a->Lq;
+    dim3 grid((unsigned)a->splits, (unsigned)(rows < 65535 ? rows : 65535), (unsigned)a->B);
     decode_kernel<T, D><<<grid, 128, 0, st>>>(*a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || a->splits == 1) return e;
@@ -633,6 +646,17 @@ template <typename T, int D> cudaError_t launch_attn(const tf_cuda_attn_args *a,
     if (hopper >= 0) return (cudaError_t)hopper;
     if (a->flash_impl >= TF_CUDA_FLASH_HOPPER) return cudaErrorNotSupported;   /* required, and it cannot run here */
     return a->warps == 8 ? launch_flash<T, D, 8>(a, st) : launch_flash<T, D, 4>(a, st);
+}
+
+/* f32 has only the row-at-a-time kernel (the plan never makes it FLASH). */
+cudaError_t launch_attn_f32(const tf_cuda_attn_args *a, cudaStream_t st) {
+    if (a->kind != TF_CUDA_ATTN_DECODE) return cudaErrorInvalidValue;
+    switch (a->head_dim) {
+    case 32: return launch_decode<float, 32>(a, st);
+    case 64: return launch_decode<float, 64>(a, st);
+    case 128: return launch_decode<float, 128>(a, st);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 template <typename T> cudaError_t launch_attn_d(const tf_cuda_attn_args *a, cudaStream_t st) {
@@ -668,6 +692,7 @@ extern "C" int tf_cuda_reduce_launch(const tf_cuda_reduce_args *a, void *stream)
 extern "C" int tf_cuda_attn_launch(const tf_cuda_attn_args *a, void *stream) {
     cudaStream_t st = (cudaStream_t)stream;
     switch (a->type) {
+    case TF_CUDA_F32: return (int)launch_attn_f32(a, st);
     case TF_CUDA_F16: return (int)launch_attn_d<__half>(a, st);
     case TF_CUDA_BF16: return (int)launch_attn_d<__nv_bfloat16>(a, st);
     default: return (int)cudaErrorInvalidValue;

@@ -149,9 +149,13 @@ bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr,
     const tf_tensor_desc *m = has_mask ? &op->inputs[3] : NULL;
     tf_cuda_ftype type;
     int size;
-    if (!ftype_of(q->dtype, &type, &size) || type == TF_CUDA_F32) return false;
+    if (!ftype_of(q->dtype, &type, &size)) return false;
+    /* f32 runs a query row at a time whatever the queries (decode_kernel),
+     * which also takes head size 32 (all-MiniLM-L6-v2's); the half types'
+     * flash kernels take 64 and 128. */
+    const bool f32 = type == TF_CUDA_F32;
     int64_t D = q->shape[3];
-    if ((D != 64 && D != 128) || v->shape[3] != D || o->dtype != q->dtype) return false;
+    if (!(D == 64 || D == 128 || (f32 && D == 32)) || v->shape[3] != D || o->dtype != q->dtype) return false;
     memset(a, 0, sizeof *a);
     a->type = type;
     a->head_dim = (int32_t)D;
@@ -178,8 +182,7 @@ bool tf_cuda_plan_attention(const tf_op *op, int sm_count, tf_cuda_addr_fn addr,
         for (int i = 0; i < 4; i++) a->ms[i] = m->strides[i];
     }
     a->scale_log2 = (float)(op->params.scale * 1.4426950408889634);
-    if (a->Lq <= TF_CUDA_DECODE_MAX_Q) {
-        if (a->Hq * a->Lq > 65535) return false;
+    if (a->Lq <= TF_CUDA_DECODE_MAX_Q || f32) {       /* rows past the grid's 65535 loop in the kernel */
         a->kind = TF_CUDA_ATTN_DECODE;
         decode_split(a, sm_count);
         return true;

@@ -488,6 +488,48 @@ static bool cu_supports(void *ctx, const tf_op *op) {
     return tf_pk_supports(op, true);
 }
 
+/* A quantized product of this many activation rows or more runs as two
+ * steps on the device: the weight decoded to f32 scratch by the portable
+ * decode kernel, then the vendor's GEMM against it. Below, the portable
+ * qgemv (up to 8 rows) reads the quantized weight once for all rows, which
+ * is what decode needs. Above, the portable tiles run on the CUDA cores
+ * with the decode in their inner loop: on an H200, SmolLM2's 512-token
+ * prompt spent 480 us on one [512,576] x [3072,576]^T Q4_1 product, where
+ * the decode writes 7 MB (a few us) and cuBLAS's SGEMM needs ~40 us. */
+#define WIDEN_FROM_ROWS 9
+
+/* True if op is such a product and ran widened (*s holds the result);
+ * false to run it as it comes (a refused scratch block included: the
+ * tiles need none). */
+static bool run_widened_qmatmul(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_status *s) {
+    const tf_tensor_desc *x = &op->inputs[0], *w = &op->inputs[1];
+    if (op->kind != TF_OP_QMATMUL || tf_pk_block_elems(w->dtype) == 0 || x->shape[0] < WIDEN_FROM_ROWS) return false;
+    const int64_t n = w->shape[0], k = w->shape[1];
+    cuda_buf *scratch = NULL;
+    if (tf_gpu_alloc(&d->gd, (size_t)(n * k) * sizeof(float), &scratch) != TF_OK) return false;
+    d->shared_scratch = true;
+    tf_op part;
+    memset(&part, 0, sizeof part);
+    part.struct_size = sizeof part;
+    part.kind = TF_OP_COPY;
+    part.n_inputs = 1;
+    part.inputs[0] = *w;
+    part.output = (tf_tensor_desc){(tf_backend_buffer *)scratch, 0, TF_F32, 2, {n, k}, {k, 1}};
+    *s = tf_pk_run(tg, &part);
+    if (*s == TF_OK) {
+        part.kind = TF_OP_GEMM;
+        part.n_inputs = 2;
+        part.inputs[0] = *x;
+        part.inputs[1] = (tf_tensor_desc){(tf_backend_buffer *)scratch, 0, TF_F32, 2, {k, n}, {1, k}};   /* w^T */
+        part.output = op->output;
+        part.params.alpha = 1;
+        part.params.beta = 0;
+        if (!tf_vendor_gemm(d, tg, &part, s)) *s = tf_pk_run(tg, &part);
+    }
+    tf_cu_release_block(d, scratch);
+    return true;
+}
+
 static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     cuda_dev *d = ctx;
     tf_pk_target tg = {d, tf_cu_host, true, 256, 16, tf_cu_mem_of, cu_launch, cu_scratch_alloc, cu_scratch_free, false, NULL};
@@ -495,6 +537,7 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     if (s != TF_OK) return s;
     d->shared_scratch = false;
     bool taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? tf_vendor_gemm(d, &tg, op, &s)
+                 : op->kind == TF_OP_QMATMUL                          ? run_widened_qmatmul(d, &tg, op, &s)
                                                                      : tf_vendor_fast(d, op, &s);
     if (!taken) s = tf_pk_run(&tg, op);
     /* Scratch goes back to the allocator right after the launch and cuBLAS

@@ -503,7 +503,10 @@ static bool cu_supports(void *ctx, const tf_op *op) {
  * tiles need none). */
 static bool run_widened_qmatmul(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_status *s) {
     const tf_tensor_desc *x = &op->inputs[0], *w = &op->inputs[1];
-    if (op->kind != TF_OP_QMATMUL || tf_pk_block_elems(w->dtype) == 0 || x->shape[0] < WIDEN_FROM_ROWS) return false;
+    static int enabled = -1;                    /* TF_GPU_WIDEN_QMATMUL=0: the tiles always (to compare) */
+    if (enabled < 0) enabled = tf_gpu_env_flag("TF_GPU_WIDEN_QMATMUL", true);
+    if (!enabled || op->kind != TF_OP_QMATMUL || tf_pk_block_elems(w->dtype) == 0 || x->shape[0] < WIDEN_FROM_ROWS)
+        return false;
     const int64_t n = w->shape[0], k = w->shape[1];
     cuda_buf *scratch = NULL;
     if (tf_gpu_alloc(&d->gd, (size_t)(n * k) * sizeof(float), &scratch) != TF_OK) return false;

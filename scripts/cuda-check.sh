@@ -201,6 +201,11 @@ if want embedcmp; then
       --cases 1x16,64x40,64x128 > "$logs/embed-compare.txt" 2>&1 || fail=1
     cat "$logs/embed-compare.txt"
     note "MiniLM vs PyTorch: $(grep -E '^(agreement|1x|64x)' "$logs/embed-compare.txt" | tr -s ' ' | tr '\n' ';')"
+    python3 -c "import random; random.seed(1); [print(' '.join(str(random.randrange(1000, 29000)) for _ in range(40))) for _ in range(64)]" > "$logs/ids64x40.txt"
+    CUDA_LAUNCH_BLOCKING=1 TF_PROFILE="$logs/prof-embed-f32.json" timeout 120 "$build/bin/embed" "$dir/model.safetensors" \
+      --device cuda:0 --weights f32 --ids --bench 3 < "$logs/ids64x40.txt" > /dev/null 2>&1
+    python3 scripts/trace-by-shape.py "$logs/prof-embed-f32.json" 30 > "$logs/prof-embed-f32.table" 2>&1
+    cp "$logs/prof-embed-f32.table" "$out/" 2> /dev/null
   else
     note "embedcmp: no model at $dir or no PyTorch with CUDA"
   fi

@@ -523,12 +523,12 @@ template <typename T, int D, int NW> cudaError_t launch_flash(const tf_cuda_attn
 template <typename T> struct alignas(16) row8 { T v[8]; };
 
 template <typename T, int D>
-__global__ void __launch_bounds__(128) decode_kernel(const tf_cuda_attn_args a) {
+__device__ __forceinline__ void decode_row(const tf_cuda_attn_args &a, int64_t row) {
     constexpr int G = D / 8, KPW = 32 / G, NG = 4 * KPW, U = 4;   /* U keys a group in flight */
     __shared__ float sm_m[NG], sm_l[NG], sm_acc[NG][D];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = warp * KPW + lane / G, gl = lane % G;
     const int64_t split = blockIdx.x, b = blockIdx.z, rows = a.Hq * a.Lq;
-    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    {
         const int64_t i = row % a.Lq, h = row / a.Lq, kh = h / (a.Hq / a.Hkv);
         int64_t kv_end = a.Lk;
         if (a.causal && a.q_off + i + 1 < kv_end) kv_end = a.q_off + i + 1;
@@ -609,7 +609,22 @@ __global__ void __launch_bounds__(128) decode_kernel(const tf_cuda_attn_args a) 
                 }
             }
         }
-        __syncthreads();                             /* the next row reuses the shared arrays */
+    }
+}
+
+/* One query row a block: grids of up to 65535 rows. */
+template <typename T, int D>
+__global__ void __launch_bounds__(128) decode_kernel(const tf_cuda_attn_args a) {
+    decode_row<T, D>(a, blockIdx.y);
+}
+
+/* More rows than a grid holds (a long f32 prompt): a block walks rows
+ * gridDim.y apart. */
+template <typename T, int D>
+__global__ void __launch_bounds__(128) decode_rows_kernel(const tf_cuda_attn_args a) {
+    for (int64_t row = blockIdx.y; row < a.Hq * a.Lq; row += gridDim.y) {
+        decode_row<T, D>(a, row);
+        __syncthreads();                         /* the next row reuses the shared arrays */
     }
 }
 
@@ -633,7 +648,8 @@ template <typename T, int D> __global__ void __launch_bounds__(D) decode_combine
 template <typename T, int D> cudaError_t launch_decode(const tf_cuda_attn_args *a, cudaStream_t st) {
     const int64_t rows = a->Hq * a->Lq;
     dim3 grid((unsigned)a->splits, (unsigned)(rows < 65535 ? rows : 65535), (unsigned)a->B);
-    decode_kernel<T, D><<<grid, 128, 0, st>>>(*a);
+    if (rows <= 65535) decode_kernel<T, D><<<grid, 128, 0, st>>>(*a);
+    else decode_rows_kernel<T, D><<<grid, 128, 0, st>>>(*a);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || a->splits == 1) return e;
     decode_combine<T, D><<<dim3((unsigned)(a->Hq * a->Lq), (unsigned)a->B), D, 0, st>>>(*a);

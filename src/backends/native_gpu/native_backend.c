@@ -402,6 +402,8 @@ static tf_status cu_memory_stats(void *ctx, tf_memory_stats *out) {
 static void cu_empty_cache(void *ctx) {
     cuda_dev *d = ctx;
     if (enter(d) != TF_OK) return;
+    if (d->widened) tf_gpu_free(&d->gd, d->widened);
+    d->widened = NULL;
     tf_gpu_release_cache(&d->gd);
     leave(d);
 }
@@ -498,6 +500,25 @@ static bool cu_supports(void *ctx, const tf_op *op) {
  * the decode writes 7 MB (a few us) and cuBLAS's SGEMM needs ~40 us. */
 #define WIDEN_FROM_ROWS 9
 
+/* nbytes of scratch for a widened weight: the device's kept block (grown
+ * if too small: the old one goes back to the cache, which is safe since
+ * its readers are earlier on the stream), or during a capture a block of
+ * its own that the graph holds. */
+static tf_status widened_scratch(cuda_dev *d, size_t nbytes, cuda_buf **out) {
+    if (d->capture.on) return tf_gpu_alloc(&d->gd, nbytes, out);
+    if (d->widened && d->widened->capacity >= nbytes) {
+        *out = d->widened;
+        return TF_OK;
+    }
+    if (d->widened) {
+        tf_gpu_free(&d->gd, d->widened);
+        d->widened = NULL;
+    }
+    tf_status s = tf_gpu_alloc(&d->gd, nbytes, out);
+    if (s == TF_OK) d->widened = *out;
+    return s;
+}
+
 /* True if op is such a product and ran widened (*s holds the result);
  * false to run it as it comes (a refused scratch block included: the
  * tiles need none). */
@@ -509,7 +530,7 @@ static bool run_widened_qmatmul(cuda_dev *d, const tf_pk_target *tg, const tf_op
         return false;
     const int64_t n = w->shape[0], k = w->shape[1];
     cuda_buf *scratch = NULL;
-    if (tf_gpu_alloc(&d->gd, (size_t)(n * k) * sizeof(float), &scratch) != TF_OK) return false;
+    if (widened_scratch(d, (size_t)(n * k) * sizeof(float), &scratch) != TF_OK) return false;
     d->shared_scratch = true;
     tf_op part;
     memset(&part, 0, sizeof part);
@@ -529,7 +550,7 @@ static bool run_widened_qmatmul(cuda_dev *d, const tf_pk_target *tg, const tf_op
         part.params.beta = 0;
         if (!tf_vendor_gemm(d, tg, &part, s)) *s = tf_pk_run(tg, &part);
     }
-    tf_cu_release_block(d, scratch);
+    if (scratch != d->widened) tf_cu_release_block(d, scratch);
     return true;
 }
 
@@ -816,6 +837,7 @@ static void cu_shutdown(void *ctx) {
         tf_vendor_close_device(d);
         cudaStreamDestroy(d->stream);
         cudaGetLastError();                   /* a lost device's errors end with it */
+        d->widened = NULL;                    /* a live block: the allocator's destroy frees it */
         tf_gpu_dev_destroy(&d->gd);
     }
     n_devs = 0;

@@ -69,6 +69,12 @@ typedef struct cuda_dev {
         cuda_buf **held;                /* scratch the captured launches use: the graph's until destroyed */
         int n_held, cap_held;
     } capture;
+    /* The f32 copy of a quantized weight in a product of many rows
+     * (native_backend.c, run_widened_qmatmul): one block kept between
+     * products and grown to the largest weight, since a block a product
+     * of each weight's size came and went through the cache and, with the
+     * cache trimmed to demand, was released and allocated again each time. */
+    cuda_buf *widened;
     tf_vendor_state vendor;
     tf_vendor_stats stats;
 } cuda_dev;

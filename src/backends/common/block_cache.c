@@ -41,7 +41,13 @@ static void raw_release(tf_block_cache *c, tf_block *b) {
     c->host->free(b);
 }
 
+static void forget_trimming(tf_block_cache *c) {
+    memset(c->trimmed_at, 0, sizeof c->trimmed_at);
+    memset(c->hot, 0, sizeof c->hot);
+}
+
 void tf_block_release_cached(tf_block_cache *c) {
+    forget_trimming(c);
     for (int k = 0; k < TF_BLOCK_CLASSES; k++)
         while (c->free_list[k]) {
             tf_block *b = c->free_list[k];
@@ -64,15 +70,46 @@ static bool release_largest(tf_block_cache *c) {
     return false;
 }
 
+/* A class whose block trimming gave back is asked for again within this
+ * many allocations: it is part of the working set, not of a finished
+ * phase. */
+#define REGRET_WINDOW 4096
+
+/* Give back the largest cached block of a class trimming may take (not
+ * hot), noting when; false when there is none. */
+static bool trim_largest(tf_block_cache *c) {
+    for (int k = TF_BLOCK_CLASSES - 1; k >= 0; k--) {
+        tf_block *b = c->free_list[k];
+        if (!b || c->hot[k]) continue;
+        c->free_list[k] = b->next;
+        c->stats.cached -= b->capacity;
+        c->trimmed_at[k] = c->clock;
+        raw_release(c, b);
+        return true;
+    }
+    return false;
+}
+
 /* Before reserved grows by `capacity` for a request of n: keep reserved
- * within max_reserved_ratio of the highest demand, at the cache's expense. */
+ * within max_reserved_ratio of the highest demand, at the cache's expense.
+ * Blocks whose lifetimes never overlap (a layer's QKV output, then its
+ * wider MLP output) are cached side by side although only one counts in
+ * the demand; trimming one before its turn gave it back and took it again
+ * at every layer (on a GPU a synchronizing free and a new allocation). So
+ * a class asked for again within REGRET_WINDOW allocations of losing a
+ * block turns hot, and trimming leaves it alone from then on (until the
+ * cache is emptied or configured). */
 static void trim_for_demand(tf_block_cache *c, size_t n, size_t capacity) {
     if (c->conf.max_reserved_ratio <= 0) return;
     uint64_t demand = c->stats.allocated + n;
     if (demand < c->stats.peak_allocated) demand = c->stats.peak_allocated;
     double target = c->conf.max_reserved_ratio * (double)demand;
-    while (c->stats.cached && (double)(c->stats.reserved + capacity) > target && release_largest(c)) {
+    while (c->stats.cached && (double)(c->stats.reserved + capacity) > target && trim_largest(c)) {
     }
+}
+
+static void note_miss(tf_block_cache *c, int cls) {
+    if (c->trimmed_at[cls] && c->clock - c->trimmed_at[cls] <= REGRET_WINDOW) c->hot[cls] = true;
 }
 
 static uint64_t mib(uint64_t b) { return (b + (1u << 19)) >> 20; }
@@ -141,12 +178,14 @@ tf_status tf_block_alloc(tf_block_cache *c, size_t nbytes, tf_block **out) {
         c->stats.ooms++;
         return c->host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes is more than any device holds", c->name, nbytes);
     }
+    c->clock++;
     tf_block *b = c->free_list[cls];
     if (b) {
         c->free_list[cls] = b->next;
         c->stats.cached -= b->capacity;
         c->stats.cache_hits++;
     } else {
+        note_miss(c, cls);
         tf_status s = fresh_block(c, nbytes, capacity, &b);
         if (s != TF_OK) return s;
         b->cls = cls;

@@ -45,6 +45,12 @@ typedef struct tf_block_cache {
     unsigned epoch;
     tf_block *free_list[TF_BLOCK_CLASSES];
     tf_block *live;
+    /* Trimming's memory (block_cache.c, trim_for_demand): the allocation
+     * count, when each class last lost a block to trimming, and the classes
+     * asked for again soon after, which trimming then leaves alone. */
+    uint64_t clock;
+    uint64_t trimmed_at[TF_BLOCK_CLASSES];
+    bool hot[TF_BLOCK_CLASSES];
     tf_memory_stats stats;               /* fragmentation filled on reading */
 } tf_block_cache;
 

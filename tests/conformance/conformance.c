@@ -612,10 +612,11 @@ static const reduce_case reduce_cases[] = {
     {1, {1031}, TF_ALL_AXES, LAYOUT_STRIDED}, {2, {1, 1}, 0, LAYOUT_CONTIG},
     /* What the GPUs' reduction kernels take: everything or the last axis of
      * contiguous data, with and without 16-byte loads, in one block a row or
-     * in parts merged by a second kernel. */
+     * in parts merged by a second kernel; a middle axis (CUDA: a thread an
+     * output), as an encoder's mean pooling over tokens. */
     {1, {20011}, TF_ALL_AXES, LAYOUT_CONTIG}, {2, {16, 1024}, TF_ALL_AXES, LAYOUT_CONTIG},
     {2, {3, 4096}, -1, LAYOUT_CONTIG},        {2, {7, 999}, 1, LAYOUT_CONTIG},
-    {2, {2, 40000}, 1, LAYOUT_CONTIG},
+    {2, {2, 40000}, 1, LAYOUT_CONTIG},        {3, {8, 40, 96}, 1, LAYOUT_CONTIG},
 };
 
 static tf_status run_binary_op(tf_op_kind k, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {

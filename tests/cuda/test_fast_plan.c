@@ -135,7 +135,19 @@ static void test_reduce(void) {
     op = reduce_op(TF_OP_SUM, TF_I32, 2, rows, 1);
     EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "integer sums stay on the portable kernels");
     op = reduce_op(TF_OP_SUM, TF_F32, 2, rows, 0);
-    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "axis 0 of two is not the last");
+    EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "axis 0 into an output of the wrong size");
+    int64_t pooled[3] = {64, 40, 384}, outputs = 64 * 384;
+    op = reduce_op(TF_OP_SUM, TF_F32, 3, pooled, 1);     /* all-MiniLM-L6-v2's mean pooling */
+    op.output = contiguous(TF_F32, 1, &outputs);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.inner == 384 && a.len == 40 && a.rows == 64 * 384 &&
+               a.parts == 1 && tf_cuda_reduce_scratch_bytes(&a) == 0,
+           "a middle axis: inner %lld, len %lld, rows %lld", (long long)a.inner, (long long)a.len, (long long)a.rows);
+    op = reduce_op(TF_OP_ARGMIN, TF_F32, 2, rows, 0);
+    outputs = 4096;
+    op.output = contiguous(TF_I64, 1, &outputs);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.inner == 4096 && a.len == 65536, "axis 0 of two");
+    op = reduce_op(TF_OP_SUM, TF_F32, 2, rows, 1);
+    EXPECT(tf_cuda_plan_reduce(&op, 132, fake_addr, &a) && a.inner == 1, "the last axis: inner 1");
     op = reduce_op(TF_OP_PROD, TF_F32, 2, rows, 1);
     EXPECT(!tf_cuda_plan_reduce(&op, 132, fake_addr, &a), "prod is not taken");
 }
@@ -178,9 +190,18 @@ static void test_attention(void) {
     EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.splits == 1 &&
                a.chunk == 512 && a.type == TF_CUDA_F32 && tf_cuda_attn_scratch_bytes(&a) == 0,
            "f32 prefill: one block a query row");
-    op = attn_op(TF_F32, 64, 12, 40, 12, 40, 32);     /* all-MiniLM-L6-v2: head size 32 */
-    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE && a.head_dim == 32,
-           "f32, head size 32");
+    op = attn_op(TF_F32, 64, 12, 40, 12, 40, 32);     /* all-MiniLM-L6-v2: head size 32, 40 keys */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_SMALL && a.head_dim == 32 &&
+               tf_cuda_attn_scratch_bytes(&a) == 0 && tf_cuda_attn_small_smem(40, 32) <= TF_CUDA_SMALL_SMEM,
+           "f32 with few keys: the small kernel");
+    op = attn_op(TF_F32, 1, 9, 42, 3, 42, 64);        /* SmolLM2's 42-token prompt */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_SMALL, "a short f32 prompt");
+    op = attn_op(TF_F32, 1, 9, 1, 3, 42, 64);
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE, "one f32 query: split-KV");
+    op = attn_op(TF_F32, 1, 4, 100, 4, 100, 128);     /* 100 keys of 128 need 103 KB */
+    EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE &&
+               tf_cuda_attn_small_smem(100, 128) > TF_CUDA_SMALL_SMEM,
+           "keys past the small kernel's shared memory");
     op = attn_op(TF_F32, 1, 32, 4096, 32, 4096, 64);  /* 131072 rows: more than a grid's y holds */
     EXPECT(tf_cuda_plan_attention(&op, 132, fake_addr, &a) && a.kind == TF_CUDA_ATTN_DECODE,
            "f32 with more rows than the grid holds");

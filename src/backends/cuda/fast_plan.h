@@ -8,7 +8,7 @@
  *   into registers, reduced there, and written once; a warp takes a row of up
  *   to 32 x 8 vectors, a block of 256 or 1024 threads a longer one, and 128-bit
  *   loads are used where the rows and the weights allow them.
- * - Reductions over everything or the last axis (see tf_cuda_reduce_args).
+ * - Reductions over everything, the last axis or a middle one (see tf_cuda_reduce_args).
  * - Attention (sdpa) in f16/bf16 with head size 64 or 128 (q, k, v and out
  *   with unit stride along the head): prefill by a flash-attention kernel
  *   (tiles in shared memory, tensor-core MMA, online softmax in registers);
@@ -45,7 +45,18 @@ typedef struct tf_cuda_row_args {
 /* True (and *a filled in) if the row kernel takes op. */
 bool tf_cuda_plan_row(const tf_op *op, tf_cuda_addr_fn addr, tf_cuda_row_args *a);
 
-typedef enum tf_cuda_attn_kind { TF_CUDA_ATTN_FLASH = 1, TF_CUDA_ATTN_DECODE = 2 } tf_cuda_attn_kind;
+/* FLASH: the tensor-core prefill kernels (f16, bf16); DECODE: a query row a
+ * block with split-KV (every dtype; f32's prefill too); SMALL: f32 with few
+ * keys, a block per (query tile, head) with the head's keys and values in
+ * shared memory (an encoder's 40-token sentences). */
+typedef enum tf_cuda_attn_kind { TF_CUDA_ATTN_FLASH = 1, TF_CUDA_ATTN_DECODE = 2, TF_CUDA_ATTN_SMALL = 3 } tf_cuda_attn_kind;
+
+#define TF_CUDA_SMALL_ROWS 16       /* SMALL: query rows a block (4 warps, 4 rows each) */
+#define TF_CUDA_SMALL_SMEM 49152    /* SMALL: shared memory at most (no opt-in needed) */
+/* SMALL's shared memory for Lk keys of head size D: K with rows padded by
+ * one float (no bank conflicts when lanes take keys), V, and a row of
+ * scores and a query row for each of the 4 warps. */
+size_t tf_cuda_attn_small_smem(int64_t Lk, int64_t D);
 
 /* Which prefill kernel (TF_CUDA_FLASH): on a compute-9.0 device the Hopper
  * kernel (flash_hopper.cu: TMA, wgmma, warp-specialized) where it can
@@ -106,7 +117,9 @@ typedef struct tf_cuda_reduce_args {
     int32_t op;                 /* TF_OP_SUM, _MEAN, _MAX, _MIN, _ARGMAX or _ARGMIN */
     int32_t type;               /* tf_cuda_ftype of the input */
     int32_t vec;                /* elements per load: 16 bytes' worth, or 1 */
-    int64_t rows, len, parts;
+    int64_t rows, len, parts;   /* rows: outputs; len: elements folded into each */
+    int64_t inner;              /* 1: along the last axis (or all); else x is [rows / inner, len, inner]:
+                                   a middle axis, one thread an output (reduce_cols_kernel) */
     const void *x;
     void *out;                  /* the input's dtype; i64 for argmax/argmin */
     tf_cuda_reduce_part *partial;   /* [rows, parts] when parts > 1 */

@@ -49,6 +49,17 @@ FUNCS = {
     "ceil":  dict(f="ceilf", d="ceil", cl="ceil", wgsl="ceil"),
     "rint":  dict(f="rintf", d="rint", cl="rint", wgsl="round"),   # WGSL's round is half to even
     "pow":   dict(f="powf", d="pow", cl="pow", wgsl="pow_f32"),
+    # inverse trigonometric and hyperbolic functions (the array API's); WGSL
+    # through our own forms, as sin and cos: a driver's built-ins need only
+    # be within a few ulp, or worse, of the true value
+    "acos":  dict(f="acosf", d="acos", cl="acos", wgsl="acos_f32"),
+    "asin":  dict(f="asinf", d="asin", cl="asin", wgsl="asin_f32"),
+    "atan":  dict(f="atanf", d="atan", cl="atan", wgsl="atan_f32"),
+    "acosh": dict(f="acoshf", d="acosh", cl="acosh", wgsl="acosh_f32"),
+    "asinh": dict(f="asinhf", d="asinh", cl="asinh", wgsl="asinh_f32"),
+    "atanh": dict(f="atanhf", d="atanh", cl="atanh", wgsl="atanh_f32"),
+    "atan2": dict(f="atan2f", d="atan2", cl="atan2", wgsl="atan2_f32"),
+    "copysign": dict(f="copysignf", d="copysign", cl="copysign", wgsl="copysign_f32"),
     "ipow":  dict(i="int_pow", cl="tf_ipow", wgsl="ipow_i32"),
 }
 

@@ -72,7 +72,9 @@
  *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
  *           POSITIVE (0.05 to 4), TIES (few distinct values, so equality
  *           happens), SPECIAL (NaN and infinities mixed in), NEAR_ONE
- *           (0.9 to 1.1 and small integers, for long products)
+ *           (0.9 to 1.1 and small integers, for long products), UNIT
+ *           (inside (-1, 1): acos, asin, atanh), GE_ONE (1 to 4: acosh),
+ *           SIGNS (zeros of both signs, NaN and infinities mixed in: copysign, atan2)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
@@ -194,7 +196,15 @@
     X(GEMM_EPILOGUE, gemm_epilogue, 4, GEMM_EPILOGUE, PROMOTE, FLOAT,   ANY,     16, MATMUL) \
     X(ADD_RMSNORM,  add_rmsnorm,  3, ADD_NORM,  SAME,          FLOAT,   ANY,     16, ADD_NORM) \
     X(ADD_LAYERNORM, add_layernorm, 4, ADD_NORM, SAME,         FLOAT,   ANY,     16, ADD_NORM) \
-    X(QMATMUL_EPILOGUE, qmatmul_epilogue, 4, QMATMUL_EPILOGUE, FIRST, FLOAT, ANY,  16, MATMUL)
+    X(QMATMUL_EPILOGUE, qmatmul_epilogue, 4, QMATMUL_EPILOGUE, FIRST, FLOAT, ANY,  16, MATMUL) \
+    X(ACOS,         acos,         1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
+    X(ASIN,         asin,         1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
+    X(ATAN,         atan,         1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(ACOSH,        acosh,        1, UNARY,     SAME,          FLOAT,   GE_ONE,  16, MATH) \
+    X(ASINH,        asinh,        1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(ATANH,        atanh,        1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
+    X(ATAN2,        atan2,        2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   16, ARITH) \
+    X(COPYSIGN,     copysign,     2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   0, ARITH)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

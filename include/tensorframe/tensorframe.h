@@ -682,6 +682,11 @@ TF_API tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out)
 /* A fused chain: silu(gate) * up in one pass (the gated MLP of Llama-style
  * models), broadcasting like tf_mul. Float dtypes. */
 TF_API tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out);
+/* atan2(a, b): the angle of the point (b, a), in [-pi, pi], with C's
+ * signed-zero and infinity cases; copysign(a, b): |a| with b's sign bit
+ * (zeros and NaN included). Float dtypes, broadcasting like tf_add. */
+TF_API tf_status tf_atan2(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_copysign(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 /* Comparisons with broadcasting: inputs promoted, result TF_BOOL; NaN
  * compares unequal to everything (ne is true). */
 TF_API tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
@@ -1126,6 +1131,15 @@ TF_API tf_status tf_softplus(const tf_tensor *x, tf_tensor **out);
 TF_API tf_status tf_floor(const tf_tensor *x, tf_tensor **out);
 TF_API tf_status tf_ceil(const tf_tensor *x, tf_tensor **out);
 TF_API tf_status tf_round(const tf_tensor *x, tf_tensor **out);
+/* Inverse trigonometric and hyperbolic functions, as C's: acos and asin of
+ * |x| > 1, acosh of x < 1 and atanh of |x| > 1 give NaN; atanh(+-1) is
+ * +-inf. */
+TF_API tf_status tf_acos(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_asin(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_atan(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_acosh(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_asinh(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_atanh(const tf_tensor *x, tf_tensor **out);
 /* min(max(x, lo), hi); pass NAN for a missing bound. */
 TF_API tf_status tf_clamp(const tf_tensor *x, double lo, double hi, tf_tensor **out);
 /* A 0-d tensor holding `value` (converted as by tf_cast), so that scalars

@@ -48,10 +48,12 @@ def test_namespace_and_info(xp):
 
 
 UNARY_FLOAT = ["abs", "ceil", "cos", "cosh", "exp", "expm1", "floor", "isfinite", "isinf", "isnan", "negative",
-               "positive", "round", "sign", "sin", "sinh", "square", "tan", "tanh", "trunc"]
+               "positive", "round", "sign", "sin", "sinh", "square", "tan", "tanh", "trunc", "atan", "asinh"]
 UNARY_POSITIVE = ["log", "log1p", "log2", "log10", "sqrt"]
+UNARY_DOMAIN = {"acos": (-0.97, 0.97), "asin": (-0.97, 0.97), "atanh": (-0.97, 0.97), "acosh": (1.0, 5.0)}
 BINARY_FLOAT = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "not_equal", "less",
-                "less_equal", "greater", "greater_equal", "logaddexp", "hypot", "floor_divide", "remainder"]
+                "less_equal", "greater", "greater_equal", "logaddexp", "hypot", "floor_divide", "remainder",
+                "atan2", "copysign"]
 BINARY_INT = ["add", "subtract", "multiply", "maximum", "minimum", "equal", "less", "floor_divide",
               "remainder"]
 
@@ -64,6 +66,33 @@ def test_unary(xp, np, rng, dtype, name):
     mine, ref = both(xp, np, host)
     rtol = 2e-6 if dtype == "float32" else 1e-12
     check(np, getattr(tf, name)(mine), getattr(xp, name)(ref), rtol=rtol * 8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(UNARY_DOMAIN))
+def test_unary_domain(xp, np, rng, dtype, name):
+    lo, hi = UNARY_DOMAIN[name]
+    host = rng.uniform(lo, hi, size=(3, 5)).astype(dtype)
+    mine, ref = both(xp, np, host)
+    rtol = 2e-6 if dtype == "float32" else 1e-12
+    check(np, getattr(tf, name)(mine), getattr(xp, name)(ref), rtol=rtol * 8)
+    edge = np.array([lo - 1, -1, 1, 0.5 * (lo + hi)], dtype=dtype)   # outside the domain: NaN; the poles
+    mine, ref = both(xp, np, edge)
+    with np.errstate(all="ignore"):
+        expected = np.from_dlpack(getattr(xp, name)(ref))
+    np.testing.assert_allclose(np.asarray(getattr(tf, name)(mine).to("cpu")), expected, rtol=rtol * 8)
+
+
+def test_signbit_and_copysign_zeros(xp, np):
+    host = np.array([-0.0, 0.0, -1.5, 2.0, -np.inf, np.inf, np.nan, -np.nan], dtype="float32")
+    mine, ref = both(xp, np, host)
+    check(np, tf.signbit(mine), xp.signbit(ref))
+    ones = np.ones_like(host)
+    (m1, r1) = both(xp, np, ones)
+    got = np.asarray(tf.copysign(m1, mine).to("cpu"))
+    assert np.array_equal(np.signbit(got), np.signbit(host)) and np.all(np.abs(got) == 1)
+    with pytest.raises(TypeError):
+        tf.signbit(tf.asarray([1, 2], device="cpu"))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

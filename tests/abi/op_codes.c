@@ -105,6 +105,14 @@ static const struct {
     {TF_OP_ADD_RMSNORM, 89, "add_rmsnorm"},
     {TF_OP_ADD_LAYERNORM, 90, "add_layernorm"},
     {TF_OP_QMATMUL_EPILOGUE, 91, "qmatmul_epilogue"},
+    {TF_OP_ACOS, 92, "acos"},
+    {TF_OP_ASIN, 93, "asin"},
+    {TF_OP_ATAN, 94, "atan"},
+    {TF_OP_ACOSH, 95, "acosh"},
+    {TF_OP_ASINH, 96, "asinh"},
+    {TF_OP_ATANH, 97, "atanh"},
+    {TF_OP_ATAN2, 98, "atan2"},
+    {TF_OP_COPYSIGN, 99, "copysign"},
 };
 
 int main(void) {

@@ -36,7 +36,10 @@ typedef enum {
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
 } dtype_rule;
-typedef enum { DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE } domain;
+typedef enum {
+    DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE, DOM_UNIT, DOM_GE_ONE,
+    DOM_SIGNS
+} domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
 
 typedef struct op_row {
@@ -197,6 +200,7 @@ typedef struct host_t {
     bool wide_acc;             /* the length's error is at f32's precision for 16-bit dtypes
                                   (every backend accumulates them in f32), plus one rounding
                                   to the dtype: limit k * (eps^2 + eps_acc^2 * length) */
+    bool signed_zeros;         /* an exact op whose zeros' signs are checked too (copysign) */
     double extra_nmse;         /* added to the limit: error the op may add by design
                                   (a product's 8-bit activations) */
 } host_t;
@@ -231,6 +235,16 @@ static double draw(tf_dtype dt, domain dom, int input) {
         return fl ? uniform(0.05, 4) : (double)randint(1, 20);
     case DOM_NEAR_ONE:
         return fl ? uniform(0.9, 1.1) : (double)randint(dt == TF_U8 ? 1 : -1, 2);
+    case DOM_UNIT:                               /* acos, asin, atanh: inside (-1, 1), away from the poles */
+        return fl ? uniform(-0.97, 0.97) : 0;
+    case DOM_GE_ONE:                             /* acosh */
+        return fl ? uniform(1, 4) : 1;
+    case DOM_SIGNS:                              /* copysign: signed zeros, NaN and infinities among the values */
+        if (fl && randint(0, 3) == 0) {
+            static const double vals[5] = {0.0, -0.0, INFINITY, -INFINITY, NAN};
+            return vals[randint(0, 4)];
+        }
+        break;
     case DOM_WIDE:
         if (fl) return dt == TF_F16 ? uniform(-3e4, 3e4) : uniform(-1e5, 1e5) * (randint(0, 3) ? 1e-3 : 1.0);
         return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127) : (double)randint(-100000, 100000);
@@ -249,6 +263,7 @@ static void host_init(host_t *h, tf_dtype dt, int ndim, const int64_t *shape) {
     h->mag = NULL;
     h->wide_acc = false;
     h->extra_nmse = 0;         /* was left to the stack: a limit of garbage could pass anything */
+    h->signed_zeros = false;
     h->v = calloc((size_t)(h->n ? h->n : 1), sizeof(double));
 }
 
@@ -332,6 +347,12 @@ static double ref_unary(tf_op_kind k, double x, double alpha, double lo, double 
     case TF_OP_LOGICAL_NOT: return x == 0;
     case TF_OP_ISNAN: return isnan(x) != 0;
     case TF_OP_ISINF: return isinf(x) != 0;
+    case TF_OP_ACOS: return acos(x);
+    case TF_OP_ASIN: return asin(x);
+    case TF_OP_ATAN: return atan(x);
+    case TF_OP_ACOSH: return acosh(x);
+    case TF_OP_ASINH: return asinh(x);
+    case TF_OP_ATANH: return atanh(x);
     default: return NAN;
     }
 }
@@ -453,6 +474,8 @@ static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
     case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : fmin(x, y);
     case TF_OP_POW: return pow(x, y);
     case TF_OP_SWIGLU: return x / (1 + exp(-x)) * y;
+    case TF_OP_ATAN2: return atan2(x, y);
+    case TF_OP_COPYSIGN: return copysign(x, y);
     default: return NAN;
     }
 }
@@ -500,7 +523,7 @@ static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, do
             return false;
         }
         if (!is_float(dt) || k == 0) {
-            if (g != r) {
+            if (g != r || (ref->signed_zeros && !signbit(g) != !signbit(r))) {
                 snprintf(why, n, "element %lld: got %.17g, expected %.17g", (long long)i, g, r);
                 return false;
             }
@@ -675,6 +698,7 @@ static void run_pairwise(tf_device *dev, const op_row *op, tf_dtype dt, counts *
                 shape[d] = da == 1 ? db : da;
             }
             host_init(&ref, out_dt, n, shape);
+            ref.signed_zeros = op->kind == TF_OP_COPYSIGN;
             for (int64_t i = 0; i < ref.n; i++) {
                 unravel(i, n, shape, idx);
                 double x = ha.v[broadcast_index(&ha, n, idx)], y = hb.v[broadcast_index(&hb, n, idx)];

@@ -14,6 +14,7 @@ static const struct { tf_op_kind op; binary_fn f; } binaries[] = {
     {TF_OP_MAXIMUM, tf_maximum}, {TF_OP_MINIMUM, tf_minimum}, {TF_OP_POW, tf_pow}, {TF_OP_SWIGLU, tf_swiglu},
     {TF_OP_EQ, tf_eq}, {TF_OP_NE, tf_ne}, {TF_OP_LT, tf_lt}, {TF_OP_LE, tf_le}, {TF_OP_GT, tf_gt},
     {TF_OP_GE, tf_ge}, {TF_OP_LOGICAL_AND, tf_logical_and}, {TF_OP_LOGICAL_OR, tf_logical_or},
+    {TF_OP_ATAN2, tf_atan2}, {TF_OP_COPYSIGN, tf_copysign},
 };
 
 static const struct { tf_op_kind op; unary_fn f; } unaries[] = {
@@ -23,6 +24,8 @@ static const struct { tf_op_kind op; unary_fn f; } unaries[] = {
     {TF_OP_RELU, tf_relu}, {TF_OP_GELU, tf_gelu}, {TF_OP_GELU_TANH, tf_gelu_tanh}, {TF_OP_SILU, tf_silu},
     {TF_OP_SOFTPLUS, tf_softplus}, {TF_OP_FLOOR, tf_floor}, {TF_OP_CEIL, tf_ceil}, {TF_OP_ROUND, tf_round},
     {TF_OP_LOGICAL_NOT, tf_logical_not}, {TF_OP_ISNAN, tf_isnan}, {TF_OP_ISINF, tf_isinf},
+    {TF_OP_ACOS, tf_acos}, {TF_OP_ASIN, tf_asin}, {TF_OP_ATAN, tf_atan}, {TF_OP_ACOSH, tf_acosh},
+    {TF_OP_ASINH, tf_asinh}, {TF_OP_ATANH, tf_atanh},
 };
 
 /* Fresh random values in [0.25, 2.25) with random signs (positive for the
@@ -67,7 +70,7 @@ static tf_tensor *copy_of(const tf_tensor *t) {
 }
 
 static bool accepts(tf_op_kind op, tf_dtype dt) {
-    bool float_only = op == TF_OP_SWIGLU;
+    bool float_only = op == TF_OP_SWIGLU || op == TF_OP_ATAN2 || op == TF_OP_COPYSIGN;
     return !float_only || tf_dtype_is_float(dt);
 }
 

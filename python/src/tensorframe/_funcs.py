@@ -396,6 +396,8 @@ logical_or = _binary_fn("logical_or", "logical_or")
 matmul = _binary_fn("matmul", "matmul")
 outer = _binary_fn("outer", "outer")
 swiglu = _binary_fn("swiglu", "swiglu")
+atan2 = _binary_fn("atan2", "atan2")
+copysign = _binary_fn("copysign", "copysign")
 
 
 def _unary_fn(api_name, c_name, integer_identity=False):
@@ -454,6 +456,15 @@ def sign(x, /):
     if x.dtype.is_float:     # the library gives 0 for NaN (PyTorch's rule); the array API wants NaN
         return where(isnan(x), x, _wrap(call(lib.tf_sign, x._h)))
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+@_export
+def signbit(x, /):
+    """True where x's sign bit is set: negative values, -0.0, -inf and NaNs
+    with the bit (the array API's signbit)."""
+    if not x.dtype.is_float:
+        raise TypeError("tensorframe.signbit: the input must have a real floating-point dtype")
+    return copysign(scalar(1, x.dtype, x.device), x) < 0
 
 
 @_export

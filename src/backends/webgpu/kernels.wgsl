@@ -411,6 +411,98 @@ fn tanh_f32(x: f32) -> f32 {
     return select(t, -t, x < 0.0);
 }
 
+// The inverse trigonometric and hyperbolic functions, ours for the same
+// reason as exp and log: Cephes' atanf and asinf polynomials (about 1.5
+// ulp) with their range reductions, acos from asin by half-angle identities
+// where pi/2 - asin would cancel, and the hyperbolic ones through log1p_f32
+// in forms that do not cancel near their zeros (large arguments through
+// log, where the square would overflow).
+const PI_F: f32 = 3.14159265358979323846;
+const HALF_PI_F: f32 = 1.57079632679489661923;
+
+fn atan_f32(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var y0 = 0.0;
+    var t = a;
+    if (a > 2.414213562373095) { y0 = HALF_PI_F; t = -1.0 / a; }
+    else if (a > 0.41421356237309503) { y0 = 0.78539816339744831; t = (a - 1.0) / (a + 1.0); }
+    let z = t * t;
+    let r = y0 + ((((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t);
+    return select(r, -r, x < 0.0);
+}
+
+fn asin_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a <= 1.0)) { return nan(); }                   // NaN, or outside [-1, 1]
+    var z = a * a;
+    var w = a;
+    if (a > 0.5) { z = 0.5 * (1.0 - a); w = sqrt(z); }
+    var r = ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z + 7.4953002686e-2) * z + 1.6666752422e-1) * z * w + w;
+    if (a > 0.5) { r = HALF_PI_F - 2.0 * r; }            // asin a = pi/2 - 2 asin sqrt((1 - a) / 2)
+    return select(r, -r, x < 0.0);
+}
+
+fn acos_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a <= 1.0)) { return nan(); }
+    if (a <= 0.5) { return HALF_PI_F - asin_f32(x); }    // in [pi/3, 2pi/3]: nothing cancels
+    let s = 2.0 * asin_f32(sqrt(0.5 * (1.0 - a)));       // acos a = 2 asin sqrt((1 - a) / 2)
+    return select(s, PI_F - s, x < 0.0);
+}
+
+fn asinh_f32(x: f32) -> f32 {
+    if (is_nan(x)) { return x; }
+    let a = abs(x);
+    var r: f32;
+    if (a > 1.0e9) { r = log_f32(a) + 0.69314718055994531; }
+    else { let a2 = a * a; r = log1p_f32(a + a2 / (1.0 + sqrt(1.0 + a2))); }
+    return select(r, -r, x < 0.0);
+}
+
+fn acosh_f32(x: f32) -> f32 {
+    if (!(x >= 1.0)) { return nan(); }                   // NaN, or below 1
+    if (x > 1.0e9) { return log_f32(x) + 0.69314718055994531; }
+    let t = x - 1.0;                                     // exact up to 2
+    return log1p_f32(t + sqrt(2.0 * t + t * t));
+}
+
+fn atanh_f32(x: f32) -> f32 {
+    let a = abs(x);
+    if (!(a <= 1.0)) { return nan(); }
+    if (a == 1.0) { return select(inf(), -inf(), x < 0.0); }
+    let r = 0.5 * log1p_f32(2.0 * a / (1.0 - a));
+    return select(r, -r, x < 0.0);
+}
+
+fn sign_bit(v: f32) -> bool { return (bitcast<u32>(v) & 0x80000000u) != 0u; }
+
+// atan2(y, x) with C's zeros and infinities; elsewhere atan(|y| / |x|),
+// whose overflow and underflow atan_f32 turns into pi/2 and 0.
+fn atan2_f32(y: f32, x: f32) -> f32 {
+    if (is_nan(x) || is_nan(y)) { return nan(); }
+    let neg = sign_bit(y);
+    var r: f32;
+    if (y == 0.0) {
+        r = select(0.0, PI_F, sign_bit(x));
+    } else if (is_inf(y)) {
+        if (is_inf(x)) { r = select(0.78539816339744831, 2.35619449019234492, x < 0.0); }
+        else { r = HALF_PI_F; }
+    } else if (x == 0.0) {
+        r = HALF_PI_F;
+    } else if (is_inf(x)) {
+        r = select(0.0, PI_F, x < 0.0);
+    } else {
+        let t = atan_f32(abs(y) / abs(x));
+        r = select(t, PI_F - t, x < 0.0);
+    }
+    return select(r, -r, neg);
+}
+
+fn copysign_f32(x: f32, y: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(y) & 0x80000000u));
+}
+
 // sin and cos to about 1.5 ulp of 1 whatever the driver: WGSL lets a
 // driver's own be 2^-11 off (NVIDIA's Vulkan driver failed the cos and rope
 // bounds with them; lavapipe's are exact). x - j pi/2 in three parts

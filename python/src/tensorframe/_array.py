@@ -170,14 +170,30 @@ def _format(values, shape, dtype, indent=0):
 
 # ---- the array ----
 
+def standard_pair(a, b):
+    """Two arrays as the array API promotes them: a 0-d array like any
+    other (only Python scalars are weak). The C library follows PyTorch
+    and casts a 0-d operand down to the other's dtype (int32 300 with int8
+    [1] gives int8 [45]), so where exactly one is 0-d and the dtypes differ
+    both are cast to the promoted dtype first."""
+    if a.dtype == b.dtype or (a.ndim == 0) == (b.ndim == 0):
+        return a, b
+    code = ctypes.c_int()
+    check(lib.tf_promote_types(a.dtype.code, b.dtype.code, ctypes.byref(code)))
+    target = dt.BY_CODE[code.value]
+    return (a if a.dtype == target else a.astype(target)), (b if b.dtype == target else b.astype(target))
+
+
 def _binary(name):
     fn = getattr(lib, "tf_" + name)
 
     def op(self, other):
+        was_array = isinstance(other, Array)
         other = self._operand(other)
         if other is NotImplemented:
             return NotImplemented
-        return Array._wrap(call(fn, self._h, other._h))
+        a, b = standard_pair(self, other) if was_array else (self, other)
+        return Array._wrap(call(fn, a._h, b._h))
 
     def rop(self, other):
         other = self._operand(other)

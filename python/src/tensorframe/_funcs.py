@@ -8,7 +8,7 @@ import math
 from . import _dlpack
 from . import _lib
 from . import _dtypes as dt
-from ._array import ALL_AXES, Array, _from_values, _flatten, _infer_dtype, _shape_of_nested, device_of, scalar
+from ._array import ALL_AXES, Array, _from_values, _flatten, _infer_dtype, _shape_of_nested, device_of, scalar, standard_pair
 from ._lib import call, check, int64_array, int_array, lib
 
 __all__ = []
@@ -33,7 +33,7 @@ def _pair(x1, x2):
     """Two operands as arrays: a Python scalar takes the other's dtype and
     device (the array API's scalar rule)."""
     if isinstance(x1, Array) and isinstance(x2, Array):
-        return x1, x2
+        return standard_pair(x1, x2)
     if isinstance(x1, Array):
         return x1, x1._operand(x2) if not isinstance(x2, Array) else x2
     if isinstance(x2, Array):

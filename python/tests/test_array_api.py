@@ -39,7 +39,8 @@ def test_namespace_and_info(xp):
     info = tf.__array_namespace_info__()
     assert info.default_dtypes()["real floating"] == tf.float32
     assert info.default_dtypes()["integral"] == tf.int64
-    assert set(info.dtypes(kind="real floating")) == {"float32", "float64", "float16", "bfloat16"}
+    assert set(info.dtypes(kind="real floating")) == {"float32", "float64"}     # the standard's names only
+    assert set(info.dtypes()) == {"bool", "int8", "int32", "int64", "uint8", "float32", "float64"}
     assert info.default_device() in info.devices()
     assert tf.isdtype(tf.int32, "integral") and not tf.isdtype(tf.float32, ("integral", "bool"))
     assert tf.finfo(tf.float32).eps == 2.0 ** -23 and tf.iinfo(tf.int8).min == -128
@@ -270,3 +271,26 @@ def test_promotion_of_0d_arrays_follows_the_standard(xp, np, zero_d):
                 check(np, op_got, want)
             checked += 1
     assert checked > 40
+
+
+def test_reduction_dtypes_corrections_and_vecdot(xp, np, rng):
+    """dtype= is the result's dtype for integer sums, products and
+    cumulative sums (the library accumulates integers in int64); var and
+    std take a fractional correction; vecdot refuses vectors of different
+    lengths; expand_dims takes its axis by position too."""
+    host = rng.integers(-50, 50, size=(3, 4)).astype("int8")
+    mine, ref = both(xp, np, host)
+    for name in ("sum", "prod"):
+        check(np, getattr(tf, name)(mine, dtype=tf.int32, axis=1), getattr(xp, name)(ref, dtype=xp.int32, axis=1))
+    check(np, tf.cumulative_sum(mine, axis=1, dtype=tf.int32), xp.cumulative_sum(ref, axis=1, dtype=xp.int32))
+    f = rng.uniform(-2, 2, size=(4, 6)).astype("float64")
+    mf, rf = both(xp, np, f)
+    for name in ("var", "std"):
+        for correction in (0.5, 1.5, 2):
+            check(np, getattr(tf, name)(mf, axis=1, correction=correction),
+                  getattr(xp, name)(rf, axis=1, correction=correction), rtol=1e-12)
+        check(np, getattr(tf, name)(mf, correction=2.5), getattr(xp, name)(rf, correction=2.5), rtol=1e-12)
+    with pytest.raises(ValueError):
+        tf.vecdot(tf.ones((3,), device="cpu"), tf.ones((1,), device="cpu"))
+    check(np, tf.vecdot(mf, mf), xp.vecdot(rf, rf), rtol=1e-12)
+    assert tf.expand_dims(mf, 1).shape == (4, 1, 6) and tf.expand_dims(mf, axis=-1).shape == (4, 6, 1)

@@ -653,7 +653,9 @@ def _reduction(api_name, c_name):
     def f(x, /, *, axis=None, keepdims=False, dtype=None):
         if dtype is not None:
             x = x.astype(dtype, copy=False)
-        return _reduce(c_name, x, axis, keepdims)
+        out = _reduce(c_name, x, axis, keepdims)
+        # the library sums integers into int64: the dtype asked for is the result's
+        return out if dtype is None or out.dtype == dt.dtype_of(dtype) else out.astype(dtype)
 
     f.__name__ = api_name
     return _export(f)
@@ -676,9 +678,21 @@ def _variance(c_name):
     def f(x, /, *, axis=None, correction=0.0, keepdims=False):
         if not x.dtype.is_float:
             raise TypeError("tensorframe.%s: takes a floating-point array" % c_name)
-        if correction != int(correction) or correction < 0:
-            raise ValueError("tensorframe.%s: correction is a whole number >= 0 here, not %r" % (c_name, correction))
-        return _reduce(c_name, x, axis, keepdims, int(correction), composes=False)
+        if correction < 0:
+            raise ValueError("tensorframe.%s: correction must be >= 0, not %r" % (c_name, correction))
+        if correction == int(correction):
+            return _reduce(c_name, x, axis, keepdims, int(correction), composes=False)
+        # A fractional correction: the library's divisor is N minus an
+        # integer, so the variance of divisor N is rescaled by
+        # N / (N - correction); a divisor <= 0 gives inf, or NaN where
+        # there is no spread (0 x inf), as NumPy's.
+        axes = _axes(axis, x.ndim)
+        n = 1
+        for a in (range(x.ndim) if axes is None else axes):
+            n *= x.shape[a]
+        factor = n / (n - correction) if n > correction else float("inf")
+        v = _reduce("var", x, axis, keepdims, 0, composes=False) * factor
+        return sqrt(v) if c_name == "std" else v
 
     f.__name__ = c_name
     return _export(f)
@@ -750,6 +764,8 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     if dtype is not None:
         x = x.astype(dtype, copy=False)
     out = _wrap(call(lib.tf_cumsum, x._h, axis))
+    if dtype is not None and out.dtype != dt.dtype_of(dtype):
+        out = out.astype(dtype)                  # integers accumulate in int64
     if include_initial:
         shape = list(out.shape)
         shape[axis] = 1
@@ -766,6 +782,9 @@ def matrix_transpose(x, /):
 
 @_export
 def vecdot(x1, x2, /, *, axis=-1):
+    n1, n2 = x1.shape[axis], x2.shape[axis]
+    if n1 != n2:                                 # the axis is not broadcast (the standard's rule)
+        raise ValueError("tensorframe.vecdot: the vectors have %d and %d elements along axis %d" % (n1, n2, axis))
     return sum(x1 * x2, axis=axis)
 
 
@@ -821,7 +840,7 @@ def moveaxis(x, source, destination, /):
 
 
 @_export
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     return _wrap(call(lib.tf_unsqueeze, x._h, axis))
 
 

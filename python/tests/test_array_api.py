@@ -294,3 +294,33 @@ def test_reduction_dtypes_corrections_and_vecdot(xp, np, rng):
         tf.vecdot(tf.ones((3,), device="cpu"), tf.ones((1,), device="cpu"))
     check(np, tf.vecdot(mf, mf), xp.vecdot(rf, rf), rtol=1e-12)
     assert tf.expand_dims(mf, 1).shape == (4, 1, 6) and tf.expand_dims(mf, axis=-1).shape == (4, 6, 1)
+
+
+def test_assignment_through_negative_steps_and_masks(xp, np, rng):
+    """x[::-1] = v, x[1::-2, ::-1] = v and x[mask] = v (a scalar, or one row
+    per true position) write what array-api-strict writes; tensordot
+    over a size-0 axis gives zeros."""
+    host = rng.uniform(-2, 2, size=(4, 5)).astype("float32")
+    for key, shape in (((slice(None, None, -1), slice(None)), (4, 5)), ((slice(2, None, -2), slice(None, None, -1)), (2, 5)),
+                       ((1, slice(4, 0, -3)), (2,))):
+        mine, ref = both(xp, np, host)
+        value = rng.uniform(-2, 2, size=shape).astype("float32")
+        mine[key] = tf.asarray(value, device="cpu")
+        ref[key] = xp.asarray(value)
+        check(np, mine, ref)
+    mask_host = host[:, 0] > 0
+    mask_host[0] = True                          # at least one row
+    for value in (7.0, rng.uniform(-2, 2, size=(int(mask_host.sum()), 5)).astype("float32"),
+                  rng.uniform(-2, 2, size=(5,)).astype("float32")):
+        mine, ref = both(xp, np, host)
+        mine[tf.asarray(mask_host, device="cpu")] = value if isinstance(value, float) else tf.asarray(value, device="cpu")
+        ref[xp.asarray(mask_host)] = value if isinstance(value, float) else xp.asarray(value)
+        check(np, mine, ref)
+    mine, ref = both(xp, np, host)
+    elementwise = host > 0.5
+    mine[tf.asarray(elementwise, device="cpu")] = 0.0
+    ref[xp.asarray(elementwise)] = 0.0
+    check(np, mine, ref)
+    a, b = np.zeros((2, 0), dtype="float32"), np.zeros((0, 3), dtype="float32")
+    check(np, tf.tensordot(tf.asarray(a, device="cpu"), tf.asarray(b, device="cpu"), axes=1),
+          xp.tensordot(xp.asarray(a), xp.asarray(b), axes=1))

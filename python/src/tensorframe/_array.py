@@ -521,9 +521,16 @@ class Array:
         return _index(self, key)
 
     def __setitem__(self, key, value):
-        view = _index(self, key, for_write=True)
+        if isinstance(key, Array) and key.dtype == dt.bool:
+            _assign_by_mask(self, key, value)
+            return
+        flips = []
+        view = _index(self, key, for_write=True, flips=flips)
         if not isinstance(value, Array):
             value = asarray_like(value, view)
+        if flips:     # a negative step: the view steps forward, so the value is reversed along those axes
+            from . import _funcs
+            value = _funcs.flip(_funcs.broadcast_to(value, view.shape), axis=tuple(flips))
         check(lib.tf_copy_into(view._h, value._h))
 
 
@@ -587,9 +594,46 @@ def _normalize_key(key, ndim):
     return out
 
 
-def _index(x, key, for_write=False):
+def _assign_by_mask(x, mask, value):
+    """x[mask] = value for a boolean mask over x's leading axes: value a
+    scalar (or 0-d), or one row per true position, broadcast. The result is
+    made with where() and copied into x, so x need not be contiguous."""
+    from . import _funcs
+    k = mask.ndim
+    if tuple(x.shape[:k]) != tuple(mask.shape):
+        raise IndexError("tensorframe: a boolean index of shape %s does not match the array's axes %s"
+                         % (mask.shape, x.shape[:k]))
+    if mask.device != x.device:
+        mask = mask.to(x.device)
+    rest = tuple(x.shape[k:])
+    m = Array._wrap(call(lib.tf_reshape, mask._h, x.ndim, int64_array(tuple(mask.shape) + (1,) * len(rest))))
+    if not isinstance(value, Array):
+        value = asarray_like(value, x)
+    value = value.astype(x.dtype, copy=False)
+    if value.device != x.device:
+        value = value.to(x.device)
+    if value.ndim == 0:
+        result = _funcs.where(m, value, x)
+    else:
+        keep = mask.reshape_flat()._host_values()
+        n_true = builtins.sum(1 for b in keep if b)
+        if n_true == 0:
+            return
+        rows = _funcs.broadcast_to(value, (n_true,) + rest)
+        ranks, r = [], 0
+        for b in keep:                           # each true position's row of value; false ones any row
+            ranks.append(r if b else 0)
+            r += 1 if b else 0
+        idx = _from_values(ranks, [len(ranks)], dt.int64, x.device)
+        picked = Array._wrap(call(lib.tf_index_select, rows._h, 0, idx._h))
+        picked = Array._wrap(call(lib.tf_reshape, picked._h, x.ndim, int64_array(x.shape)))
+        result = _funcs.where(m, picked, x)
+    check(lib.tf_copy_into(x._h, result._h))
+
+
+def _index(x, key, for_write=False, flips=None):
     if isinstance(key, slice) and x.ndim:             # the common case, without the general walk
-        return _slice_axis(x, 0, key, for_write)
+        return _slice_axis(x, 0, key, for_write, flips)
     t = x
     axis = 0
     for k in _normalize_key(key, x.ndim):
@@ -597,7 +641,7 @@ def _index(x, key, for_write=False):
             t = Array._wrap(call(lib.tf_unsqueeze, t._h, axis))
             axis += 1
         elif isinstance(k, slice):
-            t = _slice_axis(t, axis, k, for_write)
+            t = _slice_axis(t, axis, k, for_write, flips)
             axis += 1
         elif isinstance(k, Array):
             if for_write:
@@ -621,19 +665,24 @@ def _index(x, key, for_write=False):
     return t
 
 
-def _slice_axis(t, axis, k, for_write):
+def _slice_axis(t, axis, k, for_write, flips=None):
+    """A slice along one axis as a view. A negative step reads as the
+    forward view flipped (a copy); for a write it is the forward view
+    itself, and `flips` gets the axis, along which the caller reverses
+    the value."""
     n = t.shape[axis]
     start, stop, step = k.indices(n)
     if step > 0:
         if (start, stop, step) == (0, n, 1):
             return t
         return Array._wrap(call(lib.tf_slice, t._h, axis, start, builtins.max(start, stop), step))
-    if for_write:
-        raise IndexError("tensorframe: assignment through a negative step is not supported (views step forward)")
     r = range(start, stop, step)
     if len(r) == 0:
         return Array._wrap(call(lib.tf_slice, t._h, axis, 0, 0, 1))
     forward = Array._wrap(call(lib.tf_slice, t._h, axis, r[-1], r[0] + 1, -step))
+    if for_write:
+        flips.append(axis)
+        return forward
     return Array._wrap(call(lib.tf_flip, forward._h, 1, int_array([axis])))
 
 

@@ -797,11 +797,15 @@ def tensordot(x1, x2, /, *, axes=2):
         a_axes, b_axes = (tuple(ax % x1.ndim for ax in axes[0]), tuple(ax % x2.ndim for ax in axes[1]))
     a_rest = [i for i in range(x1.ndim) if i not in a_axes]
     b_rest = [i for i in range(x2.ndim) if i not in b_axes]
-    k = 1
+    k = m = n = 1
     for ax in a_axes:
         k *= x1.shape[ax]
-    a = reshape(permute_dims(x1, tuple(a_rest) + a_axes), (-1, k))
-    b = reshape(permute_dims(x2, b_axes + tuple(b_rest)), (k, -1))
+    for ax in a_rest:
+        m *= x1.shape[ax]
+    for ax in b_rest:
+        n *= x2.shape[ax]
+    a = reshape(permute_dims(x1, tuple(a_rest) + a_axes), (m, k))     # sizes given: -1 is ambiguous at k = 0
+    b = reshape(permute_dims(x2, b_axes + tuple(b_rest)), (k, n))
     return reshape(matmul(a, b), tuple(x1.shape[i] for i in a_rest) + tuple(x2.shape[i] for i in b_rest))
 
 

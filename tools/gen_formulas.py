@@ -61,6 +61,14 @@ FUNCS = {
     "atan2": dict(f="atan2f", d="atan2", cl="atan2", wgsl="atan2_f32"),
     "copysign": dict(f="copysignf", d="copysign", cl="copysign", wgsl="copysign_f32"),
     "ipow":  dict(i="int_pow", cl="tf_ipow", wgsl="ipow_i32"),
+    # bitwise operations for the int forms (each target defines them beside
+    # ipow): the shifts take any count, past the width giving 0 (or -1
+    # for a negative x shifted right), as do negative counts
+    "bitand": dict(i="int_and", cl="tf_and", wgsl="and_i32"),
+    "bitor":  dict(i="int_or", cl="tf_or", wgsl="or_i32"),
+    "bitxor": dict(i="int_xor", cl="tf_xor", wgsl="xor_i32"),
+    "shl":    dict(i="int_shl", cl="tf_shl", wgsl="shl_i32"),
+    "shr":    dict(i="int_shr", cl="tf_shr", wgsl="shr_i32"),
 }
 
 
@@ -390,7 +398,7 @@ def parse_table(path):
                 raise FormulaError(f"{where}: expected 'unary|binary NAME [flags]: formula'")
             kind, name, flags, body = m.group(1), m.group(2), m.group(3) or "", m.group(4)
             flags = {x.strip() for x in flags.split(",") if x.strip()}
-            for flag in flags - {"f32", "own"}:
+            for flag in flags - {"f32", "own", "int"}:
                 raise FormulaError(f"{where}: unknown flag {flag}")
             if any(f.name == name for f in formulas):
                 raise FormulaError(f"{where}: {name} has a formula already")
@@ -398,6 +406,12 @@ def parse_table(path):
             float_text, _, int_text = body.partition("| int:")
             if int_text and kind == "unary":
                 raise FormulaError(f"{where}: only binary ops have an int form")
+            if "int" in flags:
+                # integers only: the op's row accepts no float dtype, so its
+                # float bodies are never run; they return 0
+                if float_text.strip() or not int_text:
+                    raise FormulaError(f"{where}: an [int] op has only its int form ('| int: ...')")
+                float_text = "0"
             lets, result = Parser(tokenize(float_text, where), names, where).program()
             int_form = Parser(tokenize(int_text, where), names, where).program() if int_text else None
             if is_bool(result):

@@ -67,14 +67,16 @@
  *                        INDEX          output i64 (positions)
  *                        FIRST          the first input's dtype
  *                        CAST           dtype chosen by the caller
- *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT
+ *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT, INTEGER
+ *           (i8 i32 i64 u8)
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
  *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
  *           POSITIVE (0.05 to 4), TIES (few distinct values, so equality
  *           happens), SPECIAL (NaN and infinities mixed in), NEAR_ONE
  *           (0.9 to 1.1 and small integers, for long products), UNIT
  *           (inside (-1, 1): acos, asin, atanh), GE_ONE (1 to 4: acosh),
- *           SIGNS (zeros of both signs, NaN and infinities mixed in: copysign, atan2)
+ *           SIGNS (zeros of both signs, NaN and infinities mixed in: copysign, atan2),
+ *           SHIFT (shift counts from -2 to 70 for the second input)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
@@ -204,7 +206,12 @@
     X(ASINH,        asinh,        1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
     X(ATANH,        atanh,        1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
     X(ATAN2,        atan2,        2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   16, ARITH) \
-    X(COPYSIGN,     copysign,     2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   0, ARITH)
+    X(COPYSIGN,     copysign,     2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   0, ARITH) \
+    X(BITWISE_AND,  bitwise_and,  2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
+    X(BITWISE_OR,   bitwise_or,   2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
+    X(BITWISE_XOR,  bitwise_xor,  2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
+    X(LEFT_SHIFT,   left_shift,   2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH) \
+    X(RIGHT_SHIFT,  right_shift,  2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -687,6 +687,17 @@ TF_API tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor
  * (zeros and NaN included). Float dtypes, broadcasting like tf_add. */
 TF_API tf_status tf_atan2(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 TF_API tf_status tf_copysign(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+/* Bitwise and, or, xor and shifts of integer tensors (i8, i32, i64, u8;
+ * bool is refused: its logical ops are tf_logical_*), promoting like
+ * tf_add. right_shift is arithmetic (sign-filling). A shift count past 63
+ * or negative gives 0 (left) or the sign, 0 or -1 (right); narrower dtypes
+ * wrap the int64 result, so a count past their width gives the same. Not
+ * is tf_bitwise_xor with all ones (-1, or 255 for u8). */
+TF_API tf_status tf_bitwise_and(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_bitwise_or(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_bitwise_xor(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_left_shift(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_right_shift(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
 /* Comparisons with broadcasting: inputs promoted, result TF_BOOL; NaN
  * compares unequal to everything (ne is true). */
 TF_API tf_status tf_eq(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);

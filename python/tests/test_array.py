@@ -216,7 +216,7 @@ def test_errors_carry_status_and_message(device):
     with pytest.raises(IndexError):
         a[0, 0, 0]
     with pytest.raises(TypeError):
-        tf.ones((2,), dtype=tf.int32, device=device) & 1
+        tf.ones((2,), dtype=tf.float32, device=device) & 1         # bitwise: integers and bools only
     with pytest.raises(TypeError):
         tf.exp(tf.ones((2,), dtype=tf.int32, device=device))   # the library's TF_ERR_DTYPE, a TypeError
     with pytest.raises(ValueError):

@@ -324,3 +324,32 @@ def test_assignment_through_negative_steps_and_masks(xp, np, rng):
     a, b = np.zeros((2, 0), dtype="float32"), np.zeros((0, 3), dtype="float32")
     check(np, tf.tensordot(tf.asarray(a, device="cpu"), tf.asarray(b, device="cpu"), axes=1),
           xp.tensordot(xp.asarray(a), xp.asarray(b), axes=1))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "uint8"])
+def test_bitwise_on_integers_and_bools(xp, np, rng, dtype):
+    """bitwise_and/or/xor/invert and the shifts, as functions and as
+    operators, against array-api-strict; on bools the logical ops."""
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, int(info.max) + 1, size=(3, 4), dtype=dtype)
+    b = rng.integers(info.min, int(info.max) + 1, size=(4,), dtype=dtype)
+    counts = rng.integers(0, info.bits, size=(4,), dtype=dtype)
+    (ma, ra), (mb, rb), (mc, rc) = both(xp, np, a), both(xp, np, b), both(xp, np, counts)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        check(np, getattr(tf, name)(ma, mb), getattr(xp, name)(ra, rb))
+    for name in ("bitwise_left_shift", "bitwise_right_shift"):
+        check(np, getattr(tf, name)(ma, mc), getattr(xp, name)(ra, rc))
+    check(np, tf.bitwise_invert(ma), xp.bitwise_invert(ra))
+    check(np, ma & mb, ra & rb)
+    check(np, ma | 3, ra | 3)
+    check(np, ma ^ mb, ra ^ rb)
+    check(np, ~ma, ~ra)
+    check(np, ma << mc, ra << rc)
+    check(np, ma >> mc, ra >> rc)
+    host_bool = a > 0
+    (mx, rx), (my, ry) = both(xp, np, host_bool), both(xp, np, b > 0)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        check(np, getattr(tf, name)(mx, my), getattr(xp, name)(rx, ry))
+    check(np, ~mx, ~rx)
+    with pytest.raises(TypeError):
+        tf.bitwise_and(tf.ones((2,), device="cpu"), tf.ones((2,), device="cpu"))

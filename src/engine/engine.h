@@ -326,7 +326,8 @@ typedef struct tf_op_info {
 extern const tf_op_info tf__op_table[TF_OP_COUNT];
 
 #define TF_DTYPES_FLOAT ((1u << TF_F32) | (1u << TF_F64) | (1u << TF_F16) | (1u << TF_BF16))
-#define TF_DTYPES_NUMERIC (TF_DTYPES_FLOAT | (1u << TF_I8) | (1u << TF_I32) | (1u << TF_I64) | (1u << TF_U8))
+#define TF_DTYPES_INTEGER ((1u << TF_I8) | (1u << TF_I32) | (1u << TF_I64) | (1u << TF_U8))
+#define TF_DTYPES_NUMERIC (TF_DTYPES_FLOAT | TF_DTYPES_INTEGER)
 #define TF_DTYPES_ALL (TF_DTYPES_NUMERIC | (1u << TF_BOOL))
 
 #endif /* TF_ENGINE_H */

@@ -113,6 +113,11 @@ static const struct {
     {TF_OP_ATANH, 97, "atanh"},
     {TF_OP_ATAN2, 98, "atan2"},
     {TF_OP_COPYSIGN, 99, "copysign"},
+    {TF_OP_BITWISE_AND, 100, "bitwise_and"},
+    {TF_OP_BITWISE_OR, 101, "bitwise_or"},
+    {TF_OP_BITWISE_XOR, 102, "bitwise_xor"},
+    {TF_OP_LEFT_SHIFT, 103, "left_shift"},
+    {TF_OP_RIGHT_SHIFT, 104, "right_shift"},
 };
 
 int main(void) {

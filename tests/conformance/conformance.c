@@ -38,9 +38,9 @@ typedef enum {
 } dtype_rule;
 typedef enum {
     DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE, DOM_UNIT, DOM_GE_ONE,
-    DOM_SIGNS
+    DOM_SIGNS, DOM_SHIFT
 } domain;
-enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f };
+enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f, ACC_INTEGER = 0x0f0 };
 
 typedef struct op_row {
     tf_op_kind kind;
@@ -239,6 +239,10 @@ static double draw(tf_dtype dt, domain dom, int input) {
         return fl ? uniform(-0.97, 0.97) : 0;
     case DOM_GE_ONE:                             /* acosh */
         return fl ? uniform(1, 4) : 1;
+    case DOM_SHIFT:                              /* shifts: the values as WIDE, counts past every width and negative */
+        if (input == 1) return (double)randint(dt == TF_U8 ? 0 : -2, 70);
+        return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127)
+                                                     : (double)randint(-100000, 100000);
     case DOM_SIGNS:                              /* copysign: signed zeros, NaN and infinities among the values */
         if (fl && randint(0, 3) == 0) {
             static const double vals[5] = {0.0, -0.0, INFINITY, -INFINITY, NAN};
@@ -461,6 +465,11 @@ static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
         case TF_OP_MAXIMUM: r = a > b ? a : b; break;
         case TF_OP_MINIMUM: r = a < b ? a : b; break;
         case TF_OP_POW: r = int_pow(a, b); break;
+        case TF_OP_BITWISE_AND: r = a & b; break;
+        case TF_OP_BITWISE_OR: r = a | b; break;
+        case TF_OP_BITWISE_XOR: r = a ^ b; break;
+        case TF_OP_LEFT_SHIFT: r = b < 0 || b > 63 ? 0 : (int64_t)((uint64_t)a << b); break;
+        case TF_OP_RIGHT_SHIFT: r = b < 0 || b > 63 ? (a < 0 ? -1 : 0) : a >> b; break;
         default: break;
         }
         return wrap_int(out, r);

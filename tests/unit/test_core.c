@@ -90,6 +90,7 @@ static void test_dtype_errors(void **state) {
     FAILS_WITH(TF_ERR_DTYPE, "mean does not accept dtype i32", tf_mean(i, 0, false, &out));
     FAILS_WITH(TF_ERR_DTYPE, "acos does not accept dtype i32", tf_acos(i, &out));
     FAILS_WITH(TF_ERR_DTYPE, "copysign does not accept dtype bool", tf_copysign(b, b, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "bitwise_and does not accept dtype bool", tf_bitwise_and(b, b, &out));
     FAILS_WITH(TF_ERR_DTYPE, "rand_uniform does not accept dtype i32", tf_rand(cpu, TF_I32, 1, shape, 1, &out));
     FAILS_WITH(TF_ERR_DTYPE, "invalid dtype 99", tf_zeros(cpu, (tf_dtype)99, 1, shape, &out));
     FAILS_WITH(TF_ERR_DTYPE, "invalid dtype", tf_cast(i, (tf_dtype)-1, &out));

@@ -14,7 +14,9 @@ static const struct { tf_op_kind op; binary_fn f; } binaries[] = {
     {TF_OP_MAXIMUM, tf_maximum}, {TF_OP_MINIMUM, tf_minimum}, {TF_OP_POW, tf_pow}, {TF_OP_SWIGLU, tf_swiglu},
     {TF_OP_EQ, tf_eq}, {TF_OP_NE, tf_ne}, {TF_OP_LT, tf_lt}, {TF_OP_LE, tf_le}, {TF_OP_GT, tf_gt},
     {TF_OP_GE, tf_ge}, {TF_OP_LOGICAL_AND, tf_logical_and}, {TF_OP_LOGICAL_OR, tf_logical_or},
-    {TF_OP_ATAN2, tf_atan2}, {TF_OP_COPYSIGN, tf_copysign},
+    {TF_OP_ATAN2, tf_atan2}, {TF_OP_COPYSIGN, tf_copysign}, {TF_OP_BITWISE_AND, tf_bitwise_and},
+    {TF_OP_BITWISE_OR, tf_bitwise_or}, {TF_OP_BITWISE_XOR, tf_bitwise_xor}, {TF_OP_LEFT_SHIFT, tf_left_shift},
+    {TF_OP_RIGHT_SHIFT, tf_right_shift},
 };
 
 static const struct { tf_op_kind op; unary_fn f; } unaries[] = {
@@ -71,7 +73,9 @@ static tf_tensor *copy_of(const tf_tensor *t) {
 
 static bool accepts(tf_op_kind op, tf_dtype dt) {
     bool float_only = op == TF_OP_SWIGLU || op == TF_OP_ATAN2 || op == TF_OP_COPYSIGN;
-    return !float_only || tf_dtype_is_float(dt);
+    bool int_only = op == TF_OP_BITWISE_AND || op == TF_OP_BITWISE_OR || op == TF_OP_BITWISE_XOR ||
+                    op == TF_OP_LEFT_SHIFT || op == TF_OP_RIGHT_SHIFT;
+    return int_only ? !tf_dtype_is_float(dt) : !float_only || tf_dtype_is_float(dt);
 }
 
 /* Into a fresh tensor, in place on a, in place on b (b the same shape). */

@@ -454,33 +454,47 @@ class Array:
         from . import _funcs
         return _funcs.remainder(other, self)
 
-    def __and__(self, other):
-        return self._logical("logical_and", other)
+    # & | ^ ~ << >>: bitwise on integer arrays, logical on bool ones
+    def _bitwise(self, name, other, reflected=False):
+        if not isinstance(other, (Array, builtins.bool, int)):
+            return NotImplemented
+        from . import _funcs
+        fn = getattr(_funcs, name)
+        return fn(other, self) if reflected else fn(self, other)
 
-    __rand__ = __and__
+    def __and__(self, other):
+        return self._bitwise("bitwise_and", other)
+
+    def __rand__(self, other):
+        return self._bitwise("bitwise_and", other, True)
 
     def __or__(self, other):
-        return self._logical("logical_or", other)
+        return self._bitwise("bitwise_or", other)
 
-    __ror__ = __or__
+    def __ror__(self, other):
+        return self._bitwise("bitwise_or", other, True)
 
     def __xor__(self, other):
-        return self._logical("ne", other)
+        return self._bitwise("bitwise_xor", other)
 
-    __rxor__ = __xor__
+    def __rxor__(self, other):
+        return self._bitwise("bitwise_xor", other, True)
 
-    def _logical(self, name, other):
-        other = self._operand(other)
-        if other is NotImplemented:
-            return NotImplemented
-        if self.dtype != dt.bool or other.dtype != dt.bool:
-            raise TypeError("tensorframe: &, | and ^ take bool arrays (no bitwise ops on integers)")
-        return Array._wrap(call(getattr(lib, "tf_" + name), self._h, other._h))
+    def __lshift__(self, other):
+        return self._bitwise("bitwise_left_shift", other)
+
+    def __rlshift__(self, other):
+        return self._bitwise("bitwise_left_shift", other, True)
+
+    def __rshift__(self, other):
+        return self._bitwise("bitwise_right_shift", other)
+
+    def __rrshift__(self, other):
+        return self._bitwise("bitwise_right_shift", other, True)
 
     def __invert__(self):
-        if self.dtype != dt.bool:
-            raise TypeError("tensorframe: ~ takes a bool array (no bitwise ops on integers)")
-        return Array._wrap(call(lib.tf_logical_not, self._h))
+        from . import _funcs
+        return _funcs.bitwise_invert(self)
 
     def __neg__(self):
         from . import _funcs
@@ -515,6 +529,21 @@ class Array:
 
     def __ipow__(self, other):
         return self._inplace(operator.pow, other)
+
+    def __iand__(self, other):
+        return self._inplace(operator.and_, other)
+
+    def __ior__(self, other):
+        return self._inplace(operator.or_, other)
+
+    def __ixor__(self, other):
+        return self._inplace(operator.xor, other)
+
+    def __ilshift__(self, other):
+        return self._inplace(operator.lshift, other)
+
+    def __irshift__(self, other):
+        return self._inplace(operator.rshift, other)
 
     # -- indexing --
     def __getitem__(self, key):

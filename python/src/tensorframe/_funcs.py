@@ -486,6 +486,43 @@ def isfinite(x, /):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
+def _bitwise_fn(api_name, c_name, on_bools):
+    """The library's bitwise op on integer arrays; on two bool arrays the
+    logical op (the standard's bitwise functions take both)."""
+    fn = getattr(lib, "tf_" + c_name)
+
+    def f(x1, x2, /):
+        a, b = _pair(x1, x2)
+        _check_operand(b, api_name)
+        if a.dtype == dt.bool and b.dtype == dt.bool and on_bools is not None:
+            return on_bools(a, b)
+        for x in (a, b):
+            if not x.dtype.is_integer:
+                raise TypeError("tensorframe.%s: takes integer%s arrays, not %s"
+                                % (api_name, "" if on_bools is None else " or bool", x.dtype.name))
+        return _wrap(call(fn, a._h, b._h))
+
+    f.__name__ = api_name
+    return _export(f)
+
+
+bitwise_and = _bitwise_fn("bitwise_and", "bitwise_and", lambda a, b: logical_and(a, b))
+bitwise_or = _bitwise_fn("bitwise_or", "bitwise_or", lambda a, b: logical_or(a, b))
+bitwise_xor = _bitwise_fn("bitwise_xor", "bitwise_xor", lambda a, b: not_equal(a, b))
+bitwise_left_shift = _bitwise_fn("bitwise_left_shift", "left_shift", None)
+bitwise_right_shift = _bitwise_fn("bitwise_right_shift", "right_shift", None)
+
+
+@_export
+def bitwise_invert(x, /):
+    """~x: logical not on bool arrays, xor with all ones on integer ones."""
+    if x.dtype == dt.bool:
+        return logical_not(x)
+    if not x.dtype.is_integer:
+        raise TypeError("tensorframe.bitwise_invert: takes integer or bool arrays, not %s" % x.dtype.name)
+    return bitwise_xor(x, scalar(255 if x.dtype == dt.uint8 else -1, x.dtype, x.device))
+
+
 @_export
 def logical_xor(x1, x2, /):
     a, b = _pair(x1, x2)

@@ -27,6 +27,14 @@ static int64_t int_pow(int64_t base, int64_t e) {
     return (int64_t)r;
 }
 
+/* The bitwise int forms: shift counts outside [0, 63] give 0 (left) or
+ * the sign (right); a left shift goes through uint64 (no signed overflow). */
+static int64_t int_and(int64_t x, int64_t y) { return x & y; }
+static int64_t int_or(int64_t x, int64_t y) { return x | y; }
+static int64_t int_xor(int64_t x, int64_t y) { return x ^ y; }
+static int64_t int_shl(int64_t x, int64_t y) { return y < 0 || y > 63 ? 0 : (int64_t)((uint64_t)x << y); }
+static int64_t int_shr(int64_t x, int64_t y) { return y < 0 || y > 63 ? (x < 0 ? -1 : 0) : x >> y; }
+
 /* b_NAME_f / _d / _i and u_NAME_f / _d, one per formula (generated). */
 #include "formulas_ref.inc"
 

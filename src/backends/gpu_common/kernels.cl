@@ -118,6 +118,12 @@ inline long offset_of(const geom *g, int k, long i) {
 #if !IS_FLOAT
 /* Integer power by squaring, wrapping; negative exponents give 0 except
  * for bases 1 and -1 (what repeated division would round to). */
+/* The bitwise int forms, as the CPU reference's (cpu_ref.c). */
+inline long tf_and(long x, long y) { return x & y; }
+inline long tf_or(long x, long y) { return x | y; }
+inline long tf_xor(long x, long y) { return x ^ y; }
+inline long tf_shl(long x, long y) { return y < 0 || y > 63 ? 0 : (long)((ulong)x << y); }
+inline long tf_shr(long x, long y) { return y < 0 || y > 63 ? (x < 0 ? -1 : 0) : x >> y; }
 inline long tf_ipow(long x, long y) {
     if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
     ulong r = 1, b = (ulong)x;

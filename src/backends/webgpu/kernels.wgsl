@@ -617,6 +617,33 @@ fn ipow_i32(x: i32, y0: i32) -> i32 {
     return r;
 }
 
+// The bitwise int forms on i32 words (i8, u8 and i32 tensors): the C forms
+// work in int64 and wrap, so a count of 32 or more gives 0 (left) or the
+// sign (right) here, as it does there after the wrap.
+fn and_i32(x: i32, y: i32) -> i32 { return x & y; }
+fn or_i32(x: i32, y: i32) -> i32 { return x | y; }
+fn xor_i32(x: i32, y: i32) -> i32 { return x ^ y; }
+fn shl_i32(x: i32, y: i32) -> i32 { return select(x << u32(y), 0, y < 0 || y > 31); }
+fn shr_i32(x: i32, y: i32) -> i32 { return select(x >> u32(y), select(0, -1, x < 0), y < 0 || y > 31); }
+
+// The shifts on int64 word pairs (lo, hi), counts as shl/shr above.
+fn shl_pair(x: vec2<u32>, y: vec2<u32>) -> vec2<u32> {
+    if (y.y != 0u || y.x > 63u) { return vec2<u32>(0u, 0u); }   // a negative count has y.y set
+    let n = y.x;
+    if (n == 0u) { return x; }
+    if (n >= 32u) { return vec2<u32>(0u, x.x << (n - 32u)); }
+    return vec2<u32>(x.x << n, (x.y << n) | (x.x >> (32u - n)));
+}
+
+fn shr_pair(x: vec2<u32>, y: vec2<u32>) -> vec2<u32> {
+    let fill = select(0u, 0xffffffffu, (x.y & 0x80000000u) != 0u);
+    if (y.y != 0u || y.x > 63u) { return vec2<u32>(fill, fill); }
+    let n = y.x;
+    if (n == 0u) { return x; }
+    if (n >= 32u) { return vec2<u32>(bitcast<u32>(bitcast<i32>(x.y) >> (n - 32u)), fill); }
+    return vec2<u32>((x.x >> n) | (x.y << (32u - n)), bitcast<u32>(bitcast<i32>(x.y) >> n));
+}
+
 // Binary arithmetic on i32 words: the int forms of src/ops/formulas.txt.
 //@formulas binary_i
 
@@ -627,6 +654,11 @@ fn apply_64(op: i32, x: vec2<u32>, y0: vec2<u32>) -> vec2<u32> {
         case TF_OP_MUL: { return mul64(x, y0); }
         case TF_OP_MAXIMUM: { return select(x, y0, lt64(x, y0)); }
         case TF_OP_MINIMUM: { return select(x, y0, lt64(y0, x)); }
+        case TF_OP_BITWISE_AND: { return x & y0; }
+        case TF_OP_BITWISE_OR: { return x | y0; }
+        case TF_OP_BITWISE_XOR: { return x ^ y0; }
+        case TF_OP_LEFT_SHIFT: { return shl_pair(x, y0); }
+        case TF_OP_RIGHT_SHIFT: { return shr_pair(x, y0); }
         default: {
             let one = vec2<u32>(1u, 0u);
             if (lt64(y0, vec2<u32>(0u, 0u))) {

@@ -720,6 +720,17 @@ def _array_index(t, axis, k):
     mask picks the positions it holds true across its axes."""
     if k.dtype == dt.bool:
         mask_shape = k.shape
+        if k.ndim == 0:                          # x[True]: a new axis of 1; x[False]: of 0
+            t = Array._wrap(call(lib.tf_unsqueeze, t._h, axis))
+            keep = 1 if k._host_values()[0] else 0
+            return Array._wrap(call(lib.tf_slice, t._h, axis, 0, keep, 1)), axis + 1
+        covered = tuple(t.shape[axis:axis + len(mask_shape)])
+        if len(covered) == len(mask_shape) and k.size == 0 and builtins.all(
+                m in (s, 0) for s, m in zip(covered, mask_shape)):
+            # a mask with a size-0 axis selects nothing, whatever that axis of x holds
+            shape = list(t.shape[:axis]) + [0] + list(t.shape[axis + len(mask_shape):])
+            from . import _funcs
+            return _funcs.empty(tuple(shape), dtype=t.dtype, device=t.device), axis + 1
         if tuple(t.shape[axis:axis + len(mask_shape)]) != tuple(mask_shape):
             raise IndexError("tensorframe: a boolean index of shape %s does not match the array's axes %s"
                              % (mask_shape, t.shape[axis:axis + len(mask_shape)]))

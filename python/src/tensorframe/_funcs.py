@@ -164,6 +164,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     dev = device_of(device)
     if k == 0:
         return _wrap(call(lib.tf_eye, dev._h, dtype.code, n_rows, n_cols))
+    k = builtins.max(-n_rows - 1, builtins.min(k, n_cols + 1))   # past either edge: all zeros (k may pass int64)
     rows = arange(n_rows, dtype=dt.int64, device=dev)[:, None]
     cols = arange(n_cols, dtype=dt.int64, device=dev)[None, :]
     return ((rows + k) == cols).astype(dtype)
@@ -822,7 +823,8 @@ def vecdot(x1, x2, /, *, axis=-1):
     n1, n2 = x1.shape[axis], x2.shape[axis]
     if n1 != n2:                                 # the axis is not broadcast (the standard's rule)
         raise ValueError("tensorframe.vecdot: the vectors have %d and %d elements along axis %d" % (n1, n2, axis))
-    return sum(x1 * x2, axis=axis)
+    products = x1 * x2
+    return sum(products, axis=axis, dtype=products.dtype)    # integers keep their dtype (the library sums in int64)
 
 
 @_export
@@ -987,6 +989,8 @@ def repeat(x, repeats, /, *, axis=None):
     n = x.shape[axis]
     counts = [repeats] * n if isinstance(repeats, int) else list(repeats.tolist() if isinstance(repeats, Array)
                                                                  else repeats)
+    if len(counts) == 1 and n != 1:
+        counts = counts * n                      # one count broadcasts over the axis (the empty one too)
     if len(counts) != n:
         raise ValueError("tensorframe.repeat: %d repeats for an axis of %d" % (len(counts), n))
     if builtins.any(c < 0 for c in counts):
@@ -1005,6 +1009,9 @@ def take(x, indices, /, *, axis=None):
         if x.ndim != 1:
             raise ValueError("tensorframe.take: axis is required for a %d-d array" % x.ndim)
         axis = 0
+    n = x.shape[_axes(axis, x.ndim)[0]]
+    if n > 0 and indices.dtype.kind == "signed":
+        indices = where(indices < 0, indices + n, indices)      # negative indices count from the end (on the device)
     return _wrap(call(lib.tf_index_select, x._h, axis, indices._h))
 
 

@@ -375,3 +375,10 @@ def test_edge_inputs_the_standard_allows(xp, np):
     mx, rx = both(xp, np, x)
     for mask in (np.zeros((0, 3), dtype=bool), np.zeros((2, 0), dtype=bool), np.array(True), np.array(False)):
         check(np, mx[tf.asarray(mask, device="cpu")], rx[xp.asarray(mask)])
+
+
+def test_real_imag_conj_of_real_arrays(xp, np, rng):
+    host = rng.uniform(-2, 2, size=(3, 2)).astype("float32")
+    mine, _ = both(xp, np, host)
+    assert np.array_equal(np.asarray(tf.real(mine)), host) and np.array_equal(np.asarray(tf.conj(mine)), host)
+    assert np.array_equal(np.asarray(tf.imag(mine)), np.zeros_like(host)) and tf.imag(mine).dtype == tf.float32

@@ -459,6 +459,29 @@ def sign(x, /):
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
+# real, imag and conj of real-valued arrays (2024.12 admits them; tensorframe
+# has no complex dtypes yet): x itself, zeros, x itself.
+@_export
+def real(x, /):
+    if x.dtype == dt.bool:
+        raise TypeError("tensorframe.real: takes a numeric array")
+    return x
+
+
+@_export
+def imag(x, /):
+    if x.dtype == dt.bool:
+        raise TypeError("tensorframe.imag: takes a numeric array")
+    return zeros(x.shape, dtype=x.dtype, device=x.device)
+
+
+@_export
+def conj(x, /):
+    if x.dtype == dt.bool:
+        raise TypeError("tensorframe.conj: takes a numeric array")
+    return x
+
+
 @_export
 def signbit(x, /):
     """True where x's sign bit is set: negative values, -0.0, -inf and NaNs

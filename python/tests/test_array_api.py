@@ -369,6 +369,10 @@ def test_edge_inputs_the_standard_allows(xp, np):
     v = np.array([10.0, 20.0, 30.0], dtype="float32")
     mv, rv = both(xp, np, v)
     check(np, tf.take(mv, tf.asarray([-1, 0, -3], device="cpu")), xp.take(rv, xp.asarray([-1, 0, -3])))
+    long = np.arange(200, dtype="float32")                   # int8 indices into more elements than int8 holds
+    ml, rl = both(xp, np, long)
+    i8 = np.array([5, -1, -128], dtype="int8")
+    check(np, tf.take(ml, tf.asarray(i8, device="cpu")), xp.take(rl, xp.asarray(i8)))
     check(np, tf.eye(3, 4, k=2 ** 63, device="cpu"), xp.eye(3, 4, k=2 ** 63, dtype=xp.float32))
     check(np, tf.eye(3, 4, k=-(2 ** 70), device="cpu"), xp.eye(3, 4, k=-(2 ** 70), dtype=xp.float32))
     x = np.arange(6, dtype="float32").reshape(2, 3)

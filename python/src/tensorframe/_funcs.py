@@ -1034,7 +1034,10 @@ def take(x, indices, /, *, axis=None):
         axis = 0
     n = x.shape[_axes(axis, x.ndim)[0]]
     if n > 0 and indices.dtype.kind == "signed":
-        indices = where(indices < 0, indices + n, indices)      # negative indices count from the end (on the device)
+        # negative indices count from the end (on the device); in int64, where
+        # n fits whatever the indices' dtype (int8 indices into 200 elements)
+        indices = indices.astype(dt.int64, copy=False)
+        indices = where(indices < 0, indices + n, indices)
     return _wrap(call(lib.tf_index_select, x._h, axis, indices._h))
 
 

@@ -189,6 +189,8 @@ tf_status tf__check_shape(const char *fn, tf_dtype dt, int ndim, const int64_t *
  * recorded in the TF_ALLOC_TRACE file) and its return; the trace file is
  * closed at tf_shutdown (and reopened, truncated, by the next use). */
 tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out);
+/* The same, never a capture's pooled buffer. */
+tf_status tf__buffer_alloc_new(tf_device *dev, size_t nbytes, tf_backend_buffer **out);
 void tf__buffer_free(tf_device *dev, tf_backend_buffer *buf);
 /* The backend's free at once (the deferred frees end here). */
 void tf__buffer_free_now(tf_device *dev, tf_backend_buffer *buf);
@@ -242,11 +244,14 @@ void tf__hook_op_done(const char *fn, tf_device *dev, const tf_op *op, tf_status
 /* True when work must go through ops, not raw buffer copies (a capture
  * records ops only). */
 bool tf__hook_ops_only(void);
-void tf__hook_alloc(tf_device *dev, tf_backend_buffer *buf);
+void tf__hook_alloc(tf_device *dev, tf_backend_buffer *buf, size_t nbytes);
+/* Before a buffer is allocated: one an observer hands out again (a
+ * capture's pool), or NULL. */
+tf_backend_buffer *tf__hook_reuse(tf_device *dev, size_t nbytes);
 /* Before a buffer is freed: true when an observer keeps it (a live graph's
  * ops still write it; the graph frees it when destroyed). */
 bool tf__hook_free(tf_device *dev, tf_backend_buffer *buf);
-void tf__hook_upload(const tf_storage *s);
+void tf__hook_upload(tf_storage *s);
 void tf__hook_download(const tf_storage *s);
 void tf__hook_move(const tf_device *from, const tf_device *to);
 /* Before index values are checked: true when an observer takes the check

@@ -7,8 +7,16 @@
  *
  * Memory: every buffer a recorded op touches stays alive while the graph
  * does. A tensor released during or after the capture gives its buffer to
- * the graph (tf__graph_claim), which frees it when destroyed; so buffers
- * are not reused within a capture, as CUDA graphs keep a private pool.
+ * the graph (tf__graph_claim), which frees it when destroyed. Within the
+ * capture such a buffer (one the capture made) goes to the graph's private
+ * pool, and a later allocation of the capture on the same queue takes it
+ * (best fit, at most twice the size): replay runs the nodes in capture
+ * order, so the buffer's earlier use is over before its next one starts,
+ * as in the eager run. A pass of many layers then holds about one layer's
+ * temporaries, not all of them. Buffers a guard reads are not pooled (the
+ * guards are checked before any node runs), and host data written into a
+ * pooled buffer before any node used it moves the tensor to a fresh
+ * buffer (a constant must not share bytes with a temporary).
  *
  * What a replay could not repeat ends the capture with an error at
  * tf_graph_end: a read of device memory to the host (data-dependent host
@@ -44,6 +52,21 @@ typedef struct buffer_use {
     bool made;
 } buffer_use;
 
+/* A buffer the capture allocated, with its size. */
+typedef struct made_buffer {
+    tf_backend_buffer *buf;
+    size_t nbytes;
+} made_buffer;
+
+/* A buffer released during the capture, free for its later allocations
+ * on the queue it was last used on. */
+typedef struct pooled_buffer {
+    tf_backend_buffer *buf;
+    size_t nbytes;
+    tf_backend_stream *stream;
+    int from_node;                 /* the first node whose output may take it */
+} pooled_buffer;
+
 struct tf_graph {
     tf_device *dev;
     uint32_t generation;
@@ -54,8 +77,12 @@ struct tf_graph {
     tf_backend_buffer **bufs;      /* touched by recorded ops; sorted once captured */
     bool *released;                /* its tensors are gone: the graph frees it */
     int n_bufs, cap_bufs;
-    tf_backend_buffer **made;      /* allocated during the capture (freed once captured) */
+    made_buffer *made;             /* allocated during the capture (freed once captured) */
     int n_made, cap_made;
+    pooled_buffer *pool;           /* released during the capture, for its later allocations */
+    int n_pool, cap_pool;
+    tf_backend_buffer **fresh;     /* taken from the pool, no node has used them yet */
+    int n_fresh, cap_fresh;
     buffer_use *uses;              /* per sorted buffer: what replay_with may write into */
     bool sorted;
     tf_backend_graph *native;      /* the device's own graph, or NULL */
@@ -132,6 +159,76 @@ static bool hold_op_buffers(tf_graph *g, const tf_op *op) {
     return ok;
 }
 
+/* ---- the capture's private pool ---- */
+
+static const made_buffer *made_entry(const tf_graph *g, const tf_backend_buffer *buf) {
+    for (int i = 0; i < g->n_made; i++)
+        if (g->made[i].buf == buf) return &g->made[i];
+    return NULL;
+}
+
+static bool guarded(const tf_graph *g, const tf_backend_buffer *buf) {
+    for (int i = 0; i < g->n_guards; i++)
+        if (g->guards[i].buf == buf) return true;
+    return false;
+}
+
+static void forget_fresh(tf_graph *g, const tf_backend_buffer *buf) {
+    for (int i = 0; i < g->n_fresh; i++)
+        if (g->fresh[i] == buf) {
+            g->fresh[i] = g->fresh[--g->n_fresh];
+            return;
+        }
+}
+
+/* Nodes recorded after a buffer's release before an output may take it:
+ * the fusion pass merges up to three adjacent nodes into one kernel, which
+ * could not read a buffer and write it as the unfused nodes did. */
+#define REUSE_DELAY 2
+
+static bool pooling_on(void) { return tf__env_flag("TF_GRAPH_REUSE", true); }
+
+/* Under graphs_lock on the capturing thread: buf, just released, joins the
+ * pool if the capture made it and no guard reads it (without host memory
+ * for the entry it is simply kept, as before). */
+static void pool_buffer(tf_graph *g, tf_backend_buffer *buf) {
+    if (g->invalid != TF_OK || guarded(g, buf) || !pooling_on()) return;
+    const made_buffer *m = made_entry(g, buf);
+    if (!m || !tf__grow((void **)&g->pool, &g->cap_pool, g->n_pool + 1, sizeof *g->pool)) return;
+    g->pool[g->n_pool++] = (pooled_buffer){buf, m->nbytes, tf__stream_of(g->dev), g->n_nodes + REUSE_DELAY};
+    forget_fresh(g, buf);
+}
+
+static bool is_fresh(const tf_graph *g, const tf_backend_buffer *buf) {
+    for (int i = 0; i < g->n_fresh; i++)
+        if (g->fresh[i] == buf) return true;
+    return false;
+}
+
+tf_backend_buffer *tf__capture_reuse(tf_device *dev, size_t nbytes) {
+    tf_graph *g = capturing;
+    if (g->invalid != TF_OK || dev != g->dev || nbytes == 0 || !g->n_pool) return NULL;
+    tf_backend_stream *bs = tf__stream_of(dev);
+    pthread_mutex_lock(&graphs_lock);
+    int best = -1;
+    for (int i = 0; i < g->n_pool; i++) {
+        const pooled_buffer *p = &g->pool[i];
+        if (p->stream == bs && g->n_nodes >= p->from_node && p->nbytes >= nbytes && p->nbytes / 2 <= nbytes &&
+            (best < 0 || p->nbytes < g->pool[best].nbytes))
+            best = i;
+    }
+    tf_backend_buffer *buf = NULL;
+    int k = best >= 0 ? find_buffer(g, g->pool[best].buf) : -1;
+    if (k >= 0 && tf__grow((void **)&g->fresh, &g->cap_fresh, g->n_fresh + 1, sizeof *g->fresh)) {
+        buf = g->pool[best].buf;
+        g->released[k] = false;                   /* a tensor of the capture holds it again */
+        g->pool[best] = g->pool[--g->n_pool];
+        g->fresh[g->n_fresh++] = buf;
+    }
+    pthread_mutex_unlock(&graphs_lock);
+    return buf;
+}
+
 bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf) {
     if (!atomic_load_explicit(&n_live, memory_order_relaxed)) return false;
     bool claimed = false;
@@ -141,7 +238,10 @@ bool tf__graph_claim(tf_device *dev, tf_backend_buffer *buf) {
          * (a new one may sit at the same address): it claims nothing */
         if (g->dev != dev || g->generation != tf__generation()) continue;
         int i = find_buffer(g, buf);
-        if (i >= 0 && !g->released[i]) claimed = g->released[i] = true;
+        if (i >= 0 && !g->released[i]) {
+            claimed = g->released[i] = true;
+            if (g == capturing) pool_buffer(g, buf);
+        }
     }
     pthread_mutex_unlock(&graphs_lock);
     return claimed;
@@ -157,20 +257,40 @@ void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op) {
     if (dev != g->dev) return invalidate(g, TF_ERR_DEVICE_MISMATCH, "%s ran on %s", fn, dev->name);
     if (!tf__grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) || !hold_op_buffers(g, op))
         return out_of_memory(g);
+    for (int i = 0; g->n_fresh && i < op->n_inputs; i++) forget_fresh(g, op->inputs[i].buffer);
+    if (g->n_fresh) forget_fresh(g, op->output.buffer);
     g->nodes[g->n_nodes++] = (graph_node){fn, dev->bdev.iface->supports(dev->bdev.ctx, op), *op};
 }
 
-void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf) {
+void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf, size_t nbytes) {
     tf_graph *g = capturing;
     if (g->invalid != TF_OK || dev != g->dev) return;
     if (!tf__grow((void **)&g->made, &g->cap_made, g->n_made + 1, sizeof *g->made)) return out_of_memory(g);
-    g->made[g->n_made++] = buf;
+    g->made[g->n_made++] = (made_buffer){buf, nbytes};
 }
 
-void tf__capture_upload(const tf_storage *s) {
+/* Host data written into a buffer taken from the pool before any node used
+ * it (tf_tensor_from_data, tf_empty then a write): a constant of the graph,
+ * which the buffer's earlier use would overwrite at each replay. The
+ * storage moves to a buffer of its own; the pooled one goes back. */
+static void keep_constant_apart(tf_graph *g, tf_storage *s) {
+    tf_backend_buffer *old = s->buf, *own = NULL;
+    forget_fresh(g, old);
+    if (tf__buffer_alloc_new(s->dev, s->nbytes, &own) != TF_OK) return out_of_memory(g);
+    s->buf = own;
+    pthread_mutex_lock(&graphs_lock);
+    int k = find_buffer(g, old);
+    if (k >= 0) {
+        g->released[k] = true;
+        pool_buffer(g, old);
+    }
+    pthread_mutex_unlock(&graphs_lock);
+}
+
+void tf__capture_upload(tf_storage *s) {
     tf_graph *g = capturing;
-    for (int i = 0; i < g->n_made; i++)
-        if (g->made[i] == s->buf) return;         /* a constant made in the capture: kept as written */
+    if (g->invalid == TF_OK && s->dev == g->dev && is_fresh(g, s->buf)) keep_constant_apart(g, s);
+    if (made_entry(g, s->buf)) return;            /* a constant made in the capture: kept as written */
     invalidate(g, TF_ERR_UNSUPPORTED, "host data was written into a tensor from before the capture (on %s)%s",
                s->dev->name, "; write static inputs before tf_graph_replay, not during the capture");
 }
@@ -232,6 +352,8 @@ static void free_graph(tf_graph *g) {
     tf__free(g->bufs);
     tf__free(g->released);
     tf__free(g->made);
+    tf__free(g->pool);
+    tf__free(g->fresh);
     tf__free(g->uses);
     tf__free(g);
 }
@@ -324,7 +446,7 @@ static bool record_uses(tf_graph *g) {
         note_read(g, gd->buf, gd->offset, gd->offset + (uint64_t)gd->numel * tf_dtype_size(gd->dtype));
     }
     for (int i = 0; i < g->n_made; i++) {
-        int k = find_buffer(g, g->made[i]);
+        int k = find_buffer(g, g->made[i].buf);
         if (k >= 0) g->uses[k].made = true;
     }
     return true;
@@ -420,6 +542,11 @@ tf_status tf_graph_end(tf_graph **out) {
     tf__free(g->made);
     g->made = NULL;
     g->n_made = g->cap_made = 0;
+    tf__free(g->pool);                             /* its buffers stay released: the graph frees them */
+    tf__free(g->fresh);
+    g->pool = NULL;
+    g->fresh = NULL;
+    g->n_pool = g->cap_pool = g->n_fresh = g->cap_fresh = 0;
     make_native(g);
     *out = g;
     return TF_OK;

@@ -205,13 +205,32 @@ static const fusion_pattern patterns[] = {fuse_activation, fuse_residual, fuse_a
 
 /* ---- the driver ---- */
 
-/* No node from `from` on reads the bytes of d, and nothing outside does. */
+/* Overlaps the bytes [lo, hi) of buf? */
+static bool reads_range(const tf_tensor_desc *in, const tf_backend_buffer *buf, uint64_t lo, uint64_t hi) {
+    if (in->buffer != buf || lo >= hi) return false;
+    uint64_t a, b;
+    tf__desc_extent(in, &a, &b);
+    return a < hi && lo < b;
+}
+
+/* No node from `from` on reads the bytes of d before others write them all
+ * again (a capture hands a released buffer to its later temporaries, from
+ * its start), and, where some stay unwritten, nothing outside reads them. */
 static bool dead_after(const tf_tensor_desc *d, const graph_node *nodes, int from, int n, tf__bytes_dead_fn dead,
                        void *ctx) {
-    for (int k = from; k < n; k++)
-        for (int i = 0; i < nodes[k].op.n_inputs; i++)
-            if (overlap(d, &nodes[k].op.inputs[i])) return false;
-    return dead(ctx, d);
+    uint64_t lo, hi;                                   /* the bytes of d no later node has written yet */
+    tf__desc_extent(d, &lo, &hi);
+    for (int k = from; k < n && lo < hi; k++) {
+        const tf_op *op = &nodes[k].op;
+        for (int i = 0; i < op->n_inputs; i++)
+            if (reads_range(&op->inputs[i], d->buffer, lo, hi)) return false;
+        if (op->output.buffer != d->buffer || !dense(&op->output)) continue;
+        uint64_t olo, ohi;
+        tf__desc_extent(&op->output, &olo, &ohi);
+        if (olo <= lo && ohi > lo) lo = ohi < hi ? ohi : hi;   /* a written prefix */
+        else if (olo < hi && ohi >= hi && olo > lo) hi = olo;  /* a written suffix */
+    }
+    return lo >= hi || dead(ctx, d);
 }
 
 static bool fuse_pair(tf_device *dev, const tf_op *producer, const graph_node *nodes, int consumer, int n,
@@ -219,6 +238,11 @@ static bool fuse_pair(tf_device *dev, const tf_op *producer, const graph_node *n
     const tf_op *c = &nodes[consumer].op;
     for (size_t p = 0; p < sizeof patterns / sizeof *patterns; p++) {
         if (!patterns[p](producer, c, fused)) continue;
+        /* The consumer may write where the producer's inputs were (the
+         * capture reused their buffer once they were read): one kernel
+         * cannot read and write them. */
+        for (int i = 0; i < producer->n_inputs; i++)
+            if (overlap(&fused->output, &producer->inputs[i])) return false;
         bool in_place = same_bytes(&c->output, &producer->output);
         if (!in_place && !dead_after(&producer->output, nodes, consumer + 1, n, dead, ctx)) return false;
         return dev->bdev.iface->supports(dev->bdev.ctx, fused);

@@ -22,13 +22,17 @@ void tf__hook_op_done(const char *fn, tf_device *dev, const tf_op *op, tf_status
 
 bool tf__hook_ops_only(void) { return tf__capturing(); }
 
-void tf__hook_alloc(tf_device *dev, tf_backend_buffer *buf) {
-    if (tf__capturing()) tf__capture_alloc(dev, buf);
+void tf__hook_alloc(tf_device *dev, tf_backend_buffer *buf, size_t nbytes) {
+    if (tf__capturing()) tf__capture_alloc(dev, buf, nbytes);
+}
+
+tf_backend_buffer *tf__hook_reuse(tf_device *dev, size_t nbytes) {
+    return tf__capturing() ? tf__capture_reuse(dev, nbytes) : NULL;
 }
 
 bool tf__hook_free(tf_device *dev, tf_backend_buffer *buf) { return tf__graph_claim(dev, buf); }
 
-void tf__hook_upload(const tf_storage *s) {
+void tf__hook_upload(tf_storage *s) {
     if (tf__capturing()) tf__capture_upload(s);
 }
 

@@ -51,6 +51,11 @@ void tf__alloc_trace_close(void) {
 /* ---- buffers ---- */
 
 tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **out) {
+    if ((*out = tf__hook_reuse(dev, nbytes))) return TF_OK;   /* a capture's temporary, used again */
+    return tf__buffer_alloc_new(dev, nbytes, out);
+}
+
+tf_status tf__buffer_alloc_new(tf_device *dev, size_t nbytes, tf_backend_buffer **out) {
     if (tf__alloc_should_fail())
         return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: %zu bytes refused (injected allocation failure)", dev->name, nbytes);
     tf__deferred_sweep(dev);
@@ -64,7 +69,7 @@ tf_status tf__buffer_alloc(tf_device *dev, size_t nbytes, tf_backend_buffer **ou
     }
     if (s != TF_OK && !*tf_last_error()) tf__error(s, "%s: the backend refused %zu bytes", dev->name, nbytes);
     if (s == TF_OK) trace_event(dev, '+', *out, nbytes);
-    if (s == TF_OK) tf__hook_alloc(dev, *out);
+    if (s == TF_OK) tf__hook_alloc(dev, *out, nbytes);
     return s;
 }
 

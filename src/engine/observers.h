@@ -10,9 +10,12 @@
 /* Is the calling thread capturing? The capture functions are called only then. */
 bool tf__capturing(void);
 void tf__capture_op(const char *fn, tf_device *dev, const tf_op *op);
-void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf);
+void tf__capture_alloc(tf_device *dev, tf_backend_buffer *buf, size_t nbytes);
+/* A buffer of at least nbytes from the capture's pool (released earlier in
+ * the capture), or NULL: allocate one. */
+tf_backend_buffer *tf__capture_reuse(tf_device *dev, size_t nbytes);
 /* What a capture cannot replay, and the index checks it defers. */
-void tf__capture_upload(const tf_storage *s);
+void tf__capture_upload(tf_storage *s);
 void tf__capture_download(const tf_storage *s);
 void tf__capture_move(const tf_device *from, const tf_device *to);
 bool tf__capture_index_guard(const char *fn, const tf_tensor *index, int64_t extent);

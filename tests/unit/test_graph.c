@@ -726,6 +726,81 @@ static void test_add_norm_api(void **state) {
     for (int i = 0; i < 5; i++) tf_tensor_release(all[i]);
 }
 
+/* ---- a capture's temporaries reuse released buffers ---- */
+
+#define CHAIN 40
+#define SIDE 64
+
+/* x + 1 + 2 + ... CHAIN steps, each step's input released once read; a
+ * constant made mid-chain (tf_tensor_from_data, when released buffers are
+ * waiting) joins at the end: it must not share bytes with a temporary. */
+static tf_tensor *long_chain(tf_device *d, const tf_tensor *x) {
+    tf_tensor *t = tf_tensor_retain((tf_tensor *)x), *k = NULL;
+    float ramp[SIDE * SIDE];
+    for (int i = 0; i < SIDE * SIDE; i++) ramp[i] = (float)(i % 97) / 8.0f;
+    for (int step = 1; step <= CHAIN; step++) {
+        tf_tensor *c = NULL, *next = NULL;
+        OK(tf_scalar(d, TF_F32, step, &c));
+        OK(tf_add(t, c, &next));
+        tf_tensor_release(c);
+        tf_tensor_release(t);
+        t = next;
+        if (step == CHAIN / 2) OK(tf_tensor_from_data(d, TF_F32, 2, (int64_t[]){SIDE, SIDE}, ramp, &k));
+    }
+    tf_tensor *y = NULL;
+    OK(tf_mul(t, k, &y));
+    tf_tensor_release(t);
+    tf_tensor_release(k);
+    return y;
+}
+
+/* Bytes the device holds for tensors (claimed buffers included). */
+static uint64_t held_bytes(tf_device *d) {
+    tf_memory_stats st;
+    OK(tf_device_memory_stats(d, &st));
+    return st.allocated;
+}
+
+static void test_capture_reuses_its_temporaries(void **state) {
+    (void)state;
+    const size_t one = SIDE * SIDE * sizeof(float);
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        float v[SIDE * SIDE], got[SIDE * SIDE], want[SIDE * SIDE];
+        tf_tensor *x = NULL;
+        OK(tf_zeros(d, TF_F32, 2, (int64_t[]){SIDE, SIDE}, &x));
+        for (int reuse = 1; reuse >= 0; reuse--) {
+            if (!reuse) setenv("TF_GRAPH_REUSE", "0", 1);
+            uint64_t before = held_bytes(d);
+            tf_graph *g = NULL;
+            OK(tf_graph_begin(d));
+            tf_tensor *y = long_chain(d, x);
+            OK(tf_graph_end(&g));
+            uint64_t held = held_bytes(d) - before;
+            unsetenv("TF_GRAPH_REUSE");
+            /* the chain's temporaries, the constant, y; scalars are small */
+            if (reuse) assert_true(held < 8 * one + 4096);
+            else assert_true(held >= CHAIN * one);
+            for (int round = 0; round < 2; round++) {
+                random_row(v, SIDE * SIDE);
+                OK(tf_tensor_write(x, v, sizeof v));
+                OK(tf_graph_replay(g));
+                read_all(y, got, SIDE * SIDE);
+                tf_tensor *e = long_chain(d, x);
+                read_all(e, want, SIDE * SIDE);
+                tf_tensor_release(e);
+                for (int i = 0; i < SIDE * SIDE; i++)
+                    if (!(fabsf(got[i] - want[i]) <= 1e-5f * (1 + fabsf(want[i]))))
+                        fail_msg("%s (reuse %d) round %d: element %d replayed %.9g, eager %.9g", tf_device_name(d),
+                                 reuse, round, i, got[i], want[i]);
+            }
+            tf_graph_destroy(g);
+            tf_tensor_release(y);
+        }
+        tf_tensor_release(x);
+    }
+}
+
 int main(void) {
     if (mybackend_register() != TF_OK) return 1;
     const char *seed_text = getenv("TF_TEST_SEED");
@@ -743,6 +818,7 @@ int main(void) {
         cmocka_unit_test(test_add_norm_fusion_on_every_device),
         cmocka_unit_test(test_add_norm_near_misses),
         cmocka_unit_test(test_add_norm_api),
+        cmocka_unit_test(test_capture_reuses_its_temporaries),
         cmocka_unit_test(test_what_a_replay_cannot_repeat_is_refused),   /* last: leaves a capture open */
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

@@ -127,14 +127,14 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* One llama-bench test: n tokens as one batch (prompt) or one at a time
- * (generation), from an empty context; tokens/s. */
-static tf_status bench_once(const tf_model *m, int64_t n_vocab, int64_t n, bool batch, double *rate) {
-    tf_model_context *ctx;
-    tf_status st = tf_model_context_new(m, n + 1, 1, &ctx);
-    if (st != TF_OK) return st;
+/* One llama-bench test round: n tokens as one batch (prompt) or one at a
+ * time (generation) into ctx, emptied first; tokens/s. The context lives
+ * through the test's rounds, as llama-bench's does (its cache cleared per
+ * round), so a prompt's captured graph is replayed from the second round. */
+static tf_status bench_once(tf_model_context *ctx, int64_t n_vocab, int64_t n, bool batch, double *rate) {
+    tf_status st = tf_model_seq_rm(ctx, -1, 0, -1);
     int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) st = TF_ERR_OUT_OF_MEMORY;
+    if (st == TF_OK && !ids) st = TF_ERR_OUT_OF_MEMORY;
     for (int64_t i = 0; st == TF_OK && i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % n_vocab);
     double t0 = now();
     for (int64_t i = 0; st == TF_OK && i < (batch ? 1 : n); i++) {
@@ -145,7 +145,6 @@ static tf_status bench_once(const tf_model *m, int64_t n_vocab, int64_t n, bool 
     }
     *rate = (double)n / (now() - t0);
     free(ids);
-    tf_model_context_free(ctx);
     return st;
 }
 
@@ -157,8 +156,12 @@ static tf_status bench(const options *o, const tf_model *m, int64_t n_vocab) {
     printf("test\ttokens/s (median of %d)\n", rounds);
     for (size_t t = 0; t < sizeof tests / sizeof tests[0]; t++) {
         double warm;
-        tf_status st = bench_once(m, n_vocab, tests[t].n < 32 ? tests[t].n : 32, tests[t].batch, &warm);
-        for (int r = 0; st == TF_OK && r < rounds; r++) st = bench_once(m, n_vocab, tests[t].n, tests[t].batch, &rates[r]);
+        tf_model_context *ctx;
+        tf_status st = tf_model_context_new(m, tests[t].n + 1, 1, &ctx);
+        if (st != TF_OK) return st;
+        st = bench_once(ctx, n_vocab, tests[t].n < 32 ? tests[t].n : 32, tests[t].batch, &warm);
+        for (int r = 0; st == TF_OK && r < rounds; r++) st = bench_once(ctx, n_vocab, tests[t].n, tests[t].batch, &rates[r]);
+        tf_model_context_free(ctx);
         if (st != TF_OK) return st;
         qsort(rates, (size_t)rounds, sizeof rates[0], by_value);
         printf("%s\t%.2f\n", tests[t].name, rates[rounds / 2]);

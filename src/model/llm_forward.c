@@ -447,14 +447,17 @@ static tf_status block(scratch *s, const llm_model *m, const llm_layer *L, llm_c
     return TF_OK;
 }
 
-static tf_status embed(const llm_model *m, const int32_t *ids, int64_t n, tf_tensor **x) {
-    tf_tensor *idt;
+/* The batch's ids as a tensor on the model's device, checked. */
+static tf_status ids_tensor(const llm_model *m, const int32_t *ids, int64_t n, tf_tensor **out) {
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.n_vocab)
             return llm_fail(TF_ERR_INDEX, "forward: token %lld is outside the vocabulary", (long long)ids[i]);
-    TRY(tf_tensor_from_data(m->dev, TF_I32, 1, &n, ids, &idt));
+    TRY(tf_tensor_from_data(m->dev, TF_I32, 1, &n, ids, out));
+    return TF_OK;
+}
+
+static tf_status embed(const llm_model *m, const tf_tensor *idt, tf_tensor **x) {
     tf_status s = tf_embedding(m->tok_embd, idt, x);
-    tf_tensor_release(idt);
     if (s != TF_OK) return llm_fail(s, "forward: embedding: %s", tf_last_error());
     if (tf_tensor_dtype(*x) != TF_F32) {      /* activations run in f32 */
         tf_tensor *f;
@@ -592,14 +595,13 @@ static tf_status move_to(tf_tensor **x, tf_device *dev) {
     return s == TF_OK ? TF_OK : llm_fail(s, "forward: moving activations to %s: %s", tf_device_name(dev), tf_last_error());
 }
 
-static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
-                            const int32_t *seq, tf_tensor **logits) {
+/* Embedding, layers and head from the ids tensor, with the plans made:
+ * what a prompt graph captures. */
+static tf_status pass(const llm_model *m, llm_cache *kv, const llm_batch *b, const plan *plans, const tf_tensor *idt,
+                      tf_tensor **logits) {
     scratch s = {.n = 0};
-    plan plans[2] = {{0}, {0}};
-    tf_status st = TF_OK;
-    for (int d = 0; st == TF_OK && d < m->n_devs; d++) st = plan_new(m, m->devs[d], kv, b, pos, seq, &plans[d]);
     tf_tensor *x = NULL;
-    if (st == TF_OK) st = embed(m, b->ids, b->n, &x);
+    tf_status st = embed(m, idt, &x);
     for (int64_t l = 0; st == TF_OK && l < m->cfg.n_layer; l++) {
         const llm_layer *L = &m->layers[l];
         if ((st = move_to(&x, m->devs[L->dev])) != TF_OK) break;
@@ -612,14 +614,147 @@ static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *
     }
     if (st == TF_OK) st = move_to(&x, tf_tensor_device(m->output));
     if (st == TF_OK) st = head(&s, m, x, b, logits);
+    drop_all(&s);
+    tf_tensor_release(x);
+    return st;
+}
+
+static tf_status eager_pass(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                            const int32_t *seq, tf_tensor **logits) {
+    plan plans[2] = {{0}, {0}};
+    tf_tensor *idt = NULL;
+    tf_status st = TF_OK;
+    for (int d = 0; st == TF_OK && d < m->n_devs; d++) st = plan_new(m, m->devs[d], kv, b, pos, seq, &plans[d]);
+    if (st == TF_OK) st = ids_tensor(m, b->ids, b->n, &idt);
+    if (st == TF_OK) st = pass(m, kv, b, plans, idt, logits);
+    tf_tensor_release(idt);
+    plan_free(&plans[0]);
+    plan_free(&plans[1]);
+    return st;
+}
+
+/* ---- prompt passes as captured graphs ----
+ * A prompt of n tokens after n_past cached ones, on the plain path (one
+ * sequence in order, logits of the last token), is captured once per
+ * (n, n_past) into a graph of the cache and replayed after that: the
+ * fusion pass rewrites it (a float product and its residual add become
+ * one GEMM_EPILOGUE), and a replay skips the per-op dispatch. Its masks
+ * and RoPE tables depend on (n, n_past) alone, so they are kept with the
+ * graph; only the ids are written before a replay. The capture reuses
+ * its temporaries' buffers, so a graph holds about one layer's worth.
+ * LLM_GRAPHS shapes per cache, the least recently used dropped first;
+ * TF_MODEL_GRAPHS=0 keeps every pass eager. A single token (a generation
+ * step: n_past differs each time) stays eager. */
+#define LLM_GRAPHS 4
+
+typedef struct prompt_graph {
+    int64_t n, n_past;
+    uint64_t used;
+    tf_graph *graph;
+    tf_tensor *ids, *logits;             /* the graph's input and output */
+    plan p;
+} prompt_graph;
+
+struct llm_graphs {
+    uint64_t passes;
+    bool refused;                        /* a capture could not be replayed: this cache's passes stay eager */
+    prompt_graph slot[LLM_GRAPHS];
+};
+
+static void drop_prompt_graph(prompt_graph *e) {
+    tf_graph_destroy(e->graph);
+    tf_tensor_release(e->ids);
+    tf_tensor_release(e->logits);
+    plan_free(&e->p);
+    memset(e, 0, sizeof *e);
+}
+
+llm_graphs *llm_graphs_new(void) {
+    const char *env = getenv("TF_MODEL_GRAPHS");
+    static const char *const off[] = {"0", "false", "off", "no"};
+    for (size_t i = 0; env && i < sizeof off / sizeof *off; i++)
+        if (!strcmp(env, off[i])) return NULL;
+    return calloc(1, sizeof(llm_graphs));       /* NULL without memory: every pass eager */
+}
+
+void llm_graphs_free(llm_graphs *g) {
+    if (!g) return;
+    for (int i = 0; i < LLM_GRAPHS; i++) drop_prompt_graph(&g->slot[i]);
+    free(g);
+}
+
+/* Does this batch take the graph path? */
+static bool graph_wanted(const llm_model *m, const llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                         const int32_t *seq) {
+    return kv->graphs && !kv->graphs->refused && b->n >= 2 && !b->logits && !b->hidden && m->n_devs == 1 &&
+           m->devs[0] == m->dev && tf_tensor_device(m->output) == m->dev && is_plain_run(kv, b, pos, seq);
+}
+
+static prompt_graph *slot_for(llm_graphs *c, int64_t n, int64_t n_past, bool *found) {
+    prompt_graph *oldest = &c->slot[0];
+    for (int i = 0; i < LLM_GRAPHS; i++) {
+        prompt_graph *e = &c->slot[i];
+        if (e->graph && e->n == n && e->n_past == n_past) {
+            *found = true;
+            return e;
+        }
+        if (e->used < oldest->used) oldest = &c->slot[i];
+    }
+    *found = false;
+    for (int i = 0; i < LLM_GRAPHS; i++)
+        if (!c->slot[i].graph) return &c->slot[i];
+    drop_prompt_graph(oldest);
+    return oldest;
+}
+
+/* The pass captured into e (its first run gives this call's logits). A
+ * capture the device cannot replay leaves e empty, and this cache's passes
+ * eager from then on: the pass still ran. */
+static tf_status capture_prompt(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                                const int32_t *seq, prompt_graph *e, tf_tensor **logits) {
+    *e = (prompt_graph){.n = b->n, .n_past = kv->n_past};
+    tf_status st = plan_new(m, m->dev, kv, b, pos, seq, &e->p);
+    if (st == TF_OK) st = ids_tensor(m, b->ids, b->n, &e->ids);
+    if (st == TF_OK && (st = tf_graph_begin(m->dev)) != TF_OK) st = llm_fail(st, "forward: %s", tf_last_error());
+    if (st != TF_OK) {
+        drop_prompt_graph(e);
+        return st;
+    }
+    st = pass(m, kv, b, &e->p, e->ids, &e->logits);
+    tf_status ended = tf_graph_end(&e->graph);
+    if (st == TF_OK && ended == TF_OK) st = tf_copy(e->logits, logits);
+    else if (st == TF_OK) *logits = tf_tensor_retain(e->logits);   /* no replays here: the result only */
+    if (st == TF_OK && ended != TF_OK) kv->graphs->refused = true;
+    if (st != TF_OK || ended != TF_OK) drop_prompt_graph(e);
+    return st;
+}
+
+static tf_status replay_prompt(const llm_batch *b, prompt_graph *e, tf_tensor **logits) {
+    tf_status st = tf_tensor_write(e->ids, b->ids, (size_t)b->n * sizeof *b->ids);
+    if (st == TF_OK) st = tf_graph_replay(e->graph);
+    if (st == TF_OK) st = tf_copy(e->logits, logits);
+    return st == TF_OK ? TF_OK : llm_fail(st, "forward: replaying the prompt graph: %s", tf_last_error());
+}
+
+static tf_status graph_pass(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                            const int32_t *seq, tf_tensor **logits) {
+    llm_graphs *c = kv->graphs;
+    bool found;
+    prompt_graph *e = slot_for(c, b->n, kv->n_past, &found);
+    c->passes++;
+    tf_status st = found ? replay_prompt(b, e, logits) : capture_prompt(m, kv, b, pos, seq, e, logits);
+    if (e->graph) e->used = c->passes;
+    return st;
+}
+
+static tf_status run_layers(const llm_model *m, llm_cache *kv, const llm_batch *b, const int64_t *pos,
+                            const int32_t *seq, tf_tensor **logits) {
+    tf_status st = graph_wanted(m, kv, b, pos, seq) ? graph_pass(m, kv, b, pos, seq, logits)
+                                                    : eager_pass(m, kv, b, pos, seq, logits);
     if (st == TF_OK && (st = check_finite_logits(*logits)) != TF_OK) {
         tf_tensor_release(*logits);
         *logits = NULL;
     }
-    drop_all(&s);
-    tf_tensor_release(x);
-    plan_free(&plans[0]);
-    plan_free(&plans[1]);
     return st;
 }
 

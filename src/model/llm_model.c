@@ -557,6 +557,7 @@ tf_status llm_cache_new_seqs(const llm_model *m, int64_t n_ctx, int64_t n_seq, l
         llm_cache_free(kv);
         return llm_fail(s, "cache: %s", tf_last_error());
     }
+    kv->graphs = llm_graphs_new();
     *out = kv;
     return TF_OK;
 }
@@ -565,6 +566,7 @@ tf_status llm_cache_new(const llm_model *m, int64_t n_ctx, llm_cache **out) { re
 
 void llm_cache_free(llm_cache *c) {
     if (!c) return;
+    llm_graphs_free(c->graphs);
     for (int64_t l = 0; l < c->n_layer; l++) {
         if (c->k) tf_tensor_release(c->k[l]);
         if (c->v) tf_tensor_release(c->v[l]);

@@ -91,11 +91,17 @@ typedef struct llm_model {
  * copied to another sequence is shared, not copied). Cells [0, n_past)
  * have been written; a decode appends its tokens after them, and a query
  * attends the cells of its own sequence at or before its position. */
+/* Prompt passes captured as graphs of one cache (llm_forward.c). */
+typedef struct llm_graphs llm_graphs;
+llm_graphs *llm_graphs_new(void);         /* NULL: TF_MODEL_GRAPHS=0 (or no memory): passes run eagerly */
+void llm_graphs_free(llm_graphs *g);
+
 typedef struct llm_cache {
     tf_tensor **k, **v;
     int64_t n_ctx, n_past, n_layer, n_seq;
     int64_t *pos;                                  /* -1: free */
     uint64_t *seqs;
+    llm_graphs *graphs;                            /* they write k and v: they live and go with them */
 } llm_cache;
 
 /* A batch of tokens to decode together: entry i is token ids[i] at

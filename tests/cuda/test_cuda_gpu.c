@@ -8,6 +8,8 @@
  *   - the caching allocator: a cached block released to make room (a
  *     retry), and a request past the card's memory failing with
  *     TF_ERR_OUT_OF_MEMORY while the process goes on;
+ *   - GEMM_EPILOGUE as one cuBLASLt call (bias + GELU-tanh, ReLU, a
+ *     residual after a bias) against the CPU;
  *   - with a test-only build (TF_CUDA_TEST_HOOKS), a faulting kernel: the
  *     sticky error marks the device lost, later calls return
  *     TF_ERR_DEVICE_LOST, the CPU goes on. Last, since it ends the context.
@@ -244,6 +246,52 @@ static void check_native_graph(tf_device *gpu) {
     free(bv);
 }
 
+/* GEMM_EPILOGUE forms cuBLASLt's epilogues take, each as one op on the
+ * device (the core's parts would count two or three), against the same
+ * call on the CPU: bias + GELU (tanh form), ReLU without a bias, and a
+ * residual after a bias. */
+static void check_lt_epilogues(tf_device *cpu, tf_device *gpu) {
+    static const struct { tf_op_kind act; bool bias, residual; } forms[] = {
+        {TF_OP_GELU_TANH, true, false}, {TF_OP_RELU, false, false}, {TF_NO_ACTIVATION, true, true}};
+    int64_t xs[2] = {48, 320}, ws[2] = {96, 320}, rs[2] = {48, 96}, bs = 96;
+    float *xv = random_floats(48 * 320, 21), *wv = random_floats(96 * 320, 22), *bv = random_floats(96, 23),
+          *rv = random_floats(48 * 96, 24), got[48 * 96], want[48 * 96];
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        tf_tensor *t[2][4] = {{NULL}}, *out[2] = {NULL, NULL};
+        tf_device *devs[2] = {cpu, gpu};
+        uint64_t ops = 0;
+        for (int d = 0; d < 2; d++) {
+            tf_tensor_from_data(devs[d], TF_F32, 2, xs, xv, &t[d][0]);
+            tf_tensor_from_data(devs[d], TF_F32, 2, ws, wv, &t[d][1]);
+            if (forms[f].bias) tf_tensor_from_data(devs[d], TF_F32, 1, &bs, bv, &t[d][2]);
+            if (forms[f].residual) tf_tensor_from_data(devs[d], TF_F32, 2, rs, rv, &t[d][3]);
+            uint64_t before = tf_device_op_count(devs[d]);
+            tf_status s = tf_linear_fused(t[d][0], t[d][1], t[d][2], forms[f].act, t[d][3], &out[d]);
+            EXPECT(s == TF_OK, "form %zu on %s: %s", f, tf_device_name(devs[d]), tf_status_name(s));
+            ops = tf_device_op_count(devs[d]) - before;
+        }
+        EXPECT(ops == 1, "form %zu ran as %llu ops on cuda:0, not one cuBLASLt call", f, (unsigned long long)ops);
+        if (out[0] && out[1]) {
+            tf_tensor_read(out[0], want, sizeof want);
+            tf_tensor_read(out[1], got, sizeof got);
+            float worst = 0;
+            for (int i = 0; i < 48 * 96; i++) {
+                float e = fabsf(got[i] - want[i]) / (1e-3f + fabsf(want[i]));
+                worst = e > worst ? e : worst;
+            }
+            EXPECT(worst <= 1e-3f, "form %zu: cuBLASLt's epilogue differs from the CPU's by %g (relative)", f, worst);
+        }
+        for (int d = 0; d < 2; d++) {
+            for (int i = 0; i < 4; i++) tf_tensor_release(t[d][i]);
+            tf_tensor_release(out[d]);
+        }
+    }
+    free(xv);
+    free(wv);
+    free(bv);
+    free(rv);
+}
+
 int main(void) {
     tf_device *gpu = NULL, *cpu = NULL;
     if (tf_device_get("cuda:0", &gpu) != TF_OK) {
@@ -257,6 +305,7 @@ int main(void) {
     check_moves(cpu, gpu);
     check_stream_order(gpu);
     check_native_graph(gpu);
+    check_lt_epilogues(cpu, gpu);
     check_out_of_memory(gpu);
     check_sticky_error(cpu, gpu);                /* last: it ends the device's context */
     printf("test_cuda_gpu: %d checks, %d failed\n", checks, failures);

@@ -118,10 +118,10 @@ static bool lt_enabled(void) {
     return enabled;
 }
 
-/* g through cuBLASLt with the bias in its epilogue: true if it ran (*s holds
- * the result), false to take the cuBLAS path instead (no cuBLASLt, no
- * algorithm for g, or no room for the workspace; nothing was written). */
-static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
+/* g through cuBLASLt with its epilogue: true if it ran (*s holds the
+ * result), false to take another path instead (no cuBLASLt, no algorithm
+ * for g, or no room for the workspace; nothing was written). */
+static bool try_lt(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
     if (!blas_lib.lt_loaded || !lt_enabled()) return false;
     if (!d->vendor.lt && blas_lib.cublasLtCreate(&d->vendor.lt) != CUBLAS_STATUS_SUCCESS) {
         d->vendor.lt = NULL;
@@ -133,7 +133,7 @@ static bool try_lt_bias(cuda_dev *d, const tf_lt_gemm *g, tf_status *s) {
     cublasStatus_t e = tf_lt_gemm_run(&blas_lib, d->vendor.lt, &d->vendor.lt_cache, g, ws->handle, TF_LT_WORKSPACE, d->current);
     tf_cu_release_block(d, ws);
     if (e == CUBLAS_STATUS_NOT_SUPPORTED) return false;
-    *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasLtMatmul(bias epilogue)");
+    *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasLtMatmul(epilogue)");
     if (*s == TF_OK) d->stats.gemm_calls++;
     return true;
 }
@@ -160,8 +160,8 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     if (p.with_c && tf_cuda_plan_gemm_bias(op)) {
         tf_lt_gemm g = {type, compute, p.b.trans, p.a.trans, N, M, K, p.b.ld, p.a.ld, N, p.b.batch_stride,
                         p.a.batch_stride, M * N, (int32_t)p.batch, (float)p.alpha, tf_cu_first(b), tf_cu_first(a),
-                        tf_cu_first(&op->inputs[2]), tf_cu_first(o)};
-        if (try_lt_bias(d, &g, s)) return true;
+                        tf_cu_first(&op->inputs[2]), tf_cu_first(o), CUBLASLT_EPILOGUE_BIAS, NULL};
+        if (try_lt(d, &g, s)) return true;
     }
     if ((*s = ensure_blas(d)) != TF_OK) return true;
     if (p.with_c && (*s = tf_pk_copy_c_into_out(tg, op)) != TF_OK) return true;   /* then beta * out + alpha * a@b */
@@ -181,6 +181,110 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
     *s = e == CUBLAS_STATUS_SUCCESS ? TF_OK : blas_fail(d, e, "cublasGemmStridedBatchedEx");
     if (*s == TF_OK) d->stats.gemm_calls++;
     return true;
+}
+
+/* ---- GEMM_EPILOGUE through cuBLASLt's epilogues ----
+ * A fused linear layer in one cuBLASLt call where its epilogues express
+ * it: the bias (BIAS), ReLU and the tanh form of GELU (RELU, GELU and their
+ * _BIAS forms: cuBLASLt's GELU is the tanh approximation, as PyTorch's
+ * addmm_activation uses it; the erf GELU has no epilogue), and a residual
+ * without an activation as C with beta 1 (cuBLASLt adds C before its
+ * activation, tensorframe's residual comes after it). Anything else is
+ * left to the core, which runs the op as its parts. */
+
+/* The op as one cuBLASLt call: its GEMM (the op less the residual), the
+ * plan of that GEMM, the epilogue, and the residual (NULL: none). */
+typedef struct lt_fused {
+    tf_op gemm;
+    tf_blas_plan p;
+    cublasLtEpilogue_t epilogue;
+    bool bias;
+    const tf_tensor_desc *residual;
+} lt_fused;
+
+static bool lt_epilogue_of(int32_t activation, bool bias, cublasLtEpilogue_t *out) {
+    if (activation == (int32_t)TF_NO_ACTIVATION) *out = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    else if (activation == (int32_t)TF_OP_RELU) *out = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (activation == (int32_t)TF_OP_GELU_TANH) *out = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else return false;
+    return true;
+}
+
+/* A residual cuBLASLt can read as C: the output's dtype and shape, dense,
+ * and either the output's own bytes or none of them. */
+static bool residual_as_c(const tf_tensor_desc *r, const tf_tensor_desc *o) {
+    if (r->dtype != o->dtype || r->ndim != o->ndim || !tf_desc_is_contiguous(r)) return false;
+    for (int i = 0; i < o->ndim; i++)
+        if (r->shape[i] != o->shape[i]) return false;
+    if (r->buffer != o->buffer) return true;
+    uint64_t bytes = (uint64_t)tf_desc_numel(o) * tf_dtype_size(o->dtype);
+    uint64_t ro = r->offset, oo = o->offset;
+    return ro == oo || ro + bytes <= oo || oo + bytes <= ro;
+}
+
+static bool plan_lt_fused(const tf_op *op, lt_fused *f) {
+    if (op->kind != TF_OP_GEMM_EPILOGUE || op->output.dtype == TF_F64) return false;
+    bool residual = (op->params.flags & TF_GEMM_RESIDUAL) != 0;
+    f->gemm = *op;
+    f->gemm.kind = TF_OP_GEMM;
+    f->gemm.n_inputs = op->n_inputs - residual;
+    f->gemm.params.flags = 0;
+    f->gemm.params.activation = 0;
+    if (!tf_blas_plan_of(&f->gemm, &f->p)) return false;
+    f->bias = f->p.with_c;
+    if (f->bias && !tf_cuda_plan_gemm_bias(&f->gemm)) return false;       /* a c that is not a bias row */
+    if (!lt_epilogue_of(op->params.activation, f->bias, &f->epilogue)) return false;
+    f->residual = residual ? &op->inputs[op->n_inputs - 1] : NULL;
+    if (residual && (op->params.activation != (int32_t)TF_NO_ACTIVATION || !residual_as_c(f->residual, &op->output)))
+        return false;
+    return true;
+}
+
+bool tf_vendor_epilogue_supported(const tf_op *op) {
+    lt_fused f;
+    return op->kind == TF_OP_GEMM_EPILOGUE && blas_lib.loaded && blas_lib.lt_loaded && lt_enabled() &&
+           plan_lt_fused(op, &f);
+}
+
+/* The op's parts on the device, when cuBLASLt finds no algorithm for it
+ * after supports() said yes: the GEMM, then the activation and the
+ * residual in place in the output. */
+static tf_status lt_fused_parts(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, const lt_fused *f) {
+    tf_status s;
+    if (!tf_vendor_gemm(d, tg, &f->gemm, &s)) s = tf_pk_run(tg, &f->gemm);
+    tf_op part = *op;
+    part.params.flags = 0;
+    part.params.activation = 0;
+    if (s == TF_OK && op->params.activation != (int32_t)TF_NO_ACTIVATION) {
+        part.kind = (tf_op_kind)op->params.activation;
+        part.n_inputs = 1;
+        part.inputs[0] = op->output;
+        s = tf_pk_run(tg, &part);
+    }
+    if (s == TF_OK && f->residual) {
+        part.kind = TF_OP_ADD;
+        part.n_inputs = 2;
+        part.inputs[0] = op->output;
+        part.inputs[1] = *f->residual;
+        s = tf_pk_run(tg, &part);
+    }
+    return s;
+}
+
+tf_status tf_vendor_gemm_epilogue(cuda_dev *d, const tf_pk_target *tg, const tf_op *op) {
+    lt_fused f;
+    if (!plan_lt_fused(op, &f)) return tf_cu_host->set_error(TF_ERR_UNSUPPORTED, "%s: gemm_epilogue: no cuBLASLt form", d->gd.name);
+    const tf_blas_plan *p = &f.p;
+    const tf_tensor_desc *a = &op->inputs[0], *b = &op->inputs[1], *o = &op->output;
+    cudaDataType_t type = o->dtype == TF_F16 ? CUDA_R_16F : o->dtype == TF_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasComputeType_t compute = o->dtype == TF_F32 && use_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    tf_lt_gemm g = {type, compute, p->b.trans, p->a.trans, p->N, p->M, p->K, p->b.ld, p->a.ld, p->N,
+                    p->b.batch_stride, p->a.batch_stride, p->M * p->N, (int32_t)p->batch, (float)p->alpha,
+                    tf_cu_first(b), tf_cu_first(a), f.bias ? tf_cu_first(&op->inputs[2]) : NULL, tf_cu_first(o),
+                    f.epilogue, f.residual ? tf_cu_first(f.residual) : NULL};
+    tf_status s;
+    if (!try_lt(d, &g, &s)) s = lt_fused_parts(d, tg, op, &f);
+    return s;
 }
 
 /* ---- the plugin's own kernels (fast_kernels.cu; fast_plan.c says which ops) ---- */

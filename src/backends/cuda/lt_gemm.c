@@ -1,4 +1,4 @@
-/* GEMM with a bias in cuBLASLt's epilogue (see lt_gemm.h). */
+/* GEMM with cuBLASLt's epilogues: a bias, an activation, a matrix added (see lt_gemm.h). */
 #include "lt_gemm.h"
 
 #include <string.h>
@@ -37,16 +37,19 @@ static cublasStatus_t describe(const tf_cublas *lib, const tf_lt_gemm *g, size_t
     cudaDataType_t scale = CUDA_R_32F;
     LT_TRY(lib->cublasLtMatmulDescCreate(&x->op, g->compute, scale));
     cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtEpilogue_t epi = g->epilogue;
     int64_t bias_stride = 0;                       /* one bias for every batch */
     LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
-    LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->type, sizeof g->type));
-    if (g->batch > 1)
-        LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
-                                                   sizeof bias_stride));
+    if (g->bias) {
+        LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias, sizeof g->bias));
+        LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->type,
+                                                   sizeof g->type));
+        if (g->batch > 1)
+            LT_TRY(lib->cublasLtMatmulDescSetAttribute(x->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bias_stride,
+                                                       sizeof bias_stride));
+    }
     LT_TRY(layout(lib, &x->a, g->type, g->trans_a ? g->k : g->m, g->trans_a ? g->m : g->k, g->lda, g->batch,
                   g->stride_a));
     LT_TRY(layout(lib, &x->b, g->type, g->trans_b ? g->n : g->k, g->trans_b ? g->k : g->n, g->ldb, g->batch,
@@ -77,7 +80,10 @@ static tf_lt_gemm key_of(const tf_lt_gemm *g) {
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
     k.stride_a = g->stride_a, k.stride_b = g->stride_b, k.stride_d = g->stride_d;
     k.batch = g->batch;
-    k.a = alignment_of(g->a), k.b = alignment_of(g->b), k.bias = alignment_of(g->bias), k.d = (void *)alignment_of(g->d);
+    k.a = alignment_of(g->a), k.b = alignment_of(g->b), k.d = (void *)alignment_of(g->d);
+    k.bias = g->bias ? alignment_of(g->bias) : NULL;
+    k.c = g->c ? alignment_of(g->c) : NULL;
+    k.epilogue = g->epilogue;
     return k;
 }
 
@@ -108,11 +114,12 @@ cublasStatus_t tf_lt_gemm_run(const tf_cublas *lib, cublasLtHandle_t h, tf_lt_ca
     lt_descs x;
     memset(&x, 0, sizeof x);
     cublasLtMatmulAlgo_t algo;
-    float beta = 0;
+    float beta = g->c ? 1.0f : 0.0f;               /* C laid out as D */
+    const void *c = g->c ? g->c : g->d;
     cublasStatus_t e = describe(lib, g, workspace_bytes, &x);
     if (e == CUBLAS_STATUS_SUCCESS) e = choose(lib, h, cache, g, &x, &algo);
     if (e == CUBLAS_STATUS_SUCCESS)
-        e = lib->cublasLtMatmul(h, x.op, &g->alpha, g->a, x.a, g->b, x.b, &beta, g->d, x.d, g->d, x.d, &algo,
+        e = lib->cublasLtMatmul(h, x.op, &g->alpha, g->a, x.a, g->b, x.b, &beta, c, x.d, g->d, x.d, &algo,
                                 workspace, workspace_bytes, stream);
     descs_destroy(lib, &x);
     return e;

@@ -26,8 +26,10 @@ typedef struct tf_lt_gemm {
     int64_t stride_a, stride_b, stride_d;  /* between batches (0: shared) */
     int32_t batch;
     float alpha;
-    const void *a, *b, *bias;
+    const void *a, *b, *bias;            /* bias NULL: none */
     void *d;
+    cublasLtEpilogue_t epilogue;         /* BIAS, or an activation (RELU, GELU: its tanh form) with or without */
+    const void *c;                       /* NULL, or a matrix laid out as d added before the epilogue (beta 1) */
 } tf_lt_gemm;
 
 #define TF_LT_CACHE 16

@@ -487,7 +487,7 @@ static void cu_scratch_free(void *ctx, void *token) { tf_cu_release_block(ctx, t
 
 static bool cu_supports(void *ctx, const tf_op *op) {
     (void)ctx;
-    return tf_pk_supports(op, true);
+    return tf_pk_supports(op, true) || tf_vendor_epilogue_supported(op);
 }
 
 /* A quantized product of this many activation rows or more runs as two
@@ -560,7 +560,9 @@ static tf_status cu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     tf_status s = enter_on(d, stream);
     if (s != TF_OK) return s;
     d->shared_scratch = false;
-    bool taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? tf_vendor_gemm(d, &tg, op, &s)
+    bool taken = true;
+    if (op->kind == TF_OP_GEMM_EPILOGUE) s = tf_vendor_gemm_epilogue(d, &tg, op);
+    else taken = (op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM) ? tf_vendor_gemm(d, &tg, op, &s)
                  : op->kind == TF_OP_QMATMUL                          ? run_widened_qmatmul(d, &tg, op, &s)
                                                                      : tf_vendor_fast(d, op, &s);
     if (!taken) s = tf_pk_run(&tg, op);

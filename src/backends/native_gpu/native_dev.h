@@ -107,6 +107,10 @@ tf_status tf_vendor_launch(cuda_dev *d, tf_dtype program, tf_pk_kernel kernel, v
                            const unsigned block[3]);
 /* MATMUL/GEMM through the vendor's BLAS: true if taken (*s holds the result). */
 bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_status *s);
+/* GEMM_EPILOGUE in one vendor call (cuBLASLt's epilogues): whether op has
+ * that form here (supports() asks), and running it. */
+bool tf_vendor_epilogue_supported(const tf_op *op);
+tf_status tf_vendor_gemm_epilogue(cuda_dev *d, const tf_pk_target *tg, const tf_op *op);
 /* The vendor's own kernels for op: true if taken (*s holds the result). */
 bool tf_vendor_fast(cuda_dev *d, const tf_op *op, tf_status *s);
 /* The registration note: `count` devices opened, `failed` not. */

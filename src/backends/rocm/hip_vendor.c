@@ -201,6 +201,18 @@ bool tf_vendor_gemm(cuda_dev *d, const tf_pk_target *tg, const tf_op *op, tf_sta
 }
 
 /* No AMD-specific kernels yet: the portable ones take every op. */
+/* hipBLASLt's epilogues are not used: the core runs GEMM_EPILOGUE as its parts. */
+bool tf_vendor_epilogue_supported(const tf_op *op) {
+    (void)op;
+    return false;
+}
+
+tf_status tf_vendor_gemm_epilogue(cuda_dev *d, const tf_pk_target *tg, const tf_op *op) {
+    (void)tg;
+    (void)op;
+    return tf_cu_host->set_error(TF_ERR_UNSUPPORTED, "%s: gemm_epilogue runs as its parts on ROCm", d->gd.name);
+}
+
 bool tf_vendor_fast(cuda_dev *d, const tf_op *op, tf_status *s) {
     (void)d;
     (void)op;

@@ -242,13 +242,14 @@ static void test_non_finite_activations_propagate(void **state) {
  * order of the f32 additions differs), for one row and a few, and for
  * many (the integer GEMM where the CPU has VNNI; TF_CPU_QDOT=scalar takes
  * the scalar dots for every row count); 37 weight rows leave a partial
- * group of 8. */
+ * group of 8, and the row counts every partial tile of activation rows. */
 static void test_simd_matches_scalar(void **state) {
     (void)state;
-    static const int64_t row_counts[] = {1, 5, 13, 30};
+    /* 5 to 11 and 13 leave every remainder of the GEMM's row tiles (6 and 4) */
+    static const int64_t row_counts[] = {1, 5, 8, 9, 10, 11, 13, 30};
     int integer_many = 0;                      /* many-row products that took the integer GEMM */
     for (size_t t = 0; t < N_QUANTIZED; t++) {
-        for (size_t mi = 0; mi < 4; mi++) {
+        for (size_t mi = 0; mi < sizeof row_counts / sizeof *row_counts; mi++) {
             const int64_t m = row_counts[mi];
             tf_tensor *x = random_f32(m, 512, 4), *w = random_f32(37, 512, 5), *q = quantize(w, quantized[t]);
             tf_tensor *fast = NULL, *ref = NULL, *wd = NULL, *f32 = NULL;

@@ -3,6 +3,7 @@
 #ifndef TENSORFRAME_CPU_H
 #define TENSORFRAME_CPU_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* "tf_cpu_blas_calls": GEMM calls the CPU backend has made through the CBLAS
@@ -25,5 +26,14 @@ typedef uint64_t (*tf_cpu_blas_calls_fn)(void);
  * block's sum. The SIMD version where the CPU has AVX2, the scalar one with
  * TF_CPU_QDOT=scalar: both give the same bytes. */
 typedef void (*tf_cpu_q8_round_row_fn)(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
+
+/* "tf_cpu_weight_pack_bytes": bytes the CPU backend keeps of quantized
+ * weights repacked once for its integer GEMM (a product of a few
+ * activation rows then skips the repack). A pack is kept while its
+ * buffer's bytes stay as they were: never for memory handed out raw
+ * (DLPack, a host pointer) nor after a write into the buffer; it goes with
+ * the buffer. TF_CPU_WEIGHT_PACKS_MB caps it (default a sixteenth of RAM, at
+ * most 256; 0 turns packing off). */
+typedef size_t (*tf_cpu_weight_pack_bytes_fn)(void);
 
 #endif

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <tensorframe/backend.h>
 #include <tensorframe/cpu.h>
@@ -238,6 +239,16 @@ static void test_non_finite_activations_propagate(void **state) {
     }
 }
 
+/* Does the CPU's integer GEMM (VNNI) run here, as the ISA cap allows? */
+static bool integer_gemm_here(void) {
+    __builtin_cpu_init();
+    const char *isa = getenv("TF_CPU_ISA");
+    unsigned a, b, c, d;
+    bool avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);   /* CPUID's AVX-VNNI bit */
+    return (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && !(isa && *isa)) ||
+           (avx_vnni && isa && !strcmp(isa, "avxvnni"));
+}
+
 /* The SIMD dot products against the scalar ones (same integers; only the
  * order of the f32 additions differs), for one row and a few, and for
  * many (the integer GEMM where the CPU has VNNI; TF_CPU_QDOT=scalar takes
@@ -280,13 +291,7 @@ static void test_simd_matches_scalar(void **state) {
             for (int i = 0; i < 7; i++) tf_tensor_release(list[i]);
         }
     }
-    __builtin_cpu_init();
-    const char *isa = getenv("TF_CPU_ISA");
-    unsigned a, b, c, d;
-    bool avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);   /* CPUID's AVX-VNNI bit */
-    bool vnni = (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") && !(isa && *isa)) ||
-                (avx_vnni && isa && !strcmp(isa, "avxvnni"));
-    if (vnni) assert_int_equal(integer_many, 2 * (int)N_QUANTIZED);   /* every many-row case took the GEMM */
+    if (integer_gemm_here()) assert_int_equal(integer_many, 2 * (int)N_QUANTIZED);   /* every many-row case took the GEMM */
 }
 
 /* The products' arguments, and a GEMM of a quantized operand that is not
@@ -314,6 +319,84 @@ static void test_products(void **state) {
     for (int i = 0; i < 8; i++) tf_tensor_release(list[i]);
 }
 
+/* ---- weights packed once (cpu_packs.c) ---- */
+
+static size_t pack_bytes(void) {
+    tf_cpu_weight_pack_bytes_fn fn = (tf_cpu_weight_pack_bytes_fn)tf_backend_proc_address("cpu", "tf_cpu_weight_pack_bytes");
+    assert_non_null(fn);
+    return fn();
+}
+
+/* x @ w^T, and the scalar dots' result for the same operands. */
+static void product_pair(const tf_tensor *x, const tf_tensor *q, float *fast, float *scalar) {
+    tf_tensor *a = NULL, *b = NULL;
+    OK(tf_matmul_quantized(x, q, &a));
+    setenv("TF_CPU_QDOT", "scalar", 1);
+    OK(tf_matmul_quantized(x, q, &b));
+    unsetenv("TF_CPU_QDOT");
+    read_all(a, fast);
+    read_all(b, scalar);
+    tf_tensor_release(a);
+    tf_tensor_release(b);
+}
+
+static void expect_close(const float *a, const float *b, int n, const char *when) {
+    for (int i = 0; i < n; i++)
+        if (!(fabsf(a[i] - b[i]) <= 1e-4f * (1 + fabsf(b[i])))) fail_msg("%s: element %d %.7g, scalar %.7g", when, i, a[i], b[i]);
+}
+
+/* Where the integer GEMM runs (VNNI), a product of a few rows keeps its
+ * weight packed: the same results, the pack reused by the next call, and
+ * not used once the weight is written - through an op, through
+ * tf_tensor_write; gone with the weight. (A quantized tensor has no DLPack
+ * form, so no raw pointer to one is handed out that way.) */
+static void test_weight_packs(void **state) {
+    (void)state;
+    tf_tensor *x = random_f32(10, 256, 31), *w = random_f32(40, 256, 32), *q = quantize(w, TF_Q8_0);
+    tf_tensor *w2 = random_f32(40, 256, 33), *q2 = quantize(w2, TF_Q8_0);
+    float fast[10 * 40], scalar[10 * 40], again[10 * 40], scalar2[10 * 40];
+    const size_t before = pack_bytes();
+    product_pair(x, q, fast, scalar);
+    expect_close(fast, scalar, 400, "first product");
+    const size_t one = pack_bytes() - before;
+    const char *budget = getenv("TF_CPU_WEIGHT_PACKS_MB");
+    if (integer_gemm_here() && !(budget && !strcmp(budget, "0"))) assert_true(one > 0);
+    else assert_int_equal(one, 0);                    /* no integer GEMM here, or packs off: nothing kept */
+    product_pair(x, q, again, scalar);
+    expect_close(again, scalar, 400, "second product (the kept pack)");
+    assert_int_equal(pack_bytes() - before, one);     /* reused, not made again */
+
+    /* a write through an op: the pack is stale, the product reads the new bytes */
+    OK(tf_copy_into(q, q2));
+    product_pair(x, q, again, scalar2);
+    expect_close(again, scalar2, 400, "after tf_copy_into");
+    tf_tensor *x_only = NULL;
+    OK(tf_matmul_quantized(x, q2, &x_only));
+    float direct[10 * 40];
+    read_all(x_only, direct);
+    expect_close(again, direct, 400, "after tf_copy_into, against the source weight");
+    tf_tensor_release(x_only);
+
+    /* a write from the host into a freshly packed weight */
+    tf_tensor *q3 = quantize(w, TF_Q8_0);
+    product_pair(x, q3, again, scalar);                  /* packs q3 */
+    size_t q3_bytes = tf_dtype_size(TF_Q8_0) * 40 * 256 / 32;
+    unsigned char *raw = malloc(q3_bytes);
+    OK(tf_tensor_read(q2, raw, q3_bytes));
+    OK(tf_tensor_write(q3, raw, q3_bytes));
+    free(raw);
+    product_pair(x, q3, again, scalar2);
+    expect_close(again, direct, 400, "after tf_tensor_write");
+
+    /* released: its packs go */
+    const size_t held = pack_bytes();
+    tf_tensor_release(q3);
+    if (one) assert_true(pack_bytes() < held);
+    tf_tensor *list[] = {x, w, q, w2, q2};
+    for (int i = 0; i < 5; i++) tf_tensor_release(list[i]);
+    assert_int_equal(pack_bytes(), before);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_facts),         cmocka_unit_test(test_shapes_are_whole_blocks),
@@ -321,6 +404,7 @@ int main(void) {
         cmocka_unit_test(test_embedding_decodes_rows), cmocka_unit_test(test_simd_matches_scalar), cmocka_unit_test(test_activation_rounding),
         cmocka_unit_test(test_non_finite_activations_propagate),
         cmocka_unit_test(test_products),
+        cmocka_unit_test(test_weight_packs),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
 }

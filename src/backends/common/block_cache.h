@@ -32,6 +32,12 @@ typedef struct tf_block {
     unsigned epoch;                      /* the configuration it was sized under */
     struct tf_block *next;               /* in a free list */
     struct tf_block *live_prev, *live_next;
+    /* The CPU backend's record of writes, for data it derives from a buffer
+     * and keeps (cpu_packs.c): how many writes it ran into the buffer, and
+     * whether its memory was handed out raw (a host pointer, a wrapped
+     * one), after which nothing derived from it is kept. */
+    uint64_t writes;
+    bool exposed;
 } tf_block;
 
 typedef struct tf_block_cache {

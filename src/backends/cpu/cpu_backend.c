@@ -13,6 +13,7 @@
 #include "cpu_blas.h"
 #include "tensorframe/cpu.h"
 #include "cpu_kernels.h"
+#include "cpu_packs.h"
 #include "cpu_quant.h"
 #include "cpu_stream.h"
 #include "fast_kernels.h"
@@ -149,6 +150,8 @@ static tf_status cpu_get_info(void *ctx, tf_backend_device_info *info) {
 }
 
 /* Physical memory does not change while we run: read it once. */
+uint64_t tf_cpu_physical_memory(void) { return physical_memory(); }
+
 static uint64_t physical_memory(void) {
     static _Atomic uint64_t cached;
     uint64_t total = atomic_load(&cached), avail;
@@ -198,7 +201,11 @@ static tf_status cpu_buffer_alloc(void *ctx, size_t nbytes, tf_backend_buffer **
     lock_cache();
     tf_status s = tf_block_alloc(&cache, nbytes, &b);
     pthread_mutex_unlock(&alloc_lock);
-    if (s == TF_OK) *out = (tf_backend_buffer *)b;
+    if (s == TF_OK) {
+        b->writes = 0;                   /* a new buffer: what its block held before is gone */
+        b->exposed = false;
+        *out = (tf_backend_buffer *)b;
+    }
     return s;
 }
 
@@ -206,7 +213,7 @@ static tf_status cpu_buffer_from_host_ptr(void *ctx, void *ptr, size_t nbytes, t
     (void)ctx;
     cpu_buffer *b = host->alloc(sizeof *b);
     if (!b) return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: out of host memory for a buffer record");
-    *b = (tf_block){.handle = ptr, .capacity = nbytes, .requested = nbytes, .cls = -1};
+    *b = (tf_block){.handle = ptr, .capacity = nbytes, .requested = nbytes, .cls = -1, .exposed = true};
     *out = (tf_backend_buffer *)b;
     return TF_OK;
 }
@@ -215,6 +222,7 @@ static void cpu_buffer_free(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
     cpu_buffer *b = (cpu_buffer *)buf;
     if (!b) return;
+    tf_cpu_packs_forget(buf);
     if (b->cls < 0) {
         host->free(b);
         return;
@@ -254,8 +262,10 @@ static void cpu_reset_peak_memory(void *ctx) {
     pthread_mutex_unlock(&alloc_lock);
 }
 
+/* The caller may write through it: nothing derived from the buffer is kept from now on. */
 static void *cpu_buffer_host_ptr(void *ctx, tf_backend_buffer *buf) {
     (void)ctx;
+    tf_cpu_note_exposed(buf);
     return ((cpu_buffer *)buf)->handle;
 }
 
@@ -276,6 +286,7 @@ static tf_status cpu_upload(void *ctx, tf_backend_stream *stream, tf_backend_buf
     tf_status s = check_range(b, off, n, "upload");
     if (s == TF_OK && stream) s = cpu_stream_sync((cpu_stream *)stream);
     if (s == TF_OK && n) memcpy((char *)b->handle + off, src, n);
+    if (s == TF_OK) tf_cpu_note_write(dst);
     return s;
 }
 
@@ -289,11 +300,17 @@ static tf_status cpu_download(void *ctx, tf_backend_stream *stream, tf_backend_b
     return s;
 }
 
-/* memmove now, or queued on a made stream. */
-static tf_status move_bytes(tf_backend_stream *stream, void *dst, const void *src, size_t n) {
+/* memmove now, or queued on a made stream. A write into a buffer is
+ * recorded now; one queued is done later, where the stream's worker has
+ * only the address: the buffer counts as handed out raw. */
+static tf_status move_bytes(tf_backend_stream *stream, void *dst, const void *src, size_t n, tf_backend_buffer *into) {
     if (!n) return TF_OK;
-    if (stream) return cpu_stream_copy((cpu_stream *)stream, dst, src, n);
+    if (stream) {
+        tf_cpu_note_exposed(into);
+        return cpu_stream_copy((cpu_stream *)stream, dst, src, n);
+    }
     memmove(dst, src, n);
+    tf_cpu_note_write(into);
     return TF_OK;
 }
 
@@ -302,7 +319,7 @@ static tf_status cpu_upload_async(void *ctx, tf_backend_stream *stream, tf_backe
     (void)ctx;
     cpu_buffer *b = (cpu_buffer *)dst;
     tf_status s = check_range(b, off, n, "upload");
-    return s == TF_OK ? move_bytes(stream, (char *)b->handle + off, src, n) : s;
+    return s == TF_OK ? move_bytes(stream, (char *)b->handle + off, src, n, dst) : s;
 }
 
 static tf_status cpu_download_async(void *ctx, tf_backend_stream *stream, tf_backend_buffer *src, size_t off,
@@ -310,7 +327,7 @@ static tf_status cpu_download_async(void *ctx, tf_backend_stream *stream, tf_bac
     (void)ctx;
     cpu_buffer *b = (cpu_buffer *)src;
     tf_status s = check_range(b, off, n, "download");
-    return s == TF_OK ? move_bytes(stream, dst, (char *)b->handle + off, n) : s;
+    return s == TF_OK ? move_bytes(stream, dst, (char *)b->handle + off, n, NULL) : s;
 }
 
 static tf_status cpu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffer *dst, size_t doff,
@@ -319,7 +336,7 @@ static tf_status cpu_copy(void *ctx, tf_backend_stream *stream, tf_backend_buffe
     cpu_buffer *d = (cpu_buffer *)dst, *s = (cpu_buffer *)src;
     tf_status st = check_range(d, doff, n, "copy");
     if (st == TF_OK) st = check_range(s, soff, n, "copy");
-    return st == TF_OK ? move_bytes(stream, (char *)d->handle + doff, (char *)s->handle + soff, n) : st;
+    return st == TF_OK ? move_bytes(stream, (char *)d->handle + doff, (char *)s->handle + soff, n, dst) : st;
 }
 
 static char *host_address(tf_backend_buffer *buf) { return (char *)((cpu_buffer *)buf)->handle; }
@@ -329,7 +346,12 @@ static bool cpu_supports(void *ctx, const tf_op *op) {
     return tf_cpu_kernels_support(op);
 }
 
-static tf_status run_now(const tf_op *op) { return tf_cpu_kernels_run(op, host_address); }
+/* Every op the backend runs, now or on a stream's worker: its output's
+ * buffer is written (recorded first, so a pack made meanwhile is stale). */
+static tf_status run_now(const tf_op *op) {
+    tf_cpu_note_write(op->output.buffer);
+    return tf_cpu_kernels_run(op, host_address);
+}
 
 static tf_status cpu_run(void *ctx, tf_backend_stream *stream, const tf_op *op) {
     (void)ctx;
@@ -433,12 +455,14 @@ static void *cpu_get_proc_address(void *ctx, const char *name) {
     if (!strcmp(name, "tf_cpu_blas_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_blas_calls;
     if (!strcmp(name, "tf_cpu_reference_gemm_calls")) return (void *)(tf_cpu_blas_calls_fn)tf_cpu_reference_gemm_calls;
     if (!strcmp(name, "tf_cpu_q8_round_row")) return (void *)(tf_cpu_q8_round_row_fn)tf_cpu_q8_round_row;
+    if (!strcmp(name, "tf_cpu_weight_pack_bytes")) return (void *)(tf_cpu_weight_pack_bytes_fn)tf_cpu_packs_bytes;
     return NULL;
 }
 
 /* Buffers still alive keep counting (a tensor released after tf_shutdown
  * still frees its memory through cpu_buffer_free); the rest is reset. */
 static void cpu_shutdown(void *ctx) {
+    tf_cpu_packs_clear();
     (void)ctx;
     lock_cache();
     tf_block_release_cached(&cache);

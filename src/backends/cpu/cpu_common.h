@@ -198,6 +198,8 @@ static inline void for_each_row_parallel(int ndim, const int64_t *shape, int nop
 /* Kernel scratch from the library's counted allocator (tf_host_api alloc),
  * so the fault-injection test reaches every kernel's failure path. */
 void *tf_cpu_alloc(size_t nbytes);
+/* The machine's RAM in bytes. */
+uint64_t tf_cpu_physical_memory(void);
 void tf_cpu_free(void *p);
 /* A kernel out of scratch memory: TF_ERR_OUT_OF_MEMORY with a message. */
 tf_status tf_cpu_oom(const char *kernel, size_t nbytes);

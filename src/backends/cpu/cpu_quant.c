@@ -41,6 +41,7 @@
 #include "cpu_blas.h"
 #include "cpu_common.h"
 #include "cpu_quant.h"
+#include "cpu_packs.h"
 #include "fast_kernels.h"      /* tf_cpu_reference_kernels, tf_cpu_isa_cap */
 #include "tensorframe/backend.h"
 
@@ -348,6 +349,14 @@ void tf_cpu_qdot_avxvnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, co
 void tf_cpu_q8_round_avxvnni_impl(const float *x, int64_t k, int8_t *q, float *d, int32_t *s, float *ds);
 void tf_cpu_qgemm_avxvnni_impl(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, const tf_q8_rows *x, const uint8_t *w,
                                int64_t ldw, float *c, int64_t ldc, void *panel);
+#define PACKED_DECLS(isa)                                                                                          \
+    size_t tf_cpu_qgemm_group_bytes_##isa##_impl(int64_t k);                                                       \
+    void tf_cpu_qgemm_pack_##isa##_impl(tf_dtype wt, const uint8_t *w, int64_t ldw, int64_t n, int64_t k,          \
+                                        int64_t g0, int64_t g1, void *out);                                        \
+    void tf_cpu_qgemm_packed_##isa##_impl(tf_dtype wt, int64_t m, int64_t g0, int64_t g1, int64_t n,               \
+                                          const tf_q8_rows *x, const void *packed, float *c, int64_t ldc);
+PACKED_DECLS(vnni)
+PACKED_DECLS(avxvnni)
 #endif
 
 #if defined(TF_HAVE_QDOT_SIMD)
@@ -379,11 +388,17 @@ tf_qdot_kernels tf_cpu_qdot_fast(void) {
         c = reference || generic ? 0 : vnni512 ? 2 : vnni256 ? 3 : avx2 ? 1 : 0;
         chosen = c;                      /* every thread computes the same answer */
     }
-    if (c == 2) return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl, tf_cpu_qgemm_vnni_impl};
-    if (c == 3) return (tf_qdot_kernels){tf_cpu_qdot_avxvnni_impl, tf_cpu_q8_round_avxvnni_impl, tf_cpu_qgemm_avxvnni_impl};
-    if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl, NULL};
+    if (c == 2)
+        return (tf_qdot_kernels){tf_cpu_qdot_vnni_impl, tf_cpu_q8_round_vnni_impl, tf_cpu_qgemm_vnni_impl,
+                                 tf_cpu_qgemm_group_bytes_vnni_impl, tf_cpu_qgemm_pack_vnni_impl,
+                                 tf_cpu_qgemm_packed_vnni_impl};
+    if (c == 3)
+        return (tf_qdot_kernels){tf_cpu_qdot_avxvnni_impl, tf_cpu_q8_round_avxvnni_impl, tf_cpu_qgemm_avxvnni_impl,
+                                 tf_cpu_qgemm_group_bytes_avxvnni_impl, tf_cpu_qgemm_pack_avxvnni_impl,
+                                 tf_cpu_qgemm_packed_avxvnni_impl};
+    if (c == 1) return (tf_qdot_kernels){tf_cpu_qdot_avx2_impl, tf_cpu_q8_round_avx2_impl, NULL, NULL, NULL, NULL};
 #endif
-    return (tf_qdot_kernels){NULL, NULL, NULL};
+    return (tf_qdot_kernels){NULL, NULL, NULL, NULL, NULL, NULL};
 }
 
 /* Does TF_CPU_QDOT=scalar ask for the reference products (tests; read per
@@ -398,7 +413,7 @@ static bool scalar_requested(void) {
  * else (or when asked) the scalar ones. */
 static tf_qdot_kernels qdot_kernels(void) {
     tf_qdot_kernels fast = tf_cpu_qdot_fast();
-    if (!fast.dot || scalar_requested()) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row, NULL};
+    if (!fast.dot || scalar_requested()) return (tf_qdot_kernels){tf_cpu_qdot_scalar, q8_round_row, NULL, NULL, NULL, NULL};
     return fast;
 }
 
@@ -553,6 +568,55 @@ static void qgemm_groups(void *ctx, int64_t begin, int64_t end) {
     tf_cpu_free(panel);
 }
 
+/* ---- weights packed once (cpu_packs.c) ----
+ * A product of a few activation rows spends a large share of its time
+ * repacking its weight (40% at 10 rows, Q8_0, K = 384): below this many
+ * rows, the packed weight is kept and reused, within the packs' budget.
+ * Above it the repack is a few percent and the memory is not spent. */
+#define PACKED_MAX_ROWS 32
+
+typedef struct pack_job {
+    const qmatmul_job *j;
+    tf_qgemm_pack_fn pack;
+    void *out;
+} pack_job;
+
+static void pack_groups(void *ctx, int64_t begin, int64_t end) {
+    pack_job *p = ctx;
+    p->pack(p->j->wt, p->j->w, p->j->ldw, p->j->n, p->j->k, begin, end, p->out);
+}
+
+static void fill_pack(void *ctx, void *out) {
+    pack_job *p = ctx;
+    p->out = out;
+    tf_cpu_parallel_for((p->j->n + 15) / 16, 1, pack_groups, p);
+}
+
+typedef struct packed_job {
+    const qmatmul_job *j;
+    tf_qgemm_packed_fn packed;
+    const void *data;
+} packed_job;
+
+static void packed_groups(void *ctx, int64_t begin, int64_t end) {
+    packed_job *p = ctx;
+    const qmatmul_job *j = p->j;
+    p->packed(j->wt, j->m, begin, end, j->n, &j->x, p->data, j->c, j->ldc);
+}
+
+/* The product through the weight's kept pack: true when one was had (the
+ * product is done), false to repack per call. */
+static bool packed_product(const qmatmul_job *j, const tf_qdot_kernels *use, const tf_tensor_desc *W) {
+    if (!use->packed || j->m > PACKED_MAX_ROWS) return false;
+    tf_cpu_pack_key key = {W->offset, j->wt, j->n, j->k, j->ldw};
+    pack_job pj = {j, use->pack, NULL};
+    const void *data = tf_cpu_pack_get(W->buffer, &key, (size_t)((j->n + 15) / 16) * use->group_bytes(j->k), fill_pack, &pj);
+    if (!data) return false;
+    packed_job p = {j, use->packed, data};
+    tf_cpu_parallel_for((j->n + 15) / 16, 1, packed_groups, &p);
+    return true;
+}
+
 static void qmatmul_panels(void *ctx, int64_t begin, int64_t end) {
     qmatmul_job *j = ctx;
     float *panel = tf_cpu_alloc(sizeof(float) * PANEL * (size_t)j->k);
@@ -649,6 +713,10 @@ static tf_status quant_matmul(const tf_op *op, tf_cpu_address_fn address) {
     j.x = (tf_q8_rows){q, d, s, ds, j.k};
     j.dot = use.dot;
     j.gemm = use.gemm;
+    if (many && use.gemm && packed_product(&j, &use, Wd)) {
+        tf_cpu_free(scratch);
+        return TF_OK;
+    }
     if (many && use.gemm) {                   /* 8-row groups, a few per task */
         tf_cpu_parallel_for((j.n + 7) / 8, 1, qgemm_groups, &j);
         tf_cpu_free(scratch);

@@ -41,10 +41,23 @@ typedef void (*tf_qgemm_fn)(tf_dtype wt, int64_t m, int64_t j0, int64_t j1, cons
                             int64_t ldw, float *c, int64_t ldc, void *panel);
 size_t tf_cpu_qgemm_panel_bytes(int64_t k);
 
+/* The integer GEMM over weights packed once (cpu_packs.c keeps them):
+ * weight rows in groups of 16, group_bytes(k) bytes each; pack writes
+ * groups [g0, g1) of the n rows, packed multiplies every activation row by
+ * them. The same arithmetic as tf_qgemm_fn's, so the same bits. */
+typedef size_t (*tf_qgemm_group_bytes_fn)(int64_t k);
+typedef void (*tf_qgemm_pack_fn)(tf_dtype wt, const uint8_t *w, int64_t ldw, int64_t n, int64_t k, int64_t g0,
+                                 int64_t g1, void *out);
+typedef void (*tf_qgemm_packed_fn)(tf_dtype wt, int64_t m, int64_t g0, int64_t g1, int64_t n, const tf_q8_rows *x,
+                                   const void *packed, float *c, int64_t ldc);
+
 typedef struct tf_qdot_kernels {
     tf_qdot_fn dot;
     tf_q8_round_fn round;        /* the same bytes as the scalar rounding */
     tf_qgemm_fn gemm;            /* NULL: many rows decode panels for the BLAS GEMM instead */
+    tf_qgemm_group_bytes_fn group_bytes;   /* with pack and packed: NULL where gemm is */
+    tf_qgemm_pack_fn pack;
+    tf_qgemm_packed_fn packed;
 } tf_qdot_kernels;
 
 /* The SIMD kernels (AVX512-VNNI, else AVX2); NULL members where the CPU (or

@@ -778,9 +778,12 @@ static void test_capture_reuses_its_temporaries(void **state) {
             OK(tf_graph_end(&g));
             uint64_t held = held_bytes(d) - before;
             unsetenv("TF_GRAPH_REUSE");
-            /* the chain's temporaries, the constant, y; scalars are small */
+            /* the chain's temporaries, the constant, y; scalars are small.
+             * (Frees deferred behind an async device's queue may land during
+             * the capture and lower the count, never raise it: the second
+             * bound has room for them.) */
             if (reuse) assert_true(held < 8 * one + 4096);
-            else assert_true(held >= CHAIN * one);
+            else assert_true(held >= CHAIN / 2 * one);
             for (int round = 0; round < 2; round++) {
                 random_row(v, SIDE * SIDE);
                 OK(tf_tensor_write(x, v, sizeof v));

@@ -720,10 +720,11 @@ static tf_status capture_prompt(const llm_model *m, llm_cache *kv, const llm_bat
         drop_prompt_graph(e);
         return st;
     }
-    st = pass(m, kv, b, &e->p, e->ids, &e->logits);
+    st = pass(m, kv, b, &e->p, e->ids, &e->logits);    /* its errors are the model's already */
     tf_status ended = tf_graph_end(&e->graph);
-    if (st == TF_OK && ended == TF_OK) st = tf_copy(e->logits, logits);
-    else if (st == TF_OK) *logits = tf_tensor_retain(e->logits);   /* no replays here: the result only */
+    if (st == TF_OK && ended == TF_OK && (st = tf_copy(e->logits, logits)) != TF_OK)
+        st = llm_fail(st, "forward: copying the logits out: %s", tf_last_error());
+    else if (st == TF_OK && ended != TF_OK) *logits = tf_tensor_retain(e->logits);   /* no replays here: the result only */
     if (st == TF_OK && ended != TF_OK) kv->graphs->refused = true;
     if (st != TF_OK || ended != TF_OK) drop_prompt_graph(e);
     return st;

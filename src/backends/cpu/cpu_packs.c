@@ -19,8 +19,6 @@
  * a sentence encoder's fit (MiniLM: 32 MB), a large LLM's only in part. */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "../common/block_cache.h"
 #include "cpu_common.h"
@@ -97,10 +95,10 @@ const void *tf_cpu_pack_get(tf_backend_buffer *buffer, const tf_cpu_pack_key *ke
     if (data || !room) return data;
     /* Made outside the lock (packing a large weight takes milliseconds);
      * two threads racing for one weight both pack, the second copy goes. */
-    weight_pack *made = calloc(1, sizeof *made);
+    weight_pack *made = tf_cpu_alloc(sizeof *made);   /* the host's allocator: the fault sweep reaches it */
     void *out = made ? tf_cpu_alloc(bytes) : NULL;
     if (!out) {
-        free(made);
+        tf_cpu_free(made);
         return NULL;
     }
     fill(ctx, out);
@@ -121,7 +119,7 @@ const void *tf_cpu_pack_get(tf_backend_buffer *buffer, const tf_cpu_pack_key *ke
     pthread_mutex_unlock(&packs_lock);
     if (made) {                          /* not kept (raced, written meanwhile, or no room): the caller packs per call */
         tf_cpu_free(out);
-        free(made);
+        tf_cpu_free(made);
     }
     return data;
 }
@@ -139,7 +137,7 @@ void tf_cpu_packs_forget(tf_backend_buffer *buffer) {
         *p = e->next;
         packs_bytes -= e->bytes;
         tf_cpu_free(e->data);
-        free(e);
+        tf_cpu_free(e);
     }
     pthread_mutex_unlock(&packs_lock);
 }
@@ -150,7 +148,7 @@ void tf_cpu_packs_clear(void) {
         weight_pack *e = packs;
         packs = e->next;
         tf_cpu_free(e->data);
-        free(e);
+        tf_cpu_free(e);
     }
     packs_bytes = 0;
     pthread_mutex_unlock(&packs_lock);

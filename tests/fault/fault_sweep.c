@@ -528,6 +528,29 @@ static void program_scope(world *w, tf_tensor *a) {
     finish_step(w, what, s, NULL, 0, false);
 }
 
+/* Inside a capture: a chain whose released temporaries the capture's pool
+ * hands to later ones, and a constant made once buffers wait there (its
+ * storage moves to a buffer of its own): the pool's records and that move
+ * can fail too. */
+static tf_status capture_chain(tf_device *cpu, const tf_tensor *c, const tf_tensor *a, tf_tensor **out, const char **what) {
+    static const float ramp[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};   /* a is [3, 4] */
+    tf_tensor *t = NULL, *k = NULL;
+    tf_status st = tf_add(c, a, &t);
+    *what = "tf_add";
+    for (int step = 0; st == TF_OK && step < 4; step++) {
+        tf_tensor *next = NULL;
+        st = tf_mul(t, a, &next), *what = "tf_mul";
+        tf_tensor_release(t);
+        t = next;
+    }
+    if (st == TF_OK)
+        st = tf_tensor_from_data(cpu, TF_F32, tf_tensor_ndim(a), tf_tensor_shape(a), ramp, &k), *what = "tf_tensor_from_data";
+    if (st == TF_OK) st = tf_add(t, k, out), *what = "tf_add";
+    tf_tensor_release(t);
+    tf_tensor_release(k);
+    return st;
+}
+
 /* A CPU stream (a worker thread) with ops queued on it, an event ordering
  * the default stream after them, a graph captured and replayed: every
  * stream, event, task and graph record allocation can fail. Whatever
@@ -547,7 +570,7 @@ static void streams_and_graph_steps(world *w, tf_tensor *a, tf_stream **side, tf
     const char *what = "tf_graph_begin";
     tf_status st = tf_graph_begin(w->cpu);
     if (st == TF_OK) {
-        st = tf_add(c, a, &d), what = "tf_add";
+        st = capture_chain(w->cpu, c, a, &d, &what);
         tf_status ended = tf_graph_end(g);
         if (st == TF_OK) st = ended, what = "tf_graph_end";
     }

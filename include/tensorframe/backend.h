@@ -153,7 +153,8 @@ typedef struct tf_op_params {
     uint32_t flags;                   /* ROW, ADD_NORM: TF_ROW_WEIGHT | TF_ROW_BIAS; ROPE: TF_ROPE_NEOX;
                                          SDPA: TF_SDPA_CAUSAL | TF_SDPA_MASK;
                                          GEMM_EPILOGUE: TF_GEMM_RESIDUAL;
-                                         QMATMUL_EPILOGUE: TF_QMM_BIAS | TF_GEMM_RESIDUAL */
+                                         QMATMUL_EPILOGUE: TF_QMM_BIAS | TF_GEMM_RESIDUAL;
+                                         SORT, ARGSORT: TF_SORT_DESCENDING; SEARCHSORTED: TF_SEARCH_RIGHT */
     int64_t rotary_dims;              /* ROPE: leading dims of the last axis rotated */
     double theta;                     /* ROPE: frequency base */
     double scale;                     /* SDPA: score scale */
@@ -178,6 +179,8 @@ typedef struct tf_op_params {
 #define TF_POOL_COUNT_PAD 1u          /* AVGPOOL2D: padding counts in the divisor */
 #define TF_ADAM_DECOUPLED 1u          /* ADAM: AdamW's decoupled weight decay */
 #define TF_GEMM_RESIDUAL 1u           /* GEMM_EPILOGUE, QMATMUL_EPILOGUE: the last input is a residual added at the end */
+#define TF_SORT_DESCENDING 1u        /* SORT, ARGSORT: largest first (NaN first), equal values kept in order */
+#define TF_SEARCH_RIGHT 1u           /* SEARCHSORTED: the last position a value could go (NumPy's side='right') */
 #define TF_QMM_BIAS 2u                /* QMATMUL_EPILOGUE: inputs[2] is a bias added before the activation */
 
 typedef struct tf_op {

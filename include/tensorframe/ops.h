@@ -48,6 +48,18 @@
  *                                   GEMM_EPILOGUE's. A device without the
  *                                   kernel runs its parts, on the device
  *                                   (tf_linear_fused, the graph fusion pass)
+ *                        SORT       along one axis, output shape = input shape
+ *                                   (sort: the values in order; argsort: their
+ *                                   positions, i64), stable, NaN after every
+ *                                   number (before, descending: the reverse
+ *                                   order of the same total order);
+ *                                   params.axis, params.flags TF_SORT_DESCENDING
+ *                        SEARCH     positions in a sorted 1-d input (the first)
+ *                                   at which the second input's values would
+ *                                   go: i64 in the second input's shape, the
+ *                                   first such position (the last, with
+ *                                   TF_SEARCH_RIGHT in params.flags), NaN
+ *                                   ordered after every number
  *                        ADD_NORM   a residual add and the norm of its rows in
  *                                   one pass: norm(x + r) along the last axis,
  *                                   the sum rounded to the dtype first (what
@@ -76,7 +88,9 @@
  *           (0.9 to 1.1 and small integers, for long products), UNIT
  *           (inside (-1, 1): acos, asin, atanh), GE_ONE (1 to 4: acosh),
  *           SIGNS (zeros of both signs, NaN and infinities mixed in: copysign, atan2),
- *           SHIFT (shift counts from -2 to 70 for the second input)
+ *           SHIFT (shift counts from -2 to 70 for the second input),
+ *           ORDER (few distinct values, and for floats NaN, infinities and
+ *           zeros of both signs among them: sort, argsort, searchsorted)
  *   nmse_k  conformance threshold: NMSE <= nmse_k * eps(out dtype)^2, where
  *           eps is the dtype's machine epsilon, times the reduction length
  *           for ops that accumulate (REDUCE: elements per output; MATMUL, GEMM: K;
@@ -94,7 +108,7 @@
  *           logical and/or, bool out), PREDICATE (logical_not, isnan, isinf),
  *           SELECT, MATMUL, REDUCE, SCAN, PICK (index_select, gather),
  *           TRIANGLE, COPY, FILL, ARANGE, RANDOM, ROW, ROPE, ATTENTION, CONV,
- *           POOL, OPTIMIZER, ADD_NORM (fused: a backend without it is sent
+ *           POOL, OPTIMIZER, SORT (sort, argsort, searchsorted), ADD_NORM (fused: a backend without it is sent
  *           the parts); NONE for composites. Kernels tell the ops of a
  *           family apart by the op's own value (TF_OP_ADD, ...), never by its
  *           distance from another op.
@@ -211,7 +225,10 @@
     X(BITWISE_OR,   bitwise_or,   2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
     X(BITWISE_XOR,  bitwise_xor,  2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
     X(LEFT_SHIFT,   left_shift,   2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH) \
-    X(RIGHT_SHIFT,  right_shift,  2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH)
+    X(RIGHT_SHIFT,  right_shift,  2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH) \
+    X(SORT,         sort,         1, SORT,      SAME,          ALL,     ORDER,   0, SORT) \
+    X(ARGSORT,      argsort,      1, SORT,      INDEX,         ALL,     ORDER,   0, SORT) \
+    X(SEARCHSORTED, searchsorted, 2, SEARCH,    INDEX,         ALL,     ORDER,   0, SORT)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,
@@ -224,7 +241,7 @@ typedef enum tf_op_kernel {
     TF_KERNEL_NONE, TF_KERNEL_ARITH, TF_KERNEL_MATH, TF_KERNEL_COMPARE, TF_KERNEL_PREDICATE, TF_KERNEL_SELECT,
     TF_KERNEL_MATMUL, TF_KERNEL_REDUCE, TF_KERNEL_SCAN, TF_KERNEL_PICK, TF_KERNEL_TRIANGLE, TF_KERNEL_COPY,
     TF_KERNEL_FILL, TF_KERNEL_ARANGE, TF_KERNEL_RANDOM, TF_KERNEL_ROW, TF_KERNEL_ROPE, TF_KERNEL_ATTENTION,
-    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER, TF_KERNEL_ADD_NORM
+    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER, TF_KERNEL_ADD_NORM, TF_KERNEL_SORT
 } tf_op_kernel;
 
 /* The kernel family of an op (header-only: plugins do not link the core). */

@@ -1114,6 +1114,31 @@ TF_API tf_status tf_logsumexp(const tf_tensor *t, int axis, bool keepdim, tf_ten
 /* Running sum along one axis (integers and bool give i64). */
 TF_API tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out);
 
+/* Sorting and searching (every dtype but the quantized ones).
+ *
+ * One total order: numbers in their order (-0.0 equal to 0.0), NaN after
+ * every number and equal to every NaN. Sorts are stable: equal values keep
+ * the order they had, in both directions. `descending` sorts largest first,
+ * so NaN comes first (the array API's and NumPy's flip of the ascending
+ * order). `axis` may be negative; a 0-d tensor is a line of one.
+ *
+ * tf_sort gives the values in order (the input's dtype and shape);
+ * tf_argsort their positions along the axis (i64), so that
+ * take_along_axis(t, argsort) == sort.
+ * tf_searchsorted gives, for each of `values`, the position in the 1-d
+ * `sorted` at which it would go to keep it sorted: the first such position,
+ * or with `right` the last (NumPy's side='left' / 'right'). The result is
+ * i64 with `values`' shape. The two inputs are promoted to a common dtype
+ * first (an int8 sorted and f32 values compare as f32). `sorted` must be in
+ * the order above; if it is not, the positions are unspecified (no error:
+ * checking costs a pass).
+ *
+ * GPU backends rank each element against its line (O(n^2) work per line of
+ * n, all in parallel); the CPU merges (O(n log n)). */
+TF_API tf_status tf_sort(const tf_tensor *t, int axis, bool descending, tf_tensor **out);
+TF_API tf_status tf_argsort(const tf_tensor *t, int axis, bool descending, tf_tensor **out);
+TF_API tf_status tf_searchsorted(const tf_tensor *sorted, const tf_tensor *values, bool right, tf_tensor **out);
+
 /* Elementwise unary ops on float tensors (f16/bf16 computed in f32); the
  * result has the input's shape and dtype. NaN propagates through all of
  * them (relu and clamp included) except sign, which gives 0 for NaN as

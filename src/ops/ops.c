@@ -760,6 +760,58 @@ tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     return tf__op_end(&c, TF_OK, dt, t->ndim, t->shape, out);
 }
 
+/* ---- sorting and searching ---- */
+
+static tf_status sort_op(const char *fn, tf_op_kind kind, const tf_tensor *t, int axis, bool descending,
+                         tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (!accepts(kind, t->dtype)) return dtype_not_accepted(fn, kind, t->dtype);
+    if (axis == TF_ALL_AXES)
+        return tf__error(TF_ERR_AXIS, "%s: takes one axis, not TF_ALL_AXES (tf_reshape to 1-d first)", fn);
+    int ax = axis < 0 ? axis + t->ndim : axis;
+    if (t->ndim == 0 && (axis == 0 || axis == -1)) ax = 0;
+    else if (ax < 0 || ax >= t->ndim)
+        return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 1, &t, NULL, NULL);
+    if (s != TF_OK) return s;
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.params.axis = t->ndim ? ax : TF_ALL_AXES;
+    c.op.params.flags = descending ? TF_SORT_DESCENDING : 0u;
+    return tf__op_end(&c, TF_OK, kind == TF_OP_ARGSORT ? TF_I64 : t->dtype, t->ndim, t->shape, out);
+}
+
+tf_status tf_sort(const tf_tensor *t, int axis, bool descending, tf_tensor **out) {
+    return sort_op("tf_sort", TF_OP_SORT, t, axis, descending, out);
+}
+
+tf_status tf_argsort(const tf_tensor *t, int axis, bool descending, tf_tensor **out) {
+    return sort_op("tf_argsort", TF_OP_ARGSORT, t, axis, descending, out);
+}
+
+tf_status tf_searchsorted(const tf_tensor *sorted, const tf_tensor *values, bool right, tf_tensor **out) {
+    static const char fn[] = "tf_searchsorted";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!sorted || !values) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    if (sorted->ndim != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: the sorted input must be 1-d (got %d-d)", fn, sorted->ndim);
+    tf_dtype common;
+    tf_status s = binary_dtype(fn, TF_OP_SEARCHSORTED, sorted->dtype, values->dtype, &common);
+    if (s != TF_OK) return s;
+    const tf_tensor *in[2] = {sorted, values};
+    const tf_dtype want[2] = {common, common};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, TF_OP_SEARCHSORTED, 2, in, want, NULL);
+    if (s != TF_OK) return s;
+    c.op.inputs[0] = tf__desc(c.in[0]);
+    c.op.inputs[1] = tf__desc(c.in[1]);
+    c.op.params.flags = right ? TF_SEARCH_RIGHT : 0u;
+    return tf__op_end(&c, TF_OK, TF_I64, values->ndim, values->shape, out);
+}
+
 /* ---- creation ops ---- */
 
 static tf_status create(const char *fn, tf_op_kind kind, tf_device *dev, tf_dtype dt, int ndim,

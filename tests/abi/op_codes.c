@@ -118,6 +118,9 @@ static const struct {
     {TF_OP_BITWISE_XOR, 102, "bitwise_xor"},
     {TF_OP_LEFT_SHIFT, 103, "left_shift"},
     {TF_OP_RIGHT_SHIFT, 104, "right_shift"},
+    {TF_OP_SORT, 105, "sort"},
+    {TF_OP_ARGSORT, 106, "argsort"},
+    {TF_OP_SEARCHSORTED, 107, "searchsorted"},
 };
 
 int main(void) {

@@ -31,14 +31,14 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE
+    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
 } dtype_rule;
 typedef enum {
     DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE, DOM_UNIT, DOM_GE_ONE,
-    DOM_SIGNS, DOM_SHIFT
+    DOM_SIGNS, DOM_SHIFT, DOM_ORDER
 } domain;
 enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f, ACC_INTEGER = 0x0f0 };
 
@@ -249,6 +249,12 @@ static double draw(tf_dtype dt, domain dom, int input) {
             return vals[randint(0, 4)];
         }
         break;
+    case DOM_ORDER: {                            /* sorting: ties, and for floats NaN, infinities, zeros of both signs */
+        static const double vals[9] = {-1, -0.5, 0.5, 1, 0.0, -0.0, NAN, INFINITY, -INFINITY};
+        if (fl) return vals[randint(0, randint(0, 3) ? 3 : 8)];
+        if (dt == TF_U8) return (double)randint(0, 3) * (randint(0, 5) ? 1 : 60);
+        return (double)randint(-2, 2) * (randint(0, 5) ? 1 : (dt == TF_I8 ? 60 : 3000000000.0 / (dt == TF_I32 ? 3 : 1)));
+    }
     case DOM_WIDE:
         if (fl) return dt == TF_F16 ? uniform(-3e4, 3e4) : uniform(-1e5, 1e5) * (randint(0, 3) ? 1e-3 : 1.0);
         return dt == TF_U8 ? (double)randint(0, 255) : dt == TF_I8 ? (double)randint(-128, 127) : (double)randint(-100000, 100000);
@@ -967,6 +973,132 @@ static void run_scan(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         host_free(&h);
         host_free(&ref);
         tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
+/* ---- sorting and searching ---- */
+
+/* The op table's total order, in float64: NaN after every number. */
+static bool sorts_before(double a, double b) { return isnan(b) ? !isnan(a) : a < b; }
+
+/* Stable insertion sort of positions pos[0..n) by values v[pos[i] * step]. */
+static void ref_sort_positions(const double *v, int64_t step, int64_t n, bool descending, int64_t *pos) {
+    for (int64_t i = 0; i < n; i++) pos[i] = i;
+    for (int64_t i = 1; i < n; i++) {
+        int64_t x = pos[i], j = i;
+        for (; j > 0; j--) {
+            double a = v[pos[j - 1] * step], b = v[x * step];
+            if (!(descending ? sorts_before(a, b) : sorts_before(b, a))) break;   /* equal: stays behind */
+            pos[j] = pos[j - 1];
+        }
+        pos[j] = x;
+    }
+}
+
+/* sort / argsort along each axis of a few layouts, both directions. The
+ * values' zeros are compared by sign: -0.0 and 0.0 are equal, so a sort
+ * that is not stable, or writes a converted value, shows. */
+static void run_sort(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const reduce_case cases[] = {
+        {3, {6, 5, 4}, 0, LAYOUT_CONTIG}, {3, {6, 5, 4}, 1, LAYOUT_TRANSPOSED}, {3, {6, 5, 4}, -1, LAYOUT_STRIDED},
+        {2, {0, 5}, 0, LAYOUT_CONTIG},    {0, {0}, 0, LAYOUT_CONTIG},            {1, {1031}, 0, LAYOUT_CONTIG},
+        {2, {3, 200}, -1, LAYOUT_STRIDED},
+    };
+    for (size_t ci = 0; ci < 2 * sizeof cases / sizeof *cases; ci++) {
+        const reduce_case *rc = &cases[ci / 2];
+        bool descending = ci % 2;
+        host_t h, ref;
+        tf_tensor *t = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, rc->n, rc->shape, op->dom, 0, rc->lay, &h, &t);
+        if (s == TF_OK) s = (op->kind == TF_OP_SORT ? tf_sort : tf_argsort)(t, rc->axis, descending, &out);
+        host_init(&ref, result_dtype(op, dt), rc->n, rc->shape);
+        ref.signed_zeros = op->kind == TF_OP_SORT;
+        int ax = rc->n == 0 ? -1 : rc->axis < 0 ? rc->axis + rc->n : rc->axis;
+        int64_t len = ax >= 0 ? rc->shape[ax] : 1, step = 1, idx[TF_MAX_DIMS];
+        for (int d = ax + 1; d < rc->n; d++) step *= rc->shape[d];
+        int64_t *pos = malloc(sizeof(int64_t) * (size_t)(len ? len : 1));
+        for (int64_t i = 0; i < h.n; i++) {
+            unravel(i, rc->n, rc->shape, idx);
+            if (ax >= 0 && idx[ax] != 0) continue;       /* start of a line */
+            ref_sort_positions(h.v + i, step, len, descending, pos);
+            for (int64_t j = 0; j < len; j++)
+                ref.v[i + j * step] = op->kind == TF_OP_SORT ? h.v[i + pos[j] * step] : (double)pos[j];
+        }
+        free(pos);
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s %d-d axis %d %s%s", tf_dtype_name(dt), rc->n, rc->axis, layout_names[rc->lay],
+                 descending ? " descending" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&h);
+        host_free(&ref);
+        tf_tensor_release(t);
+        tf_tensor_release(out);
+    }
+}
+
+/* A 1-d tensor of n values drawn from dom, in the total order; strided: a
+ * view of every other element of a longer one. */
+static tf_status make_sorted(tf_device *dev, tf_dtype dt, int64_t n, domain dom, bool strided, host_t *h,
+                             tf_tensor **out) {
+    host_init(h, dt, 1, &n);
+    for (int64_t i = 0; i < n; i++) h->v[i] = quantize(dt, draw(dt, dom, 0));
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    double *sorted = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    ref_sort_positions(h->v, 1, n, false, pos);
+    for (int64_t i = 0; i < n; i++) sorted[i] = h->v[pos[i]];
+    memcpy(h->v, sorted, sizeof(double) * (size_t)n);
+    free(pos);
+    free(sorted);
+    int64_t pn = strided ? 2 * n : n;
+    size_t es = tf_dtype_size(dt);
+    unsigned char *bytes = calloc((size_t)(pn ? pn : 1), es);
+    for (int64_t i = 0; i < pn; i++) encode(dt, strided && i % 2 == 0 ? 0.0 : h->v[strided ? i / 2 : i], bytes + i * es);
+    tf_tensor *parent;
+    tf_status s = tf_tensor_from_data(dev, dt, 1, &pn, bytes, &parent);
+    free(bytes);
+    if (s != TF_OK || !strided) {
+        if (s == TF_OK) *out = parent;
+        return s;
+    }
+    s = tf_slice(parent, 0, 1, pn, 2, out);
+    tf_tensor_release(parent);
+    return s;
+}
+
+/* searchsorted of values of a few shapes and layouts in sorted inputs of a
+ * few lengths (none, one, strided, long), both sides. */
+static void run_search(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int64_t n; bool strided; reduce_case values; } cases[] = {
+        {9, false, {2, {7, 5}, 0, LAYOUT_CONTIG}},       {0, false, {1, {6}, 0, LAYOUT_CONTIG}},
+        {1, false, {0, {0}, 0, LAYOUT_CONTIG}},          {33, true, {3, {2, 3, 4}, 0, LAYOUT_TRANSPOSED}},
+        {1000, false, {1, {1031}, 0, LAYOUT_STRIDED}},   {40, true, {2, {0, 3}, 0, LAYOUT_CONTIG}},
+    };
+    for (size_t ci = 0; ci < 2 * sizeof cases / sizeof *cases; ci++) {
+        const reduce_case *vc = &cases[ci / 2].values;
+        int64_t n = cases[ci / 2].n;
+        bool right = ci % 2;
+        host_t hs, hv, ref;
+        tf_tensor *st = NULL, *vt = NULL, *out = NULL;
+        tf_status s = make_sorted(dev, dt, n, op->dom, cases[ci / 2].strided, &hs, &st);
+        tf_status s2 = make_input(dev, dt, vc->n, vc->shape, op->dom, 1, vc->lay, &hv, &vt);
+        if (s == TF_OK) s = s2;
+        if (s == TF_OK) s = tf_searchsorted(st, vt, right, &out);
+        host_init(&ref, TF_I64, vc->n, vc->shape);
+        for (int64_t i = 0; i < hv.n; i++) {
+            int64_t p = 0;
+            for (int64_t j = 0; j < n; j++) p += right ? !sorts_before(hv.v[i], hs.v[j]) : sorts_before(hs.v[j], hv.v[i]);
+            ref.v[i] = (double)p;
+        }
+        char desc[128];
+        snprintf(desc, sizeof desc, "%s sorted %lld%s, values %d-d %s, %s", tf_dtype_name(dt), (long long)n,
+                 cases[ci / 2].strided ? " strided" : "", vc->n, layout_names[vc->lay], right ? "right" : "left");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hs);
+        host_free(&hv);
+        host_free(&ref);
+        tf_tensor_release(st);
+        tf_tensor_release(vt);
         tf_tensor_release(out);
     }
 }
@@ -2471,6 +2603,8 @@ static counts run_device(tf_device *dev) {
             case SH_UNARY: run_unary(dev, op, (tf_dtype)dt, &c); break;
             case SH_WHERE: run_where(dev, op, (tf_dtype)dt, &c); break;
             case SH_SCAN: run_scan(dev, op, (tf_dtype)dt, &c); break;
+            case SH_SORT: run_sort(dev, op, (tf_dtype)dt, &c); break;
+            case SH_SEARCH: run_search(dev, op, (tf_dtype)dt, &c); break;
             case SH_INDEXED: run_indexed(dev, op, (tf_dtype)dt, &c); break;
             case SH_TRIANGLE: run_triangle(dev, op, (tf_dtype)dt, &c); break;
             case SH_GEMM: run_gemm(dev, op, (tf_dtype)dt, &c); break;

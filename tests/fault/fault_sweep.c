@@ -306,6 +306,12 @@ static void program_reductions_and_linalg(world *w, tf_tensor *a, tf_tensor *am,
     OP(vr, tf_var, am, 1, 1, false);
     OP(ls, tf_logsumexp, ap, 0, false);
     OP(cs, tf_cumsum, am, 1);
+    OP(so, tf_sort, am, 1, true);                          /* the CPU's merge scratch, per thread */
+    OP(aso, tf_argsort, a, 0, false);
+    OP(flat, tf_reshape, so, 1, (int64_t[]){-1});
+    OP(srt, tf_sort, flat, 0, false);
+    OP(ss, tf_searchsorted, srt, ap, true);                /* the sorted keys' buffer */
+    (void)aso; (void)ss;
     OP(t, tf_transpose, am, 0, 1);
     OP(mm, tf_matmul, a, t);                               /* cpu @ mybackend, a strided operand */
     OP(mm2, tf_matmul, ap, t);

@@ -200,6 +200,73 @@ static tf_tensor *tensor_of(tf_dtype dt, int64_t n, const void *data) {
     return t;
 }
 
+/* sort and searchsorted refuse what they cannot take and leave *out NULL;
+ * searchsorted promotes its inputs first; a long line sorts (the CPU's
+ * merge passes) to the same order as a sort of the same values by qsort. */
+static void test_sort_and_search(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s23[2] = {2, 3};
+    float v6[6] = {3, 1, 2, 0, -1, 5};
+    tf_tensor *m = tensor_f32(cpu, 2, s23, v6), *out = (tf_tensor *)0x1, *q = NULL;
+    FAILS_WITH(TF_ERR_AXIS, "tf_sort: axis 2 out of range", tf_sort(m, 2, false, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_AXIS, "takes one axis", tf_argsort(m, TF_ALL_AXES, false, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "tf_sort", tf_sort(NULL, 0, false, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "tf_searchsorted: the sorted input must be 1-d (got 2-d)", tf_searchsorted(m, m, false, &out));
+    float v32[32] = {0};
+    int64_t n32 = 32;
+    tf_tensor *t32 = tensor_f32(cpu, 1, &n32, v32);
+    OK(tf_cast(t32, TF_Q8_0, &q));
+    tf_tensor_release(t32);
+    FAILS_WITH(TF_ERR_DTYPE, "sort does not accept dtype q8_0", tf_sort(q, 0, false, &out));
+    tf_tensor_release(q);
+    OK(tf_sort(m, -1, true, &out));
+    float want[6] = {3, 2, 1, 5, 0, -1};
+    expect_f32(out, want, 6);
+    tf_tensor_release(out);
+
+    int8_t sorted[4] = {-3, 0, 0, 7};
+    float probe[4] = {-0.5f, 0.0f, 6.5f, 100.0f};
+    int64_t four = 4, pos[4];
+    tf_tensor *st = tensor_of(TF_I8, 4, sorted), *pt = tensor_f32(cpu, 1, &four, probe);
+    OK(tf_searchsorted(st, pt, false, &out));      /* compared as f32: -0.5 goes after -3, not at 0 */
+    assert_int_equal(tf_tensor_dtype(out), TF_I64);
+    OK(tf_tensor_read(out, pos, sizeof pos));
+    assert_int_equal(pos[0], 1);
+    assert_int_equal(pos[1], 1);
+    assert_int_equal(pos[2], 3);
+    assert_int_equal(pos[3], 4);
+    tf_tensor_release(out);
+    OK(tf_searchsorted(st, pt, true, &out));
+    OK(tf_tensor_read(out, pos, sizeof pos));
+    assert_int_equal(pos[1], 3);
+    tf_tensor_release(out);
+    tf_tensor_release(st);
+    tf_tensor_release(pt);
+    tf_tensor_release(m);
+
+    enum { N = 100003 };                          /* many merge passes, a partial last run */
+    int32_t *v = malloc(sizeof(int32_t) * N), *got = malloc(sizeof(int32_t) * N);
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        v[i] = (int32_t)(x % 2000003) - 1000000;
+    }
+    tf_tensor *big = tensor_of(TF_I32, N, v);
+    OK(tf_sort(big, 0, false, &out));
+    OK(tf_tensor_read(out, got, sizeof(int32_t) * N));
+    for (int i = 1; i < N; i++)
+        if (got[i - 1] > got[i]) fail_msg("element %d: %d after %d", i, got[i], got[i - 1]);
+    int64_t sum_in = 0, sum_out = 0;
+    for (int i = 0; i < N; i++) sum_in += v[i], sum_out += got[i];
+    assert_true(sum_in == sum_out);
+    tf_tensor_release(out);
+    tf_tensor_release(big);
+    free(v);
+    free(got);
+}
+
 static void test_op_semantics_at_the_edges(void **state) {
     (void)state;
     int8_t i8a[2] = {100, -100}, i8b[2] = {100, -100}, i8r[2];
@@ -1001,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_unknown_device),
         cmocka_unit_test(test_dtype_errors),
+        cmocka_unit_test(test_sort_and_search),
         cmocka_unit_test(test_shape_errors_leave_inputs_intact),
         cmocka_unit_test(test_axis_errors),
         cmocka_unit_test(test_size_errors),

@@ -29,6 +29,7 @@ static void build(void) {
 tf_dtype tf_cpu_table_dtype(const tf_op *op) {
     switch (tf_op_kernel_of(op->kind)) {            /* kernels keyed by what they read */
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: case TF_KERNEL_COMPARE: case TF_KERNEL_PREDICATE:
+    case TF_KERNEL_SORT:
         return op->inputs[0].dtype;
     default:
         return op->output.dtype;
@@ -111,6 +112,9 @@ bool tf_cpu_kernels_support(const tf_op *op) {
     case TF_KERNEL_FILL: return true;
     case TF_KERNEL_ARANGE: return out != TF_BOOL;
     case TF_KERNEL_RANDOM: return is_float(out);
+    case TF_KERNEL_SORT:                         /* searchsorted: both inputs one dtype; positions i64 */
+        if (op->kind == TF_OP_SEARCHSORTED) return op->inputs[1].dtype == in && out == TF_I64;
+        return op->kind == TF_OP_SORT ? out == in : out == TF_I64;
     default: return is_float(out) && same_dtype_inputs(op);       /* MATH (the unary formulas), CONV, POOL, OPTIMIZER */
     }
 }

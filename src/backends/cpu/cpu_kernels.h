@@ -24,6 +24,8 @@ tf_dtype tf_cpu_table_dtype(const tf_op *op);
  * it has; BLAS and SIMD override entries (each keeps the table it found and
  * hands it the layouts it does not take). */
 void tf_cpu_ref_install(tf_cpu_table *t);
+/* sort, argsort, searchsorted (cpu_sort.c): every dtype but the quantized ones */
+tf_cpu_kernel tf_cpu_sort_kernel(tf_op_kind kind);
 void tf_cpu_blas_install(tf_cpu_table *t);
 void tf_cpu_simd_install(tf_cpu_table *t);
 

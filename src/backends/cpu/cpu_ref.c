@@ -1006,6 +1006,7 @@ void tf_cpu_ref_install(tf_cpu_table *t) {
             case TF_KERNEL_CONV: fn = is_float((tf_dtype)dt) ? run_conv2d : NULL; break;
             case TF_KERNEL_POOL: fn = is_float((tf_dtype)dt) ? run_pool : NULL; break;
             case TF_KERNEL_OPTIMIZER: fn = is_float((tf_dtype)dt) ? run_adam : NULL; break;
+            case TF_KERNEL_SORT: fn = tf_dtype_is_quantized((tf_dtype)dt) ? NULL : tf_cpu_sort_kernel((tf_op_kind)k); break;
             case TF_KERNEL_NONE: break;
             }
             t->fn[k][dt] = fn;

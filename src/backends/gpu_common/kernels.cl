@@ -664,6 +664,58 @@ kernel void cumsum(long lines, long len, geom g, long is, long os, global const 
     }
 }
 
+/* ---- sort, argsort, searchsorted ---- */
+
+/* The op table's total order: NaN after every number and equal to NaN;
+ * -0.0 equals 0.0. */
+inline int sorts_before(C a, C b) {
+#if IS_FLOAT
+    return isnan(b) ? !isnan(a) : a < b;
+#else
+    return a < b;
+#endif
+}
+
+/* sort / argsort: one work-item per element, which counts the elements of
+ * its line that go before it (stable: equal ones only from the left) and
+ * writes itself (or its position) there. O(len) per item, no scratch. g
+ * covers the line index space (operand 0 = input, 1 = output). */
+kernel void sort_rank(long lines, long len, geom g, long is, long os, int descending, int values,
+                      global const T *in, global uchar *out) {
+    long i = get_global_id(0);
+    if (i >= lines * len) return;
+    long line = i / len, k = i % len;
+    long ip = offset_of(&g, 0, line), op = offset_of(&g, 1, line);
+    C x = LD(in, ip + k * is);
+    long rank = 0;
+    for (long j = 0; j < len; j++) {
+        C y = LD(in, ip + j * is);
+        int ahead = descending ? sorts_before(x, y) : sorts_before(y, x);
+        if (ahead || (j < k && !sorts_before(x, y) && !sorts_before(y, x))) rank++;
+    }
+    if (values) ((global RAW_T *)out)[op + rank * os] = ((global const RAW_T *)in)[ip + k * is];
+    else ((global long *)out)[op + rank * os] = k;
+}
+
+/* searchsorted: one work-item per value, a binary search of the 1-d sorted
+ * input (element offset so, stride ss). g covers the values (operand 0 =
+ * values, 1 = output). */
+kernel void searchsorted(long n, long len, geom g, long so, long ss, int right, global const T *sorted,
+                         global const T *values, global long *out) {
+    long i = get_global_id(0);
+    if (i >= n) return;
+    C v = LD(values, offset_of(&g, 0, i));
+    long lo = 0, hi = len;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        C s = LD(sorted, so + mid * ss);
+        int after = right ? !sorts_before(v, s) : sorts_before(s, v);
+        if (after) lo = mid + 1;
+        else hi = mid;
+    }
+    out[offset_of(&g, 1, i)] = lo;
+}
+
 /* ---- copy / cast: this program's dtype is the destination ---- */
 
 inline wide_t load_float_any(global const uchar *p, int dt, long i) {

@@ -273,6 +273,36 @@ static tf_status run_cumsum(const tf_pk_target *tg, const tf_op *op) {
     return launch(tg, in->dtype, TF_PK_CUMSUM, 8, args, 1, &global, NULL);
 }
 
+static tf_status run_sort(const tf_pk_target *tg, const tf_op *op) {
+    const tf_tensor_desc *in = &op->inputs[0], *o = &op->output;
+    int ax = op->params.axis == TF_ALL_AXES ? -1 : op->params.axis;
+    int64_t lshape[TF_MAX_DIMS] = {0};
+    for (int i = 0; i < in->ndim; i++) lshape[i] = i == ax ? 1 : in->shape[i];
+    const tf_tensor_desc *ops[2] = {in, o};
+    tf_pk_geom g = make_geom(in->ndim, lshape, ops, 2);
+    int64_t len = ax >= 0 ? in->shape[ax] : 1, is = ax >= 0 ? in->strides[ax] : 0, os = ax >= 0 ? o->strides[ax] : 0;
+    int64_t lines = tf_desc_numel(o) / (len ? len : 1);
+    if (len == 0 || lines == 0) return TF_OK;
+    int32_t descending = (op->params.flags & TF_SORT_DESCENDING) != 0, values = op->kind == TF_OP_SORT;
+    pk_mem mi = MEM(tg, in), mo = MEM(tg, o);
+    arg args[] = {ARG(lines), ARG(len), ARG(g), ARG(is), ARG(os), ARG(descending), ARG(values), ARG(mi), ARG(mo)};
+    size_t global = (size_t)(lines * len);
+    return launch(tg, in->dtype, TF_PK_SORT_RANK, 9, args, 1, &global, NULL);
+}
+
+static tf_status run_searchsorted(const tf_pk_target *tg, const tf_op *op) {
+    const tf_tensor_desc *s = &op->inputs[0], *v = &op->inputs[1], *o = &op->output;
+    const tf_tensor_desc *ops[2] = {v, o};
+    tf_pk_geom g = make_geom(o->ndim, o->shape, ops, 2);
+    int64_t n = tf_desc_numel(o), len = s->shape[0], so = elem_offset(s), ss = s->strides[0];
+    int32_t right = (op->params.flags & TF_SEARCH_RIGHT) != 0;
+    if (n == 0) return TF_OK;
+    pk_mem ms = MEM(tg, s), mv = MEM(tg, v), mo = MEM(tg, o);
+    arg args[] = {ARG(n), ARG(len), ARG(g), ARG(so), ARG(ss), ARG(right), ARG(ms), ARG(mv), ARG(mo)};
+    size_t global = (size_t)n;
+    return launch(tg, v->dtype, TF_PK_SEARCHSORTED, 9, args, 1, &global, NULL);
+}
+
 static tf_status run_index_pick(const tf_pk_target *tg, const tf_op *op) {
     const tf_tensor_desc *x = &op->inputs[0], *ix = &op->inputs[1], *o = &op->output;
     tf_pk_geom g = make_geom(o->ndim, o->shape, (const tf_tensor_desc *const[]){x, ix, o}, 3);
@@ -629,7 +659,7 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
     case TF_KERNEL_MATMUL:                       /* qmatmul: quantized weights only (above); gemm_epilogue: */
         return op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM;   /* its parts, which the core runs */
     case TF_KERNEL_NONE: case TF_KERNEL_ADD_NORM: return false;   /* fused rows: the core sends the parts */
-    default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
+    default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM, SORT */
     }
 }
 
@@ -641,6 +671,7 @@ tf_dtype tf_pk_program_dtype(const tf_op *op) {
     }
     switch (tf_op_kernel_of(op->kind)) {           /* kernels whose program is the input's dtype */
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: case TF_KERNEL_COMPARE: case TF_KERNEL_PREDICATE:
+    case TF_KERNEL_SORT:
         return op->inputs[0].dtype;
     default:
         return op->output.dtype;
@@ -668,6 +699,7 @@ tf_status tf_pk_run(const tf_pk_target *tg, const tf_op *op) {
     case TF_KERNEL_MATMUL: return run_matmul(tg, op);
     case TF_KERNEL_REDUCE: return run_reduce(tg, op);
     case TF_KERNEL_SCAN: return run_cumsum(tg, op);
+    case TF_KERNEL_SORT: return op->kind == TF_OP_SEARCHSORTED ? run_searchsorted(tg, op) : run_sort(tg, op);
     case TF_KERNEL_PICK: return run_index_pick(tg, op);
     case TF_KERNEL_TRIANGLE: return run_triangle(tg, op);
     case TF_KERNEL_COPY: return run_copy(tg, op);

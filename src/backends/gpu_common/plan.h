@@ -25,7 +25,8 @@
     X(BOOL_UNARY, bool_unary) X(WHERE, where_select) X(REDUCE_FULL, reduce_full) X(CUMSUM, cumsum)               \
     X(INDEX_PICK, index_pick) X(TRIANGLE, triangle) X(ROW_OP, row_op) X(ROPE, rope) X(SDPA, sdpa)                \
     X(CONV2D, conv2d) X(POOL2D, pool2d) X(ADAM, adam) X(BINARY4, binary4) X(FILL, fill)                          \
-    X(QUANT_DECODE, quant_decode) X(QUANT_ENCODE, quant_encode) X(QGEMV, qgemv) X(QMATMUL, qmatmul)
+    X(QUANT_DECODE, quant_decode) X(QUANT_ENCODE, quant_encode) X(QGEMV, qgemv) X(QMATMUL, qmatmul)          \
+    X(SORT_RANK, sort_rank) X(SEARCHSORTED, searchsorted)
 
 typedef enum tf_pk_kernel {
 #define TF__PK_ENUM(E, name) TF_PK_##E,

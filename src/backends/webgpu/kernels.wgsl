@@ -1190,6 +1190,100 @@ fn cumsum_item(i: i32) {
     }
 }
 
+//@kernel sort_rank
+struct Args { gx: i32, gy: i32, lines: i32, len: i32, g: Geom, is: i32, os: i32, descending: i32, values: i32 }
+
+// A value as the op table's total order reads it: f32 or an int64 pair.
+struct Val { f: f32, i: vec2<u32> }
+
+fn in_val(at: i32) -> Val {
+    if (IS_FLOAT) { return Val(b_in_ldf(TF_DT, at), vec2<u32>(0u, 0u)); }
+    if (IS_I64) { return Val(0.0, b_in_ld64(at)); }
+    return Val(0.0, i64_of(b_in_ldi(TF_DT, at)));
+}
+
+// NaN after every number and equal to NaN; -0.0 equal to 0.0.
+fn sorts_before(a: Val, b: Val) -> bool {
+    if (IS_FLOAT) {
+        if (is_nan(b.f)) { return !is_nan(a.f); }
+        return a.f < b.f;
+    }
+    return lt64(a.i, b.i);
+}
+
+// One invocation per element: it counts the elements of its line that go
+// before it (equal ones only from its left: stable) and writes itself, or
+// its position, there. g covers the lines (operand 0 = in, 1 = out).
+//@flat sort_rank
+
+fn sort_rank_item(i: i32) {
+    if (i >= A.lines * A.len) { return; }
+    let line = i / A.len;
+    let k = i % A.len;
+    let ip = offset_of(A.g, 0, line);
+    let op = offset_of(A.g, 1, line);
+    let me = ip + k * A.is;
+    let x = in_val(me);
+    var rank = 0;
+    for (var j = 0; j < A.len; j++) {
+        let y = in_val(ip + j * A.is);
+        let y_first = sorts_before(y, x);
+        let x_first = sorts_before(x, y);
+        let ahead = select(y_first, x_first, A.descending != 0);
+        if (ahead || (j < k && !y_first && !x_first)) { rank++; }
+    }
+    let at = op + rank * A.os;
+    if (A.values == 0) { b_out_st64(at, i64_of(k)); }
+    else if (IS_I64) { b_out_st64(at, b_in_ld64(me)); }
+    else { b_out_setbits(TF_DT, at, b_in_bits(TF_DT, me)); }
+}
+
+//@kernel searchsorted
+struct Args { gx: i32, gy: i32, n: i32, len: i32, g: Geom, so: i32, ss: i32, right: i32 }
+
+struct Val { f: f32, i: vec2<u32> }
+
+fn sorted_val(at: i32) -> Val {
+    if (IS_FLOAT) { return Val(b_sorted_ldf(TF_DT, at), vec2<u32>(0u, 0u)); }
+    if (IS_I64) { return Val(0.0, b_sorted_ld64(at)); }
+    return Val(0.0, i64_of(b_sorted_ldi(TF_DT, at)));
+}
+
+fn value_val(at: i32) -> Val {
+    if (IS_FLOAT) { return Val(b_values_ldf(TF_DT, at), vec2<u32>(0u, 0u)); }
+    if (IS_I64) { return Val(0.0, b_values_ld64(at)); }
+    return Val(0.0, i64_of(b_values_ldi(TF_DT, at)));
+}
+
+fn sorts_before(a: Val, b: Val) -> bool {
+    if (IS_FLOAT) {
+        if (is_nan(b.f)) { return !is_nan(a.f); }
+        return a.f < b.f;
+    }
+    return lt64(a.i, b.i);
+}
+
+// One invocation per value: a binary search of the 1-d sorted input
+// (element offset so, stride ss). g covers the values (operand 0 = values,
+// 1 = out).
+//@flat searchsorted
+
+fn searchsorted_item(i: i32) {
+    if (i >= A.n) { return; }
+    let v = value_val(offset_of(A.g, 0, i));
+    var lo = 0;
+    var hi = A.len;
+    loop {
+        if (lo >= hi) { break; }
+        let mid = lo + (hi - lo) / 2;
+        let s = sorted_val(A.so + mid * A.ss);
+        var after = sorts_before(s, v);
+        if (A.right != 0) { after = !sorts_before(v, s); }
+        if (after) { lo = mid + 1; } else { hi = mid; }
+    }
+    b_out_st64(offset_of(A.g, 1, i), i64_of(lo));
+}
+
 //@kernel matmul
 struct Args { gx: i32, gy: i32, M: i32, N: i32, K: i32, ms: array<i32, 4>, g: Geom, epilogue: i32, alpha: f32, beta: f32,
               cs: array<i32, 2> }

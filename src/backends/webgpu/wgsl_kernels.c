@@ -70,6 +70,8 @@ static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
     [TF_PK_QUANT_ENCODE] = {"ilglBB", "q:b src", false, false, 1},
     [TF_PK_QGEMV] = {"illlllllllBBB", "out:w x q", false, false, 2},
     [TF_PK_QMATMUL] = {"illlllllllBBB", "out:w x q", false, false, 2},
+    [TF_PK_SORT_RANK] = {"llglliiBB", "in out:w"},
+    [TF_PK_SEARCHSORTED] = {"llglliBBB", "sorted values out:w"},
 };
 
 #define host tf_wg_host

@@ -386,3 +386,81 @@ def test_real_imag_conj_of_real_arrays(xp, np, rng):
     mine, _ = both(xp, np, host)
     assert np.array_equal(np.asarray(tf.real(mine)), host) and np.array_equal(np.asarray(tf.conj(mine)), host)
     assert np.array_equal(np.asarray(tf.imag(mine)), np.zeros_like(host)) and tf.imag(mine).dtype == tf.float32
+
+
+SORT_DTYPES = ["float32", "float64", "int8", "int32", "int64", "uint8", "bool"]
+
+
+def ordering_values(np, rng, dtype, shape):
+    """Few distinct values (ties), and for floats NaN, infinities and zeros
+    of both signs among them."""
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if dtype.startswith("float"):
+        pool = np.array([-1.0, -0.5, 0.5, 1.0, 0.0, -0.0, np.nan, np.inf, -np.inf], dtype=dtype)
+    else:
+        pool = np.array([0, 1, 2, 3, 100] + ([] if dtype == "uint8" else [-1, -2, -100]), dtype=dtype)
+    return pool[rng.integers(0, len(pool), shape)]
+
+
+def reference_argsort(np, xp, host, axis, descending):
+    """array-api-strict's argsort (stable, ties in their order both ways);
+    for bool, which it refuses (the standard asks for real-valued input),
+    the same flip-argsort-flip in NumPy."""
+    if host.dtype != bool:
+        return np.from_dlpack(xp.argsort(xp.asarray(host), axis=axis, descending=descending))
+    if not descending:
+        return np.argsort(host, axis=axis, kind="stable")
+    flipped = np.argsort(np.flip(host, axis=axis), axis=axis, kind="stable")
+    return host.shape[axis] - 1 - np.flip(flipped, axis=axis)
+
+
+@pytest.mark.parametrize("dtype", SORT_DTYPES)
+def test_sort_argsort_searchsorted(xp, np, rng, dtype):
+    host = ordering_values(np, rng, dtype, (4, 37))
+    for device in tf.__array_namespace_info__().devices():
+        mine = tf.asarray(host, device=device)
+        for axis in (0, 1, -1):
+            for descending in (False, True):
+                order = reference_argsort(np, xp, host, axis, descending)
+                got = tf.argsort(mine, axis=axis, descending=descending)
+                assert got.dtype == tf.int64
+                np.testing.assert_array_equal(np.asarray(got.to("cpu")), order)
+                # the values in that order: zeros of both signs compare equal, so
+                # their signs show whether the sort kept ties in order (array-api-
+                # strict's descending sort flips the ascending one and does not)
+                values = np.asarray(tf.sort(mine, axis=axis, descending=descending).to("cpu"))
+                want = np.take_along_axis(host, order, axis=axis)
+                np.testing.assert_array_equal(values, want)
+                np.testing.assert_array_equal(np.signbit(values), np.signbit(want))
+        line = np.sort(host[0])
+        probes = ordering_values(np, rng, dtype, (3, 5))
+        for side in ("left", "right"):
+            got = tf.searchsorted(tf.asarray(line, device=device), tf.asarray(probes, device=device), side=side)
+            np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.searchsorted(line, probes, side=side))
+    with pytest.raises(ValueError):
+        tf.searchsorted(tf.asarray(host[0]), tf.asarray(host[0]), side="middle")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint8", "bool"])
+def test_unique_functions(xp, np, rng, dtype):
+    host = ordering_values(np, rng, dtype, (5, 7))
+    mine, ref = tf.asarray(host), xp.asarray(host)
+    got, want = tf.unique_all(mine), xp.unique_all(ref)
+    for g, w in zip(got, want):                          # values, indices, inverse_indices, counts
+        np.testing.assert_array_equal(np.asarray(g.to("cpu")), np.from_dlpack(w))
+    assert got.inverse_indices.shape == (5, 7)
+    values, counts = tf.unique_counts(mine)
+    np.testing.assert_array_equal(np.asarray(counts.to("cpu")), np.from_dlpack(xp.unique_counts(ref).counts))
+    values, inverse = tf.unique_inverse(mine)
+    rebuilt = np.asarray(values.to("cpu"))[np.asarray(inverse.to("cpu"))]
+    np.testing.assert_array_equal(rebuilt[~np.isnan(rebuilt.astype(float))], host[~np.isnan(host.astype(float))])
+    np.testing.assert_array_equal(np.asarray(tf.unique_values(mine).to("cpu")), np.from_dlpack(xp.unique_values(ref)))
+    empty = tf.unique_all(tf.asarray(np.zeros((0, 3), dtype=dtype)))
+    assert [a.shape for a in empty] == [(0,), (0,), (0, 3), (0,)]
+
+
+def test_integer_arange_past_two_to_the_53(np):
+    for args in [(-9320912867619652, -10 ** 17, -360287970189641), (2 ** 60, 2 ** 60 + 5), (0, 2 ** 62, 2 ** 60)]:
+        got = np.asarray(tf.arange(*args, dtype=tf.int64).to("cpu"))
+        np.testing.assert_array_equal(got, np.arange(*args, dtype=np.int64))

@@ -4,6 +4,7 @@ a few), plus the op table's own ops under their names."""
 import builtins
 import ctypes
 import math
+from collections import namedtuple
 
 from . import _dlpack
 from . import _lib
@@ -154,6 +155,16 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     dtype = dt.dtype_of(dtype)
     if step == 0:
         raise ValueError("tensorframe.arange: step is 0")
+    exact = 1 << 53
+    if not dtype.is_float and builtins.all(isinstance(v, int) for v in (start, stop, step)) and \
+            builtins.any(builtins.abs(v) > exact for v in (start, stop, step)):
+        # the library's arange takes doubles: past 2^53 an integer range is
+        # start + i * step in int64, each term exact
+        n = builtins.max(0, -((start - stop) // step))
+        dev = device_of(device)
+        index = _wrap(call(lib.tf_arange, dev._h, dt.int64.code, 0.0, float(n), 1.0))
+        first = asarray(start, dtype=dt.int64, device=dev)
+        return (first + index * asarray(step, dtype=dt.int64, device=dev)).astype(dtype, copy=False)
     return _wrap(call(lib.tf_arange, device_of(device)._h, dtype.code, float(start), float(stop), float(step)))
 
 
@@ -1058,6 +1069,89 @@ def nonzero(x, /):
             per_axis[a].append(flat % shape[a])
             flat //= shape[a]
     return tuple(_from_values(v, [len(v)], dt.int64, x.device) for v in per_axis)
+
+
+# ---- sorting and sets ----
+
+@_export
+def sort(x, /, *, axis=-1, descending=False, stable=True):
+    """Sorted along axis: stable always (stable=False permits it), NaN last
+    (first when descending), on the array's device."""
+    return _wrap(call(lib.tf_sort, x._h, axis, bool(descending)))
+
+
+@_export
+def argsort(x, /, *, axis=-1, descending=False, stable=True):
+    return _wrap(call(lib.tf_argsort, x._h, axis, bool(descending)))
+
+
+@_export
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    if side not in ("left", "right"):
+        raise ValueError("tensorframe.searchsorted: side is 'left' or 'right', not %r" % (side,))
+    if x1.ndim != 1:
+        raise ValueError("tensorframe.searchsorted: x1 must be 1-d (got %d-d)" % x1.ndim)
+    if sorter is not None:
+        x1 = take(x1, sorter)
+    return _wrap(call(lib.tf_searchsorted, x1._h, x2._h, side == "right"))
+
+
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
+def _unique_parts(x):
+    """x's elements sorted (stably, on the device), where each run of equal
+    values starts, and the permutation that sorted them. NaNs are never
+    equal, so each is its own value (the standard's rule); -0.0 equals 0.0."""
+    flat = reshape(x, (-1,))
+    order = argsort(flat)
+    ordered = take(flat, order)
+    n = flat.shape[0]
+    starts = ones((n,), dtype=dt.bool, device=x.device)
+    if n > 1:
+        starts[1:] = ordered[1:] != ordered[:-1]
+    return ordered, starts, order
+
+
+def _unique_counts_of(first, n, device):
+    ends = concat([first[1:], asarray([n], dtype=dt.int64, device=device)]) if first.shape[0] else first
+    return ends - first
+
+
+@_export
+def unique_values(x, /):
+    ordered, starts, _ = _unique_parts(x)
+    return ordered[starts]
+
+
+@_export
+def unique_counts(x, /):
+    ordered, starts, _ = _unique_parts(x)
+    first = nonzero(starts)[0]
+    return UniqueCountsResult(ordered[starts], _unique_counts_of(first, ordered.shape[0], x.device))
+
+
+def _inverse_of(starts, order, shape):
+    """For each element of x, the position of its value among the unique
+    values: the running count of starts, put back in x's order."""
+    group = cumulative_sum(starts.astype(dt.int64), axis=0) - 1
+    return reshape(take(group, argsort(order)), shape)
+
+
+@_export
+def unique_inverse(x, /):
+    ordered, starts, order = _unique_parts(x)
+    return UniqueInverseResult(ordered[starts], _inverse_of(starts, order, x.shape))
+
+
+@_export
+def unique_all(x, /):
+    ordered, starts, order = _unique_parts(x)
+    first = nonzero(starts)[0]
+    return UniqueAllResult(ordered[starts], take(order, first), _inverse_of(starts, order, x.shape),
+                           _unique_counts_of(first, ordered.shape[0], x.device))
 
 
 # ---- nn (the op table beyond the array API) ----

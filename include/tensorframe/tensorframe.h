@@ -1139,6 +1139,41 @@ TF_API tf_status tf_sort(const tf_tensor *t, int axis, bool descending, tf_tenso
 TF_API tf_status tf_argsort(const tf_tensor *t, int axis, bool descending, tf_tensor **out);
 TF_API tf_status tf_searchsorted(const tf_tensor *sorted, const tf_tensor *values, bool right, tf_tensor **out);
 
+/* Dense linear algebra through LAPACK (OpenBLAS's), on floating-point
+ * matrices (..., M, N): a stack is factored matrix by matrix.
+ *
+ * Where it runs: the matrices are read to the host and factored there in
+ * float64 whatever their dtype (an f32 result is the float64 one rounded);
+ * results are made on the input's device in its dtype. Device solvers
+ * (cuSOLVER, rocSOLVER) are not used yet. A build without LAPACK says
+ * TF_ERR_UNSUPPORTED.
+ *
+ * tf_linalg_cholesky   L with A = L L^T (upper: U with A = U^T U), from the
+ *                      lower (upper) triangle; not positive definite:
+ *                      TF_ERR_INVALID_ARGUMENT naming the matrix.
+ * tf_linalg_solve      X with A X = B, a (..., M, M), b (..., M, K) with a's
+ *                      batch (broadcast first); singular: TF_ERR_INVALID_ARGUMENT.
+ * tf_linalg_inv        A^-1; singular: TF_ERR_INVALID_ARGUMENT.
+ * tf_linalg_det        det(A), shape (...); 0-by-0 gives 1.
+ * tf_linalg_slogdet    sign (-1, 0 or 1) and log|det(A)| (-inf when singular).
+ * tf_linalg_qr         A = Q R: Q (..., M, K) and R (..., K, N), K = min(M, N),
+ *                      or with `complete` Q (..., M, M) and R (..., M, N).
+ * tf_linalg_svd        A = U diag(S) Vh, S (..., K) descending; U (..., M, K)
+ *                      and Vh (..., K, N), or with full_matrices (..., M, M)
+ *                      and (..., N, N); u and vh NULL: the values alone.
+ * tf_linalg_eigh       eigenvalues (..., N) ascending and eigenvectors as the
+ *                      columns of (..., N, N) of a symmetric matrix, read
+ *                      from its lower triangle; eigenvectors NULL: the values.
+ * Multiple outputs are all set or all NULL. */
+TF_API tf_status tf_linalg_cholesky(const tf_tensor *a, bool upper, tf_tensor **out);
+TF_API tf_status tf_linalg_solve(const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
+TF_API tf_status tf_linalg_inv(const tf_tensor *a, tf_tensor **out);
+TF_API tf_status tf_linalg_det(const tf_tensor *a, tf_tensor **out);
+TF_API tf_status tf_linalg_slogdet(const tf_tensor *a, tf_tensor **sign, tf_tensor **logabsdet);
+TF_API tf_status tf_linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tensor **r);
+TF_API tf_status tf_linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, tf_tensor **s, tf_tensor **vh);
+TF_API tf_status tf_linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor **eigenvectors);
+
 /* Elementwise unary ops on float tensors (f16/bf16 computed in f32); the
  * result has the input's shape and dtype. NaN propagates through all of
  * them (relu and clamp included) except sign, which gives 0 for NaN as

@@ -464,3 +464,79 @@ def test_integer_arange_past_two_to_the_53(np):
     for args in [(-9320912867619652, -10 ** 17, -360287970189641), (2 ** 60, 2 ** 60 + 5), (0, 2 ** 62, 2 ** 60)]:
         got = np.asarray(tf.arange(*args, dtype=tf.int64).to("cpu"))
         np.testing.assert_array_equal(got, np.arange(*args, dtype=np.int64))
+
+
+def test_linalg_against_the_reference(xp, np, rng):
+    """Every linalg function beside array-api-strict's (NumPy's LAPACK), on
+    a stack of matrices, in float64 and float32, on every device."""
+    la, ref = tf.linalg, xp.linalg
+    a = rng.standard_normal((3, 4, 4))
+    spd = a @ np.swapaxes(a, -1, -2) + 4 * np.eye(4)
+    wide = rng.standard_normal((2, 3, 5))
+    b = rng.standard_normal((3, 4, 2))
+    for device in tf.__array_namespace_info__().devices():
+        for dtype, tol in (("float64", 1e-10), ("float32", 2e-4)):
+            if dtype == "float64" and device.name.startswith("webgpu"):
+                continue                                        # no f64 there
+            def t(h):
+                return tf.asarray(h.astype(dtype), device=device)
+            def r(h):
+                return xp.asarray(h.astype(dtype))
+            for name in ("cholesky", "inv", "det", "eigvalsh", "svdvals", "matrix_rank", "pinv"):
+                got = getattr(la, name)(t(spd))
+                assert got.device == tf.device(device) if hasattr(tf, "device") else True
+                check(np, got, getattr(ref, name)(r(spd)), rtol=tol)
+            check(np, la.cholesky(t(spd), upper=True), ref.cholesky(r(spd), upper=True), rtol=tol)
+            check(np, la.solve(t(a), t(b)), ref.solve(r(a), r(b)), rtol=tol)
+            sign, logabs = la.slogdet(t(a))
+            want = ref.slogdet(r(a))
+            check(np, sign, want.sign, rtol=tol)
+            check(np, logabs, want.logabsdet, rtol=tol)
+            for x in (wide, np.swapaxes(wide, -1, -2)):
+                for mode in ("reduced", "complete"):
+                    q, rr = la.qr(t(x), mode=mode)
+                    wq, wr = ref.qr(r(x), mode=mode)
+                    assert q.shape == wq.shape and rr.shape == wr.shape
+                    qn, rn = np.asarray(q.to("cpu")), np.asarray(rr.to("cpu"))
+                    np.testing.assert_allclose(qn @ rn, x, atol=10 * tol)        # signs may differ from NumPy's
+                    np.testing.assert_allclose(np.swapaxes(qn, -1, -2) @ qn, np.eye(qn.shape[-1]) + 0 * qn[..., :1, :1],
+                                               atol=10 * tol)
+                for full in (True, False):
+                    u, s, vh = la.svd(t(x), full_matrices=full)
+                    wu, ws, wvh = ref.svd(r(x), full_matrices=full)
+                    assert (u.shape, s.shape, vh.shape) == (wu.shape, ws.shape, wvh.shape)
+                    check(np, s, ws, rtol=tol)
+                    k = s.shape[-1]
+                    un, sn, vn = (np.asarray(v.to("cpu")) for v in (u, s, vh))
+                    np.testing.assert_allclose((un[..., :k] * sn[..., None, :]) @ vn[..., :k, :], x, atol=10 * tol)
+                for order in ("fro", "nuc", 1, -1, 2, -2, math.inf, -math.inf):
+                    check(np, la.matrix_norm(t(x), ord=order), ref.matrix_norm(r(x), ord=order), rtol=tol)
+            w, v = la.eigh(t(spd))
+            check(np, w, ref.eigh(r(spd)).eigenvalues, rtol=tol)
+            vn, wn = np.asarray(v.to("cpu")), np.asarray(w.to("cpu"))
+            np.testing.assert_allclose(vn @ (wn[..., None] * np.swapaxes(vn, -1, -2)), spd, atol=100 * tol)
+            for order in (2, 1, math.inf, -math.inf, 0, 3):
+                check(np, la.vector_norm(t(wide), axis=-1, ord=order), ref.vector_norm(r(wide), axis=-1, ord=order),
+                      rtol=tol)
+            for offset in (-2, 0, 1, 4, 9):
+                check(np, la.diagonal(t(wide), offset=offset), ref.diagonal(r(wide), offset=offset))
+                check(np, la.trace(t(wide), offset=offset), ref.trace(r(wide), offset=offset), rtol=tol)
+            check(np, la.matrix_power(t(a), 3), ref.matrix_power(r(a), 3), rtol=tol)
+            check(np, la.matrix_power(t(a), -2), ref.matrix_power(r(a), -2), rtol=100 * tol)
+            check(np, la.matrix_power(t(a), 0), ref.matrix_power(r(a), 0))
+            check(np, la.cross(t(wide[..., :3]), t(wide[0, :1, 2:])), ref.cross(r(wide[..., :3]), r(wide[0, :1, 2:])),
+                  rtol=tol)
+            check(np, la.outer(t(wide[0, 0]), t(wide[1, 1])), ref.outer(r(wide[0, 0]), r(wide[1, 1])), rtol=tol)
+
+
+def test_linalg_refusals(np):
+    with pytest.raises(tf.InvalidArgumentError, match="singular"):
+        tf.linalg.inv(tf.zeros((2, 3, 3)))
+    with pytest.raises(tf.InvalidArgumentError, match="not positive definite"):
+        tf.linalg.cholesky(tf.asarray([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(tf.ShapeError, match="square"):
+        tf.linalg.det(tf.ones((2, 3)))
+    with pytest.raises(TypeError):
+        tf.linalg.inv(tf.ones((2, 2), dtype=tf.int32))
+    assert float(tf.linalg.det(tf.zeros((0, 0)))) == 1.0
+    assert tf.linalg.svdvals(tf.zeros((4, 0))).shape == (0,)

@@ -311,7 +311,18 @@ static void program_reductions_and_linalg(world *w, tf_tensor *a, tf_tensor *am,
     OP(flat, tf_reshape, so, 1, (int64_t[]){-1});
     OP(srt, tf_sort, flat, 0, false);
     OP(ss, tf_searchsorted, srt, ap, true);                /* the sorted keys' buffer */
-    (void)aso; (void)ss;
+    OP(amt, tf_transpose, am, 0, 1);                      /* LAPACK's host copies and results */
+    OP(gram, tf_matmul, am, amt);
+    OP(dt, tf_linalg_det, gram);
+    tf_tensor *eu = NULL, *es = NULL, *ev = NULL, *qq = NULL, *rr = NULL;
+    CALL(false, tf_linalg_svd, am, false, &eu, &es, &ev);   /* all or none made: released before the next step */
+    tf_tensor_release(eu);
+    tf_tensor_release(es);
+    tf_tensor_release(ev);
+    CALL(false, tf_linalg_qr, am, true, &qq, &rr);
+    tf_tensor_release(qq);
+    tf_tensor_release(rr);
+    (void)aso; (void)ss; (void)dt;
     OP(t, tf_transpose, am, 0, 1);
     OP(mm, tf_matmul, a, t);                               /* cpu @ mybackend, a strided operand */
     OP(mm2, tf_matmul, ap, t);

@@ -267,6 +267,70 @@ static void test_sort_and_search(void **state) {
     free(got);
 }
 
+/* The LAPACK-backed linear algebra from C: values of small known cases,
+ * the input's dtype kept (f16 through float64 and back), refusals that
+ * leave the outputs NULL. */
+static void test_linalg(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t s22[2] = {2, 2}, s23[2] = {2, 3};
+    float spd[4] = {4, 2, 2, 3}, sing[4] = {1, 2, 2, 4}, v6[6] = {1, 2, 3, 4, 5, 6};
+    tf_tensor *a = tensor_f32(cpu, 2, s22, spd), *z = tensor_f32(cpu, 2, s22, sing), *w = tensor_f32(cpu, 2, s23, v6);
+    tf_tensor *out = NULL, *o2 = (tf_tensor *)0x1, *o3 = NULL, *h = NULL;
+    OK(tf_linalg_cholesky(a, false, &out));            /* [[2, 0], [1, sqrt 2]] */
+    float want_l[4] = {2, 0, 1, 1.41421356f};
+    expect_f32(out, want_l, 4);
+    tf_tensor_release(out);
+    OK(tf_linalg_det(a, &out));
+    float det = 0;
+    OK(tf_tensor_read(out, &det, sizeof det));
+    assert_true(fabsf(det - 8.0f) < 1e-5f);
+    tf_tensor_release(out);
+    OK(tf_linalg_solve(a, a, &out));                    /* A^-1 A = I */
+    float eye[4] = {1, 0, 0, 1}, got[4];
+    OK(tf_tensor_read(out, got, sizeof got));
+    for (int i = 0; i < 4; i++) assert_true(fabsf(got[i] - eye[i]) < 1e-6f);
+    tf_tensor_release(out);
+    OK(tf_cast(a, TF_F16, &h));
+    OK(tf_linalg_inv(h, &out));
+    assert_int_equal(tf_tensor_dtype(out), TF_F16);
+    tf_tensor_release(out);
+    OK(tf_linalg_svd(w, false, &out, &o2, &o3));        /* U 2x2, S 2, Vh 2x3 */
+    assert_int_equal(tf_tensor_shape(out)[1], 2);
+    assert_int_equal(tf_tensor_ndim(o2), 1);
+    assert_int_equal(tf_tensor_shape(o3)[1], 3);
+    tf_tensor_release(out);
+    tf_tensor_release(o2);
+    tf_tensor_release(o3);
+    OK(tf_linalg_slogdet(z, &out, &o2));                /* singular: sign 0, log|det| -inf */
+    float sign, logabs;
+    OK(tf_tensor_read(out, &sign, sizeof sign));
+    OK(tf_tensor_read(o2, &logabs, sizeof logabs));
+    assert_true(sign == 0 && isinf(logabs) && logabs < 0);
+    tf_tensor_release(out);
+    tf_tensor_release(o2);
+    out = o2 = (tf_tensor *)0x1;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "tf_linalg_inv: matrix 0 is singular", tf_linalg_inv(z, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not positive definite", tf_linalg_cholesky(z, false, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "must be square (got 2 x 3)", tf_linalg_slogdet(w, &out, &o2));
+    assert_null(out);
+    assert_null(o2);
+    tf_tensor *w3 = NULL;
+    OK(tf_unsqueeze(w, 0, &w3));                        /* (1, 2, 3) beside (2, 2): no batch of a */
+    FAILS_WITH(TF_ERR_SHAPE, "broadcast them first", tf_linalg_solve(a, w3, &out));
+    tf_tensor_release(w3);
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "u and vh together", tf_linalg_svd(w, false, &out, &o2, NULL));
+    tf_tensor *ints = NULL;
+    OK(tf_cast(a, TF_I32, &ints));
+    FAILS_WITH(TF_ERR_DTYPE, "takes floating-point matrices (got i32)", tf_linalg_det(ints, &out));
+    tf_tensor_release(ints);
+    tf_tensor_release(h);
+    tf_tensor_release(a);
+    tf_tensor_release(z);
+    tf_tensor_release(w);
+}
+
 static void test_op_semantics_at_the_edges(void **state) {
     (void)state;
     int8_t i8a[2] = {100, -100}, i8b[2] = {100, -100}, i8r[2];
@@ -1069,6 +1133,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_device),
         cmocka_unit_test(test_dtype_errors),
         cmocka_unit_test(test_sort_and_search),
+        cmocka_unit_test(test_linalg),
         cmocka_unit_test(test_shape_errors_leave_inputs_intact),
         cmocka_unit_test(test_axis_errors),
         cmocka_unit_test(test_size_errors),

@@ -18,6 +18,7 @@ from ._array import Array, Device, devices, device_of as device
 from ._funcs import *  # noqa: F401,F403 - the namespace
 from ._funcs import __all__ as _funcs_all
 from ._info import __array_namespace_info__, set_default_device
+from . import linalg
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
@@ -31,4 +32,4 @@ newaxis = None
 __all__ = list(_funcs_all) + [
     "Array", "Device", "DType", "devices", "device", "set_default_device", "__array_namespace_info__",
     "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool",
-    "e", "pi", "inf", "nan", "newaxis", "TensorframeError"]
+    "e", "pi", "inf", "nan", "newaxis", "TensorframeError", "linalg"]

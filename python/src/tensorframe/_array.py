@@ -106,6 +106,8 @@ def _flatten(obj, shape, depth, out):
     if depth == len(shape):
         if isinstance(obj, (list, tuple)):
             raise ValueError("tensorframe.asarray: ragged nested sequence")
+        if isinstance(obj, Array) and obj.ndim == 0:     # its Python value, exact (int64 past 2^53 too)
+            obj = builtins.bool(obj) if obj.dtype.kind == "bool" else int(obj) if obj.dtype.is_integer else float(obj)
         out.append(obj)
         return
     if not isinstance(obj, (list, tuple)) or len(obj) != shape[depth]:

@@ -31,9 +31,14 @@ devices=cpu,opencl:0
 cd "$root/python/tests"
 echo "python-test: the quick start's line"
 "$py/np2/bin/python" -c "import tensorframe as tf; print(tf.ones((2,3), device='opencl:0') + 1)"
+echo "python-test: the C layer (python/csrc/native.c) is what the wheel runs on"
+"$py/np2/bin/python" -c "import tensorframe._lib as l; assert l.native, 'libtfpy_native.so did not load'"
 echo "python-test: NumPy 2 and array-api-strict (devices $devices)"
 TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices TF_PYTEST_MODELS=$build/models \
   "$py/np2/bin/python" -m pytest -q -p no:cacheprovider -rs .
+echo "python-test: the same on ctypes alone (TENSORFRAME_NATIVE=0: the general path the C layer hands over to)"
+TENSORFRAME_NATIVE=0 TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices \
+  TF_PYTEST_MODELS=$build/models "$py/np2/bin/python" -m pytest -q -p no:cacheprovider .
 echo "python-test: Debian's NumPy 1.24 and PyTorch 1.13"
 TF_PYTEST_REQUIRE=numpy,torch TF_PYTEST_DEVICES=$devices \
   "$py/debian/bin/python" -m pytest -q -p no:cacheprovider -rs test_dlpack.py test_array.py test_hostile.py

@@ -8,7 +8,7 @@ import operator
 
 from . import _dlpack
 from . import _dtypes as dt
-from ._lib import call, check, int64_array, int_array, lib
+from ._lib import call, check, int64_array, int_array, lib, native as _native
 
 ALL_AXES = -1000          # TF_ALL_AXES
 
@@ -206,10 +206,15 @@ def _binary(name):
     return op, rop
 
 
-class Array:
+class Array(_native["ArrayBase"] if _native else object):
     """A tensorframe tensor. Operators follow NumPy broadcasting and the
-    library's dtype promotion; basic indexing gives views."""
-    __slots__ = ("_h", "__weakref__")
+    library's dtype promotion; basic indexing gives views.
+
+    With the C hot path (_native: python/csrc/native.c) the handle lives in
+    its ArrayBase, which also answers + - * /, basic indexing, ndim, shape,
+    size and dtype; the Python definitions below are then the general cases
+    it hands over (see _use_native)."""
+    __slots__ = ("__weakref__",) if _native else ("_h", "__weakref__")
     __array_priority__ = 100      # NumPy defers mixed operators to us
 
     def __init__(self, *args, **kwargs):
@@ -565,6 +570,19 @@ class Array:
         check(lib.tf_copy_into(view._h, value._h))
 
 
+def _use_native():
+    """Hand Array's hot calls to the C base: the Python operators and
+    indexing stay as the general cases it calls; the C versions of the
+    attributes and of freeing replace the Python ones."""
+    ops = tuple((Array.__dict__["__%s__" % n], Array.__dict__["__r%s__" % n]) for n in ("add", "sub", "mul", "truediv"))
+    types = tuple(dt.BY_CODE.get(i) for i in range(builtins.max(dt.BY_CODE) + 1))
+    _native["configure"](Array, types, ops, _index, _dlpack.LEGACY_PRODUCERS)
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+                 "__rtruediv__", "__getitem__", "__del__", "ndim", "shape", "size", "dtype"):
+        delattr(Array, name)
+    Array._wrap = staticmethod(_native["wrap"])
+
+
 class _Released(Array):
     """What an Array becomes once its tensor is released (by __del__, which
     a caller may call by hand): every attribute and operator raises."""
@@ -764,3 +782,7 @@ def _reshape_flat(self):
 
 
 Array.reshape_flat = _reshape_flat
+
+
+if _native:
+    _use_native()

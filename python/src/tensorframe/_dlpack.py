@@ -16,7 +16,11 @@ USED_VERSIONED = b"used_dltensor_versioned"
 USED_LEGACY = b"used_dltensor"
 
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM, kDLROCMHost, kDLWebGPU = 1, 2, 3, 4, 7, 10, 11, 15
-HOST_DEVICE_TYPES = (kDLCPU, kDLCUDAHost, kDLROCMHost)
+HOST_DEVICE_TYPES = (kDLCPU, kDLCUDAHost, kDLROCMHost)   # python/csrc/native.c lists them too
+
+# Types whose __dlpack__ takes no keywords (DLPack < 1.0: NumPy < 2.1,
+# PyTorch < 2.4), remembered so that each call does not fail first.
+LEGACY_PRODUCERS = set()
 FLAG_READ_ONLY = 1
 FLAG_IS_COPIED = 2
 

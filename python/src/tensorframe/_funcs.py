@@ -224,9 +224,12 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return out
 
 
-# Types whose __dlpack__ takes no keywords (DLPack < 1.0: NumPy < 2.1,
-# PyTorch < 2.4), remembered so that each call does not fail first.
-_LEGACY_PRODUCERS = set()
+if _lib.native:                                       # the C layer answers a plain host import itself
+    _lib.native["set_from_dlpack"](from_dlpack)
+    from_dlpack = _lib.native["from_dlpack"]
+
+
+_LEGACY_PRODUCERS = _dlpack.LEGACY_PRODUCERS
 
 
 def _request_capsule(x, copy):
@@ -722,7 +725,14 @@ def _apply(fn, x, axis, keepdims, extra):
 
 
 def _reduction(api_name, c_name):
+    which = ("sum", "prod", "max", "min").index(c_name)
+    fast = _lib.native["reduce"] if _lib.native else None
+
     def f(x, /, *, axis=None, keepdims=False, dtype=None):
+        if fast is not None and dtype is None and (axis is None or type(axis) is int):
+            out = fast(which, x, axis, keepdims)           # the C layer: one axis or all, as the library takes
+            if out is not None:
+                return out
         if dtype is not None:
             x = x.astype(dtype, copy=False)
         out = _reduce(c_name, x, axis, keepdims)

@@ -3,6 +3,7 @@ package makes, and turning a failed call into a Python exception that
 carries the library's own message and status name."""
 import ctypes
 import os
+import sys
 import pathlib
 import threading
 
@@ -30,6 +31,27 @@ _cdll = ctypes.CDLL(_PATH)
 def library_dir():
     """Where the library was loaded from: its plugins and helpers sit there."""
     return pathlib.Path(_PATH).resolve().parent
+
+def _load_native():
+    """The hot path in C (python/csrc/native.c, CPython's stable ABI) from
+    beside the library, or None: the package then runs on ctypes alone, as
+    it does with TENSORFRAME_NATIVE=0 (to compare) or where the build had
+    no Python headers. It gets the library's functions by address."""
+    if os.environ.get("TENSORFRAME_NATIVE", "1") == "0" or sys.implementation.name != "cpython":
+        return None
+    path = library_dir() / "libtfpy_native.so"
+    if not path.exists():
+        return None
+    init = ctypes.PyDLL(str(path)).tf_py_native_init
+    init.restype = ctypes.py_object
+    init.argtypes = [ctypes.py_object]
+    names = ["tf_add", "tf_sub", "tf_mul", "tf_div", "tf_slice", "tf_squeeze", "tf_scalar", "tf_tensor_release",
+             "tf_tensor_dtype", "tf_tensor_ndim", "tf_tensor_shape", "tf_tensor_numel", "tf_tensor_device",
+             "tf_sum", "tf_prod", "tf_max", "tf_min", "tf_tensor_from_dlpack", "tf_tensor_from_dlpack_legacy"]
+    return init([ctypes.cast(getattr(_cdll, n), ctypes.c_void_p).value for n in names])
+
+
+native = _load_native()
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 tensor_p = ctypes.c_void_p

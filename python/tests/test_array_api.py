@@ -540,3 +540,37 @@ def test_linalg_refusals(np):
         tf.linalg.inv(tf.ones((2, 2), dtype=tf.int32))
     assert float(tf.linalg.det(tf.zeros((0, 0)))) == 1.0
     assert tf.linalg.svdvals(tf.zeros((4, 0))).shape == (0,)
+
+
+def test_2024_12_additions(np, rng):
+    """cumulative_prod, diff, reciprocal, take_along_axis (2024.12) beside
+    NumPy, and remainder's special cases (a zero takes x2's sign; a finite
+    x1 over an infinite x2 is x1 or x2 by their signs, as Python's %)."""
+    x = rng.standard_normal((3, 6)).astype("float32")
+    i = rng.integers(-6, 6, (3, 4))
+    for device in tf.__array_namespace_info__().devices():
+        t = tf.asarray(x, device=device)
+        for axis in (0, 1, -1):
+            np.testing.assert_allclose(np.asarray(tf.cumulative_prod(t, axis=axis).to("cpu")), np.cumprod(x, axis=axis),
+                                       rtol=1e-5)
+        ints = tf.asarray(np.arange(1, 11, dtype="int8"), device=device)
+        got = tf.cumulative_prod(ints, include_initial=True)
+        assert got.dtype == tf.int64
+        np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.concatenate([[1], np.cumprod(np.arange(1, 11))]))
+        for n in (0, 1, 2):
+            np.testing.assert_allclose(np.asarray(tf.diff(t, axis=1, n=n).to("cpu")), np.diff(x, axis=1, n=n), rtol=1e-6)
+        pre = tf.asarray(x[:, :1], device=device)
+        np.testing.assert_allclose(np.asarray(tf.diff(t, axis=1, prepend=pre, append=pre).to("cpu")),
+                                   np.diff(x, axis=1, prepend=x[:, :1], append=x[:, :1]), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(tf.reciprocal(t).to("cpu")), 1 / x, rtol=1e-6)
+        got = tf.take_along_axis(t, tf.asarray(i, device=device), axis=1)
+        np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.take_along_axis(x, i % 6, axis=1))
+        picks = i[:2, :1] % 3                                   # (2, 1): broadcast along the other axis
+        got = tf.take_along_axis(t, tf.asarray(picks, device=device), axis=0)
+        np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.take_along_axis(x, picks, axis=0))
+    a = np.array([0.0, -0.0, 3.0, -3.0, 3.0, -3.0, 5.0, 0.0, -0.0, 4.0, -4.0, 7.5])
+    b = np.array([-1.0, -1.0, np.inf, np.inf, -np.inf, -np.inf, 2.5, np.inf, -np.inf, 2.0, 2.0, -2.0])
+    got = np.asarray(tf.remainder(tf.asarray(a), tf.asarray(b)))
+    want = np.array([float(p) % float(q) for p, q in zip(a, b)])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -763,6 +763,11 @@ def _array_index(t, axis, k):
         raise IndexError("tensorframe: array indices must be integers or bools, not %s" % k.dtype.name)
     if k.device != t.device:
         k = k.to(t.device)
+    n = t.shape[axis]
+    if n > 0 and k.dtype.kind == "signed":             # negative indices count from the end (as take's)
+        from . import _funcs
+        k = k.astype(dt.int64, copy=False)
+        k = _funcs.where(k < 0, k + n, k)
     flat = Array._wrap(call(lib.tf_reshape, k._h, 1, int64_array([k.size])))
     picked = Array._wrap(call(lib.tf_index_select, t._h, axis, flat._h))
     shape = list(t.shape[:axis]) + list(k.shape) + list(t.shape[axis + 1:])

@@ -646,7 +646,13 @@ def remainder(x1, x2, /):
     a, b = _pair(x1, x2)
     _check_operand(b, "remainder")
     if a.dtype.is_float or b.dtype.is_float:
-        return a - floor(a / b) * b
+        r = a - floor(a / b) * b
+        # the standard's (and Python's) special cases: a finite x1 over an
+        # infinite x2 is x1 when their signs agree, else x2 (the formula
+        # gives NaN); a zero result has x2's sign
+        infinite = isinf(b) & isfinite(a)
+        r = where(infinite, where(signbit(a) == signbit(b), a, b), r)
+        return where((r == 0) | ((a == 0) & infinite), copysign(zeros_like(r), b), r)
     out_dtype = result_type(a, b)
     fa, fb = _as_f64(a), _as_f64(b)
     return (fa - floor(fa / fb) * fb).astype(out_dtype)
@@ -853,6 +859,97 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         shape[axis] = 1
         out = concat([zeros(tuple(shape), dtype=out.dtype, device=out.device), out], axis=axis)
     return out
+
+
+def _along(ndim, axis, index):
+    """A key that indexes `axis` with `index` and takes every other axis whole."""
+    return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
+
+
+@_export
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Running products (2024.12) by doubling: log2(n) whole-array
+    multiplications of shifted views, on the device; integers multiply in
+    int64 as cumulative_sum adds (wrapping, so exact in any order), floats
+    round in that order rather than left to right."""
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError("tensorframe.cumulative_prod: axis is required for a %d-d array" % x.ndim)
+        axis = 0
+    if dtype is not None:
+        x = x.astype(dtype, copy=False)
+    elif not x.dtype.is_float:
+        x = x.astype(dt.int64, copy=False)
+    if x.ndim == 0:
+        out = x.astype(x.dtype)
+        return out if dtype is None or out.dtype == dt.dtype_of(dtype) else out.astype(dtype)
+    ax = _axes(axis, x.ndim)[0]
+    n = x.shape[ax]
+    out = x.astype(x.dtype)                       # a copy: the steps below replace it
+    shift = 1
+    while shift < n:
+        moved = out[_along(x.ndim, ax, slice(shift, None))] * out[_along(x.ndim, ax, slice(0, n - shift))]
+        out = concat([out[_along(x.ndim, ax, slice(0, shift))], moved], axis=ax)
+        shift *= 2
+    if dtype is not None and out.dtype != dt.dtype_of(dtype):
+        out = out.astype(dtype)
+    if include_initial:
+        shape = list(out.shape)
+        shape[ax] = 1
+        out = concat([ones(tuple(shape), dtype=out.dtype, device=out.device), out], axis=ax)
+    return out
+
+
+@_export
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
+    """n-th differences along axis (2024.12): x[1:] - x[:-1], n times, after
+    prepend and append are joined on; bools give where neighbours differ."""
+    if n < 0:
+        raise ValueError("tensorframe.diff: n must be >= 0, not %d" % n)
+    if x.ndim == 0:
+        raise ValueError("tensorframe.diff: not defined for 0-d arrays")
+    ax = _axes(axis, x.ndim)[0]
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = concat(parts, axis=ax)
+    for _ in range(n):
+        m = x.shape[ax]
+        hi, lo = x[_along(x.ndim, ax, slice(1, None))], x[_along(x.ndim, ax, slice(0, builtins.max(m - 1, 0)))]
+        x = not_equal(hi, lo) if x.dtype == dt.bool else hi - lo
+    return x
+
+
+@_export
+def reciprocal(x, /):
+    """1 / x (2024.12), rounded once."""
+    return divide(ones_like(x), x)
+
+
+@_export
+def take_along_axis(x, indices, /, *, axis=-1):
+    """x's elements at `indices` along axis (2024.12; NumPy's
+    take_along_axis): the other axes broadcast together, negative indices
+    count from the end; the library's gather."""
+    if x.ndim != indices.ndim:
+        raise ValueError("tensorframe.take_along_axis: x and indices need the same number of axes (%d and %d)"
+                         % (x.ndim, indices.ndim))
+    if not indices.dtype.is_integer:
+        raise IndexError("tensorframe.take_along_axis: indices must be integers, not %s" % indices.dtype.name)
+    ax = _axes(axis, x.ndim)[0]
+    shape = []
+    for i, (p, q) in enumerate(zip(x.shape, indices.shape)):
+        if i != ax and p != q and 1 not in (p, q):
+            raise ValueError("tensorframe.take_along_axis: shapes %s and %s do not broadcast off axis %d"
+                             % (x.shape, indices.shape, ax))
+        shape.append(builtins.max(p, q) if p and q else 0)
+    xs, ids = list(shape), list(shape)
+    xs[ax], ids[ax] = x.shape[ax], indices.shape[ax]
+    n = x.shape[ax]
+    indices = indices.astype(dt.int64, copy=False)
+    if n > 0:
+        indices = where(indices < 0, indices + n, indices)
+    wide_x, wide_indices = broadcast_to(x, tuple(xs)), broadcast_to(indices, tuple(ids))   # held through the call
+    return _wrap(call(lib.tf_gather, wide_x._h, ax, wide_indices._h))
 
 
 # ---- linear algebra ----

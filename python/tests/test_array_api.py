@@ -574,3 +574,20 @@ def test_2024_12_additions(np, rng):
     want = np.array([float(p) % float(q) for p, q in zip(a, b)])
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_integer_arrays_broadcast_together(np, rng):
+    """2024.12: integers and two or more integer arrays in one key broadcast
+    together (NumPy's vectorized indexing); one array indexes its own axis."""
+    host = rng.integers(-50, 50, (3, 4, 5))
+    i, j = rng.integers(-3, 3, (2, 1)), rng.integers(0, 4, (3,))
+    for device in tf.__array_namespace_info__().devices():
+        x = tf.asarray(host, device=device)
+        for key, want in (((tf.asarray(i, device=device), tf.asarray(j, device=device)), host[i, j]),
+                          ((tf.asarray(i, device=device), 1, tf.asarray(j % 5, device=device)), host[i, 1, j % 5]),
+                          ((2, tf.asarray(j, device=device)), host[2, j])):
+            got = x[key]
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got.to("cpu")), want)
+    with pytest.raises(IndexError):
+        tf.asarray(host)[(tf.asarray(i), 7)]

@@ -683,6 +683,8 @@ def _assign_by_mask(x, mask, value):
 def _index(x, key, for_write=False, flips=None):
     if isinstance(key, slice) and x.ndim:             # the common case, without the general walk
         return _slice_axis(x, 0, key, for_write, flips)
+    if not for_write and _vectorized_key(key, x.ndim):
+        return _vectorized_index(x, key)
     t = x
     axis = 0
     for k in _normalize_key(key, x.ndim):
@@ -712,6 +714,52 @@ def _index(x, key, for_write=False, flips=None):
             s = Array._wrap(call(lib.tf_slice, t._h, axis, i, i + 1, 1))
             t = Array._wrap(call(lib.tf_squeeze, s._h, axis))
     return t
+
+
+def _vectorized_key(key, ndim):
+    """A tuple of integers and at least two integer arrays, one per leading
+    axis: 2024.12 broadcasts them together (NumPy's vectorized indexing)
+    where a key with one array indexes its own axis."""
+    if not isinstance(key, tuple) or len(key) > ndim:
+        return False
+    arrays = 0
+    for k in key:
+        if isinstance(k, Array):
+            if not k.dtype.is_integer:
+                return False
+            arrays += 1
+        elif isinstance(k, builtins.bool) or not isinstance(k, int):
+            return False
+    return arrays >= 2
+
+
+def _vectorized_index(x, key):
+    """x[key] for a _vectorized_key: the indices broadcast to one shape B,
+    become one row-major position over the leading len(key) axes, and pick
+    rows of x seen as (those axes flattened, the rest): shape B + the rest."""
+    from . import _funcs
+    lead = x.shape[:len(key)]
+    parts = []
+    for axis, k in enumerate(key):
+        n = lead[axis]
+        if isinstance(k, Array):
+            k = k.to(x.device).astype(dt.int64, copy=False)
+            if n > 0:
+                k = _funcs.where(k < 0, k + n, k)   # negative indices count from the end
+        else:
+            if not -n <= k < n:
+                raise IndexError("tensorframe: index %d is out of range for axis %d of size %d" % (k, axis, n))
+            k = _funcs.asarray(k % n, dtype=dt.int64, device=x.device)
+        parts.append(k)
+    parts = _funcs.broadcast_arrays(*parts)
+    position, stride = None, 1
+    for axis in range(len(key) - 1, -1, -1):
+        term = parts[axis] * stride if stride != 1 else parts[axis]
+        position = term if position is None else position + term
+        stride *= lead[axis]
+    rows = _funcs.reshape(x, (stride,) + tuple(x.shape[len(key):]))
+    picked = _funcs.take(rows, _funcs.reshape(position, (-1,)), axis=0)
+    return _funcs.reshape(picked, tuple(parts[0].shape) + tuple(x.shape[len(key):]))
 
 
 def _slice_axis(t, axis, k, for_write, flips=None):

@@ -591,3 +591,17 @@ def test_integer_arrays_broadcast_together(np, rng):
             np.testing.assert_array_equal(np.asarray(got.to("cpu")), want)
     with pytest.raises(IndexError):
         tf.asarray(host)[(tf.asarray(i), 7)]
+
+
+def test_long_lines_sort_everywhere(np, rng):
+    """A line past what the GPU kernels' ranking takes (8192, or 2^26
+    comparisons in all) sorts through the CPU's merge sort and comes back
+    to the device: right, and in time."""
+    host = rng.standard_normal(50000).astype("float32")
+    for device in tf.__array_namespace_info__().devices():
+        x = tf.asarray(host, device=device)
+        got = tf.sort(x)
+        assert got.device == x.device
+        np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.sort(host))
+        np.testing.assert_array_equal(np.asarray(tf.argsort(x, descending=True).to("cpu")),
+                                      np.argsort(-host, kind="stable"))

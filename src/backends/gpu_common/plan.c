@@ -638,6 +638,20 @@ static bool has_quantized_operand(const tf_op *op) {
     return false;
 }
 
+/* sort / argsort rank every element against its line: O(len^2) per line.
+ * Past this much work (or lines this long) the CPU's merge sort, after a
+ * copy to the host and back, is the faster way (the core's fallback). */
+#define SORT_RANK_MAX_LEN 8192
+#define SORT_RANK_MAX_WORK (1ll << 26)
+
+static bool sort_rank_fits(const tf_op *op) {
+    if (op->kind == TF_OP_SEARCHSORTED) return true;       /* a binary search per value */
+    const tf_tensor_desc *in = &op->inputs[0];
+    int ax = op->params.axis;
+    int64_t len = ax >= 0 && ax < in->ndim ? in->shape[ax] : 1, lines = len ? tf_desc_numel(in) / len : 0;
+    return len <= SORT_RANK_MAX_LEN && lines * len * len <= SORT_RANK_MAX_WORK;
+}
+
 bool tf_pk_supports(const tf_op *op, bool fp64) {
     if (has_quantized_operand(op)) return quant_supported(op, fp64);
     if (!tf_pk_elsize(op->output.dtype)) return false;        /* not a dtype these kernels know */
@@ -659,7 +673,8 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
     case TF_KERNEL_MATMUL:                       /* qmatmul: quantized weights only (above); gemm_epilogue: */
         return op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM;   /* its parts, which the core runs */
     case TF_KERNEL_NONE: case TF_KERNEL_ADD_NORM: return false;   /* fused rows: the core sends the parts */
-    default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM, SORT */
+    case TF_KERNEL_SORT: return sort_rank_fits(op);
+    default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
     }
 }
 

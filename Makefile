@@ -55,6 +55,8 @@ test: build build-asan build-tsan
 	@cd $(BUILD) && ctest --output-on-failure
 	@echo "== the Python package (pip wheel ./python, pytest in venvs under $(BUILD)/py) =="
 	@bash scripts/python-test.sh $(BUILD)
+	@echo "== the official array API suite (data-apis/array-api-tests, pinned; where it can be fetched) =="
+	@bash scripts/array-api-suite.sh $(BUILD)
 
 # The fuzzers for longer (FUZZ_SECONDS each, default 10 minutes).
 fuzz: deps

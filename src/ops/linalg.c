@@ -134,7 +134,7 @@ static tf_status make_result(const stack *st, int ndim, const int64_t *shape, co
 static int result_shape(const stack *st, int ntail, const int64_t *tail, int64_t *shape) {
     int nb = st->ndim - 2;
     memcpy(shape, st->shape, sizeof(int64_t) * (size_t)nb);
-    memcpy(shape + nb, tail, sizeof(int64_t) * (size_t)ntail);
+    if (ntail) memcpy(shape + nb, tail, sizeof(int64_t) * (size_t)ntail);   /* det's scalars have no tail */
     return nb + ntail;
 }
 

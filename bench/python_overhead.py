@@ -69,6 +69,11 @@ def main():
 
     case("softmax [256, 4096]", 50, lambda: (tf.softmax(rows_tf, axis=-1), done()), np_softmax,
          lambda: torch.softmax(rows_t, dim=-1))
+    # sorting (ops 105-106): rows of a matrix, stable, and a tiny one
+    case("sort rows [256, 4096], stable", 10, lambda: (tf.sort(rows_tf, axis=-1), done()),
+         lambda: np.sort(rows_np, axis=-1, kind="stable"), lambda: torch.sort(rows_t, dim=-1, stable=True))
+    case("argsort, 16 floats", 20000, lambda: tf.argsort(small), lambda: np.argsort(small_np, kind="stable"),
+         lambda: torch.argsort(small_t, stable=True))
     cpu_arr = tf.asarray(small_np, device="cpu")
     case("DLPack out (to NumPy / torch)", 20000, lambda: np.from_dlpack(cpu_arr), lambda: np.from_dlpack(small_np),
          lambda: torch.from_dlpack(cpu_arr))

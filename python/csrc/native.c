@@ -10,7 +10,7 @@
  *
  * tf_py_native_init() makes ArrayBase, the base of tensorframe.Array: it
  * holds the tensor handle, releases it when the array dies, and answers
- * + - * / and basic indexing itself when the operands are plain (two arrays
+ * + - * / @ and basic indexing itself when the operands are plain (two arrays
  * of one dtype, or an array and a Python number it takes as is; an integer,
  * or slices of positive step). Everything else - and any call the library
  * refuses - goes to the package's Python implementation, which raises the
@@ -29,7 +29,7 @@
 
 typedef tf_status (*binary_fn)(const tf_tensor *, const tf_tensor *, tf_tensor **);
 static struct {
-    binary_fn add, sub, mul, div;
+    binary_fn add, sub, mul, div, matmul;
     tf_status (*slice)(const tf_tensor *, int, int64_t, int64_t, int64_t, tf_tensor **);
     tf_status (*squeeze)(const tf_tensor *, int, tf_tensor **);
     tf_status (*scalar)(tf_device *, tf_dtype, double, tf_tensor **);
@@ -56,12 +56,12 @@ typedef struct {
 static PyTypeObject *base_type;      /* ArrayBase */
 static PyObject *array_class;        /* tensorframe.Array: what results are made as */
 static PyObject *dtypes;             /* tuple: DType by the library's code */
-static PyObject *slow_ops[4][2];     /* the Python op and reflected op, per operator */
+static PyObject *slow_ops[5][2];     /* the Python op and reflected op, per operator */
 static PyObject *slow_index;         /* _index(x, key) */
 static PyObject *legacy_producers;   /* set: types whose __dlpack__ takes no keywords */
 static PyObject *slow_from_dlpack;   /* the package's from_dlpack, for every other case */
 
-enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV };
+enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MATMUL, N_OPS };
 
 static bool is_array(PyObject *o) { return base_type && PyObject_TypeCheck(o, base_type); }
 static tf_tensor *handle(PyObject *o) { return ((ArrayObject *)o)->h; }
@@ -195,7 +195,7 @@ static tf_status run_binary(binary_fn fn, const tf_tensor *a, const tf_tensor *b
 
 /* The library's result, or NULL with nothing set: the slow path decides. */
 static PyObject *fast_binary(int op, PyObject *x, PyObject *y) {
-    static const binary_fn *fns[4] = {&lib.add, &lib.sub, &lib.mul, &lib.div};
+    static const binary_fn *fns[N_OPS] = {&lib.add, &lib.sub, &lib.mul, &lib.div, &lib.matmul};
     binary_fn fn = *fns[op];
     tf_tensor *out = NULL, *tmp = NULL;
     tf_status s = TF_ERR_INVALID_ARGUMENT;
@@ -203,6 +203,8 @@ static PyObject *fast_binary(int op, PyObject *x, PyObject *y) {
     if (is_array(x) && is_array(y)) {
         if (handle(x) && handle(y) && lib.dtype(handle(x)) == lib.dtype(handle(y)))
             s = run_binary(fn, handle(x), handle(y), &out);
+    } else if (op == OP_MATMUL) {
+        /* a product takes arrays only: the Python path says so */
     } else if (is_array(x) && handle(x) && plain_scalar(y, lib.dtype(handle(x)), &v)) {
         s = lib.scalar(lib.device(handle(x)), lib.dtype(handle(x)), v, &tmp);
         if (s == TF_OK) s = run_binary(fn, handle(x), tmp, &out);
@@ -225,6 +227,7 @@ static PyObject *nb_add(PyObject *x, PyObject *y) { return binary(OP_ADD, x, y);
 static PyObject *nb_sub(PyObject *x, PyObject *y) { return binary(OP_SUB, x, y); }
 static PyObject *nb_mul(PyObject *x, PyObject *y) { return binary(OP_MUL, x, y); }
 static PyObject *nb_div(PyObject *x, PyObject *y) { return binary(OP_DIV, x, y); }
+static PyObject *nb_matmul(PyObject *x, PyObject *y) { return binary(OP_MATMUL, x, y); }
 
 /* ---- basic indexing ---- */
 
@@ -388,6 +391,7 @@ static PyType_Slot array_slots[] = {
     {Py_nb_subtract, nb_sub},
     {Py_nb_multiply, nb_mul},
     {Py_nb_true_divide, nb_div},
+    {Py_nb_matrix_multiply, nb_matmul},
     {Py_mp_subscript, mp_subscript},
     {0, NULL},
 };
@@ -408,7 +412,7 @@ static void replace_ref(PyObject **slot, PyObject *value) {
 
 /* configure(array_class, dtypes, slow_ops, slow_index, legacy_producers):
  * what results are made as and where the general cases go. slow_ops is
- * ((add, radd), (sub, rsub), (mul, rmul), (truediv, rtruediv));
+ * ((add, radd), (sub, rsub), (mul, rmul), (truediv, rtruediv), (matmul, rmatmul));
  * legacy_producers the Python path's set of types whose __dlpack__ takes
  * no keywords (it adds to it; this reads it). */
 static PyObject *configure(PyObject *module, PyObject *args) {
@@ -423,7 +427,7 @@ static PyObject *configure(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "configure: the array class must derive from ArrayBase");
         return NULL;
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_OPS; i++)
         for (int j = 0; j < 2; j++) {
             PyObject *pair = PySequence_GetItem(ops, i), *fn = pair ? PySequence_GetItem(pair, j) : NULL;
             Py_XDECREF(pair);

@@ -123,6 +123,30 @@ def test_the_c_layer_keeps_its_handle():
     assert (x + x).tolist() == [2.0, 2.0, 2.0] and x[1:].shape == (2,)
 
 
+def test_odd_operands_get_the_python_path_answer():
+    """Whatever the C layer does not take plainly goes to the Python code:
+    the same answers and errors with and without it."""
+    x, i8 = tf.ones((3,)), tf.asarray([1, 2, 3], dtype=tf.int8)
+    assert (x + True).dtype == tf.float32 and (i8 + 1).dtype == tf.int8
+    assert (x * 2 ** 60).tolist() == [2.0 ** 60] * 3              # an int past 2^53 for a float array
+    with pytest.raises(OverflowError):
+        i8 + 300                                                  # out of int8's range
+    with pytest.raises(OverflowError):
+        i8 * 2 ** 70
+    for bad in ("2", None, object(), [1, 2, 3]):
+        with pytest.raises(TypeError):
+            x + bad
+        with pytest.raises(TypeError):
+            bad * x
+    for key in (1.5, "a", (0, 0), 3, -4, (slice(None), 0)):
+        with pytest.raises(IndexError):
+            x[key]
+    assert x[-3:100:2].shape == (2,) and x[::-1].shape == (3,) and x[()].shape == (3,)
+    assert (x / tf.asarray([2], dtype=tf.float64)).dtype == tf.float64      # mixed dtypes: promotion
+    with pytest.raises(tf.ShapeError):
+        x + tf.ones((2,))
+
+
 def test_a_released_array_says_so():
     x, y = tf.ones((3,)), tf.ones((3,))
     if not hasattr(x, "__del__"):

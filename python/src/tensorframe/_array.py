@@ -574,11 +574,13 @@ def _use_native():
     """Hand Array's hot calls to the C base: the Python operators and
     indexing stay as the general cases it calls; the C versions of the
     attributes and of freeing replace the Python ones."""
-    ops = tuple((Array.__dict__["__%s__" % n], Array.__dict__["__r%s__" % n]) for n in ("add", "sub", "mul", "truediv"))
+    ops = tuple((Array.__dict__["__%s__" % n], Array.__dict__["__r%s__" % n])
+                for n in ("add", "sub", "mul", "truediv", "matmul"))
     types = tuple(dt.BY_CODE.get(i) for i in range(builtins.max(dt.BY_CODE) + 1))
     _native["configure"](Array, types, ops, _index, _dlpack.LEGACY_PRODUCERS)
     for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-                 "__rtruediv__", "__getitem__", "__del__", "ndim", "shape", "size", "dtype"):
+                 "__rtruediv__", "__matmul__", "__rmatmul__", "__getitem__", "__del__", "ndim", "shape", "size",
+                 "dtype"):
         delattr(Array, name)
     Array._wrap = staticmethod(_native["wrap"])
 

@@ -45,7 +45,7 @@ def _load_native():
     init = ctypes.PyDLL(str(path)).tf_py_native_init
     init.restype = ctypes.py_object
     init.argtypes = [ctypes.py_object]
-    names = ["tf_add", "tf_sub", "tf_mul", "tf_div", "tf_slice", "tf_squeeze", "tf_scalar", "tf_tensor_release",
+    names = ["tf_add", "tf_sub", "tf_mul", "tf_div", "tf_matmul", "tf_slice", "tf_squeeze", "tf_scalar", "tf_tensor_release",
              "tf_tensor_dtype", "tf_tensor_ndim", "tf_tensor_shape", "tf_tensor_numel", "tf_tensor_device",
              "tf_sum", "tf_prod", "tf_max", "tf_min", "tf_tensor_from_dlpack", "tf_tensor_from_dlpack_legacy"]
     return init([ctypes.cast(getattr(_cdll, n), ctypes.c_void_p).value for n in names])

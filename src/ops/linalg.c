@@ -28,6 +28,8 @@ void dgesv_(const lapack_int *n, const lapack_int *nrhs, double *a, const lapack
             const lapack_int *ldb, lapack_int *info);
 void dgetrf_(const lapack_int *m, const lapack_int *n, double *a, const lapack_int *lda, lapack_int *ipiv,
              lapack_int *info);
+void dgetrs_(const char *trans, const lapack_int *n, const lapack_int *nrhs, const double *a, const lapack_int *lda,
+             const lapack_int *ipiv, double *b, const lapack_int *ldb, lapack_int *info, size_t);
 void dgetri_(const lapack_int *n, double *a, const lapack_int *lda, const lapack_int *ipiv, double *work,
              const lapack_int *lwork, lapack_int *info);
 void dgeqrf_(const lapack_int *m, const lapack_int *n, double *a, const lapack_int *lda, double *tau, double *work,
@@ -226,22 +228,27 @@ tf_status tf_linalg_solve(const tf_tensor *a, const tf_tensor *b, tf_tensor **ou
         return s;
     }
     if (b->dtype == TF_F64) sa.dt = TF_F64;        /* the result's dtype: the wider input's */
+    /* The row-major A read column-major is A^T: factor that in place and
+     * solve with its transpose (dgetrs TRANS='T'), so only the narrow B
+     * moves through column-major scratch. */
     lapack_int n = (lapack_int)sa.n, k = (lapack_int)sb.n, info = 0;
-    double *col = scratch(fn, sa.n * sa.n + sb.m * sb.n, &s);
-    lapack_int *ipiv = col ? tf__malloc(sizeof(lapack_int) * (size_t)(n ? n : 1)) : NULL;
-    if (col && !ipiv) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory for LAPACK's pivots", fn);
+    double *cb = scratch(fn, sb.m * sb.n, &s);
+    lapack_int *ipiv = cb ? tf__malloc(sizeof(lapack_int) * (size_t)(n ? n : 1)) : NULL;
+    if (cb && !ipiv) s = tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory for LAPACK's pivots", fn);
     for (int64_t i = 0; s == TF_OK && i < sa.batch; i++) {
-        double *ca = col, *cb = col + sa.n * sa.n, *rb = sb.v + i * sb.m * sb.n;
-        transpose(sa.v + i * sa.n * sa.n, sa.n, sa.n, ca);
-        transpose(rb, sb.m, sb.n, cb);
-        if (n && k) dgesv_(&n, &k, ca, &n, ipiv, cb, &n, &info);
+        double *a_t = sa.v + i * sa.n * sa.n, *rb = sb.v + i * sb.m * sb.n;
+        if (n) dgetrf_(&n, &n, a_t, &n, ipiv, &info);
         if (info > 0) s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: matrix %lld is singular", fn, (long long)i);
-        else if (info < 0) s = lapack_failed(fn, "dgesv", info);
+        else if (info < 0) s = lapack_failed(fn, "dgetrf", info);
+        if (s != TF_OK || !n || !k) continue;
+        transpose(rb, sb.m, sb.n, cb);
+        dgetrs_("T", &n, &k, a_t, &n, ipiv, cb, &n, &info, 1);
+        if (info < 0) s = lapack_failed(fn, "dgetrs", info);
         transpose(cb, sb.n, sb.m, rb);
     }
     if (s == TF_OK) s = make_result(&sa, sb.ndim, sb.shape, sb.v, out);
     tf__free(ipiv);
-    tf__free(col);
+    tf__free(cb);
     tf__free(sa.v);
     tf__free(sb.v);
     return tf__in(fn, s);

@@ -626,6 +626,12 @@ TF_API tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **ou
 /* One extent may be -1 (inferred). A view when the strides allow, else a
  * contiguous copy. */
 TF_API tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape, tf_tensor **out);
+/* The same bytes read as another dtype of the same element size (PyTorch's
+ * view(dtype), NumPy's view): f32 <-> i32, f64 <-> i64, i8 <-> u8, f16 <->
+ * bf16. Shares storage: writes through either show in both. Different
+ * sizes, bool (whose bytes must stay 0 or 1) and quantized dtypes are
+ * TF_ERR_DTYPE. */
+TF_API tf_status tf_view_dtype(const tf_tensor *t, tf_dtype dtype, tf_tensor **out);
 /* perm has tf_tensor_ndim(t) entries, a permutation of 0..ndim-1 (negative
  * entries count from the end). */
 TF_API tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out);

@@ -605,3 +605,25 @@ def test_long_lines_sort_everywhere(np, rng):
         np.testing.assert_array_equal(np.asarray(got.to("cpu")), np.sort(host))
         np.testing.assert_array_equal(np.asarray(tf.argsort(x, descending=True).to("cpu")),
                                       np.argsort(-host, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nextafter(np, rng, dtype):
+    """nextafter (2024.12) beside NumPy, bit for bit: signed zeros,
+    infinities, NaN, the largest float and the smallest subnormal."""
+    info = np.finfo(dtype)
+    special = np.array([0.0, -0.0, 1.0, -1.0, info.smallest_subnormal, np.inf, -np.inf, np.nan, info.max, 1.5],
+                       dtype=dtype)
+    a = np.concatenate([special, rng.standard_normal(20).astype(dtype)])
+    b = np.concatenate([special[::-1], rng.standard_normal(20).astype(dtype)])
+    devices = ["cpu"] + [d for d in tf.__array_namespace_info__().devices() if d.name != "cpu"
+                         and (dtype == "float32" or not d.name.startswith("webgpu"))]
+    for device in devices:
+        for x, y in ((a, b), (b, a), (a, a)):
+            got = np.asarray(tf.nextafter(tf.asarray(x, device=device), tf.asarray(y, device=device)).to("cpu"))
+            want = np.nextafter(x, y)
+            keep = slice(None) if device == "cpu" else np.abs(want) >= info.tiny   # GPUs may flush subnormals
+            np.testing.assert_array_equal(got[keep], want[keep])
+            np.testing.assert_array_equal(np.signbit(got[keep]), np.signbit(want[keep]))
+    with pytest.raises(TypeError):
+        tf.nextafter(tf.ones(2, dtype=tf.float16), tf.ones(2, dtype=tf.float16))

@@ -432,6 +432,23 @@ static bool view_strides(const tf_tensor *t, int ndim, const int64_t *shape, int
     return view_d == -1;
 }
 
+tf_status tf_view_dtype(const tf_tensor *t, tf_dtype dtype, tf_tensor **out) {
+    static const char fn[] = "tf_view_dtype";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if ((unsigned)dtype >= TF_DTYPE_COUNT) return tf__error(TF_ERR_DTYPE, "%s: invalid dtype %d", fn, (int)dtype);
+    if (t->dtype == TF_BOOL || dtype == TF_BOOL || tf_dtype_is_quantized(t->dtype) || tf_dtype_is_quantized(dtype) ||
+        tf_dtype_size(t->dtype) != tf_dtype_size(dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: %s cannot be read as %s (views keep the element size; bool and "
+                         "quantized dtypes are refused)", fn, tf_dtype_name(t->dtype), tf_dtype_name(dtype));
+    tf_tensor *v = tensor_new(t->storage, dtype, t->ndim, t->shape, t->strides, t->offset);
+    if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a view", fn);
+    atomic_fetch_add(&t->storage->refs, 1);
+    *out = v;
+    return TF_OK;
+}
+
 tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_tensor **out) {
     static const char fn[] = "tf_reshape";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);

@@ -331,6 +331,33 @@ static void test_linalg(void **state) {
     tf_tensor_release(w);
 }
 
+/* tf_view_dtype: the same bytes as another dtype of that size, shared both
+ * ways; other sizes, bool and quantized dtypes refused. */
+static void test_view_dtype(void **state) {
+    (void)state;
+    tf_device *cpu = cpu_device();
+    int64_t n = 2;
+    float v[2] = {1.0f, -2.0f};
+    tf_tensor *f = tensor_f32(cpu, 1, &n, v), *i = NULL, *out = (tf_tensor *)0x1, *one = NULL;
+    OK(tf_view_dtype(f, TF_I32, &i));
+    int32_t bits[2];
+    OK(tf_tensor_read(i, bits, sizeof bits));
+    assert_int_equal(bits[0], 0x3f800000);
+    assert_int_equal((uint32_t)bits[1], 0xc0000000u);
+    OK(tf_scalar(cpu, TF_I32, 1, &one));
+    OK(tf_binary_into(i, TF_OP_ADD, i, one));            /* one ulp up, seen through the f32 tensor */
+    float back[2];
+    OK(tf_tensor_read(f, back, sizeof back));
+    assert_true(back[0] == nextafterf(1.0f, 2.0f) && back[1] == nextafterf(-2.0f, -3.0f));
+    FAILS_WITH(TF_ERR_DTYPE, "f32 cannot be read as f64", tf_view_dtype(f, TF_F64, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_DTYPE, "cannot be read as bool", tf_view_dtype(f, TF_BOOL, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "invalid dtype", tf_view_dtype(f, (tf_dtype)99, &out));
+    tf_tensor_release(one);
+    tf_tensor_release(i);
+    tf_tensor_release(f);
+}
+
 static void test_op_semantics_at_the_edges(void **state) {
     (void)state;
     int8_t i8a[2] = {100, -100}, i8b[2] = {100, -100}, i8r[2];
@@ -1134,6 +1161,7 @@ int main(void) {
         cmocka_unit_test(test_dtype_errors),
         cmocka_unit_test(test_sort_and_search),
         cmocka_unit_test(test_linalg),
+        cmocka_unit_test(test_view_dtype),
         cmocka_unit_test(test_shape_errors_leave_inputs_intact),
         cmocka_unit_test(test_axis_errors),
         cmocka_unit_test(test_size_errors),

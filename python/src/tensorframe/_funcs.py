@@ -952,6 +952,33 @@ def take_along_axis(x, indices, /, *, axis=-1):
     return _wrap(call(lib.tf_gather, wide_x._h, ax, wide_indices._h))
 
 
+@_export
+def nextafter(x1, x2, /):
+    """The next float after x1 toward x2 (2024.12): x1's bits, read as an
+    integer of its size (tf_view_dtype), stepped by one toward x2; zero
+    steps to the smallest subnormal with x2's sign; equal inputs give x2
+    (so -0 toward +0 is +0), NaN gives NaN. float32 and float64 (the
+    standard's real floating dtypes)."""
+    a, b = _pair(x1, x2)
+    _check_operand(b, "nextafter")
+    if a.dtype != b.dtype:
+        target = result_type(a, b)
+        a, b = a.astype(target, copy=False), b.astype(target, copy=False)
+    bits = {"float32": dt.int32, "float64": dt.int64}.get(a.dtype.name)
+    if bits is None:
+        raise TypeError("tensorframe.nextafter: takes float32 or float64 arrays, not %s" % a.dtype.name)
+    a, b = broadcast_arrays(a, b)
+    a = a.astype(a.dtype)                                 # contiguous, its own bytes: viewed below
+    as_int = _wrap(call(lib.tf_view_dtype, a._h, bits.code))
+    up = (b > a) == (a > 0)                               # away from zero when moving outward
+    stepped = as_int + where(up, ones_like(as_int), -ones_like(as_int))
+    moved = _wrap(call(lib.tf_view_dtype, stepped._h, a.dtype.code))
+    tiny = copysign(full_like(a, 5e-324 if a.dtype.name == "float64" else 1.401298464324817e-45), b)
+    out = where(a == 0, tiny, moved)
+    out = where(a == b, b, out)
+    return where(isnan(a) | isnan(b), full_like(a, math.nan), out)
+
+
 # ---- linear algebra ----
 
 @_export

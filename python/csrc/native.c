@@ -69,10 +69,12 @@ static tf_tensor *handle(PyObject *o) { return ((ArrayObject *)o)->h; }
 /* A new tensorframe.Array owning h (released here if that fails). */
 static PyObject *wrap(tf_tensor *h) {
     PyTypeObject *cls = (PyTypeObject *)array_class;
-    allocfunc alloc = (allocfunc)PyType_GetSlot(cls, Py_tp_alloc);
+    allocfunc alloc = cls ? (allocfunc)PyType_GetSlot(cls, Py_tp_alloc) : NULL;
     PyObject *o = alloc ? alloc(cls, 0) : NULL;
     if (!o) {
         lib.release(h);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "tensorframe._native: the package did not configure its array class");
         return NULL;
     }
     ((ArrayObject *)o)->h = h;

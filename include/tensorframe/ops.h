@@ -79,8 +79,11 @@
  *                        INDEX          output i64 (positions)
  *                        FIRST          the first input's dtype
  *                        CAST           dtype chosen by the caller
+ *                        REAL           the dtype of the input's parts: c64 -> f32,
+ *                                       c128 -> f64, a real dtype itself (abs, real, imag)
  *   accepts dtype set accepted: ALL, NUMERIC (all but bool), FLOAT, INTEGER
- *           (i8 i32 i64 u8)
+ *           (i8 i32 i64 u8), COMPLEX (c64 c128); CALL, CNUMERIC and CFLOAT
+ *           are ALL, NUMERIC and FLOAT with the complex dtypes
  *   domain  inputs the conformance suite draws: ANY, NONZERO (|b| >= 0.5),
  *           POW (positive base, small exponent), WIDE (past 8-bit ranges),
  *           POSITIVE (0.05 to 4), TIES (few distinct values, so equality
@@ -121,33 +124,33 @@
 
 /* X(ENUM, name, arity, shape, dtype, accepts, domain, nmse_k, kernel) */
 #define TF_OP_LIST(X)                                                            \
-    X(ADD,          add,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
-    X(SUB,          sub,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
-    X(MUL,          mul,          2, BROADCAST, PROMOTE,       NUMERIC, ANY,     1, ARITH) \
-    X(DIV,          div,          2, BROADCAST, PROMOTE_FLOAT, NUMERIC, NONZERO, 1, ARITH) \
+    X(ADD,          add,          2, BROADCAST, PROMOTE,       CNUMERIC, ANY,     1, ARITH) \
+    X(SUB,          sub,          2, BROADCAST, PROMOTE,       CNUMERIC, ANY,     1, ARITH) \
+    X(MUL,          mul,          2, BROADCAST, PROMOTE,       CNUMERIC, ANY,     1, ARITH) \
+    X(DIV,          div,          2, BROADCAST, PROMOTE_FLOAT, CNUMERIC, NONZERO, 1, ARITH) \
     X(MAXIMUM,      maximum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0, ARITH) \
     X(MINIMUM,      minimum,      2, BROADCAST, PROMOTE,       NUMERIC, ANY,     0, ARITH) \
-    X(POW,          pow,          2, BROADCAST, PROMOTE,       NUMERIC, POW,     4, ARITH) \
-    X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       NUMERIC, ANY,     4, MATMUL) \
-    X(SUM,          sum,          1, REDUCE,    SUM,           ALL,     ANY,     4, REDUCE) \
-    X(MEAN,         mean,         1, REDUCE,    SAME,          FLOAT,   ANY,     4, REDUCE) \
-    X(COPY,         copy,         1, SAME,      CAST,          ALL,     WIDE,    1, COPY) \
-    X(FILL,         fill,         0, CREATE,    CAST,          ALL,     ANY,     0, FILL) \
+    X(POW,          pow,          2, BROADCAST, PROMOTE,       CNUMERIC, POW,     4, ARITH) \
+    X(MATMUL,       matmul,       2, MATMUL,    PROMOTE,       CNUMERIC, ANY,     4, MATMUL) \
+    X(SUM,          sum,          1, REDUCE,    SUM,           CALL,     ANY,     4, REDUCE) \
+    X(MEAN,         mean,         1, REDUCE,    SAME,          CFLOAT,   ANY,     4, REDUCE) \
+    X(COPY,         copy,         1, SAME,      CAST,          CALL,     WIDE,    1, COPY) \
+    X(FILL,         fill,         0, CREATE,    CAST,          CALL,     ANY,     0, FILL) \
     X(ARANGE,       arange,       0, CREATE,    CAST,          NUMERIC, ANY,     1, ARANGE) \
     X(RAND_UNIFORM, rand_uniform, 0, CREATE,    CAST,          FLOAT,   ANY,     1, RANDOM) \
     X(RAND_NORMAL,  rand_normal,  0, CREATE,    CAST,          FLOAT,   ANY,     4, RANDOM) \
-    X(NEG,          neg,          1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
-    X(ABS,          abs,          1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
-    X(SIGN,         sign,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
-    X(EXP,          exp,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(LOG,          log,          1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
-    X(LOG1P,        log1p,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
-    X(EXPM1,        expm1,        1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(SQRT,         sqrt,         1, UNARY,     SAME,          FLOAT,   POSITIVE, 4, MATH) \
+    X(NEG,          neg,          1, UNARY,     SAME,          CFLOAT,   ANY,     0, MATH) \
+    X(ABS,          abs,          1, UNARY,     REAL,          CFLOAT,   ANY,     0, MATH) \
+    X(SIGN,         sign,         1, UNARY,     SAME,          CFLOAT,   ANY,     0, MATH) \
+    X(EXP,          exp,          1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(LOG,          log,          1, UNARY,     SAME,          CFLOAT,   POSITIVE, 16, MATH) \
+    X(LOG1P,        log1p,        1, UNARY,     SAME,          CFLOAT,   POSITIVE, 16, MATH) \
+    X(EXPM1,        expm1,        1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(SQRT,         sqrt,         1, UNARY,     SAME,          CFLOAT,   POSITIVE, 4, MATH) \
     X(RSQRT,        rsqrt,        1, UNARY,     SAME,          FLOAT,   POSITIVE, 16, MATH) \
-    X(SIN,          sin,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(COS,          cos,          1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(TANH,         tanh,         1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
+    X(SIN,          sin,          1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(COS,          cos,          1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(TANH,         tanh,         1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
     X(SIGMOID,      sigmoid,      1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
     X(RELU,         relu,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
     X(LEAKY_RELU,   leaky_relu,   1, UNARY,     SAME,          FLOAT,   ANY,     1, MATH) \
@@ -157,42 +160,42 @@
     X(SOFTPLUS,     softplus,     1, UNARY,     SAME,          FLOAT,   WIDE,    16, MATH) \
     X(FLOOR,        floor,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
     X(CEIL,         ceil,         1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
-    X(ROUND,        round,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
+    X(ROUND,        round,        1, UNARY,     SAME,          CFLOAT,   ANY,     0, MATH) \
     X(CLAMP,        clamp,        1, UNARY,     SAME,          FLOAT,   ANY,     0, MATH) \
-    X(EQ,           eq,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
-    X(NE,           ne,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
+    X(EQ,           eq,           2, BROADCAST, COMPARE,       CALL,     TIES,    0, COMPARE) \
+    X(NE,           ne,           2, BROADCAST, COMPARE,       CALL,     TIES,    0, COMPARE) \
     X(LT,           lt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
     X(LE,           le,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
     X(GT,           gt,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
     X(GE,           ge,           2, BROADCAST, COMPARE,       ALL,     TIES,    0, COMPARE) \
-    X(LOGICAL_AND,  logical_and,  2, BROADCAST, LOGICAL,       ALL,     TIES,    0, COMPARE) \
-    X(LOGICAL_OR,   logical_or,   2, BROADCAST, LOGICAL,       ALL,     TIES,    0, COMPARE) \
-    X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       ALL,     TIES,    0, PREDICATE) \
-    X(ISNAN,        isnan,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0, PREDICATE) \
-    X(ISINF,        isinf,        1, UNARY,     BOOL,          ALL,     SPECIAL, 0, PREDICATE) \
-    X(WHERE,        where,        3, WHERE,     PROMOTE,       ALL,     ANY,     0, SELECT) \
+    X(LOGICAL_AND,  logical_and,  2, BROADCAST, LOGICAL,       CALL,     TIES,    0, COMPARE) \
+    X(LOGICAL_OR,   logical_or,   2, BROADCAST, LOGICAL,       CALL,     TIES,    0, COMPARE) \
+    X(LOGICAL_NOT,  logical_not,  1, UNARY,     LOGICAL,       CALL,     TIES,    0, PREDICATE) \
+    X(ISNAN,        isnan,        1, UNARY,     BOOL,          CALL,     SPECIAL, 0, PREDICATE) \
+    X(ISINF,        isinf,        1, UNARY,     BOOL,          CALL,     SPECIAL, 0, PREDICATE) \
+    X(WHERE,        where,        3, WHERE,     PROMOTE,       CALL,     ANY,     0, SELECT) \
     X(MAX,          max,          1, REDUCE,    SAME,          ALL,     ANY,     0, REDUCE) \
     X(MIN,          min,          1, REDUCE,    SAME,          ALL,     ANY,     0, REDUCE) \
     X(ARGMAX,       argmax,       1, REDUCE,    INDEX,         ALL,     TIES,    0, REDUCE) \
     X(ARGMIN,       argmin,       1, REDUCE,    INDEX,         ALL,     TIES,    0, REDUCE) \
-    X(PROD,         prod,         1, REDUCE,    SUM,           ALL,     NEAR_ONE, 4, REDUCE) \
+    X(PROD,         prod,         1, REDUCE,    SUM,           CALL,     NEAR_ONE, 4, REDUCE) \
     X(VAR,          var,          1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
     X(STD,          std,          1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
     X(LOGSUMEXP,    logsumexp,    1, REDUCE,    SAME,          FLOAT,   ANY,     16, REDUCE) \
     X(CUMSUM,       cumsum,       1, SCAN,      SUM,           ALL,     ANY,     4, SCAN) \
-    X(INDEX_SELECT, index_select, 2, INDEXED,   FIRST,         ALL,     ANY,     0, PICK) \
-    X(GATHER,       gather,       2, INDEXED,   FIRST,         ALL,     ANY,     0, PICK) \
-    X(TRIL,         tril,         1, TRIANGLE,  SAME,          ALL,     ANY,     0, TRIANGLE) \
-    X(TRIU,         triu,         1, TRIANGLE,  SAME,          ALL,     ANY,     0, TRIANGLE) \
-    X(CONCAT,       concat,       2, COMPOSITE, PROMOTE,       ALL,     ANY,     0, NONE) \
-    X(STACK,        stack,        2, COMPOSITE, PROMOTE,       ALL,     ANY,     0, NONE) \
-    X(SPLIT,        split,        1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
-    X(PAD,          pad,          1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
-    X(TILE,         tile,         1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
-    X(FLIP,         flip,         1, COMPOSITE, SAME,          ALL,     ANY,     0, NONE) \
-    X(GEMM,         gemm,         3, GEMM,      PROMOTE,       FLOAT,   ANY,     4, MATMUL) \
-    X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     4, NONE) \
-    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       NUMERIC, ANY,     1, NONE) \
+    X(INDEX_SELECT, index_select, 2, INDEXED,   FIRST,         CALL,     ANY,     0, PICK) \
+    X(GATHER,       gather,       2, INDEXED,   FIRST,         CALL,     ANY,     0, PICK) \
+    X(TRIL,         tril,         1, TRIANGLE,  SAME,          CALL,     ANY,     0, TRIANGLE) \
+    X(TRIU,         triu,         1, TRIANGLE,  SAME,          CALL,     ANY,     0, TRIANGLE) \
+    X(CONCAT,       concat,       2, COMPOSITE, PROMOTE,       CALL,     ANY,     0, NONE) \
+    X(STACK,        stack,        2, COMPOSITE, PROMOTE,       CALL,     ANY,     0, NONE) \
+    X(SPLIT,        split,        1, COMPOSITE, SAME,          CALL,     ANY,     0, NONE) \
+    X(PAD,          pad,          1, COMPOSITE, SAME,          CALL,     ANY,     0, NONE) \
+    X(TILE,         tile,         1, COMPOSITE, SAME,          CALL,     ANY,     0, NONE) \
+    X(FLIP,         flip,         1, COMPOSITE, SAME,          CALL,     ANY,     0, NONE) \
+    X(GEMM,         gemm,         3, GEMM,      PROMOTE,       CFLOAT,   ANY,     4, MATMUL) \
+    X(GEMV,         gemv,         2, COMPOSITE, PROMOTE,       CNUMERIC, ANY,     4, NONE) \
+    X(OUTER,        outer,        2, COMPOSITE, PROMOTE,       CNUMERIC, ANY,     1, NONE) \
     X(SOFTMAX,      softmax,      1, ROW,       SAME,          FLOAT,   WIDE,    16, ROW) \
     X(LOG_SOFTMAX,  log_softmax,  1, ROW,       SAME,          FLOAT,   WIDE,    16, ROW) \
     X(RMSNORM,      rmsnorm,      2, ROW,       SAME,          FLOAT,   ANY,     16, ROW) \
@@ -213,12 +216,12 @@
     X(ADD_RMSNORM,  add_rmsnorm,  3, ADD_NORM,  SAME,          FLOAT,   ANY,     16, ADD_NORM) \
     X(ADD_LAYERNORM, add_layernorm, 4, ADD_NORM, SAME,         FLOAT,   ANY,     16, ADD_NORM) \
     X(QMATMUL_EPILOGUE, qmatmul_epilogue, 4, QMATMUL_EPILOGUE, FIRST, FLOAT, ANY,  16, MATMUL) \
-    X(ACOS,         acos,         1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
-    X(ASIN,         asin,         1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
-    X(ATAN,         atan,         1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(ACOSH,        acosh,        1, UNARY,     SAME,          FLOAT,   GE_ONE,  16, MATH) \
-    X(ASINH,        asinh,        1, UNARY,     SAME,          FLOAT,   ANY,     16, MATH) \
-    X(ATANH,        atanh,        1, UNARY,     SAME,          FLOAT,   UNIT,    16, MATH) \
+    X(ACOS,         acos,         1, UNARY,     SAME,          CFLOAT,   UNIT,    16, MATH) \
+    X(ASIN,         asin,         1, UNARY,     SAME,          CFLOAT,   UNIT,    16, MATH) \
+    X(ATAN,         atan,         1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(ACOSH,        acosh,        1, UNARY,     SAME,          CFLOAT,   GE_ONE,  16, MATH) \
+    X(ASINH,        asinh,        1, UNARY,     SAME,          CFLOAT,   ANY,     16, MATH) \
+    X(ATANH,        atanh,        1, UNARY,     SAME,          CFLOAT,   UNIT,    16, MATH) \
     X(ATAN2,        atan2,        2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   16, ARITH) \
     X(COPYSIGN,     copysign,     2, BROADCAST, PROMOTE_FLOAT, FLOAT,   SIGNS,   0, ARITH) \
     X(BITWISE_AND,  bitwise_and,  2, BROADCAST, PROMOTE,       INTEGER, WIDE,    0, ARITH) \
@@ -228,7 +231,10 @@
     X(RIGHT_SHIFT,  right_shift,  2, BROADCAST, PROMOTE,       INTEGER, SHIFT,   0, ARITH) \
     X(SORT,         sort,         1, SORT,      SAME,          ALL,     ORDER,   0, SORT) \
     X(ARGSORT,      argsort,      1, SORT,      INDEX,         ALL,     ORDER,   0, SORT) \
-    X(SEARCHSORTED, searchsorted, 2, SEARCH,    INDEX,         ALL,     ORDER,   0, SORT)
+    X(SEARCHSORTED, searchsorted, 2, SEARCH,    INDEX,         ALL,     ORDER,   0, SORT) \
+    X(CONJ,         conj,         1, UNARY,     SAME,          COMPLEX, ANY,     0, MATH) \
+    X(REAL,         real,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH) \
+    X(IMAG,         imag,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -134,6 +134,23 @@ TF_API const char *tf_last_error(void);
     X(IQ4_NL, iq4_nl, 32, 18)   \
     X(IQ4_XS, iq4_xs, 256, 136)
 
+/* Complex dtypes: X(ENUM, name, size in bytes, the dtype of each part).
+ * Interleaved (real, imaginary) pairs, C99's float complex and double
+ * complex, NumPy's complex64 and complex128 byte for byte. Their values
+ * follow the quantized dtypes' (ABI: append only). They are neither float
+ * nor integer: tf_dtype_is_complex. Ops that take them (tf_op_accepts
+ * says which): arithmetic, the unary math of the array API (exp, log,
+ * sqrt, the trigonometric and hyperbolic functions and their inverses),
+ * conj/real/imag/abs, eq/ne, isnan/isinf, logical ops, where, sum, prod,
+ * mean, matmul, gemm, casts both ways (to a real dtype keeps the real
+ * part, as NumPy and PyTorch do), picks, triangles and every view and
+ * composite. The CPU computes them; a device whose kernels decline them
+ * (every GPU backend today) stores them and the core runs their ops on the
+ * CPU (the mixed-device fallback). */
+#define TF_CDTYPE_LIST(X)       \
+    X(C64,  c64,   8, F32)      \
+    X(C128, c128, 16, F64)
+
 typedef enum tf_dtype {
 #define TF__DTYPE_ENUM(E, n, sz, fl, in) TF_##E,
     TF_DTYPE_LIST(TF__DTYPE_ENUM)
@@ -141,6 +158,9 @@ typedef enum tf_dtype {
 #define TF__QDTYPE_ENUM(E, n, blk, bytes) TF_##E,
     TF_QDTYPE_LIST(TF__QDTYPE_ENUM)
 #undef TF__QDTYPE_ENUM
+#define TF__CDTYPE_ENUM(E, n, sz, part) TF_##E,
+    TF_CDTYPE_LIST(TF__CDTYPE_ENUM)
+#undef TF__CDTYPE_ENUM
     TF_DTYPE_COUNT
 } tf_dtype;
 
@@ -154,10 +174,20 @@ TF_API size_t tf_dtype_block_size(tf_dtype dt);
 TF_API bool tf_dtype_is_quantized(tf_dtype dt);     /* a block-quantized dtype */
 TF_API bool tf_dtype_is_float(tf_dtype dt);
 TF_API bool tf_dtype_is_integer(tf_dtype dt);       /* bool is not an integer */
+TF_API bool tf_dtype_is_complex(tf_dtype dt);       /* c64, c128 */
+/* The dtype of a complex dtype's parts (c64 -> f32, c128 -> f64), the
+ * complex dtype with parts of a real one (f64 -> c128; f32, f16, bf16 and
+ * the integers -> c64), each dt itself where it has none (bool, quantized,
+ * and the complex ones for tf_dtype_to_complex). TF_DTYPE_COUNT if invalid. */
+TF_API tf_dtype tf_dtype_to_real(tf_dtype dt);
+TF_API tf_dtype tf_dtype_to_complex(tf_dtype dt);
 /* Type promotion for binary ops (PyTorch's rule, no value-based casting):
- * bool < integers < floats by category; within a category the wider type;
- * u8 with i8 gives i32 (there is no i16); f16 with bf16 gives f32; an
- * integer with a float gives that float. Returns TF_ERR_DTYPE if invalid. */
+ * bool < integers < floats < complex by category; within a category the
+ * wider type; u8 with i8 gives i32 (there is no i16); f16 with bf16 gives
+ * f32; an integer with a float gives that float; a complex dtype with a
+ * real one gives the complex dtype whose parts hold both (c64 with f64
+ * gives c128, as the array API and NumPy say). Returns TF_ERR_DTYPE if
+ * invalid. */
 TF_API tf_status tf_promote_types(tf_dtype a, tf_dtype b, tf_dtype *out);
 
 /* ------------------------------------------------------------------------ */
@@ -632,6 +662,13 @@ TF_API tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape, 
  * sizes, bool (whose bytes must stay 0 or 1) and quantized dtypes are
  * TF_ERR_DTYPE. */
 TF_API tf_status tf_view_dtype(const tf_tensor *t, tf_dtype dtype, tf_tensor **out);
+/* A complex tensor's parts as a real view with one more axis of extent 2
+ * (real, imaginary), PyTorch's view_as_real: c64 [..] -> f32 [.., 2]; and
+ * back (view_as_complex): an f32 or f64 tensor whose last axis has extent 2
+ * and stride 1, its other strides even and its start on a pair. Writes
+ * through either show in both. */
+TF_API tf_status tf_view_as_real(const tf_tensor *t, tf_tensor **out);
+TF_API tf_status tf_view_as_complex(const tf_tensor *t, tf_tensor **out);
 /* perm has tf_tensor_ndim(t) entries, a permutation of 0..ndim-1 (negative
  * entries count from the end). */
 TF_API tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out);
@@ -719,6 +756,15 @@ TF_API tf_status tf_logical_not(const tf_tensor *x, tf_tensor **out);
 /* TF_BOOL masks; integer and bool inputs give all false. */
 TF_API tf_status tf_isnan(const tf_tensor *x, tf_tensor **out);
 TF_API tf_status tf_isinf(const tf_tensor *x, tf_tensor **out);
+/* Complex parts: the conjugate (same dtype), the real and imaginary parts
+ * (the parts' dtype: c64 -> f32). A real x is its own conjugate and real
+ * part (a new reference to x) and has zeros for its imaginary part. */
+TF_API tf_status tf_conj(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_real(const tf_tensor *x, tf_tensor **out);
+TF_API tf_status tf_imag(const tf_tensor *x, tf_tensor **out);
+/* re + i*im: both real, broadcast together and promoted (at least f32;
+ * f64 gives c128, the rest c64). */
+TF_API tf_status tf_complex(const tf_tensor *re, const tf_tensor *im, tf_tensor **out);
 /* cond ? a : b elementwise, all three broadcast together; cond is read as
  * truth values, the result has the promoted dtype of a and b. */
 TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);
@@ -1230,6 +1276,9 @@ TF_API const char *tf_op_name(tf_op_kind op);       /* "add"; "?" if invalid */
  * Bindings derive their op lists from these. Thread-safe. */
 TF_API int tf_op_count(void);
 TF_API int tf_op_arity(tf_op_kind op);
+/* Whether the op takes inputs of dtype dt (the op table's accepts column,
+ * complex dtypes included); false for an invalid op or dtype. */
+TF_API bool tf_op_accepts(tf_op_kind op, tf_dtype dt);
 TF_API tf_op_kernel tf_op_family(tf_op_kind op);
 
 /* ------------------------------------------------------------------------ */

@@ -18,6 +18,9 @@ const char *tf_op_name(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf__
 int tf_op_count(void) { return TF_OP_COUNT; }
 
 int tf_op_arity(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf__op_table[op].arity : -1; }
+bool tf_op_accepts(tf_op_kind op, tf_dtype dt) {
+    return (unsigned)op < TF_OP_COUNT && (unsigned)dt < TF_DTYPE_COUNT && ((tf__op_table[op].accepts >> dt) & 1u);
+}
 
 tf_op_kernel tf_op_family(tf_op_kind op) { return (unsigned)op < TF_OP_COUNT ? tf_op_kernel_of(op) : TF_KERNEL_NONE; }
 

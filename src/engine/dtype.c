@@ -5,15 +5,19 @@ typedef struct dtype_info {
     const char *name;
     size_t size, block;                  /* bytes per block of `block` elements */
     bool is_float, is_integer;
+    tf_dtype part;                       /* complex: the dtype of each part; else TF_DTYPE_COUNT */
 } dtype_info;
 
 static const dtype_info dtypes[TF_DTYPE_COUNT] = {
-#define TF__DTYPE_INFO(E, n, sz, fl, in) {#n, sz, 1, fl, in},
+#define TF__DTYPE_INFO(E, n, sz, fl, in) {#n, sz, 1, fl, in, TF_DTYPE_COUNT},
     TF_DTYPE_LIST(TF__DTYPE_INFO)
 #undef TF__DTYPE_INFO
-#define TF__QDTYPE_INFO(E, n, blk, bytes) {#n, bytes, blk, false, false},
+#define TF__QDTYPE_INFO(E, n, blk, bytes) {#n, bytes, blk, false, false, TF_DTYPE_COUNT},
     TF_QDTYPE_LIST(TF__QDTYPE_INFO)
 #undef TF__QDTYPE_INFO
+#define TF__CDTYPE_INFO(E, n, sz, part) {#n, sz, 1, false, false, TF_##part},
+    TF_CDTYPE_LIST(TF__CDTYPE_INFO)
+#undef TF__CDTYPE_INFO
 };
 
 bool tf__dtype_valid(tf_dtype dt) { return (unsigned)dt < TF_DTYPE_COUNT; }
@@ -23,12 +27,26 @@ size_t tf_dtype_block_size(tf_dtype dt) { return tf__dtype_valid(dt) ? dtypes[dt
 bool tf_dtype_is_quantized(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].block > 1; }
 int64_t tf__bytes_of(tf_dtype dt, int64_t n) { return n / (int64_t)dtypes[dt].block * (int64_t)dtypes[dt].size; }
 
-int tf__dtype_category(tf_dtype dt) { return tf_dtype_is_float(dt) ? 2 : tf_dtype_is_integer(dt) ? 1 : 0; }
 bool tf_dtype_is_float(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_float; }
 bool tf_dtype_is_integer(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].is_integer; }
+bool tf_dtype_is_complex(tf_dtype dt) { return tf__dtype_valid(dt) && dtypes[dt].part != TF_DTYPE_COUNT; }
 
-/* Category: 0 bool, 1 integer, 2 float. */
-static int category(tf_dtype dt) { return dtypes[dt].is_float ? 2 : dtypes[dt].is_integer ? 1 : 0; }
+tf_dtype tf_dtype_to_real(tf_dtype dt) {
+    if (!tf__dtype_valid(dt)) return TF_DTYPE_COUNT;
+    return tf_dtype_is_complex(dt) ? dtypes[dt].part : dt;
+}
+
+tf_dtype tf_dtype_to_complex(tf_dtype dt) {
+    if (!tf__dtype_valid(dt)) return TF_DTYPE_COUNT;
+    if (dt == TF_F64) return TF_C128;
+    return dtypes[dt].is_float || dtypes[dt].is_integer ? TF_C64 : dt;
+}
+
+/* Category: 0 bool, 1 integer, 2 float, 3 complex. */
+static int category(tf_dtype dt) {
+    return dtypes[dt].part != TF_DTYPE_COUNT ? 3 : dtypes[dt].is_float ? 2 : dtypes[dt].is_integer ? 1 : 0;
+}
+int tf__dtype_category(tf_dtype dt) { return tf__dtype_valid(dt) ? category(dt) : 0; }
 
 static tf_dtype promote_integers(tf_dtype a, tf_dtype b) {
     bool a_unsigned = a == TF_U8, b_unsigned = b == TF_U8;
@@ -44,6 +62,11 @@ static tf_dtype promote_floats(tf_dtype a, tf_dtype b) {
     return dtypes[a].size >= dtypes[b].size ? a : b;
 }
 
+/* At least one side complex: the complex dtype whose parts hold both. */
+static tf_dtype promote_complex(tf_dtype a, tf_dtype b) {
+    return a == TF_C128 || b == TF_C128 || a == TF_F64 || b == TF_F64 ? TF_C128 : TF_C64;
+}
+
 tf_status tf_promote_types(tf_dtype a, tf_dtype b, tf_dtype *out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_promote_types: out is NULL");
     if (!tf__dtype_valid(a) || !tf__dtype_valid(b))
@@ -53,7 +76,8 @@ tf_status tf_promote_types(tf_dtype a, tf_dtype b, tf_dtype *out) {
                          tf_dtype_name(tf_dtype_is_quantized(a) ? a : b));
     if (a == b) { *out = a; return TF_OK; }
     int ca = category(a), cb = category(b);
-    if (ca != cb) *out = ca > cb ? a : b;
+    if (ca == 3 || cb == 3) *out = promote_complex(a, b);
+    else if (ca != cb) *out = ca > cb ? a : b;
     else if (ca == 2) *out = promote_floats(a, b);
     else *out = promote_integers(a, b);
     return TF_OK;

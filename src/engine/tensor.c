@@ -449,6 +449,56 @@ tf_status tf_view_dtype(const tf_tensor *t, tf_dtype dtype, tf_tensor **out) {
     return TF_OK;
 }
 
+tf_status tf_view_as_real(const tf_tensor *t, tf_tensor **out) {
+    static const char fn[] = "tf_view_as_real";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (!tf_dtype_is_complex(t->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: takes a complex tensor, not %s", fn, tf_dtype_name(t->dtype));
+    if (t->ndim == TF_MAX_DIMS)
+        return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: a %d-d tensor has no room for the parts' axis", fn, t->ndim);
+    int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) {
+        shape[i] = t->shape[i];
+        strides[i] = t->strides[i] * 2;          /* in parts: two per element */
+    }
+    shape[t->ndim] = 2;
+    strides[t->ndim] = 1;
+    tf_tensor *v = tensor_new(t->storage, tf_dtype_to_real(t->dtype), t->ndim + 1, shape, strides, t->offset);
+    if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a view", fn);
+    atomic_fetch_add(&t->storage->refs, 1);
+    *out = v;
+    return TF_OK;
+}
+
+tf_status tf_view_as_complex(const tf_tensor *t, tf_tensor **out) {
+    static const char fn[] = "tf_view_as_complex";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (t->dtype != TF_F32 && t->dtype != TF_F64)
+        return tf__error(TF_ERR_DTYPE, "%s: takes an f32 or f64 tensor, not %s", fn, tf_dtype_name(t->dtype));
+    int nd = t->ndim - 1;
+    if (nd < 0 || t->shape[nd] != 2 || t->strides[nd] != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: the last axis must have extent 2 and stride 1 (the parts)", fn);
+    int64_t strides[TF_MAX_DIMS];
+    size_t part = tf_dtype_size(t->dtype);
+    for (int i = 0; i < nd; i++) {
+        if (t->strides[i] % 2 != 0)
+            return tf__error(TF_ERR_SHAPE, "%s: axis %d's stride %lld is not a whole number of pairs", fn, i,
+                             (long long)t->strides[i]);
+        strides[i] = t->strides[i] / 2;
+    }
+    if ((uint64_t)t->offset % (2 * part) != 0)
+        return tf__error(TF_ERR_SHAPE, "%s: the view does not start on a pair", fn);
+    tf_tensor *v = tensor_new(t->storage, tf_dtype_to_complex(t->dtype), nd, t->shape, strides, t->offset);
+    if (!v) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory for a view", fn);
+    atomic_fetch_add(&t->storage->refs, 1);
+    *out = v;
+    return TF_OK;
+}
+
 tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_tensor **out) {
     static const char fn[] = "tf_reshape";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);

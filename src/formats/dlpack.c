@@ -28,6 +28,8 @@ static bool dl_dtype_of(tf_dtype dt, DLDataType *out) {
     case TF_I64: *out = (DLDataType){kDLInt, 64, 1}; return true;
     case TF_U8: *out = (DLDataType){kDLUInt, 8, 1}; return true;
     case TF_BOOL: *out = (DLDataType){kDLBool, 8, 1}; return true;
+    case TF_C64: *out = (DLDataType){kDLComplex, 64, 1}; return true;
+    case TF_C128: *out = (DLDataType){kDLComplex, 128, 1}; return true;
     default: return false;                         /* the block-quantized dtypes */
     }
 }

@@ -103,9 +103,9 @@ static const char *npy_descr(tf_dtype dt) {
 tf_status tf_npy_save(const char *path, const tf_tensor *t) {
     static const char fn[] = "tf_npy_save";
     if (!path || !t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: path or tensor is NULL", fn);
-    if (tf_dtype_is_quantized(t->dtype))
-        return tf__error(TF_ERR_DTYPE, "%s: .npy has no %s (cast the tensor to a float dtype first)", fn,
-                         tf_dtype_name(t->dtype));
+    if (tf_dtype_is_quantized(t->dtype) || tf_dtype_is_complex(t->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: .npy files of tensorframe hold no %s (cast a quantized tensor to a float "
+                         "dtype, save a complex one's tf_view_as_real)", fn, tf_dtype_name(t->dtype));
     char dict[512], shape[300] = "(";
     size_t used = 1;
     for (int i = 0; i < t->ndim; i++)
@@ -667,9 +667,9 @@ tf_status tf_safetensors_save(const char *path, int n, const char *const *names,
     if (n < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %d tensors", fn, n);
     for (int i = 0; i < n; i++) {
         if (!names[i] || !tensors[i]) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: name or tensor %d is NULL", fn, i);
-        if (tf_dtype_is_quantized(tensors[i]->dtype))
-            return tf__error(TF_ERR_DTYPE, "%s: safetensors has no %s (tensor %d; cast it to a float dtype first)", fn,
-                             tf_dtype_name(tensors[i]->dtype), i);
+        if (tf_dtype_is_quantized(tensors[i]->dtype) || tf_dtype_is_complex(tensors[i]->dtype))
+            return tf__error(TF_ERR_DTYPE, "%s: safetensors has no %s (tensor %d; cast a quantized tensor to a float "
+                             "dtype, save a complex one's tf_view_as_real)", fn, tf_dtype_name(tensors[i]->dtype), i);
         if (!plain_name(names[i]) || !strcmp(names[i], "__metadata__"))
             return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: name %d must be 1-255 printable characters without quotes "
                              "or backslashes, and not __metadata__", fn, i);

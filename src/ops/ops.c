@@ -21,7 +21,9 @@ static tf_status binary_dtype(const char *fn, tf_op_kind op, tf_dtype a, tf_dtyp
                                          ? "a quantized dtype takes part in tf_cast, tf_matmul_quantized and row "
                                            "selection only" : "invalid dtype");
     if (!accepts(op, *out)) return dtype_not_accepted(fn, op, *out);
-    if (tf__op_table[op].dtype_rule == TF_DTRULE_PROMOTE_FLOAT && !tf_dtype_is_float(*out)) *out = TF_F32;
+    if (tf__op_table[op].dtype_rule == TF_DTRULE_PROMOTE_FLOAT && !tf_dtype_is_float(*out) &&
+        !tf_dtype_is_complex(*out))
+        *out = TF_F32;
     return TF_OK;
 }
 
@@ -644,7 +646,7 @@ static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, i
     if (!all && (ax < 0 || ax >= t->ndim))
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
     tf_dtype dt = t->dtype;
-    if (tf__op_table[kind].dtype_rule == TF_DTRULE_SUM && !tf_dtype_is_float(dt)) dt = TF_I64;
+    if (tf__op_table[kind].dtype_rule == TF_DTRULE_SUM && !tf_dtype_is_float(dt) && !tf_dtype_is_complex(dt)) dt = TF_I64;
     if (tf__op_table[kind].dtype_rule == TF_DTRULE_INDEX) dt = TF_I64;
     int64_t kshape[TF_MAX_DIMS], rshape[TF_MAX_DIMS], count = 1, kept = 1;
     int rndim = 0;
@@ -881,7 +883,8 @@ static tf_status elementwise_unary(const char *fn, tf_op_kind kind, const tf_ten
     c.into = into;
     c.op.inputs[0] = tf__desc(c.in[0]);
     if (params) c.op.params = *params;
-    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
+    tf_dtype dt = tf__op_table[kind].dtype_rule == TF_DTRULE_REAL ? tf_dtype_to_real(x->dtype) : x->dtype;
+    return tf__op_end(&c, TF_OK, dt, x->ndim, x->shape, out);
 }
 
 static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
@@ -903,6 +906,33 @@ TF_FORMULA_UNARY_API(TF__UNARY_FN)
 TF_FORMULA_UNARY_API_F32(TF__UNARY_F32_FN)
 #undef TF__UNARY_FN
 #undef TF__UNARY_F32_FN
+
+/* conj, real, imag: the ops of the complex dtypes; a real x is its own
+ * conjugate and real part (a new reference) and has zero imaginary part. */
+tf_status tf_conj(const tf_tensor *x, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_conj: out is NULL");
+    if (x && !tf_dtype_is_complex(x->dtype) && x->dtype != TF_BOOL && !tf_dtype_is_quantized(x->dtype)) {
+        *out = tf_tensor_retain((tf_tensor *)x);
+        return TF_OK;
+    }
+    return unary("tf_conj", TF_OP_CONJ, x, NULL, out);
+}
+
+tf_status tf_real(const tf_tensor *x, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_real: out is NULL");
+    if (x && !tf_dtype_is_complex(x->dtype) && x->dtype != TF_BOOL && !tf_dtype_is_quantized(x->dtype)) {
+        *out = tf_tensor_retain((tf_tensor *)x);
+        return TF_OK;
+    }
+    return unary("tf_real", TF_OP_REAL, x, NULL, out);
+}
+
+tf_status tf_imag(const tf_tensor *x, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_imag: out is NULL");
+    if (x && !tf_dtype_is_complex(x->dtype) && x->dtype != TF_BOOL && !tf_dtype_is_quantized(x->dtype))
+        return tf__in("tf_imag", tf_zeros(tf_tensor_device(x), x->dtype, x->ndim, x->shape, out));
+    return unary("tf_imag", TF_OP_IMAG, x, NULL, out);
+}
 
 tf_status tf_leaky_relu(const tf_tensor *x, double negative_slope, tf_tensor **out) {
     tf_op_params p = {.alpha = negative_slope};
@@ -1035,4 +1065,49 @@ tf_status tf_where_into(tf_tensor *dst, const tf_tensor *cond, const tf_tensor *
     static const char fn[] = "tf_where_into";
     tf_status s = into_target(fn, dst);
     return s != TF_OK ? s : where_to(fn, cond, a, b, dst, NULL);
+}
+
+/* ---- complex from parts ---- */
+
+/* One part of a complex tensor's real view as a view of the complex shape. */
+static tf_status part_view(const tf_tensor *as_real, int part, tf_tensor **out) {
+    tf_tensor *col = NULL;
+    tf_status s = tf_slice(as_real, -1, part, part + 1, 1, &col);
+    if (s == TF_OK) s = tf_squeeze(col, -1, out);
+    tf_tensor_release(col);
+    return s;
+}
+
+tf_status tf_complex(const tf_tensor *re, const tf_tensor *im, tf_tensor **out) {
+    static const char fn[] = "tf_complex";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!re || !im) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
+    tf_dtype part;
+    tf_status s = tf_promote_types(re->dtype, im->dtype, &part);
+    if (s != TF_OK) return tf__in(fn, s);
+    if (tf_dtype_is_complex(part) || part == TF_BOOL)
+        return tf__error(TF_ERR_DTYPE, "%s: takes real numeric parts, not %s and %s", fn, tf_dtype_name(re->dtype),
+                         tf_dtype_name(im->dtype));
+    int ndim = 0;
+    int64_t shape[TF_MAX_DIMS];
+    const tf_tensor *in[2] = {re, im};
+    s = broadcast_n(fn, 2, in, &ndim, shape);
+    if (s != TF_OK) return s;
+    tf_tensor *z = NULL, *parts = NULL, *dst[2] = {NULL, NULL};
+    s = tf_empty(tf_tensor_device(re), tf_dtype_to_complex(part), ndim, shape, &z);
+    if (s == TF_OK) s = tf_view_as_real(z, &parts);
+    for (int k = 0; k < 2 && s == TF_OK; k++) {
+        s = part_view(parts, k, &dst[k]);
+        if (s == TF_OK) s = tf_copy_into(dst[k], in[k]);
+    }
+    tf_tensor_release(dst[0]);
+    tf_tensor_release(dst[1]);
+    tf_tensor_release(parts);
+    if (s != TF_OK) {
+        tf_tensor_release(z);
+        return tf__in(fn, s);
+    }
+    *out = z;
+    return TF_OK;
 }

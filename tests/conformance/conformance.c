@@ -24,6 +24,7 @@
 #include <tensorframe/tensorframe.h>
 
 #include "mybackend.h"
+#include "conformance_complex.h"
 #include "formulas.h"               /* generated: which ops have a tf_NAME made from a formula */
 
 /* ---- the op table, as this suite reads it ---- */
@@ -34,13 +35,17 @@ typedef enum {
     SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH
 } shape_rule;
 typedef enum {
-    DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST
+    DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST,
+    DR_REAL
 } dtype_rule;
 typedef enum {
     DOM_ANY, DOM_NONZERO, DOM_POW, DOM_WIDE, DOM_POSITIVE, DOM_TIES, DOM_SPECIAL, DOM_NEAR_ONE, DOM_UNIT, DOM_GE_ONE,
     DOM_SIGNS, DOM_SHIFT, DOM_ORDER
 } domain;
-enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f, ACC_INTEGER = 0x0f0 };
+/* The real dtypes each accepts set holds; the complex ones (CALL, CNUMERIC,
+ * CFLOAT, COMPLEX) are checked apart, in conformance_complex.c. */
+enum { ACC_ALL = 0x1ff, ACC_NUMERIC = 0x0ff, ACC_FLOAT = 0x00f, ACC_INTEGER = 0x0f0, ACC_COMPLEX = 0,
+       ACC_CALL = ACC_ALL, ACC_CNUMERIC = ACC_NUMERIC, ACC_CFLOAT = ACC_FLOAT };
 
 typedef struct op_row {
     tf_op_kind kind;
@@ -521,10 +526,12 @@ static int64_t broadcast_index(const host_t *h, int ondim, const int64_t *oidx) 
 
 /* ---- comparison ---- */
 
-/* quantized_fallbacks: ops of the quantized dtypes that ran on the CPU,
+/* complex_fallbacks: ops of the complex dtypes that ran on the CPU, which
+ * every device but the CPU leaves to it today (the core's fallback).
+ * quantized_fallbacks: ops of the quantized dtypes that ran on the CPU,
  * which --no-fallback allows on a device whose caps leave those dtypes out
  * (a user's backend; opencl and cuda run them). */
-typedef struct counts { int passed, failed; uint64_t quantized_fallbacks; } counts;
+typedef struct counts { int passed, failed; uint64_t quantized_fallbacks, complex_fallbacks; double complex_seconds; } counts;
 
 static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, double k, char *why, size_t n) {
     /* summing ops: rounding error grows with the reduction length */
@@ -838,6 +845,7 @@ static void run_copy(tf_device *dev, const op_row *op, tf_dtype src, counts *c) 
     };
     for (int dst = 0; dst < TF_DTYPE_COUNT; dst++) {
         if (tf_dtype_is_quantized((tf_dtype)dst)) continue;   /* run_quant_casts: whole blocks */
+        if (tf_dtype_is_complex((tf_dtype)dst)) continue;     /* conformance_complex.c */
         for (size_t ci = 0; ci < sizeof shapes / sizeof *shapes; ci++) {
             const reduce_case *sc = &shapes[ci];
             host_t h, ref;
@@ -2588,7 +2596,7 @@ static bool op_selected(const op_row *op) {
 }
 
 static counts run_device(tf_device *dev) {
-    counts c = {0, 0, 0};
+    counts c = {0, 0, 0, 0, 0};
     tf_device_props props;
     tf_device_get_props(dev, &props);
     for (size_t oi = 0; oi < sizeof op_table / sizeof *op_table; oi++) {
@@ -2636,6 +2644,13 @@ static counts run_device(tf_device *dev) {
     uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
     if (n_only_ops == 0) run_quant_casts(dev, &c);
     c.quantized_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
+    before = tf_device_fallback_count(dev, TF_OP_COUNT);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (n_only_ops == 0) conformance_complex(dev, rng_next(), &c.passed, &c.failed);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    c.complex_fallbacks = tf_device_fallback_count(dev, TF_OP_COUNT) - before;
+    c.complex_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return c;
 }
 
@@ -2708,7 +2723,7 @@ int main(int argc, char **argv) {
     if (ndev == 0)
         for (int i = 0; i < tf_device_count() && i < 64; i++) devices[ndev++] = tf_device_at(i);
 
-    counts total = {0, 0, 0};
+    counts total = {0, 0, 0, 0, 0};
     check_rand_statistics(&total);
     bool any_empty = false;
     for (int i = 0; i < ndev; i++) {
@@ -2721,10 +2736,14 @@ int main(int argc, char **argv) {
         tf_device_props props;
         tf_device_get_props(devices[i], &props);
         bool runs_quantized = (props.caps.dtypes >> TF_Q4_0) & 1u;
-        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - (runs_quantized ? 0 : c.quantized_fallbacks);
+        uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - (runs_quantized ? 0 : c.quantized_fallbacks) -
+                             c.complex_fallbacks;
         if (c.quantized_fallbacks && !runs_quantized)
             printf("  (%llu of the fallbacks were ops of quantized dtypes, which this device leaves to the CPU)\n",
                    (unsigned long long)c.quantized_fallbacks);
+        if (c.complex_fallbacks)
+            printf("  (%llu of the fallbacks were ops of complex dtypes, which only the CPU computes; %.1f s)\n",
+                   (unsigned long long)c.complex_fallbacks, c.complex_seconds);
         for (int b = 0; b < n_no_fallback; b++) {
             size_t len = strlen(no_fallback[b]);
             const char *name = tf_device_name(devices[i]);

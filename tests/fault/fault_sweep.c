@@ -334,6 +334,30 @@ static void program_reductions_and_linalg(world *w, tf_tensor *a, tf_tensor *am,
     (void)ou;
 }
 
+/* The complex dtypes: built from parts on two devices, their ops on the
+ * CPU's complex kernels (the other devices' through the fallback). */
+static void program_complex(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
+    OP(z, tf_complex, a, am);                              /* cpu parts and mybackend parts */
+    OP(zp, tf_complex, ap, a);
+    OP(zw, tf_cast, z, TF_C128);
+    OP(zs, tf_mul, z, zp);
+    OP(zd, tf_div, zw, ap);                                /* c128 with f32: promoted */
+    OP(ze, tf_exp, zs);
+    OP(za, tf_abs, zd);
+    OP(zr, tf_real, ze);
+    OP(zi, tf_imag, ze);
+    OP(zc, tf_conj, zp);
+    OP(zt, tf_transpose, zc, 0, 1);
+    OP(zm, tf_matmul, z, zt);
+    OP(zu, tf_sum, zm, 1, false);
+    OP(zq, tf_eq, z, zc);
+    OP(zv, tf_view_as_real, zw);
+    OP(zx, tf_view_as_complex, zv);
+    OP(zn, tf_isnan, zx);
+    CALL(true, tf_binary_into, zs, TF_OP_ADD, zs, z);     /* in place */
+    (void)za; (void)zr; (void)zi; (void)zu; (void)zq; (void)zn;
+}
+
 static void program_indexing_and_composites(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {
     static const int64_t idx[3] = {2, 0, 1};
     static const int64_t gidx[12] = {0, 1, 2, 3, 3, 2, 1, 0, 1, 1, 2, 2};
@@ -781,6 +805,7 @@ static void program(world *w) {
     program_elementwise(w, a, am, ap);
     if (!w->failed) program_reductions_and_linalg(w, a, am, ap);
     if (!w->failed) program_indexing_and_composites(w, a, am, ap);
+    if (!w->failed) program_complex(w, a, am, ap);
     if (!w->failed) program_nn_and_vision(w, a, am, ap);
     if (!w->failed) program_files(w, a, am, ap);
     if (!w->failed) program_scope(w, a);

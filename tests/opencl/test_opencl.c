@@ -43,7 +43,7 @@ static void test_discovery_and_selection(void **state) {
 static void test_moving_is_bit_exact(void **state) {
     (void)state;
     tf_device *cpu = cpu_device(), *dev = ocl();
-    unsigned char bytes[9 * 7 * 8];
+    unsigned char bytes[9 * 7 * 16];                     /* 9x7 of the widest dtype, c128 */
     for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 97 + 13);
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
         if (dt == TF_BOOL) continue;

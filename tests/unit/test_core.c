@@ -358,6 +358,107 @@ static void test_view_dtype(void **state) {
     tf_tensor_release(f);
 }
 
+/* The complex dtypes: promotion, the refused ops, the views of their
+ * parts, and Annex G's special values through the kernels. */
+static void test_complex_rules(void **state) {
+    (void)state;
+    tf_dtype d;
+    static const struct { tf_dtype a, b, want; } promotions[] = {
+        {TF_C64, TF_F32, TF_C64},   {TF_C64, TF_F64, TF_C128}, {TF_C64, TF_C128, TF_C128}, {TF_I64, TF_C64, TF_C64},
+        {TF_BOOL, TF_C128, TF_C128}, {TF_F16, TF_C64, TF_C64}, {TF_C64, TF_C64, TF_C64},
+    };
+    for (size_t i = 0; i < sizeof promotions / sizeof *promotions; i++) {
+        OK(tf_promote_types(promotions[i].a, promotions[i].b, &d));
+        assert_int_equal(d, promotions[i].want);
+    }
+    FAILS_WITH(TF_ERR_DTYPE, "does not promote", tf_promote_types(TF_C64, TF_Q8_0, &d));
+    assert_int_equal(tf_dtype_to_real(TF_C64), TF_F32);
+    assert_int_equal(tf_dtype_to_real(TF_C128), TF_F64);
+    assert_int_equal(tf_dtype_to_complex(TF_F64), TF_C128);
+    assert_int_equal(tf_dtype_to_complex(TF_I8), TF_C64);
+    assert_int_equal(tf_dtype_to_complex(TF_BOOL), TF_BOOL);
+    assert_int_equal(tf_dtype_to_real((tf_dtype)99), TF_DTYPE_COUNT);
+    assert_true(tf_dtype_is_complex(TF_C64) && !tf_dtype_is_float(TF_C64) && !tf_dtype_is_integer(TF_C128));
+    assert_int_equal(tf_dtype_size(TF_C128), 16);
+    assert_string_equal(tf_dtype_name(TF_C64), "c64");
+    assert_true(tf_op_accepts(TF_OP_ADD, TF_C64) && !tf_op_accepts(TF_OP_MAXIMUM, TF_C64) &&
+                !tf_op_accepts(TF_OP_SORT, TF_C128) && tf_op_accepts(TF_OP_CONJ, TF_C64) &&
+                !tf_op_accepts(TF_OP_CONJ, TF_F32) && !tf_op_accepts((tf_op_kind)9999, TF_F32));
+
+    tf_device *cpu = cpu_device();
+    /* Annex G's values: exp(-inf + i) = +0 (times cis 1), log(-0 + 0i) = -inf + i pi, sqrt(-4) = 2i,
+     * and a product of infinities stays infinite, not NaN */
+    double zin[8] = {-INFINITY, 1.0, -0.0, 0.0, -4.0, 0.0, INFINITY, INFINITY};
+    int64_t n = 4;
+    tf_tensor *z = NULL, *o = NULL, *out = (tf_tensor *)0x1, *f = NULL;
+    OK(tf_empty(cpu, TF_C128, 1, &n, &z));
+    OK(tf_tensor_write(z, zin, sizeof zin));
+    double r[8];
+    OK(tf_exp(z, &o));
+    OK(tf_tensor_read(o, r, sizeof r));
+    assert_true(r[0] == 0.0 && r[1] == 0.0 && !signbit(r[0]));
+    tf_tensor_release(o);
+    OK(tf_log(z, &o));
+    OK(tf_tensor_read(o, r, sizeof r));
+    assert_true(r[2] == -INFINITY && fabs(r[3] - 3.14159265358979323846) < 1e-15);
+    tf_tensor_release(o);
+    OK(tf_sqrt(z, &o));
+    OK(tf_tensor_read(o, r, sizeof r));
+    assert_true(r[4] == 0.0 && r[5] == 2.0);
+    tf_tensor_release(o);
+    OK(tf_mul(z, z, &o));
+    OK(tf_tensor_read(o, r, sizeof r));
+    assert_true(isinf(r[6]) || isinf(r[7]));
+    tf_tensor_release(o);
+
+    /* refused: ordering ops and float-only math */
+    FAILS_WITH(TF_ERR_DTYPE, "maximum does not accept dtype c128", tf_maximum(z, z, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "lt does not accept dtype c128", tf_lt(z, z, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "sort does not accept dtype c128", tf_sort(z, 0, false, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "relu does not accept dtype c128", tf_relu(z, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "does not accept dtype c128", tf_max(z, 0, false, &out));
+    assert_null(out);
+
+    /* the parts as a view: writes through show in the complex tensor */
+    tf_tensor *pairs = NULL, *back = NULL, *col = NULL;
+    OK(tf_view_as_real(z, &pairs));
+    assert_int_equal(tf_tensor_dtype(pairs), TF_F64);
+    assert_int_equal(tf_tensor_ndim(pairs), 2);
+    assert_int_equal(tf_tensor_shape(pairs)[1], 2);
+    OK(tf_slice(pairs, 1, 1, 2, 1, &col));                 /* the imaginary parts */
+    OK(tf_scalar(cpu, TF_F64, 7.0, &f));
+    OK(tf_copy_into(col, f));
+    OK(tf_tensor_read(z, r, sizeof r));
+    assert_true(r[1] == 7.0 && r[3] == 7.0 && r[0] == -INFINITY);
+    OK(tf_view_as_complex(pairs, &back));
+    assert_int_equal(tf_tensor_dtype(back), TF_C128);
+    FAILS_WITH(TF_ERR_SHAPE, "extent 2 and stride 1", tf_view_as_complex(col, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "takes a complex tensor", tf_view_as_real(f, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "takes an f32 or f64", tf_view_as_complex(z, &out));
+    assert_null(out);
+
+    /* conj/real/imag of a real tensor; tf_complex refuses complex parts */
+    tf_tensor *same = NULL, *zero = NULL;
+    OK(tf_real(f, &same));
+    assert_ptr_equal(same, f);
+    tf_tensor_release(same);
+    OK(tf_conj(f, &same));
+    assert_ptr_equal(same, f);
+    tf_tensor_release(same);
+    OK(tf_imag(f, &zero));
+    double zv = 1;
+    OK(tf_tensor_read(zero, &zv, sizeof zv));
+    assert_true(zv == 0.0);
+    FAILS_WITH(TF_ERR_DTYPE, "takes real numeric parts", tf_complex(z, f, &out));
+    assert_null(out);
+    tf_tensor_release(zero);
+    tf_tensor_release(back);
+    tf_tensor_release(col);
+    tf_tensor_release(pairs);
+    tf_tensor_release(f);
+    tf_tensor_release(z);
+}
+
 static void test_op_semantics_at_the_edges(void **state) {
     (void)state;
     int8_t i8a[2] = {100, -100}, i8b[2] = {100, -100}, i8r[2];
@@ -1162,6 +1263,7 @@ int main(void) {
         cmocka_unit_test(test_sort_and_search),
         cmocka_unit_test(test_linalg),
         cmocka_unit_test(test_view_dtype),
+        cmocka_unit_test(test_complex_rules),
         cmocka_unit_test(test_shape_errors_leave_inputs_intact),
         cmocka_unit_test(test_axis_errors),
         cmocka_unit_test(test_size_errors),

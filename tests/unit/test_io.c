@@ -76,6 +76,13 @@ static void test_npy_round_trip_every_dtype(void **state) {
     int ndims[3] = {3, 2, 0};
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++)
         for (int k = 0; k < 3 && !tf_dtype_is_quantized((tf_dtype)dt); k++) {
+            if (tf_dtype_is_complex((tf_dtype)dt)) {    /* refused: saved through tf_view_as_real */
+                tf_tensor *z = NULL;
+                OK(tf_zeros(cpu_device(), (tf_dtype)dt, ndims[k], shapes[k], &z));
+                FAILS_WITH(TF_ERR_DTYPE, "hold no c", tf_npy_save(file("x.npy"), z));
+                tf_tensor_release(z);
+                continue;
+            }
             tf_tensor *t = pattern((tf_dtype)dt, ndims[k], shapes[k]), *back = NULL, *tt = NULL;
             OK(tf_npy_save(file("x.npy"), t));
             OK(tf_npy_load(file("x.npy"), cpu_device(), &back));

@@ -61,7 +61,7 @@ static void test_plugin_device_with_opaque_memory(void **state) {
     OK(tf_device_get_props(plug, &props));
     assert_string_equal(props.backend, "testplug");
     /* cpu -> plugin -> cpu is bit-exact for every dtype */
-    unsigned char bytes[64 * 8];
+    unsigned char bytes[64 * 16];                        /* 8x8 of the widest dtype, c128 */
     for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 131 + 7);
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
         if (dt == TF_BOOL) continue;

@@ -56,7 +56,9 @@ static void test_dtype_facts(void **state) {
     assert_int_equal(TF_Q6_K, 13);
     assert_int_equal(TF_Q5_0, 14);
     assert_int_equal(TF_IQ4_XS, 20);
-    assert_int_equal(TF_DTYPE_COUNT, 21);               /* caps.dtypes is a 32-bit mask */
+    assert_int_equal(TF_C64, 21);                       /* the complex dtypes follow, appended */
+    assert_int_equal(TF_C128, 22);
+    assert_int_equal(TF_DTYPE_COUNT, 23);               /* caps.dtypes is a 32-bit mask */
     int64_t shape[2] = {3, 64};
     tf_tensor *t = NULL;
     OK(tf_empty(cpu_device(), TF_Q4_K, 1, (int64_t[]){512}, &t));
@@ -133,7 +135,7 @@ static void test_other_ops_refuse(void **state) {
     OK(tf_cast(f, TF_I32, &ints));
     FAILS_WITH(TF_ERR_DTYPE, "float dtypes only", tf_cast(ints, TF_Q4_0, &o));
     assert_null(o);
-    FAILS_WITH(TF_ERR_DTYPE, ".npy has no q8_0", tf_npy_save("/tmp/tf_test_quant.npy", q));
+    FAILS_WITH(TF_ERR_DTYPE, ".npy files of tensorframe hold no q8_0", tf_npy_save("/tmp/tf_test_quant.npy", q));
     const char *names[1] = {"q"};
     const tf_tensor *ts[1] = {q};
     FAILS_WITH(TF_ERR_DTYPE, "safetensors has no q8_0", tf_safetensors_save("/tmp/tf_test_quant.st", 1, names, ts));

@@ -131,7 +131,7 @@ static void test_moving_between_devices_is_exact(void **state) {
     assert_true(s == TF_OK || s == TF_ERR_ALREADY_EXISTS);
     tf_device *cpu = cpu_device(), *my;
     OK(tf_device_get("mybackend", &my));
-    unsigned char bytes[7 * 5 * 8];
+    unsigned char bytes[7 * 5 * 16];                     /* 7x5 of the widest dtype, c128 */
     for (size_t i = 0; i < sizeof bytes; i++) bytes[i] = (unsigned char)(i * 37 + 11);
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
         if (dt == TF_BOOL) continue;                       /* bool bytes must be 0/1 */

@@ -37,12 +37,17 @@
 
 static inline size_t elsize(tf_dtype dt) {
     static const size_t sizes[TF_DTYPE_COUNT] = {
-#define TF__SZ(E, n, sz, fl, in) sz,
+#define TF__SZ(E, n, sz, fl, in) [TF_##E] = sz,
         TF_DTYPE_LIST(TF__SZ)
 #undef TF__SZ
+#define TF__CSZ(E, n, sz, part) [TF_##E] = sz,
+        TF_CDTYPE_LIST(TF__CSZ)
+#undef TF__CSZ
     };
     return sizes[dt];
 }
+
+static inline bool is_complex(tf_dtype dt) { return dt == TF_C64 || dt == TF_C128; }
 
 static inline bool is_float(tf_dtype dt) { return dt == TF_F32 || dt == TF_F64 || dt == TF_F16 || dt == TF_BF16; }
 
@@ -58,6 +63,8 @@ static inline double load_f64(tf_dtype dt, const char *p) {
     case TF_I64: return (double)LD_i64(p);
     case TF_U8: return (double)LD_u8(p);
     case TF_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
+    case TF_C64: return LD_f32(p);                 /* the real part (a cast to a real dtype) */
+    case TF_C128: return LD_f64(p);
     default: return 0.0;
     }
 }
@@ -92,6 +99,8 @@ static inline void store_f64(tf_dtype dt, char *p, double v) {
     case TF_I64: *(int64_t *)p = saturate(v, INT64_MIN, INT64_MAX); break;
     case TF_U8: *(uint8_t *)p = (uint8_t)saturate(v, 0, UINT8_MAX); break;
     case TF_BOOL: *(uint8_t *)p = v != 0.0; break;   /* NaN is true */
+    case TF_C64: ST_f32(p, v); ST_f32(p + 4, 0.0); break;
+    case TF_C128: ST_f64(p, v); ST_f64(p + 8, 0.0); break;
     default: break;
     }
 }

@@ -24,9 +24,12 @@ static void build(void) {
         if (tf_fast()) tf_cpu_simd_install(&table);
     }
     tf_cpu_quant_install(&table);       /* the only kernels of the quantized dtypes: in every mode */
+    tf_cpu_complex_install(&table);     /* the only kernels of the complex dtypes: in every mode */
 }
 
 tf_dtype tf_cpu_table_dtype(const tf_op *op) {
+    if (op->n_inputs && (op->inputs[0].dtype == TF_C64 || op->inputs[0].dtype == TF_C128))
+        return op->inputs[0].dtype;                 /* complex kernels read complex (cpu_complex.c) */
     switch (tf_op_kernel_of(op->kind)) {            /* kernels keyed by what they read */
     case TF_KERNEL_REDUCE: case TF_KERNEL_SCAN: case TF_KERNEL_COMPARE: case TF_KERNEL_PREDICATE:
     case TF_KERNEL_SORT:
@@ -86,9 +89,19 @@ static bool reduce_supported(tf_op_kind kind, tf_dtype in, tf_dtype out) {
 /* The dtype combinations the kernels take (the core's op contract), by the
  * op's kernel family (the op table's kernel column), and an entry in the
  * table for them: a new op of a family needs no line here. */
+static bool has_complex_operand(const tf_op *op) {
+    if (tf_dtype_is_complex(op->output.dtype)) return true;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (tf_dtype_is_complex(op->inputs[i].dtype)) return true;
+    return false;
+}
+
 bool tf_cpu_kernels_support(const tf_op *op) {
     tf_dtype out = op->output.dtype, in = op->n_inputs ? op->inputs[0].dtype : out;
     if ((unsigned)out >= TF_DTYPE_COUNT || (unsigned)in >= TF_DTYPE_COUNT || !entry(op)) return false;
+    for (int i = 1; i < op->n_inputs; i++)
+        if ((unsigned)op->inputs[i].dtype >= TF_DTYPE_COUNT) return false;
+    if (has_complex_operand(op)) return tf_cpu_complex_supports(op);
     switch (tf_op_kernel_of(op->kind)) {
     case TF_KERNEL_ARITH: return same_dtype_inputs(op);
     case TF_KERNEL_SELECT: return op->inputs[0].dtype == TF_BOOL && op->inputs[1].dtype == out && op->inputs[2].dtype == out;

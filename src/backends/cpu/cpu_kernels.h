@@ -27,6 +27,10 @@ void tf_cpu_ref_install(tf_cpu_table *t);
 /* sort, argsort, searchsorted (cpu_sort.c): every dtype but the quantized ones */
 tf_cpu_kernel tf_cpu_sort_kernel(tf_op_kind kind);
 void tf_cpu_blas_install(tf_cpu_table *t);
+/* the complex dtypes' kernels (cpu_complex.c), installed last, and the
+ * operand dtypes they take */
+void tf_cpu_complex_install(tf_cpu_table *t);
+bool tf_cpu_complex_supports(const tf_op *op);
 void tf_cpu_simd_install(tf_cpu_table *t);
 
 /* Float GEMMs the reference loops ran (the tf_cpu_reference_gemm_calls extra). */

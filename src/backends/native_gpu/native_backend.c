@@ -149,6 +149,7 @@ static tf_status cu_get_info(void *ctx, tf_backend_device_info *info) {
         leave(d);
     }
     info->caps.dtypes = (1u << TF_DTYPE_COUNT) - 1u;   /* quantized ones too: plan.c decodes, encodes, multiplies */
+    info->caps.dtypes &= ~(1u << TF_C64 | 1u << TF_C128);   /* stored; their ops run on the CPU */
     info->caps.async = true;
     info->caps.pinned_host_memory = true;
     info->caps.unified_memory = d->integrated;

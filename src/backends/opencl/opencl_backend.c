@@ -185,6 +185,7 @@ static tf_status cl_get_info(void *ctx, tf_backend_device_info *info) {
     info->memory_total = d->global_mem;
     info->memory_free = free_memory(d);
     uint32_t dts = (1u << TF_DTYPE_COUNT) - 1u;   /* quantized ones too: plan.c decodes, encodes, multiplies */
+    dts &= ~(1u << TF_C64 | 1u << TF_C128);       /* stored, but their ops run on the CPU (no complex kernels) */
     if (!d->fp64) dts &= ~(1u << TF_F64);
     info->caps.dtypes = dts;
     info->caps.async = true;

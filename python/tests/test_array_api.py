@@ -40,7 +40,9 @@ def test_namespace_and_info(xp):
     assert info.default_dtypes()["real floating"] == tf.float32
     assert info.default_dtypes()["integral"] == tf.int64
     assert set(info.dtypes(kind="real floating")) == {"float32", "float64"}     # the standard's names only
-    assert set(info.dtypes()) == {"bool", "int8", "int32", "int64", "uint8", "float32", "float64"}
+    assert set(info.dtypes()) == {"bool", "int8", "int32", "int64", "uint8", "float32", "float64", "complex64",
+                                  "complex128"}
+    assert info.default_dtypes()["complex floating"] == tf.complex64
     assert info.default_device() in info.devices()
     assert tf.isdtype(tf.int32, "integral") and not tf.isdtype(tf.float32, ("integral", "bool"))
     assert tf.finfo(tf.float32).eps == 2.0 ** -23 and tf.iinfo(tf.int8).min == -128

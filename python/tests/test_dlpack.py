@@ -184,9 +184,23 @@ def test_refusals_are_buffer_errors(np):
     with pytest.raises(BufferError, match="q8_0"):
         q.__dlpack__()
     with pytest.raises(BufferError):
-        tf.from_dlpack(np.arange(4.0) + 1j)                # complex: no tensorframe dtype
+        tf.from_dlpack(np.arange(4, dtype=np.uint16))      # no tensorframe dtype
     with pytest.raises(BufferError):
         tf.from_dlpack(np.arange(4.0)[::-1])               # negative strides
+
+
+def test_complex_both_ways(np):
+    """complex64/complex128 (kDLComplex) cross without a copy, both ways."""
+    a = np.arange(6.0).reshape(2, 3) + 1j * np.arange(6.0).reshape(2, 3)[::-1]
+    for want in (np.complex64, np.complex128):
+        src = a.astype(want)
+        x = tf.from_dlpack(src)
+        assert x.dtype == (tf.complex64 if want == np.complex64 else tf.complex128)
+        assert x.tolist() == src.tolist()
+        src[0, 1] = 7 - 7j                                 # shared memory
+        assert complex(x[0, 1]) == 7 - 7j
+        back = np.from_dlpack(x * 2)
+        assert back.dtype == want and np.array_equal(back, src * 2)
 
 
 def test_torch_both_ways():

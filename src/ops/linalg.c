@@ -9,6 +9,9 @@
  * floats are widened), and the results are made on the input's device in
  * its dtype. A stack (..., M, N) is factored matrix by matrix.
  *
+ * Complex matrices (c64, c128) go to linalg_complex.c, the same steps with
+ * LAPACK's complex routines.
+ *
  * LAPACK is column-major and our tensors row-major: a row-major buffer read
  * as column-major is the transpose, which several routines can use as it
  * is (det, inv, cholesky); the others get an explicit transposed copy.
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "../engine/engine.h"
+#include "linalg_internal.h"
 
 #ifdef TF_HAVE_LAPACK
 /* The Fortran interface (LP64: 32-bit integers; gfortran's hidden string
@@ -46,8 +50,9 @@ void dsyevd_(const char *jobz, const char *uplo, const lapack_int *n, double *a,
 
 static tf_status check_matrix(const char *fn, const tf_tensor *a, bool square) {
     if (!a) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
-    if (!tf_dtype_is_float(a->dtype))
-        return tf__error(TF_ERR_DTYPE, "%s: takes floating-point matrices (got %s)", fn, tf_dtype_name(a->dtype));
+    if (!tf_dtype_is_float(a->dtype) && !tf_dtype_is_complex(a->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: takes floating-point or complex matrices (got %s)", fn,
+                         tf_dtype_name(a->dtype));
     if (a->ndim < 2)
         return tf__error(TF_ERR_SHAPE, "%s: takes a matrix or a stack of them (got %d-d)", fn, a->ndim);
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1];
@@ -178,6 +183,7 @@ tf_status tf_linalg_cholesky(const tf_tensor *a, bool upper, tf_tensor **out) {
     (void)upper;
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_cholesky(fn, a, upper, out));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     lapack_int n = (lapack_int)st.n, info = 0;
@@ -221,6 +227,8 @@ tf_status tf_linalg_solve(const tf_tensor *a, const tf_tensor *b, tf_tensor **ou
 #ifndef TF_HAVE_LAPACK
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype) || tf_dtype_is_complex(b->dtype))
+        return tf__in(fn, tf__zlinalg_solve(fn, a, b, out));
     stack sa, sb;
     if ((s = read_stack(fn, a, &sa)) != TF_OK) return s;
     if ((s = read_stack(fn, b, &sb)) != TF_OK) {
@@ -278,6 +286,7 @@ tf_status tf_linalg_inv(const tf_tensor *a, tf_tensor **out) {
 #ifndef TF_HAVE_LAPACK
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_inv(fn, a, out));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     lapack_int n = (lapack_int)st.n, info = 0, lwork = -1;
@@ -311,6 +320,7 @@ static tf_status determinants(const char *fn, const tf_tensor *a, tf_tensor **si
     (void)sign; (void)logdet;
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_determinants(fn, a, sign, logdet));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     lapack_int *ipiv = tf__malloc(sizeof(lapack_int) * (size_t)(st.batch * st.n + 1));
@@ -376,6 +386,7 @@ tf_status tf_linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tens
     (void)complete;
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_qr(fn, a, complete, q, r));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     int64_t M = st.m, N = st.n, K = M < N ? M : N, qc = complete ? M : K, rr = complete ? M : K;
@@ -440,6 +451,7 @@ tf_status tf_linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, t
     (void)full_matrices;
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_svd(fn, a, full_matrices, u, s_out, vh));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     int64_t M = st.m, N = st.n, K = M < N ? M : N;
@@ -513,6 +525,7 @@ tf_status tf_linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor 
 #ifndef TF_HAVE_LAPACK
     return no_lapack(fn);
 #else
+    if (tf_dtype_is_complex(a->dtype)) return tf__in(fn, tf__zlinalg_eigh(fn, a, eigenvalues, eigenvectors));
     stack st;
     if ((s = read_stack(fn, a, &st)) != TF_OK) return s;
     int64_t N = st.n;

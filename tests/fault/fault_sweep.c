@@ -355,7 +355,15 @@ static void program_complex(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap
     OP(zx, tf_view_as_complex, zv);
     OP(zn, tf_isnan, zx);
     CALL(true, tf_binary_into, zs, TF_OP_ADD, zs, z);     /* in place */
-    (void)za; (void)zr; (void)zi; (void)zu; (void)zq; (void)zn;
+    OP(zsq, tf_matmul, z, zt);                             /* square: LAPACK's complex routines */
+    OP(zsol, tf_linalg_solve, zsq, z);
+    OP(zdet, tf_linalg_det, zsq);
+    tf_tensor *zu1 = NULL, *zs1 = NULL, *zv1 = NULL;
+    CALL(false, tf_linalg_svd, z, false, &zu1, &zs1, &zv1);
+    tf_tensor_release(zu1);
+    tf_tensor_release(zs1);
+    tf_tensor_release(zv1);
+    (void)za; (void)zr; (void)zi; (void)zu; (void)zq; (void)zn; (void)zsol; (void)zdet;
 }
 
 static void program_indexing_and_composites(world *w, tf_tensor *a, tf_tensor *am, tf_tensor *ap) {

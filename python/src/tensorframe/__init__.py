@@ -13,7 +13,8 @@ import math as _math
 from ._lib import (TensorframeError, ShapeError, DtypeError, AxisError, OutOfRangeError, InvalidArgumentError,
                    UnknownDeviceError, DeviceMismatchError, UnsupportedError, OutOfMemoryError, NotFiniteError)
 from ._dtypes import (DType, float32, float64, float16, bfloat16, int8, int32, int64, uint8, bool,  # noqa: A004
-                      q4_0, q4_1, q8_0, q4_k, q6_k, q5_0, q5_1, q2_k, q3_k, q5_k, iq4_nl, iq4_xs)
+                      q4_0, q4_1, q8_0, q4_k, q6_k, q5_0, q5_1, q2_k, q3_k, q5_k, iq4_nl, iq4_xs, complex64,
+                      complex128)
 from ._array import Array, Device, devices, device_of as device
 from ._funcs import *  # noqa: F401,F403 - the namespace
 from ._funcs import __all__ as _funcs_all
@@ -31,5 +32,5 @@ newaxis = None
 
 __all__ = list(_funcs_all) + [
     "Array", "Device", "DType", "devices", "device", "set_default_device", "__array_namespace_info__",
-    "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool",
-    "e", "pi", "inf", "nan", "newaxis", "TensorframeError", "linalg"]
+    "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool", "complex64",
+    "complex128", "e", "pi", "inf", "nan", "newaxis", "TensorframeError", "linalg"]

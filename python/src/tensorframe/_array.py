@@ -107,7 +107,7 @@ def _flatten(obj, shape, depth, out):
         if isinstance(obj, (list, tuple)):
             raise ValueError("tensorframe.asarray: ragged nested sequence")
         if isinstance(obj, Array) and obj.ndim == 0:     # its Python value, exact (int64 past 2^53 too)
-            obj = builtins.bool(obj) if obj.dtype.kind == "bool" else int(obj) if obj.dtype.is_integer else float(obj)
+            obj = obj._scalar_value("value")
         out.append(obj)
         return
     if not isinstance(obj, (list, tuple)) or len(obj) != shape[depth]:
@@ -121,6 +121,8 @@ def _infer_dtype(values):
         return dt.bool
     if builtins.all(isinstance(v, (builtins.bool, int)) for v in values):
         return dt.default_int if values else dt.default_float
+    if builtins.any(isinstance(v, complex) for v in values):
+        return dt.default_complex
     return dt.default_float
 
 
@@ -129,6 +131,14 @@ def _from_values(values, shape, dtype, device):
     f64, i64 or bool on the host, then cast by the library."""
     if dtype.kind == "bool":
         host_dtype, packed = dt.bool, bytes(1 if v else 0 for v in values)
+    elif dtype.is_complex or builtins.any(isinstance(v, complex) for v in values):
+        if not dtype.is_complex:
+            raise TypeError("tensorframe: a complex value cannot be stored in a %s array" % dtype.name)
+        parts = []
+        for v in values:
+            z = complex(v)
+            parts += (z.real, z.imag)
+        host_dtype, packed = dt.complex128, _pyarray.array("d", parts)
     elif dtype.is_integer and builtins.all(isinstance(v, int) for v in values):
         for v in values:
             dt.check_int_fits(v, dtype)
@@ -145,9 +155,17 @@ def _from_values(values, shape, dtype, device):
 def _format(values, shape, dtype, indent=0):
     """NumPy's layout: rows on lines of their own, a blank line between
     blocks of higher dimensions, `indent` columns before nested rows."""
+    def one_real(v):
+        if not math.isfinite(v):
+            return repr(float(v))
+        return "%d." % int(v) if v == int(v) and abs(v) < 1e16 else "%.6g" % v
+
     def one(v):
         if dtype.kind == "bool":
             return "True" if v else "False"
+        if dtype.is_complex:                     # NumPy's 1.+2.j
+            im = one_real(v.imag)
+            return "%s%s%sj" % (one_real(v.real), "" if im.startswith("-") else "+", im)
         if dtype.is_float:
             if not math.isfinite(v):
                 return repr(float(v))
@@ -302,6 +320,9 @@ class Array(_native["ArrayBase"] if _native else object):
         dtype = dt.dtype_of(dtype)
         if dtype == self.dtype and not copy:
             return self
+        if self.dtype.is_complex and not dtype.is_complex and dtype != dt.bool:
+            raise TypeError("tensorframe: astype from %s to %s drops the imaginary part; the array API refuses it "
+                            "(take real(x) first)" % (self.dtype.name, dtype.name))
         return Array._wrap(call(lib.tf_cast, self._h, dtype.code))
 
     def _host_values(self):
@@ -312,7 +333,10 @@ class Array(_native["ArrayBase"] if _native else object):
         n = src.size
         buf = (ctypes.c_char * builtins.max(1, n * src.dtype.itemsize))()
         check(lib.tf_tensor_read(src._h, buf, n * src.dtype.itemsize))
-        return memoryview(buf).cast("B")[: n * src.dtype.itemsize].cast(src.dtype.format).tolist()
+        flat = memoryview(buf).cast("B")[: n * src.dtype.itemsize].cast(src.dtype.format).tolist()
+        if src.dtype.is_complex:                         # (real, imaginary) pairs
+            return [complex(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+        return flat
 
     def tolist(self):
         values = self._host_values()
@@ -338,9 +362,13 @@ class Array(_native["ArrayBase"] if _native else object):
         return builtins.bool(self._scalar_value("bool"))
 
     def __int__(self):
+        if self.dtype.is_complex:
+            raise TypeError("tensorframe: int() of a complex array (take its real part first)")
         return int(self._scalar_value("int"))
 
     def __float__(self):
+        if self.dtype.is_complex:
+            raise TypeError("tensorframe: float() of a complex array (take its real part first)")
         return float(self._scalar_value("float"))
 
     def __index__(self):
@@ -427,7 +455,7 @@ class Array(_native["ArrayBase"] if _native else object):
     def _operand(self, other):
         if isinstance(other, Array):
             return other
-        if isinstance(other, (builtins.bool, int, float)):
+        if isinstance(other, (builtins.bool, int, float, complex)):
             return scalar(other, dt.scalar_dtype(other, self.dtype), self.device)
         return NotImplemented
 
@@ -610,13 +638,17 @@ def scalar(value, dtype, device):
     dt.check_int_fits(value, dtype)
     if isinstance(value, int) and not isinstance(value, builtins.bool) and abs(value) > 2 ** 53:
         return _from_values([value], [], dtype, device)
+    if isinstance(value, complex) or dtype.is_complex:
+        if not dtype.is_complex:
+            raise TypeError("tensorframe: a complex value cannot be stored in a %s array" % dtype.name)
+        return _from_values([value], [], dtype, device)
     return Array._wrap(call(lib.tf_scalar, device._h, dtype.code, float(value)))
 
 
 def asarray_like(value, like):
     """A Python scalar or array-like as an Array on `like`'s device, taking
     `like`'s dtype for scalars."""
-    if isinstance(value, (builtins.bool, int, float)):
+    if isinstance(value, (builtins.bool, int, float, complex)):
         return scalar(value, dt.scalar_dtype(value, like.dtype), like.device)
     from . import _funcs
     return _funcs.asarray(value, device=like.device)

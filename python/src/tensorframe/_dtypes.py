@@ -11,9 +11,9 @@ class DType:
         self.name = name          # "float32"
         self.code = code          # the C enum value (ABI)
         self.short = short        # "f32", as the C library names it
-        self.kind = kind          # "bool", "signed", "unsigned", "float", "quantized"
+        self.kind = kind          # "bool", "signed", "unsigned", "float", "complex", "quantized"
         self.itemsize = itemsize
-        self.format = fmt         # struct format of one element on the host ("" for none)
+        self.format = fmt         # struct format of one element (of each part, complex) on the host ("" for none)
 
     def __repr__(self):
         return "tensorframe." + self.name
@@ -33,6 +33,15 @@ class DType:
     @property
     def is_integer(self):
         return self.kind in ("signed", "unsigned")
+
+    @property
+    def is_complex(self):
+        return self.kind == "complex"
+
+    @property
+    def is_inexact(self):
+        """Real or complex floating point (the math functions' domain)."""
+        return self.kind in ("float", "complex")
 
 
 # Order = the C enum (tf_dtype), which is ABI.
@@ -57,10 +66,12 @@ q3_k = DType("q3_k", 17, "q3_k", "quantized", 0, "")
 q5_k = DType("q5_k", 18, "q5_k", "quantized", 0, "")
 iq4_nl = DType("iq4_nl", 19, "iq4_nl", "quantized", 0, "")
 iq4_xs = DType("iq4_xs", 20, "iq4_xs", "quantized", 0, "")
+complex64 = DType("complex64", 21, "c64", "complex", 8, "f")      # format: each part's
+complex128 = DType("complex128", 22, "c128", "complex", 16, "d")
 
 ALL = (float32, float64, float16, bfloat16, int8, int32, int64, uint8, bool, q4_0, q4_1, q8_0, q4_k, q6_k,
-       q5_0, q5_1, q2_k, q3_k, q5_k, iq4_nl, iq4_xs)
-ELEMENT = ALL[:9]
+       q5_0, q5_1, q2_k, q3_k, q5_k, iq4_nl, iq4_xs, complex64, complex128)
+ELEMENT = ALL[:9] + (complex64, complex128)
 BY_CODE = {d.code: d for d in ALL}
 BY_NAME = {}
 for _d in ALL:
@@ -68,8 +79,20 @@ for _d in ALL:
     BY_NAME[_d.short] = _d
 
 default_float = float32
+default_complex = complex64          # the default float's precision, as the standard asks
 default_int = int64
 default_index = int64
+
+
+def complex_of(d):
+    """The complex dtype with parts of real dtype d (float64 -> complex128,
+    the other real dtypes -> complex64); a complex d itself."""
+    return d if d.is_complex else complex128 if d == float64 else complex64
+
+
+def real_of(d):
+    """The dtype of a complex dtype's parts; a real d itself."""
+    return float32 if d == complex64 else float64 if d == complex128 else d
 
 
 def dtype_of(x):
@@ -82,6 +105,8 @@ def dtype_of(x):
     name = x if isinstance(x, str) else getattr(x, "name", None) or getattr(x, "__name__", None) or str(x)
     if name in ("float", "builtins.float"):
         return float64
+    if name in ("complex", "builtins.complex"):
+        return complex128
     if name in ("int",):
         return int64
     if name in BY_NAME:
@@ -110,5 +135,11 @@ def scalar_dtype(value, array_dtype):
             return default_int
         return array_dtype
     if isinstance(value, float):
-        return array_dtype if array_dtype.is_float else default_float
-    raise TypeError("tensorframe: %s is not a Python scalar (bool, int, float) or an array" % type(value).__name__)
+        return array_dtype if array_dtype.is_inexact else default_float
+    if isinstance(value, complex):
+        if array_dtype.is_inexact:                   # a float array's precision, complex
+            return complex_of(array_dtype)
+        raise TypeError("tensorframe: a complex scalar takes part with floating-point arrays only, not %s"
+                        % array_dtype.name)
+    raise TypeError("tensorframe: %s is not a Python scalar (bool, int, float, complex) or an array"
+                    % type(value).__name__)

@@ -58,7 +58,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     target_dtype = dt.dtype_of(dtype) if dtype is not None else None
     if isinstance(obj, Array):
         out = obj
-    elif isinstance(obj, (builtins.bool, int, float)):
+    elif isinstance(obj, (builtins.bool, int, float, complex)):
         return scalar(obj, target_dtype or _infer_dtype([obj]), device_of(device))
     elif isinstance(obj, (list, tuple)):
         shape = _shape_of_nested(obj)
@@ -117,9 +117,12 @@ def full(shape, fill_value, *, dtype=None, device=None):
     shape = _shape_tuple(shape)
     if dtype is None:
         dtype = dt.bool if isinstance(fill_value, builtins.bool) else (
-            dt.default_int if isinstance(fill_value, int) else dt.default_float)
+            dt.default_int if isinstance(fill_value, int) else
+            dt.default_complex if isinstance(fill_value, complex) else dt.default_float)
     dtype = dt.dtype_of(dtype)
     dt.check_int_fits(fill_value, dtype)
+    if isinstance(fill_value, complex) or (isinstance(fill_value, Array) and fill_value.dtype.is_complex):
+        return broadcast_to(scalar(complex(fill_value), dtype, device_of(device)), shape).__copy__()
     if isinstance(fill_value, int) and not isinstance(fill_value, builtins.bool) \
             and builtins.abs(fill_value) > 2 ** 53:
         return broadcast_to(scalar(fill_value, dtype, device_of(device)), shape).__copy__()
@@ -191,6 +194,11 @@ def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     num = operator.index(num)
     if num < 0:
         raise ValueError("tensorframe.linspace: num is negative")
+    if isinstance(start, complex) or isinstance(stop, complex) or (dtype and dt.dtype_of(dtype).is_complex):
+        cdt = dt.dtype_of(dtype) if dtype else dt.default_complex
+        re = linspace(complex(start).real, complex(stop).real, num, dtype=dt.float64, endpoint=endpoint)
+        im = linspace(complex(start).imag, complex(stop).imag, num, dtype=dt.float64, endpoint=endpoint)
+        return _wrap(call(lib.tf_complex, re._h, im._h)).astype(cdt).to(device_of(device))
     dtype = dt.dtype_of(dtype) if dtype else dt.default_float
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
@@ -296,7 +304,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
 def result_type(*arrays_and_dtypes):
     out = None
     for a in arrays_and_dtypes:
-        if isinstance(a, (builtins.bool, int, float)):
+        if isinstance(a, (builtins.bool, int, float, complex)):
             continue
         d = a.dtype if isinstance(a, Array) else dt.dtype_of(a)
         out = d if out is None else _promote(out, d)
@@ -339,6 +347,7 @@ _FINFO = {
 @_export
 def finfo(type, /):
     d = type.dtype if isinstance(type, Array) else dt.dtype_of(type)
+    d = dt.real_of(d)                        # a complex dtype's: its parts' (the standard's rule)
     if d.name not in _FINFO:
         raise TypeError("tensorframe.finfo: %s is not a floating dtype" % d.name)
     bits, eps, mx, tiny = _FINFO[d.name]
@@ -362,8 +371,8 @@ _KINDS = {
     "unsigned integer": lambda d: d.kind == "unsigned",
     "integral": lambda d: d.is_integer,
     "real floating": lambda d: d.is_float,
-    "complex floating": lambda d: False,
-    "numeric": lambda d: d.is_integer or d.is_float,
+    "complex floating": lambda d: d.is_complex,
+    "numeric": lambda d: d.is_integer or d.is_inexact,
 }
 
 
@@ -445,7 +454,7 @@ def _zero_like(x):
 
 @_export
 def negative(x, /):
-    if x.dtype.is_float:
+    if x.dtype.is_inexact:
         return _wrap(call(lib.tf_neg, x._h))
     if x.dtype == dt.bool:
         raise TypeError("tensorframe.negative: not defined for bool")
@@ -459,7 +468,7 @@ def positive(x, /):
 
 @_export
 def abs(x, /):
-    if x.dtype.is_float:
+    if x.dtype.is_inexact:                   # complex: the modulus, a real array
         return _wrap(call(lib.tf_abs, x._h))
     if x.dtype == dt.bool:
         raise TypeError("tensorframe.abs: not defined for bool")
@@ -468,32 +477,41 @@ def abs(x, /):
 
 @_export
 def sign(x, /):
+    if x.dtype.is_complex:   # z / |z|, 0 at 0, NaN parts for NaN (the library's complex kernel)
+        return _wrap(call(lib.tf_sign, x._h))
     if x.dtype.is_float:     # the library gives 0 for NaN (PyTorch's rule); the array API wants NaN
         return where(isnan(x), x, _wrap(call(lib.tf_sign, x._h)))
     return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
-# real, imag and conj of real-valued arrays (2024.12 admits them; tensorframe
-# has no complex dtypes yet): x itself, zeros, x itself.
-@_export
-def real(x, /):
-    if x.dtype == dt.bool:
-        raise TypeError("tensorframe.real: takes a numeric array")
-    return x
+# real, imag and conj: the library's ops on complex arrays (real and imag
+# give the parts' dtype); of real-valued arrays (2024.12 admits them) x
+# itself, zeros, x itself.
+def _part_fn(name, of_real):
+    fn = getattr(lib, "tf_" + name)
+
+    def f(x, /):
+        if x.dtype.is_complex:
+            return _wrap(call(fn, x._h))
+        if x.dtype == dt.bool:
+            raise TypeError("tensorframe.%s: takes a numeric array" % name)
+        return of_real(x)
+
+    f.__name__ = name
+    return _export(f)
 
 
-@_export
-def imag(x, /):
-    if x.dtype == dt.bool:
-        raise TypeError("tensorframe.imag: takes a numeric array")
-    return zeros(x.shape, dtype=x.dtype, device=x.device)
+real = _part_fn("real", lambda x: x)
+imag = _part_fn("imag", lambda x: zeros(x.shape, dtype=x.dtype, device=x.device))
+conj = _part_fn("conj", lambda x: x)
 
 
-@_export
-def conj(x, /):
-    if x.dtype == dt.bool:
-        raise TypeError("tensorframe.conj: takes a numeric array")
-    return x
+def _times_i(z, sign):
+    """z * i (sign 1) or z * -i (sign -1) exactly: the parts swapped and
+    one negated, never a product (which would turn inf * 0 into NaN)."""
+    re, im = real(z), imag(z)
+    first, second = (negative(im), re) if sign > 0 else (im, negative(re))   # held across the call
+    return _wrap(call(lib.tf_complex, first._h, second._h))
 
 
 @_export
@@ -519,7 +537,7 @@ def trunc(x, /):
 
 @_export
 def isfinite(x, /):
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return ones(x.shape, dtype=dt.bool, device=x.device)
     return logical_not(logical_or(isnan(x), isinf(x)))
 
@@ -601,16 +619,22 @@ def logaddexp(x1, x2, /):
 
 @_export
 def sinh(x, /):
+    if x.dtype.is_complex:                   # C's csinh(z) = -i csin(iz), special values included
+        return _times_i(sin(_times_i(x, 1)), -1)
     return (expm1(x) - expm1(negative(x))) * 0.5
 
 
 @_export
 def cosh(x, /):
+    if x.dtype.is_complex:                   # ccosh(z) = ccos(iz)
+        return cos(_times_i(x, 1))
     return (exp(x) + exp(negative(x))) * 0.5
 
 
 @_export
 def tan(x, /):
+    if x.dtype.is_complex:                   # ctan(z) = -i ctanh(iz): finite for large imaginary parts
+        return _times_i(tanh(_times_i(x, 1)), -1)
     return sin(x) / cos(x)
 
 
@@ -757,7 +781,7 @@ min = _reduction("min", "min")
 
 @_export
 def mean(x, /, *, axis=None, keepdims=False):
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         raise TypeError("tensorframe.mean: takes a floating-point array, not %s" % x.dtype.name)
     return _reduce("mean", x, axis, keepdims, composes=False)
 
@@ -851,7 +875,11 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     if dtype is not None:
         x = x.astype(dtype, copy=False)
-    out = _wrap(call(lib.tf_cumsum, x._h, axis))
+    if x.dtype.is_complex:                   # the parts' running sums: the same additions
+        re, im = cumulative_sum(real(x), axis=axis), cumulative_sum(imag(x), axis=axis)    # held across the call
+        out = _wrap(call(lib.tf_complex, re._h, im._h))
+    else:
+        out = _wrap(call(lib.tf_cumsum, x._h, axis))
     if dtype is not None and out.dtype != dt.dtype_of(dtype):
         out = out.astype(dtype)                  # integers accumulate in int64
     if include_initial:
@@ -878,7 +906,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
         axis = 0
     if dtype is not None:
         x = x.astype(dtype, copy=False)
-    elif not x.dtype.is_float:
+    elif not x.dtype.is_inexact:
         x = x.astype(dt.int64, copy=False)
     if x.ndim == 0:
         out = x.astype(x.dtype)
@@ -991,7 +1019,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     n1, n2 = x1.shape[axis], x2.shape[axis]
     if n1 != n2:                                 # the axis is not broadcast (the standard's rule)
         raise ValueError("tensorframe.vecdot: the vectors have %d and %d elements along axis %d" % (n1, n2, axis))
-    products = x1 * x2
+    products = (conj(x1) if x1.dtype.is_complex else x1) * x2     # the standard's vecdot conjugates x1
     return sum(products, axis=axis, dtype=products.dtype)    # integers keep their dtype (the library sums in int64)
 
 
@@ -1240,7 +1268,11 @@ def _unique_parts(x):
     values starts, and the permutation that sorted them. NaNs are never
     equal, so each is its own value (the standard's rule); -0.0 equals 0.0."""
     flat = reshape(x, (-1,))
-    order = argsort(flat)
+    if flat.dtype.is_complex:     # NumPy's order: by real part, ties by imaginary (two stable sorts)
+        by_imag = argsort(imag(flat))
+        order = take(by_imag, argsort(take(real(flat), by_imag)))
+    else:
+        order = argsort(flat)
     ordered = take(flat, order)
     n = flat.shape[0]
     starts = ones((n,), dtype=dt.bool, device=x.device)

@@ -23,7 +23,7 @@ class _Info:
         return device_of(None)
 
     def default_dtypes(self, *, device=None):
-        return {"real floating": dt.default_float, "complex floating": None, "integral": dt.default_int,
+        return {"real floating": dt.default_float, "complex floating": dt.default_complex, "integral": dt.default_int,
                 "indexing": dt.default_index}
 
     def devices(self):

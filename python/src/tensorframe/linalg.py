@@ -34,8 +34,9 @@ def _outputs(fn, *args, count):
 
 
 def _floating(x, name):
-    if not x.dtype.is_float:
-        raise TypeError("tensorframe.linalg.%s: takes floating-point arrays (got %s)" % (name, x.dtype.name))
+    if not x.dtype.is_inexact:
+        raise TypeError("tensorframe.linalg.%s: takes floating-point or complex arrays (got %s)"
+                        % (name, x.dtype.name))
 
 
 def cholesky(x, /, *, upper=False):
@@ -171,15 +172,15 @@ def cross(x1, x2, /, *, axis=-1):
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         raise TypeError("tensorframe.linalg.vector_norm: takes floating-point arrays (got %s)" % x.dtype.name)
-    a = _f.abs(x)
+    a = _f.abs(x)                                           # complex: the moduli, a real array
     if ord == math.inf:
         return _f.max(a, axis=axis, keepdims=keepdims) if a.size else _f.sum(a, axis=axis, keepdims=keepdims)
     if ord == -math.inf:
         return _f.min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return _f.sum((a != 0).astype(x.dtype), axis=axis, keepdims=keepdims)
+        return _f.sum((a != 0).astype(a.dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return _f.sum(a, axis=axis, keepdims=keepdims)
     if ord == 2:
@@ -189,6 +190,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    if x.dtype.is_complex and ord in ("fro", 1, -1, math.inf, -math.inf):
+        x = _f.abs(x)                                       # these norms see only the moduli
     _floating(x, "matrix_norm")
     if ord == "fro":
         out = _f.sqrt(_f.sum(x * x, axis=(-2, -1), keepdims=keepdims))
@@ -249,4 +252,5 @@ def pinv(x, /, *, rtol=None):
     cutoff = _f.max(s, axis=-1, keepdims=True) * (_default_rtol(x) if rtol is None else
                                                   (rtol[..., None] if isinstance(rtol, Array) else rtol))
     inverse = _f.where(s > cutoff, 1 / s, _f.zeros_like(s))
+    vh, u = _f.conj(vh), _f.conj(u)                         # V S^+ U^H: conjugate transposes
     return _f.matmul(_f.matrix_transpose(vh) * inverse[..., None, :], _f.matrix_transpose(u))

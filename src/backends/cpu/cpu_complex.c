@@ -48,6 +48,7 @@ static zdouble z_log1p(zdouble z) {
 static zdouble z_expm1(zdouble z) {
     double x = creal(z), y = cimag(z);
     if (!isfinite(x) || !isfinite(y)) return cexp(z) - 1.0;
+    if (x == 0.0 && y == 0.0) return CMPLX(0.0, y);       /* +0 for either zero (the array API's case) */
     double h = sin(0.5 * y);
     return CMPLX(expm1(x) * cos(y) - 2.0 * h * h, exp(x) * sin(y));
 }
@@ -77,7 +78,10 @@ static zdouble z_unary(tf_op_kind k, zdouble z) {
     case TF_OP_SQRT: return csqrt(z);
     case TF_OP_SIN: return csin(z);
     case TF_OP_COS: return ccos(z);
-    case TF_OP_TANH: return ctanh(z);
+    case TF_OP_TANH:                                 /* +-1 + 0i with y's sign at x = +-inf (the array API's */
+        if (isinf(creal(z)) && isfinite(cimag(z)))   /* case; C's sign is sin(2y)'s) */
+            return CMPLX(copysign(1.0, creal(z)), copysign(0.0, cimag(z)));
+        return ctanh(z);
     case TF_OP_ASIN: return casin(z);
     case TF_OP_ACOS: return cacos(z);
     case TF_OP_ATAN: return catan(z);

@@ -19,11 +19,13 @@ packages=(
   openmpi-bin libopenmpi-dev   # libtensorframe_mpi (collectives) and its mpirun tests
   python3-venv python3-torch   # the Python package's tests: venvs under the build folder, PyTorch 1.13 for DLPack
   python3-dev       # Python.h for the package's C layer (python/csrc/native.c, the stable ABI)
+  libfftw3-double3  # FFTW 3, which tf_fft/tf_rfft/tf_irfft load at run time (src/ops/fft.c: GPL, never linked)
 )
 
 # `--python`: only what building the Python wheel needs (pip install ./python)
 if [ "${1:-}" = "--python" ]; then
-  packages=(build-essential cmake python3 python3-dev libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd)
+  packages=(build-essential cmake python3 python3-dev libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+            libfftw3-double3)
 fi
 
 # `--bench`: also what bench/compare.py runs with (Debian's python3 packages)

@@ -765,6 +765,30 @@ TF_API tf_status tf_imag(const tf_tensor *x, tf_tensor **out);
 /* re + i*im: both real, broadcast together and promoted (at least f32;
  * f64 gives c128, the rest c64). */
 TF_API tf_status tf_complex(const tf_tensor *re, const tf_tensor *im, tf_tensor **out);
+
+/* Discrete Fourier transforms (NumPy's and the array API's definitions):
+ * X[k] = sum_n x[n] exp(-2 pi i k n / N) over each of n_axes axes (each once,
+ * negative ones from the end), the inverse with exp(+...). The scaling:
+ * TF_FFT_BACKWARD leaves the forward transform unscaled and divides the
+ * inverse by N (the product of the transformed lengths), TF_FFT_FORWARD the
+ * other way round, TF_FFT_ORTHO divides both by sqrt(N).
+ *  - tf_fft: a float or complex x; a complex result of x's shape (c128
+ *    from f64 and c128, c64 from the rest).
+ *  - tf_rfft: a real float x; the transformed last listed axis keeps its
+ *    n / 2 + 1 non-negative frequencies (the rest are their conjugates).
+ *  - tf_irfft: the inverse of tf_rfft: a real result whose last listed axis
+ *    has last_length points, from an x with last_length / 2 + 1 there (trim
+ *    or pad first); the other axes as tf_fft's inverse.
+ * A transformed axis needs at least one point (TF_ERR_SHAPE). They run on
+ * the host in double precision through FFTW 3 (libfftw3.so.3, loaded at
+ * the first call; TF_ERR_UNSUPPORTED without it), reading x from its
+ * device and making the result there. */
+typedef enum tf_fft_norm { TF_FFT_BACKWARD = 0, TF_FFT_ORTHO = 1, TF_FFT_FORWARD = 2 } tf_fft_norm;
+TF_API tf_status tf_fft(const tf_tensor *x, int n_axes, const int *axes, bool inverse, tf_fft_norm norm,
+                        tf_tensor **out);
+TF_API tf_status tf_rfft(const tf_tensor *x, int n_axes, const int *axes, tf_fft_norm norm, tf_tensor **out);
+TF_API tf_status tf_irfft(const tf_tensor *x, int n_axes, const int *axes, int64_t last_length, tf_fft_norm norm,
+                          tf_tensor **out);
 /* cond ? a : b elementwise, all three broadcast together; cond is read as
  * truth values, the result has the promoted dtype of a and b. */
 TF_API tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out);

@@ -108,8 +108,8 @@
 extern "C" {
 #endif
 
-#define TF_BACKEND_ABI_MAJOR 2
-#define TF_BACKEND_ABI_MINOR 6
+#define TF_BACKEND_ABI_MAJOR 3      /* 3.0: TF_MAX_DIMS 8 -> 32 moved tf_op's fields */
+#define TF_BACKEND_ABI_MINOR 0
 
 /* struct_size handling: TF_STRUCT_INIT(T) starts an initializer of a T;
  * TF_HAS_FIELD(p, T, f) says whether the struct at p (of type T, filled by

@@ -35,8 +35,12 @@ extern "C" {
 #define TF_VERSION_MINOR 1
 #define TF_VERSION_PATCH 0
 
-/* Most dimensions a tensor may have. */
-#define TF_MAX_DIMS 8
+/* Most dimensions a tensor may have: NumPy 1's limit, far above what
+ * programs use (the array API's tests draw up to 9 and more; a tensordot
+ * adds its operands' axes). The plugin ABI's descriptors hold this many
+ * (SDK 3.0); kernels with fixed geometry (the GPU backends': 8) decline
+ * more and the core runs such ops on the CPU. */
+#define TF_MAX_DIMS 32
 /* Pass as `axis` to reduce over every axis. */
 #define TF_ALL_AXES (-1000)
 

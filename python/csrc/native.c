@@ -60,6 +60,9 @@ static PyObject *slow_ops[5][2];     /* the Python op and reflected op, per oper
 static PyObject *slow_index;         /* _index(x, key) */
 static PyObject *legacy_producers;   /* set: types whose __dlpack__ takes no keywords */
 static PyObject *slow_from_dlpack;   /* the package's from_dlpack, for every other case */
+/* __dlpack__(max_version=(1, 0)), made once: the name, no positional
+ * arguments and the keywords (a dict built per call cost 60 ns) */
+static PyObject *dlpack_name, *no_args, *versioned_kw;
 
 enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MATMUL, N_OPS };
 
@@ -354,13 +357,10 @@ static PyObject *py_from_dlpack(PyObject *module, PyObject *x) {
      * memory, and then the Python path asks and explains. */
     int legacy = legacy_producers ? PySet_Contains(legacy_producers, (PyObject *)Py_TYPE(x)) : 1;
     PyObject *capsule = NULL;
-    if (legacy == 0) {
-        PyObject *method = PyObject_GetAttrString(x, "__dlpack__"), *kw = Py_BuildValue("{s:(ii)}", "max_version", 1, 0);
-        PyObject *none = PyTuple_New(0);
-        if (method && kw && none) capsule = PyObject_Call(method, none, kw);
+    if (legacy == 0 && dlpack_name && no_args && versioned_kw) {
+        PyObject *method = PyObject_GetAttr(x, dlpack_name);
+        if (method) capsule = PyObject_Call(method, no_args, versioned_kw);
         Py_XDECREF(method);
-        Py_XDECREF(kw);
-        Py_XDECREF(none);
     } else if (legacy == 1) {
         capsule = PyObject_CallMethod(x, "__dlpack__", NULL);
     }
@@ -444,6 +444,10 @@ static PyObject *configure(PyObject *module, PyObject *args) {
     replace_ref(&slow_index, index);
     Py_INCREF(legacy);
     replace_ref(&legacy_producers, legacy);
+    if (!dlpack_name) dlpack_name = PyUnicode_InternFromString("__dlpack__");
+    if (!no_args) no_args = PyTuple_New(0);
+    if (!versioned_kw) versioned_kw = Py_BuildValue("{s:(ii)}", "max_version", 1, 0);
+    if (!dlpack_name || !no_args || !versioned_kw) return NULL;
     Py_RETURN_NONE;
 }
 

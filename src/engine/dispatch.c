@@ -181,10 +181,10 @@ static tf_status op_end_into(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, 
     if (s == TF_OK) s = check_into(c, dt, ndim, shape);
     if (s == TF_OK && tf_tensor_numel(dst)) {
         if (writes_directly(c, dt)) {
-            c->op.output = tf__desc(dst);
+            tf__desc_into(&c->op.output, dst);
         } else {
             s = tf__op_output(c->fn, c->dev, dt, ndim, shape, &apart);
-            if (s == TF_OK) c->op.output = tf__desc(apart);
+            if (s == TF_OK) tf__desc_into(&c->op.output, apart);
         }
         if (s == TF_OK) s = tf__dispatch(c->fn, c->dev, &c->op);
     }
@@ -202,7 +202,7 @@ tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const in
     tf_tensor *o = NULL;
     if (s == TF_OK) s = tf__op_output(c->fn, c->dev, dt, ndim, shape, &o);
     if (s == TF_OK && tf_tensor_numel(o)) {
-        c->op.output = tf__desc(o);
+        tf__desc_into(&c->op.output, o);
         s = tf__dispatch(c->fn, c->dev, &c->op);
     }
     for (int i = 0; i < c->n; i++) {
@@ -503,8 +503,8 @@ void tf__op_init(tf_op *op, tf_op_kind kind, int n_inputs) {
 tf_status tf__copy_into(const char *fn, const tf_tensor *src, tf_tensor *dst) {
     tf_op op;
     tf__op_init(&op, TF_OP_COPY, 1);
-    op.inputs[0] = tf__desc(src);
-    op.output = tf__desc(dst);
+    tf__desc_into(&op.inputs[0], src);
+    tf__desc_into(&op.output, dst);
     return tf_tensor_numel(dst) ? tf__dispatch(fn, dst->storage->dev, &op) : TF_OK;
 }
 

@@ -167,11 +167,13 @@ struct tf_tensor {
     tf_storage *storage;
     tf_dtype dtype;
     int ndim;
-    int64_t shape[TF_MAX_DIMS];
-    int64_t strides[TF_MAX_DIMS];        /* elements */
     int64_t offset;                      /* bytes */
     tf_scope *scope;                     /* the scope that owns its first reference (scope.c), or NULL */
     size_t scope_slot;
+    /* last: only the first ndim entries are ever written or read, so a new
+     * tensor clears the fields above and not these (TF_MAX_DIMS is 32) */
+    int64_t shape[TF_MAX_DIMS];
+    int64_t strides[TF_MAX_DIMS];        /* elements */
 };
 
 /* scope.c: list a new tensor record in the thread's innermost open scope
@@ -220,6 +222,8 @@ tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, co
                           int64_t offset, tf_tensor **out);
 void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 tf_tensor_desc tf__desc(const tf_tensor *t);
+/* The same, written into *d (the hot paths: no 536-byte copy). */
+void tf__desc_into(tf_tensor_desc *d, const tf_tensor *t);
 /* env.c: environment variables read strictly. Each returns whether the
  * variable is set to a valid value (else it was unset, or ignored with one
  * warning naming it and its value). */

@@ -107,7 +107,7 @@ static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t
                              int64_t offset) {
     tf_tensor *t = tf__malloc(sizeof *t);
     if (!t) return NULL;
-    memset(t, 0, sizeof *t);
+    memset(t, 0, offsetof(tf_tensor, shape));           /* the axes past ndim are never read */
     atomic_init(&t->refs, 1);
     t->storage = s;
     t->dtype = dt;
@@ -179,17 +179,23 @@ tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, co
     return TF_OK;
 }
 
+/* In place: a descriptor is 536 bytes (TF_MAX_DIMS 32) and ops build
+ * several per call, so none is returned by value on the hot paths, and the
+ * axes past ndim are left unset (no kernel reads them). */
+void tf__desc_into(tf_tensor_desc *d, const tf_tensor *t) {
+    d->buffer = t->storage->buf;
+    d->offset = (uint64_t)t->offset;
+    d->dtype = t->dtype;
+    d->ndim = t->ndim;
+    for (int i = 0; i < t->ndim; i++) {
+        d->shape[i] = t->shape[i];
+        d->strides[i] = t->strides[i];
+    }
+}
+
 tf_tensor_desc tf__desc(const tf_tensor *t) {
     tf_tensor_desc d;
-    memset(&d, 0, sizeof d);
-    d.buffer = t->storage->buf;
-    d.offset = (uint64_t)t->offset;
-    d.dtype = t->dtype;
-    d.ndim = t->ndim;
-    for (int i = 0; i < t->ndim; i++) {
-        d.shape[i] = t->shape[i];
-        d.strides[i] = t->strides[i];
-    }
+    tf__desc_into(&d, t);
     return d;
 }
 

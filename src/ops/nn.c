@@ -62,7 +62,7 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
     tf_op_call c;
     s = tf__op_begin(&c, fn, kind, n, in, want, NULL);
     if (s != TF_OK) return s;
-    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
+    for (int i = 0; i < n; i++) tf__desc_into(&c.op.inputs[i], c.in[i]);
     c.op.params.axis = ax;
     c.op.params.eps = eps;
     c.op.params.flags = flags;
@@ -139,7 +139,7 @@ static tf_status add_norm_op(const char *fn, tf_op_kind kind, const tf_tensor *x
     s = tf__op_begin(&c, fn, kind, n, in, want, NULL);
     tf_tensor_release(wide);
     if (s != TF_OK) return s;
-    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
+    for (int i = 0; i < n; i++) tf__desc_into(&c.op.inputs[i], c.in[i]);
     c.op.params.axis = x->ndim - 1;
     c.op.params.eps = eps;
     c.op.params.flags = flags;
@@ -191,8 +191,8 @@ tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, 
     tf_op_call c;
     s = tf__op_begin(&c, fn, TF_OP_ROPE, 2, in, want, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
-    c.op.inputs[1] = tf__desc(c.in[1]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
+    tf__desc_into(&c.op.inputs[1], c.in[1]);
     c.op.params.axis = ax;
     c.op.params.rotary_dims = rot;
     c.op.params.theta = theta;
@@ -282,7 +282,7 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
     tf_op_call call;
     s = tf__op_begin(&call, fn, TF_OP_SDPA, mask ? 4 : 3, in, want, NULL);
     if (s != TF_OK) return s;
-    for (int i = 0; i < 3; i++) call.op.inputs[i] = tf__desc(call.in[i]);
+    for (int i = 0; i < 3; i++) tf__desc_into(&call.op.inputs[i], call.in[i]);
     if (mask) {
         const tf_tensor *mt = call.in[3];
         tf_tensor_desc m = tf__desc(mt);

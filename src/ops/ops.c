@@ -95,17 +95,18 @@ static tf_status broadcast_shapes(const char *fn, const tf_tensor *a, const tf_t
 
 /* Descriptor of t seen with the output's shape: left-padded, stride 0
  * along broadcast axes. */
-static tf_tensor_desc broadcast_desc(const tf_tensor *t, int ndim, const int64_t *shape) {
-    tf_tensor_desc d = tf__desc(t);
+static void broadcast_desc_into(tf_tensor_desc *d, const tf_tensor *t, int ndim, const int64_t *shape) {
+    d->buffer = t->storage->buf;
+    d->offset = (uint64_t)t->offset;
+    d->dtype = t->dtype;
     int lead = ndim - t->ndim;
     for (int i = ndim - 1; i >= 0; i--) {
         int src = i - lead;
         bool real = src >= 0 && t->shape[src] == shape[i] && t->shape[src] != 1;
-        d.strides[i] = real ? t->strides[src] : 0;
-        d.shape[i] = shape[i];
+        d->strides[i] = real ? t->strides[src] : 0;
+        d->shape[i] = shape[i];
     }
-    d.ndim = ndim;
-    return d;
+    d->ndim = ndim;
 }
 
 /* ---- elementwise binary ---- */
@@ -130,8 +131,8 @@ static tf_status elementwise_binary(const char *fn, tf_op_kind kind, const tf_te
     s = tf__op_begin(&c, fn, kind, 2, in, want, NULL);
     if (s != TF_OK) return s;
     c.into = into;
-    c.op.inputs[0] = broadcast_desc(c.in[0], ndim, shape);
-    c.op.inputs[1] = broadcast_desc(c.in[1], ndim, shape);
+    broadcast_desc_into(&c.op.inputs[0], c.in[0], ndim, shape);
+    broadcast_desc_into(&c.op.inputs[1], c.in[1], ndim, shape);
     return tf__op_end(&c, TF_OK, out_dt, ndim, shape, out);
 }
 
@@ -293,8 +294,8 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
     if (s != TF_OK) return s;
     call.op.inputs[0] = matmul_desc(call.in[0], &p, true);
     call.op.inputs[1] = matmul_desc(call.in[1], &p, false);
-    if (c) call.op.inputs[2] = broadcast_desc(call.in[2], full_ndim, full_shape);
-    if (r) call.op.inputs[n - 1] = broadcast_desc(call.in[n - 1], full_ndim, full_shape);
+    if (c) broadcast_desc_into(&call.op.inputs[2], call.in[2], full_ndim, full_shape);
+    if (r) broadcast_desc_into(&call.op.inputs[n - 1], call.in[n - 1], full_ndim, full_shape);
     if (epi) {
         call.op.params.activation = epi->activation;
         call.op.params.flags = r ? TF_GEMM_RESIDUAL : 0;
@@ -346,8 +347,8 @@ static tf_status kept_weight_product(const char *fn, const tf_tensor *rows, cons
     tf_status s = tf__op_begin(&c, fn, TF_OP_QMATMUL, 2, in, want, NULL);
     if (s != TF_OK) return s;
     int64_t shape[2] = {rows->shape[0], w->shape[0]};
-    c.op.inputs[0] = tf__desc(c.in[0]);
-    c.op.inputs[1] = tf__desc(c.in[1]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
+    tf__desc_into(&c.op.inputs[1], c.in[1]);
     return tf__op_end(&c, TF_OK, TF_F32, 2, shape, out);
 }
 
@@ -536,9 +537,9 @@ static tf_status kept_weight_fused(const char *fn, const tf_tensor *x2, const tf
     tf_status s = tf__op_begin(&c, fn, TF_OP_QMATMUL_EPILOGUE, n, in, want, NULL);
     if (s != TF_OK) return s;
     int64_t shape[2] = {x2->shape[0], w->shape[0]};
-    c.op.inputs[0] = tf__desc(c.in[0]);
-    c.op.inputs[1] = tf__desc(c.in[1]);
-    for (int i = 2; i < n; i++) c.op.inputs[i] = broadcast_desc(c.in[i], 2, shape);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
+    tf__desc_into(&c.op.inputs[1], c.in[1]);
+    for (int i = 2; i < n; i++) broadcast_desc_into(&c.op.inputs[i], c.in[i], 2, shape);
     c.op.params.activation = (int32_t)activation;
     c.op.params.flags = (bias ? TF_QMM_BIAS : 0u) | (r2 ? TF_GEMM_RESIDUAL : 0u);
     return tf__op_end(&c, TF_OK, TF_F32, 2, shape, out);
@@ -666,7 +667,7 @@ static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, i
     tf_tensor *o = NULL, *k;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &t, NULL, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     if (params) c.op.params = *params;
     c.op.params.axis = all ? TF_ALL_AXES : ax;
     c.op.params.keepdim = keepdim;
@@ -757,7 +758,7 @@ tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, TF_OP_CUMSUM, 1, &t, NULL, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     c.op.params.axis = t->ndim ? ax : TF_ALL_AXES;
     return tf__op_end(&c, TF_OK, dt, t->ndim, t->shape, out);
 }
@@ -779,7 +780,7 @@ static tf_status sort_op(const char *fn, tf_op_kind kind, const tf_tensor *t, in
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &t, NULL, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     c.op.params.axis = t->ndim ? ax : TF_ALL_AXES;
     c.op.params.flags = descending ? TF_SORT_DESCENDING : 0u;
     return tf__op_end(&c, TF_OK, kind == TF_OP_ARGSORT ? TF_I64 : t->dtype, t->ndim, t->shape, out);
@@ -808,8 +809,8 @@ tf_status tf_searchsorted(const tf_tensor *sorted, const tf_tensor *values, bool
     tf_op_call c;
     s = tf__op_begin(&c, fn, TF_OP_SEARCHSORTED, 2, in, want, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
-    c.op.inputs[1] = tf__desc(c.in[1]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
+    tf__desc_into(&c.op.inputs[1], c.in[1]);
     c.op.params.flags = right ? TF_SEARCH_RIGHT : 0u;
     return tf__op_end(&c, TF_OK, TF_I64, values->ndim, values->shape, out);
 }
@@ -881,7 +882,7 @@ static tf_status elementwise_unary(const char *fn, tf_op_kind kind, const tf_ten
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
     c.into = into;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     if (params) c.op.params = *params;
     tf_dtype dt = tf__op_table[kind].dtype_rule == TF_DTRULE_REAL ? tf_dtype_to_real(x->dtype) : x->dtype;
     return tf__op_end(&c, TF_OK, dt, x->ndim, x->shape, out);
@@ -983,7 +984,7 @@ static tf_status unary_to_bool_into(const char *fn, tf_op_kind kind, const tf_te
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, &want, NULL);
     if (s != TF_OK) return s;
     c.into = into;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     return tf__op_end(&c, TF_OK, TF_BOOL, x->ndim, x->shape, out);
 }
 
@@ -1016,7 +1017,7 @@ static tf_status where_to(const char *fn, const tf_tensor *cond, const tf_tensor
     s = tf__op_begin(&c, fn, TF_OP_WHERE, 3, in, want, NULL);
     if (s != TF_OK) return s;
     c.into = into;
-    for (int i = 0; i < 3; i++) c.op.inputs[i] = broadcast_desc(c.in[i], ndim, shape);
+    for (int i = 0; i < 3; i++) broadcast_desc_into(&c.op.inputs[i], c.in[i], ndim, shape);
     return tf__op_end(&c, TF_OK, dt, ndim, shape, out);
 }
 

@@ -68,8 +68,8 @@ static tf_status run_indexed(const char *fn, tf_op_kind kind, const tf_tensor *x
     tf_status s = tf__op_begin(&c, fn, kind, 2, in, NULL, NULL);
     if (s != TF_OK) return s;
     s = check_index_range(fn, c.in[1], x->shape[axis], axis, table_ids);
-    c.op.inputs[0] = tf__desc(c.in[0]);
-    c.op.inputs[1] = tf__desc(c.in[1]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
+    tf__desc_into(&c.op.inputs[1], c.in[1]);
     if (c.in[1]->ndim == 0) {                        /* a 0-d index is one index */
         c.op.inputs[1].ndim = 1;
         c.op.inputs[1].shape[0] = 1;
@@ -167,7 +167,7 @@ static tf_status triangle(const char *fn, tf_op_kind kind, const tf_tensor *x, i
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     c.op.params.diagonal = diagonal;
     return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
 }

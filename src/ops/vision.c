@@ -71,7 +71,7 @@ tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor
     tf_op_call c;
     s = tf__op_begin(&c, fn, TF_OP_CONV2D, n, in, want, NULL);
     if (s != TF_OK) return s;
-    for (int i = 0; i < n; i++) c.op.inputs[i] = tf__desc(c.in[i]);
+    for (int i = 0; i < n; i++) tf__desc_into(&c.op.inputs[i], c.in[i]);
     for (int i = 0; i < 2; i++) {
         c.op.params.stride[i] = stride[i];
         c.op.params.padding[i] = padding[i];
@@ -114,7 +114,7 @@ static tf_status pool(const char *fn, tf_op_kind kind, const tf_tensor *x, const
     tf_op_call c;
     s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
-    c.op.inputs[0] = tf__desc(c.in[0]);
+    tf__desc_into(&c.op.inputs[0], c.in[0]);
     for (int i = 0; i < 2; i++) {
         c.op.params.kernel[i] = kernel[i];
         c.op.params.stride[i] = stride[i];
@@ -370,11 +370,11 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
                                  param->storage->dev->name);
     tf_op op;
     tf__op_init(&op, TF_OP_ADAM, 4);
-    op.inputs[0] = tf__desc(param);
-    op.inputs[1] = tf__desc(g);
-    op.inputs[2] = tf__desc(m);
-    op.inputs[3] = tf__desc(v);
-    op.output = tf__desc(param);
+    tf__desc_into(&op.inputs[0], param);
+    tf__desc_into(&op.inputs[1], g);
+    tf__desc_into(&op.inputs[2], m);
+    tf__desc_into(&op.inputs[3], v);
+    tf__desc_into(&op.output, param);
     op.params.lr = lr;
     op.params.beta1 = beta1;
     op.params.beta2 = beta2;

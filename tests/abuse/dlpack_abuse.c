@@ -60,7 +60,7 @@ static void guard_still_unmapped(void) {
 
 /* The elements as the fields describe them, gathered byte by byte. */
 static void reference(const DLTensor *d, size_t elsize, unsigned char *out, int64_t numel) {
-    int64_t idx[8] = {0}, dense[8];
+    int64_t idx[TF_MAX_DIMS + 1] = {0}, dense[TF_MAX_DIMS + 1];
     int64_t s = 1;
     for (int i = d->ndim - 1; i >= 0; i--) dense[i] = s, s *= d->shape[i];
     const unsigned char *first = (const unsigned char *)d->data + d->byte_offset;
@@ -109,7 +109,7 @@ static void check_refused(const char *what, const char *fn, tf_status s, const t
 
 typedef struct spec {
     DLManagedTensorVersioned m;
-    int64_t shape[8], strides[8];
+    int64_t shape[TF_MAX_DIMS + 1], strides[TF_MAX_DIMS + 1];   /* one past the cap: a refused ndim's fields */
 } spec;
 
 /* A [4, 8] f32 over the producer's memory, row-major, writable. */
@@ -206,9 +206,9 @@ static void device_and_dtype(void) {
 }
 
 static void shape_fields(void) {
-    const int32_t ndims[] = {-1, 0, 1, 2, 8, 9, INT32_MAX, INT32_MIN};
+    const int32_t ndims[] = {-1, 0, 1, 2, 8, 9, TF_MAX_DIMS, TF_MAX_DIMS + 1, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof ndims / sizeof *ndims; i++)
-        CASE(s_.m.dl_tensor.ndim = ndims[i]; for (int k = 2; k < 8; k++) (s_.shape[k] = 1, s_.strides[k] = 1),
+        CASE(s_.m.dl_tensor.ndim = ndims[i]; for (int k = 2; k <= TF_MAX_DIMS; k++) (s_.shape[k] = 1, s_.strides[k] = 1),
              "ndim %d", ndims[i]);
     CASE(s_.m.dl_tensor.shape = NULL, "shape NULL");
     CASE((s_.m.dl_tensor.shape = NULL, s_.m.dl_tensor.ndim = 0), "shape NULL for a 0-d tensor");

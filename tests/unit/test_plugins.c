@@ -32,7 +32,8 @@ static int load_with_bad_plugins(void **state) {
 static void test_bad_plugins_are_reported_and_skipped(void **state) {
     (void)state;
     char abi[96];
-    snprintf(abi, sizeof abi, "backend ABI 3.0, this library speaks %d.%d", TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR);
+    snprintf(abi, sizeof abi, "backend ABI %d.0, this library speaks %d.%d", TF_BACKEND_ABI_MAJOR + 1,
+             TF_BACKEND_ABI_MAJOR, TF_BACKEND_ABI_MINOR);
     expect_skipped("badabi", TF_ERR_ABI_MISMATCH, abi);
     expect_skipped("noentry", TF_ERR_PLUGIN, "no entry point tf_backend_plugin_init()");
     expect_skipped("initfail", TF_ERR_BACKEND, "init failed with TF_ERR_BACKEND: initfail: no hardware found");

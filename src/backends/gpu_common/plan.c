@@ -652,7 +652,15 @@ static bool sort_rank_fits(const tf_op *op) {
     return len <= SORT_RANK_MAX_LEN && lines * len * len <= SORT_RANK_MAX_WORK;
 }
 
+bool tf_pk_dims_fit(const tf_op *op) {
+    if (op->output.ndim > TF_PK_GEOM_DIMS) return false;
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].ndim > TF_PK_GEOM_DIMS) return false;
+    return true;
+}
+
 bool tf_pk_supports(const tf_op *op, bool fp64) {
+    if (!tf_pk_dims_fit(op)) return false;                  /* the kernels' geometry holds 8 axes */
     if (has_quantized_operand(op)) return quant_supported(op, fp64);
     if (!tf_pk_elsize(op->output.dtype)) return false;        /* not a dtype these kernels know */
     for (int i = 0; i < op->n_inputs; i++)

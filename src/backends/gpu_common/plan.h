@@ -37,10 +37,12 @@ typedef enum tf_pk_kernel {
 
 extern const char *const tf_pk_kernel_names[TF_PK_KERNEL_COUNT];
 
-/* Mirrors `geom` in kernels.cl. */
+/* Mirrors `geom` in kernels.cl: up to TF_PK_GEOM_DIMS axes (ops with more
+ * are declined: the core runs them on the CPU). */
+#define TF_PK_GEOM_DIMS 8
 typedef struct tf_pk_geom {
-    int64_t shape[8];
-    int64_t stride[4][8];
+    int64_t shape[TF_PK_GEOM_DIMS];
+    int64_t stride[4][TF_PK_GEOM_DIMS];
     int64_t offset[4];
     int32_t ndim;
     int32_t contiguous;
@@ -102,6 +104,8 @@ size_t tf_pk_elsize(tf_dtype dt);
 /* A block-quantized dtype's elements and bytes per block (0 for any other). */
 int64_t tf_pk_block_elems(tf_dtype dt);
 int64_t tf_pk_block_bytes(tf_dtype dt);
+/* Whether every descriptor of op fits the kernels' geometry (TF_PK_GEOM_DIMS axes). */
+bool tf_pk_dims_fit(const tf_op *op);
 /* Can the portable kernels run op? (fp64: the device has doubles) */
 bool tf_pk_supports(const tf_op *op, bool fp64);
 /* The dtype whose program (-DTF_DT) holds op's kernel. */

@@ -488,7 +488,7 @@ static void cu_scratch_free(void *ctx, void *token) { tf_cu_release_block(ctx, t
 
 static bool cu_supports(void *ctx, const tf_op *op) {
     (void)ctx;
-    return tf_pk_supports(op, true) || tf_vendor_epilogue_supported(op);
+    return tf_pk_supports(op, true) || (tf_pk_dims_fit(op) && tf_vendor_epilogue_supported(op));
 }
 
 /* A quantized product of this many activation rows or more runs as two

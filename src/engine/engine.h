@@ -170,8 +170,7 @@ struct tf_tensor {
     int64_t offset;                      /* bytes */
     tf_scope *scope;                     /* the scope that owns its first reference (scope.c), or NULL */
     size_t scope_slot;
-    /* last: only the first ndim entries are ever written or read, so a new
-     * tensor clears the fields above and not these (TF_MAX_DIMS is 32) */
+    /* last: entries past ndim are zero (tensor_new writes them once) */
     int64_t shape[TF_MAX_DIMS];
     int64_t strides[TF_MAX_DIMS];        /* elements */
 };

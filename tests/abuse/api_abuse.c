@@ -90,10 +90,9 @@ static void creation(tf_device *cpu) {
         OUT1(tf_arange, cpu, TF_F32, 0.0, (double)big[i], 1.0);
         OUT1(tf_arange, cpu, TF_I8, (double)big[i], 0.0, -1e300);
     }
-    for (int i = 0; i < N_INTS; i++) {
-        int64_t one = 1;
-        OUT1(tf_ones, cpu, TF_F32, ints[i], &one);
-    }
+    int64_t ones[TF_MAX_DIMS + 1];                      /* an extent for every axis an ndim may claim */
+    for (int i = 0; i <= TF_MAX_DIMS; i++) ones[i] = 1;
+    for (int i = 0; i < N_INTS; i++) OUT1(tf_ones, cpu, TF_F32, ints[i], ones);
 }
 
 static void views(void) {

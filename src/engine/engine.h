@@ -170,7 +170,7 @@ struct tf_tensor {
     int64_t offset;                      /* bytes */
     tf_scope *scope;                     /* the scope that owns its first reference (scope.c), or NULL */
     size_t scope_slot;
-    /* last: entries past ndim are zero (tensor_new writes them once) */
+    /* last: entries past ndim are zero up to TF_ZEROED_AXES (tensor_new) */
     int64_t shape[TF_MAX_DIMS];
     int64_t strides[TF_MAX_DIMS];        /* elements */
 };
@@ -223,6 +223,11 @@ void tf__contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 tf_tensor_desc tf__desc(const tf_tensor *t);
 /* The same, written into *d (the hot paths: no 536-byte copy). */
 void tf__desc_into(tf_tensor_desc *d, const tf_tensor *t);
+/* Axes past a tensor's or descriptor's ndim read as zero up to this many
+ * (and, in a dispatched op, up to its widest descriptor): kernels read an
+ * operand's strides over the output's axes (a 1-d index beside 2-d data),
+ * as they did when every array was 8 long and zeroed whole. */
+#define TF_ZEROED_AXES 8
 /* env.c: environment variables read strictly. Each returns whether the
  * variable is set to a valid value (else it was unset, or ignored with one
  * warning naming it and its value). */

@@ -116,9 +116,7 @@ static tf_tensor *tensor_new(tf_storage *s, tf_dtype dt, int ndim, const int64_t
         t->shape[i] = shape[i];
         t->strides[i] = strides[i];
     }
-    size_t tail = sizeof(int64_t) * (size_t)(TF_MAX_DIMS - ndim);   /* zero past ndim, as a desc's */
-    memset(t->shape + ndim, 0, tail);
-    memset(t->strides + ndim, 0, tail);
+    for (int i = ndim; i < TF_ZEROED_AXES; i++) t->shape[i] = t->strides[i] = 0;   /* what 8-axis code saw */
     t->offset = offset;
     if (!tf__scope_adopt(t)) {
         tf__free(t);
@@ -184,8 +182,8 @@ tf_status tf__tensor_view(const tf_tensor *t, int ndim, const int64_t *shape, co
 
 /* In place: a descriptor is 536 bytes (TF_MAX_DIMS 32) and ops build
  * several per call, so none is returned by value on the hot paths. The
- * axes past ndim are zero: kernels read an operand's strides over the
- * output's axes (an index tensor's among them), as they always have. */
+ * axes past ndim are left for dispatch to zero (tf__zero_short_axes), up
+ * to what the op's kernels may read. */
 void tf__desc_into(tf_tensor_desc *d, const tf_tensor *t) {
     d->buffer = t->storage->buf;
     d->offset = (uint64_t)t->offset;
@@ -195,9 +193,6 @@ void tf__desc_into(tf_tensor_desc *d, const tf_tensor *t) {
         d->shape[i] = t->shape[i];
         d->strides[i] = t->strides[i];
     }
-    size_t tail = sizeof(int64_t) * (size_t)(TF_MAX_DIMS - t->ndim);
-    memset(d->shape + t->ndim, 0, tail);
-    memset(d->strides + t->ndim, 0, tail);
 }
 
 tf_tensor_desc tf__desc(const tf_tensor *t) {

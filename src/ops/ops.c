@@ -107,9 +107,6 @@ static void broadcast_desc_into(tf_tensor_desc *d, const tf_tensor *t, int ndim,
         d->shape[i] = shape[i];
     }
     d->ndim = ndim;
-    size_t tail = sizeof(int64_t) * (size_t)(TF_MAX_DIMS - ndim);        /* zero past ndim (tf__desc_into's rule) */
-    memset(d->shape + ndim, 0, tail);
-    memset(d->strides + ndim, 0, tail);
 }
 
 /* ---- elementwise binary ---- */

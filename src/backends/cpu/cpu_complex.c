@@ -12,12 +12,21 @@
 
 typedef double complex zdouble;
 
+/* re + i im exactly (infinities and NaN kept apart; re + im * I is not):
+ * C11's CMPLX, which clang's headers here lack. */
+static inline zdouble zmake(double re, double im) {
+    union { zdouble z; double part[2]; } u;
+    u.part[0] = re;
+    u.part[1] = im;
+    return u.z;
+}
+
 /* ---- element access: any dtype as a complex value and back ---- */
 
 static inline zdouble load_z(tf_dtype dt, const char *p) {
-    if (dt == TF_C64) return CMPLX(LD_f32(p), LD_f32(p + 4));
-    if (dt == TF_C128) return CMPLX(LD_f64(p), LD_f64(p + 8));
-    return CMPLX(load_f64(dt, p), 0.0);
+    if (dt == TF_C64) return zmake(LD_f32(p), LD_f32(p + 4));
+    if (dt == TF_C128) return zmake(LD_f64(p), LD_f64(p + 8));
+    return zmake(load_f64(dt, p), 0.0);
 }
 
 /* To a real dtype: the real part (NumPy's and PyTorch's cast), to bool:
@@ -41,35 +50,35 @@ static inline bool z_true(zdouble z) { return creal(z) != 0.0 || cimag(z) != 0.0
 static zdouble z_log1p(zdouble z) {
     double x = creal(z), y = cimag(z);
     if (!isfinite(x) || !isfinite(y) || fabs(x) > 0.5 || fabs(y) > 0.5) return clog(1.0 + z);
-    return CMPLX(0.5 * log1p(x * (2.0 + x) + y * y), atan2(y, 1.0 + x));
+    return zmake(0.5 * log1p(x * (2.0 + x) + y * y), atan2(y, 1.0 + x));
 }
 
 /* exp(z) - 1 without losing small z: expm1(x) cos y - 2 sin^2(y/2). */
 static zdouble z_expm1(zdouble z) {
     double x = creal(z), y = cimag(z);
     if (!isfinite(x) || !isfinite(y)) return cexp(z) - 1.0;
-    if (x == 0.0 && y == 0.0) return CMPLX(0.0, y);       /* +0 for either zero (the array API's case) */
+    if (x == 0.0 && y == 0.0) return zmake(0.0, y);       /* +0 for either zero (the array API's case) */
     double h = sin(0.5 * y);
-    return CMPLX(expm1(x) * cos(y) - 2.0 * h * h, exp(x) * sin(y));
+    return zmake(expm1(x) * cos(y) - 2.0 * h * h, exp(x) * sin(y));
 }
 
 /* z / |z|, 0 at 0 (the array API's sign); NaN parts give NaN, the rest
  * follows division (an infinite part gives NaN parts, as inf / inf). */
 static zdouble z_sign(zdouble z) {
-    if (z_isnan(z)) return CMPLX(NAN, NAN);
+    if (z_isnan(z)) return zmake(NAN, NAN);
     double m = cabs(z);
-    if (m == 0.0) return CMPLX(0.0, 0.0);
-    return CMPLX(creal(z) / m, cimag(z) / m);
+    if (m == 0.0) return zmake(0.0, 0.0);
+    return zmake(creal(z) / m, cimag(z) / m);
 }
 
 static zdouble z_unary(tf_op_kind k, zdouble z) {
     switch (k) {
     case TF_OP_COPY: return z;
-    case TF_OP_NEG: return CMPLX(-creal(z), -cimag(z));
+    case TF_OP_NEG: return zmake(-creal(z), -cimag(z));
     case TF_OP_CONJ: return conj(z);
-    case TF_OP_ABS: return CMPLX(cabs(z), 0.0);
-    case TF_OP_REAL: return CMPLX(creal(z), 0.0);
-    case TF_OP_IMAG: return CMPLX(cimag(z), 0.0);
+    case TF_OP_ABS: return zmake(cabs(z), 0.0);
+    case TF_OP_REAL: return zmake(creal(z), 0.0);
+    case TF_OP_IMAG: return zmake(cimag(z), 0.0);
     case TF_OP_SIGN: return z_sign(z);
     case TF_OP_EXP: return cexp(z);
     case TF_OP_LOG: return clog(z);
@@ -80,7 +89,7 @@ static zdouble z_unary(tf_op_kind k, zdouble z) {
     case TF_OP_COS: return ccos(z);
     case TF_OP_TANH:                                 /* +-1 + 0i with y's sign at x = +-inf (the array API's */
         if (isinf(creal(z)) && isfinite(cimag(z)))   /* case; C's sign is sin(2y)'s) */
-            return CMPLX(copysign(1.0, creal(z)), copysign(0.0, cimag(z)));
+            return zmake(copysign(1.0, creal(z)), copysign(0.0, cimag(z)));
         return ctanh(z);
     case TF_OP_ASIN: return casin(z);
     case TF_OP_ACOS: return cacos(z);
@@ -88,8 +97,8 @@ static zdouble z_unary(tf_op_kind k, zdouble z) {
     case TF_OP_ASINH: return casinh(z);
     case TF_OP_ACOSH: return cacosh(z);
     case TF_OP_ATANH: return catanh(z);
-    case TF_OP_ROUND: return CMPLX(rint(creal(z)), rint(cimag(z)));
-    default: return CMPLX(NAN, NAN);
+    case TF_OP_ROUND: return zmake(rint(creal(z)), rint(cimag(z)));
+    default: return zmake(NAN, NAN);
     }
 }
 
@@ -141,7 +150,7 @@ static zdouble z_binary(tf_op_kind k, zdouble a, zdouble b) {
     case TF_OP_MUL: return a * b;                    /* Annex G: __muldc3 */
     case TF_OP_DIV: return a / b;                    /* Annex G: __divdc3 */
     case TF_OP_POW: return cpow(a, b);
-    default: return CMPLX(NAN, NAN);
+    default: return zmake(NAN, NAN);
     }
 }
 

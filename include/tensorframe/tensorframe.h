@@ -425,7 +425,9 @@ typedef struct tf_memory_stats {
      * reserved). */
     double fragmentation;
 } tf_memory_stats;
-/* TF_ERR_UNSUPPORTED if the device's backend keeps no statistics. */
+/* TF_ERR_UNSUPPORTED if the device's backend keeps no statistics. A tensor
+ * released while work queued on a made stream may still use it counts as
+ * allocated until that work is done (tf_device_synchronize waits for it). */
 TF_API tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out);
 /* Return the device's cached, unused memory to the OS or driver. */
 TF_API tf_status tf_device_empty_cache(tf_device *d);

@@ -143,6 +143,9 @@ tf_status tf_device_memory_stats(const tf_device *d, tf_memory_stats *out) {
     memset(out, 0, sizeof *out);
     tf_status (*fn)(void *, tf_memory_stats *) = TF_DEVICE_SLOT(d, memory_stats);
     if (!fn) return tf__error(TF_ERR_UNSUPPORTED, "tf_device_memory_stats: %s keeps no allocator statistics", d->name);
+    /* Frees deferred behind queues that have since passed them are done
+     * first, so that they do not count as allocated. */
+    tf__deferred_sweep((tf_device *)d);
     return fn(d->bdev.ctx, out);
 }
 

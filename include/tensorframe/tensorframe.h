@@ -1040,6 +1040,63 @@ TF_API tf_status tf_grad_scaler_unscale(tf_grad_scaler *s, int n, tf_tensor *con
 TF_API tf_status tf_grad_scaler_update(tf_grad_scaler *s);
 TF_API tf_status tf_grad_scaler_stats_get(const tf_grad_scaler *s, tf_grad_scaler_stats *out);
 
+/* ---- autograd (reverse mode, eager, as torch.autograd) ----
+ * A float tensor marked with tf_set_requires_grad is a leaf. An op with an
+ * input that requires a gradient records a node (while grad mode is on, per
+ * thread); its output then requires one too. tf_backward(loss) walks the
+ * nodes from loss back to the leaves and adds each leaf's gradient to its
+ * tf_grad. The nodes keep only what their gradient reads (a product keeps
+ * its factors, a sum nothing) and let go of it as backward passes them,
+ * unless TF_BACKWARD_RETAIN_GRAPH is given.
+ *
+ *   tf_set_requires_grad(w, true);
+ *   for (step ...) {
+ *       tf_linear(x, w, b, &y); tf_cross_entropy(y, t, -1, TF_REDUCTION_MEAN, &loss);
+ *       tf_backward(loss, NULL, 0);           // tf_grad(w) is dloss/dw
+ *       tf_optimizer_step(opt);                // SGD, Adam or AdamW over the parameters
+ *       tf_optimizer_zero_grad(opt);
+ *   }
+ *
+ * Rules: views (reshape, permute, slice, expand, ...) carry the gradient
+ * back to the tensor they view; broadcasting sums it over the broadcast
+ * axes; a cast or a move between devices brings it back to the input's
+ * dtype and device. In-place writes (the _into forms, tf_copy_into) into a
+ * tensor that requires a gradient are refused while grad mode is on (as
+ * PyTorch refuses them on leaves; do them with grad mode off); a tensor a
+ * node saved and that was written in place since is an error at backward
+ * (TF_ERR_INVALID_ARGUMENT, naming the op), as PyTorch's version counter.
+ * An op without a gradient rule reached by backward is TF_ERR_UNSUPPORTED
+ * naming it. Backward is not itself recorded (no higher-order gradients).
+ * On any failure of tf_backward no leaf's gradient is changed. */
+#define TF_BACKWARD_RETAIN_GRAPH 1u
+/* Mark (or unmark) a leaf: only float tensors (TF_ERR_DTYPE), and not a
+ * tensor an op made while recording (TF_ERR_INVALID_ARGUMENT). */
+TF_API tf_status tf_set_requires_grad(tf_tensor *t, bool requires_grad);
+TF_API bool tf_requires_grad(const tf_tensor *t);
+/* A tensor no recorded op made (every tensor that does not require a
+ * gradient is one too). */
+TF_API bool tf_is_leaf(const tf_tensor *t);
+/* A leaf's accumulated gradient, or NULL: owned by t, valid until the next
+ * tf_backward that reaches t, tf_zero_grad(t), tf_set_grad(t) or t's
+ * release (tf_tensor_retain it to keep it longer). */
+TF_API tf_tensor *tf_grad(const tf_tensor *t);
+/* Forget t's gradient (PyTorch's zero_grad(set_to_none=True)). */
+TF_API void tf_zero_grad(tf_tensor *t);
+/* Set a leaf's gradient (a new reference to g; same shape; NULL forgets). */
+TF_API tf_status tf_set_grad(tf_tensor *t, tf_tensor *g);
+/* Gradients of root with respect to the leaves it depends on, added to
+ * their tf_grad. seed is droot (root's shape); NULL means 1 and needs a
+ * root of one element. flags: TF_BACKWARD_RETAIN_GRAPH keeps the nodes for
+ * another backward. */
+TF_API tf_status tf_backward(const tf_tensor *root, const tf_tensor *seed, unsigned flags);
+/* A new tensor sharing t's memory that requires no gradient. */
+TF_API tf_status tf_detach(const tf_tensor *t, tf_tensor **out);
+/* Grad mode of the calling thread (on at first). tf_set_grad_enabled
+ * returns the mode before, so that a no-grad block restores it:
+ *   bool was = tf_set_grad_enabled(false); ...; tf_set_grad_enabled(was); */
+TF_API bool tf_grad_enabled(void);
+TF_API bool tf_set_grad_enabled(bool enabled);
+
 /* ---- files ---- */
 /* NumPy .npy (format 1.0 written; 1.0, 2.0 and 3.0 read; little- or
  * big-endian; C order). bf16, which NumPy lacks, is written with the descr

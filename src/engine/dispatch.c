@@ -100,6 +100,7 @@ tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, co
     c->n = n;
     c->dev = dev;
     c->into = NULL;
+    c->grad = n && tf__grad_wanted(n, in);
     c->op.struct_size = (uint32_t)sizeof c->op;
     c->op.kind = kind;                   /* the hot path: set what a backend reads, not all 1 KB */
     c->op.n_inputs = n;
@@ -179,6 +180,10 @@ static bool writes_directly(const tf_op_call *c, tf_dtype dt) {
 static tf_status op_end_into(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape) {
     tf_tensor *dst = c->into, *apart = NULL;
     if (s == TF_OK) s = check_into(c, dt, ndim, shape);
+    if (s == TF_OK) s = tf__grad_check_write(c->fn, dst);
+    if (s == TF_OK && c->grad)           /* the gradient could not follow the write */
+        s = tf__error(TF_ERR_UNSUPPORTED, "%s: an input requires a gradient, and a write into an existing tensor "
+                      "has none (turn grad mode off, or use the out-of-place form)", c->fn);
     if (s == TF_OK && tf_tensor_numel(dst)) {
         if (writes_directly(c, dt)) {
             tf__desc_into(&c->op.output, dst);
@@ -195,6 +200,17 @@ static tf_status op_end_into(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, 
     if (s == TF_OK && apart) s = tf__in(c->fn, tf_copy_into(dst, apart));
     tf_tensor_release(apart);
     return s;
+}
+
+/* An op on an input that requires a gradient that no rule recorded: its
+ * output gets a node that tf_backward refuses by name, so that a missing
+ * gradient is never a silent zero. */
+static tf_status no_gradient_rule(tf_op_call *c, tf_tensor **out) {
+    tf__grad_args a;
+    memset(&a, 0, sizeof a);
+    a.rule = TF__GRAD_NONE;
+    a.op = c->op.kind;
+    return tf__grad_finish(c->fn, TF_OK, &a, 0, NULL, out);
 }
 
 tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const int64_t *shape, tf_tensor **out) {
@@ -214,7 +230,7 @@ tf_status tf__op_end(tf_op_call *c, tf_status s, tf_dtype dt, int ndim, const in
         return s;
     }
     *out = o;
-    return TF_OK;
+    return c->grad ? no_gradient_rule(c, out) : TF_OK;
 }
 
 /* ---- CPU fallback ---- */

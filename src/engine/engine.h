@@ -160,6 +160,7 @@ typedef struct tf_storage {
     uint32_t generation;
     void (*host_free)(void *dev_ctx, tf_backend_buffer *buf);
     void *host_ctx;
+    _Atomic uint32_t version;            /* bumped by every in-place write (autograd.c checks saved tensors) */
 } tf_storage;
 
 struct tf_tensor {
@@ -170,10 +171,96 @@ struct tf_tensor {
     int64_t offset;                      /* bytes */
     tf_scope *scope;                     /* the scope that owns its first reference (scope.c), or NULL */
     size_t scope_slot;
+    struct tf__grad_meta *ag;            /* autograd state (autograd.c), NULL unless it requires a gradient */
     /* last: entries past ndim are zero up to TF_ZEROED_AXES (tensor_new) */
     int64_t shape[TF_MAX_DIMS];
     int64_t strides[TF_MAX_DIMS];        /* elements */
 };
+
+/* ---- autograd (autograd.c records and walks; src/ops/grad_rules.c computes) ----
+ * A tensor that requires a gradient carries a meta: a leaf (fn NULL) keeps
+ * the gradient backward accumulates; an op's output holds the node that
+ * made it. Nodes keep what their rule reads and edges to their inputs'
+ * nodes or leaves. */
+#define TF__GRAD_MAX_IN 5
+typedef struct tf__grad_node tf__grad_node;
+typedef struct tf__grad_meta {
+    tf_tensor *grad;                     /* a leaf's accumulated gradient, or NULL */
+    tf__grad_node *fn;                   /* the node that made it (retained), NULL for a leaf */
+} tf__grad_meta;
+/* What a node's rule needs besides its tensors: the op, its parameters. */
+typedef enum {
+    TF__GRAD_UNARY, TF__GRAD_BINARY, TF__GRAD_REDUCE, TF__GRAD_MATMUL, TF__GRAD_VIEW, TF__GRAD_PERMUTE,
+    TF__GRAD_SLICE, TF__GRAD_EXPAND, TF__GRAD_CAST, TF__GRAD_ROW, TF__GRAD_WHERE, TF__GRAD_GATHER,
+    TF__GRAD_INDEX_SELECT, TF__GRAD_GEMM, TF__GRAD_NONE
+} tf__grad_rule;
+typedef struct tf__grad_args {
+    tf__grad_rule rule;
+    tf_op_kind op;
+    tf_op_params p;                      /* the op's parameters: axis, keepdim, alpha, bounds, correction, eps */
+    int64_t i[4];                        /* slice: axis, start, step; gemm: transpose a, transpose b */
+    int perm[TF_MAX_DIMS];               /* permute */
+} tf__grad_args;
+typedef struct tf__grad_edge {
+    bool needs;                          /* the input requires a gradient */
+    tf__grad_node *fn;                   /* its node (retained), or NULL */
+    tf_tensor *leaf;                     /* or the leaf itself (retained) */
+    tf_tensor *saved;                    /* its value, where the rule reads it (retained) */
+    uint32_t version;                    /* saved's storage version when recorded */
+    tf_dtype dtype;
+    tf_device *dev;
+    int ndim;
+    int64_t shape[TF_MAX_DIMS];
+} tf__grad_edge;
+struct tf__grad_node {
+    _Atomic int32_t refs;
+    const char *fn;                      /* the public function that recorded it */
+    tf__grad_args a;
+    int n_in;
+    tf__grad_edge in[TF__GRAD_MAX_IN];
+    tf_tensor *out;                      /* the output's value, where the rule reads it (an alias) */
+    uint32_t out_version;
+    bool released;                       /* backward ran without TF_BACKWARD_RETAIN_GRAPH */
+    tf__grad_node *free_next;            /* while being freed (autograd.c) */
+    /* during one tf_backward */
+    uint64_t walk;
+    int deps;
+    tf_tensor *pending;
+};
+/* The thread records nodes (grad mode on, not paused, an input requiring a gradient). */
+bool tf__grad_wanted(int n, const tf_tensor *const *in);
+void tf__grad_pause(void);
+void tf__grad_resume(void);
+/* After the forward ran with recording paused: record a node for *out
+ * (s TF_OK), or pass s on. A failure releases *out and NULLs it. */
+tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, int n, const tf_tensor *const *in,
+                          tf_tensor **out);
+void tf__grad_meta_drop(tf_tensor *t);
+/* An in-place write into dst: refused (grad mode on, dst requires a
+ * gradient), else dst's storage version is bumped. */
+tf_status tf__grad_check_write(const char *fn, const tf_tensor *dst);
+/* grad_rules.c: the gradients of a node's inputs from its output's
+ * gradient g (grads[i] NULL where an input needs none or gets zero). */
+tf_status tf__grad_rule_run(const tf__grad_node *n, const tf_tensor *g, tf_tensor **grads);
+/* Record in a public function fn that returns through out: when an input
+ * requires a gradient, runs `call` (the function itself, so argument
+ * errors come from it) with recording paused, then records a node whose
+ * args `fill` sets (an expression on ga_, a zeroed tf__grad_args). Built
+ * only when recording: the common path pays a thread-local test. */
+#define TF__GRAD(fn, out, call, fill, ...)                                                      \
+    do {                                                                                       \
+        const tf_tensor *gin_[] = {__VA_ARGS__};                                               \
+        enum { gn_ = (int)(sizeof gin_ / sizeof *gin_) };                                      \
+        if ((out) && tf__grad_wanted(gn_, gin_)) {                                             \
+            tf__grad_args ga_;                                                                 \
+            memset(&ga_, 0, sizeof ga_);                                                       \
+            (void)(fill);                                                                      \
+            tf__grad_pause();                                                                  \
+            tf_status gs_ = (call);                                                            \
+            tf__grad_resume();                                                                 \
+            return tf__grad_finish((fn), gs_, &ga_, gn_, gin_, (out));                         \
+        }                                                                                      \
+    } while (0)
 
 /* scope.c: list a new tensor record in the thread's innermost open scope
  * (false: no memory for the list), and take a tensor released to zero off
@@ -300,6 +387,7 @@ typedef struct tf_op_call {
     tf_tensor *in[TF_OP_MAX_INPUTS];     /* placed and converted; owned by the call */
     tf_device *dev;
     tf_tensor *into;                     /* an existing tensor the result goes to (the _into forms), or NULL */
+    bool grad;                           /* an input requires a gradient and no rule recorded the call */
     tf_op op;
 } tf_op_call;
 tf_status tf__op_begin(tf_op_call *c, const char *fn, tf_op_kind kind, int n, const tf_tensor *const *in,

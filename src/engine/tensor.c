@@ -18,6 +18,7 @@ static void storage_init(tf_storage *s, tf_device *dev, tf_backend_buffer *buf, 
     bool host = tf__device_is_host(dev);
     s->host_free = host ? dev->bdev.iface->buffer_free : NULL;
     s->host_ctx = host ? dev->bdev.ctx : NULL;
+    atomic_init(&s->version, 0);
 }
 
 /* malloc, not calloc: glibc's calloc skips the per-thread cache, and these
@@ -264,6 +265,7 @@ tf_tensor *tf_tensor_retain(tf_tensor *t) {
 void tf_tensor_release(tf_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
     tf__scope_forget(t);
+    if (t->ag) tf__grad_meta_drop(t);
     storage_release(t->storage);
     tf__free(t);
 }
@@ -400,6 +402,7 @@ tf_status tf_tensor_to(const tf_tensor *t, tf_device *dev, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t || !dev) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or device is NULL", fn);
+    TF__GRAD(fn, out, tf_tensor_to(t, dev, out), ga_.rule = TF__GRAD_CAST, t);
     tf_status s = tf__tensor_move(t, dev, out);
     if (s != TF_OK) tf__error_context(s, "%s: from %s to %s", fn, t->storage->dev->name, dev->name);
     return s;
@@ -512,6 +515,7 @@ tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_t
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    TF__GRAD(fn, out, tf_reshape(t, ndim, shape_in, out), ga_.rule = TF__GRAD_VIEW, t);
     if (ndim < 0 || ndim > TF_MAX_DIMS)
         return tf__error(ndim < 0 ? TF_ERR_INVALID_ARGUMENT : TF_ERR_TOO_MANY_DIMS, "%s: ndim %d not in [0, %d]",
                          fn, ndim, TF_MAX_DIMS);
@@ -549,11 +553,19 @@ tf_status tf_reshape(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_t
     return tf__in(fn, s);
 }
 
+/* A permutation's record for its gradient (axes normalized). */
+static int grad_perm(tf__grad_args *a, int ndim, const int *perm) {
+    a->rule = TF__GRAD_PERMUTE;
+    for (int i = 0; i < ndim; i++) a->perm[i] = perm[i] < 0 ? perm[i] + ndim : perm[i];
+    return 0;
+}
+
 tf_status tf_permute(const tf_tensor *t, const int *perm, tf_tensor **out) {
     static const char fn[] = "tf_permute";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t || (!perm && t->ndim > 0)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or perm is NULL", fn);
+    TF__GRAD(fn, out, tf_permute(t, perm, out), grad_perm(&ga_, t->ndim, perm), t);
     int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
     bool used[TF_MAX_DIMS] = {false};
     for (int i = 0; i < t->ndim; i++) {
@@ -595,6 +607,8 @@ tf_status tf_slice(const tf_tensor *t, int axis, int64_t start, int64_t stop, in
     start = start < 0 ? 0 : start > n ? n : start;
     stop = stop < 0 ? 0 : stop > n ? n : stop;
     int64_t len = stop > start ? (stop - start - 1) / step + 1 : 0;
+    TF__GRAD(fn, out, tf_slice(t, ax, start, stop, step, out),
+             (ga_.rule = TF__GRAD_SLICE, ga_.i[0] = ax, ga_.i[1] = start, ga_.i[2] = step), t);
     int64_t shape[TF_MAX_DIMS], strides[TF_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     memcpy(strides, t->strides, sizeof strides);
@@ -616,6 +630,7 @@ tf_status tf_expand(const tf_tensor *t, int ndim, const int64_t *shape_in, tf_te
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t || (ndim > 0 && !shape_in)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor or shape is NULL", fn);
+    TF__GRAD(fn, out, tf_expand(t, ndim, shape_in, out), ga_.rule = TF__GRAD_EXPAND, t);
     if (ndim > TF_MAX_DIMS) return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: %d dimensions", fn, ndim);
     if (ndim < 0) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: ndim %d is negative", fn, ndim);
     char a[256], b[256];
@@ -647,6 +662,7 @@ tf_status tf_squeeze(const tf_tensor *t, int axis, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    TF__GRAD(fn, out, tf_squeeze(t, axis, out), ga_.rule = TF__GRAD_VIEW, t);
     int ax = axis == TF_ALL_AXES ? -1 : normalize_axis(axis, t->ndim);
     if (axis != TF_ALL_AXES && (ax < 0 || ax >= t->ndim)) return axis_error(fn, axis, t->ndim);
     if (ax >= 0 && t->shape[ax] != 1)
@@ -667,6 +683,7 @@ tf_status tf_unsqueeze(const tf_tensor *t, int axis, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    TF__GRAD(fn, out, tf_unsqueeze(t, axis, out), ga_.rule = TF__GRAD_VIEW, t);
     if (t->ndim >= TF_MAX_DIMS)
         return tf__error(TF_ERR_TOO_MANY_DIMS, "%s: tensor already has %d dimensions", fn, TF_MAX_DIMS);
     int ax = normalize_axis(axis, t->ndim + 1);
@@ -688,6 +705,7 @@ tf_status tf_contiguous(const tf_tensor *t, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_contiguous: out is NULL");
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_contiguous: tensor is NULL");
+    TF__GRAD("tf_contiguous", out, tf_contiguous(t, out), ga_.rule = TF__GRAD_VIEW, t);
     if (tf_tensor_is_contiguous(t)) {
         *out = tf_tensor_retain((tf_tensor *)t);
         return TF_OK;
@@ -699,6 +717,7 @@ tf_status tf_copy(const tf_tensor *t, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_copy: out is NULL");
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_copy: tensor is NULL");
+    TF__GRAD("tf_copy", out, tf_copy(t, out), ga_.rule = TF__GRAD_CAST, t);
     return tf__copy_cast("tf_copy", t, t->dtype, out);
 }
 
@@ -707,6 +726,7 @@ tf_status tf_cast(const tf_tensor *t, tf_dtype dt, tf_tensor **out) {
     *out = NULL;
     if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_cast: tensor is NULL");
     if (!tf__dtype_valid(dt)) return tf__error(TF_ERR_DTYPE, "tf_cast: invalid dtype %d", (int)dt);
+    TF__GRAD("tf_cast", out, tf_cast(t, dt, out), ga_.rule = TF__GRAD_CAST, t);
     bool from_q = tf_dtype_is_quantized(t->dtype), to_q = tf_dtype_is_quantized(dt);
     if ((to_q && !from_q && !tf_dtype_is_float(t->dtype)) || (from_q && !to_q && !tf_dtype_is_float(dt)))
         return tf__error(TF_ERR_DTYPE, "tf_cast: %s to %s: quantized dtypes convert to and from float dtypes only",
@@ -741,8 +761,13 @@ tf_status tf_copy_into(tf_tensor *dst, const tf_tensor *src) {
     if (!dst || !src) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
     if (tf__overlaps_itself(dst))
         return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: dst maps several indices to one element (a broadcast view)", fn);
+    if (tf__grad_wanted(1, &src))
+        return tf__error(TF_ERR_UNSUPPORTED, "%s: src requires a gradient, which a write into dst would not carry "
+                         "(turn grad mode off, or tf_detach src)", fn);
+    tf_status s = tf__grad_check_write(fn, dst);
+    if (s != TF_OK) return s;
     tf_tensor *ready = NULL;
-    tf_status s = copy_source(fn, dst, src, &ready);
+    s = copy_source(fn, dst, src, &ready);
     if (s != TF_OK) return s;
     s = tf__copy_into(fn, ready, dst);
     tf_tensor_release(ready);

@@ -50,6 +50,8 @@ static tf_status row_op(const char *fn, tf_op_kind kind, const tf_tensor *x, int
     int ax = axis < 0 ? axis + x->ndim : axis;
     if (ax < 0 || ax >= x->ndim)
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, x->ndim);
+    TF__GRAD(fn, out, row_op(fn, kind, x, axis, weight, bias, eps, out),
+             (ga_.rule = TF__GRAD_ROW, ga_.op = kind, ga_.p.axis = ax, ga_.p.eps = eps), x, weight, bias);
     int64_t d = x->shape[x->ndim - 1];
     s = check_vector(fn, "weight", weight, d);
     if (s == TF_OK) s = check_vector(fn, "bias", bias, d);

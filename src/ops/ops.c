@@ -138,6 +138,7 @@ static tf_status elementwise_binary(const char *fn, tf_op_kind kind, const tf_te
 
 static tf_status binary(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    TF__GRAD(fn, out, binary(fn, kind, a, b, out), (ga_.rule = TF__GRAD_BINARY, ga_.op = kind), a, b);
     return elementwise_binary(fn, kind, a, b, NULL, out);
 }
 
@@ -247,6 +248,7 @@ static tf_status matmul_op(const char *fn, tf_op_kind kind, const tf_tensor *a, 
 
 tf_status tf_matmul(const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
     TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_matmul", out, tf_matmul(a, b, out), &a, &b);
+    TF__GRAD("tf_matmul", out, tf_matmul(a, b, out), ga_.rule = TF__GRAD_MATMUL, a, b);
     return matmul_op("tf_matmul", TF_OP_MATMUL, a, b, NULL, 1, 0, NULL, out);
 }
 
@@ -390,6 +392,9 @@ tf_status tf_gemm(const tf_tensor *a, const tf_tensor *b, const tf_tensor *c, do
     static const char fn[] = "tf_gemm";
     TF__AUTOCAST(TF__AUTOCAST_LOWER, "tf_gemm", out, tf_gemm(a, b, c, alpha, beta, transpose_a, transpose_b, out),
                  &a, &b, &c);
+    TF__GRAD(fn, out, tf_gemm(a, b, c, alpha, beta, transpose_a, transpose_b, out),
+             (ga_.rule = TF__GRAD_GEMM, ga_.p.alpha = alpha, ga_.p.beta = beta, ga_.i[0] = transpose_a,
+              ga_.i[1] = transpose_b), a, b, c);
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!a || !b) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
@@ -644,6 +649,9 @@ static tf_status reduce_p(const char *fn, tf_op_kind kind, const tf_tensor *t, i
     if (!accepts(kind, t->dtype)) return dtype_not_accepted(fn, kind, t->dtype);
     bool all = axis == TF_ALL_AXES || (t->ndim == 0 && (axis == 0 || axis == -1));
     int ax = axis < 0 ? axis + t->ndim : axis;
+    TF__GRAD(fn, out, reduce_p(fn, kind, t, axis, keepdim, params, out),
+             (ga_.rule = TF__GRAD_REDUCE, ga_.op = kind, params ? (void)(ga_.p = *params) : (void)0,
+              ga_.p.axis = all ? TF_ALL_AXES : ax, ga_.p.keepdim = keepdim), t);
     if (!all && (ax < 0 || ax >= t->ndim))
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
     tf_dtype dt = t->dtype;
@@ -891,6 +899,8 @@ static tf_status elementwise_unary(const char *fn, tf_op_kind kind, const tf_ten
 static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
                        tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    TF__GRAD(fn, out, unary(fn, kind, x, params, out),
+             (ga_.rule = TF__GRAD_UNARY, ga_.op = kind, params ? (void)(ga_.p = *params) : (void)0), x);
     return elementwise_unary(fn, kind, x, params, NULL, out);
 }
 
@@ -1023,6 +1033,7 @@ static tf_status where_to(const char *fn, const tf_tensor *cond, const tf_tensor
 
 tf_status tf_where(const tf_tensor *cond, const tf_tensor *a, const tf_tensor *b, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_where: out is NULL");
+    TF__GRAD("tf_where", out, tf_where(cond, a, b, out), ga_.rule = TF__GRAD_WHERE, cond, a, b);
     return where_to("tf_where", cond, a, b, NULL, out);
 }
 

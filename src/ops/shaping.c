@@ -103,6 +103,8 @@ tf_status tf_index_select(const tf_tensor *x, int axis, const tf_tensor *index, 
  * ids of a table's rows, not indices of an axis). */
 static tf_status select_rows(const char *fn, const tf_tensor *x, int ax, const tf_tensor *index, bool table_ids,
                              tf_tensor **out) {
+    TF__GRAD(fn, out, select_rows(fn, x, ax, index, table_ids, out),
+             (ga_.rule = TF__GRAD_INDEX_SELECT, ga_.p.axis = ax), x, index);
     int64_t shape[TF_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[ax] = tf_tensor_numel(index);
@@ -154,6 +156,7 @@ tf_status tf_gather(const tf_tensor *x, int axis, const tf_tensor *index, tf_ten
             return tf__error(TF_ERR_SHAPE, "%s: index %s exceeds input %s along axis %d", fn,
                              tf__shape_str(index->ndim, index->shape, a, sizeof a),
                              tf__shape_str(x->ndim, x->shape, b, sizeof b), d);
+    TF__GRAD(fn, out, tf_gather(x, axis, index, out), (ga_.rule = TF__GRAD_GATHER, ga_.p.axis = ax), x, index);
     return tf__in(fn, run_indexed(fn, TF_OP_GATHER, x, ax, index, index->ndim, index->shape, false, out));
 }
 

@@ -228,9 +228,11 @@ tf_status tf_batch_norm(const tf_tensor *x, tf_tensor *running_mean, tf_tensor *
               *new_var = NULL, *result = NULL;
     if (training) {
         s = channel_stats(x, 0, &mean, &var);
+        tf__grad_pause();                /* the running statistics are not differentiated (PyTorch's no_grad) */
         if (s == TF_OK && running_mean) s = running_update(running_mean, mean, momentum, &new_mean);
         if (s == TF_OK && running_var) s = channel_stats(x, 1, NULL, &var_u);
         if (s == TF_OK && running_var) s = running_update(running_var, var_u, momentum, &new_var);
+        tf__grad_resume();
     } else {
         mean = tf_tensor_retain(running_mean);
         var = tf_tensor_retain(running_var);

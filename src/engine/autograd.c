@@ -1,0 +1,478 @@
+/* Autograd: what a tensor that requires a gradient carries, the nodes ops
+ * record, and tf_backward's walk over them. The gradient of each op is
+ * computed by its rule (src/ops/grad_rules.c) from ordinary ops, so every
+ * device trains. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+/* ---- grad mode, per thread ---- */
+
+static _Thread_local bool grad_off;      /* tf_set_grad_enabled(false) */
+static _Thread_local int paused;         /* inside a recorded op, or inside backward */
+
+bool tf_grad_enabled(void) { return !grad_off; }
+
+bool tf_set_grad_enabled(bool enabled) {
+    bool was = !grad_off;
+    grad_off = !enabled;
+    return was;
+}
+
+void tf__grad_pause(void) { paused++; }
+void tf__grad_resume(void) { paused--; }
+
+static bool recording(void) { return !grad_off && !paused; }
+
+bool tf__grad_wanted(int n, const tf_tensor *const *in) {
+    if (!recording()) return false;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->ag) return true;
+    return false;
+}
+
+/* ---- metas and nodes ---- */
+
+/* What the rule read goes; the edges stay (a second backward is refused). */
+static void node_drop_saved(tf__grad_node *n) {
+    for (int i = 0; i < n->n_in; i++) {
+        tf_tensor_release(n->in[i].saved);
+        n->in[i].saved = NULL;
+    }
+    tf_tensor_release(n->out);
+    n->out = NULL;
+}
+
+/* Nodes form chains as long as the model: a node whose last reference
+ * goes frees the nodes only it held through a list, not by recursion, so
+ * that a graph of a million ops is not a million frames deep. */
+static void node_free_chain(tf__grad_node *n) {
+    n->free_next = NULL;
+    for (tf__grad_node *stack = n; stack;) {
+        tf__grad_node *cur = stack;
+        stack = cur->free_next;
+        node_drop_saved(cur);
+        for (int i = 0; i < cur->n_in; i++) {
+            tf_tensor_release(cur->in[i].leaf);
+            tf__grad_node *child = cur->in[i].fn;
+            if (child && atomic_fetch_sub(&child->refs, 1) == 1) {
+                child->free_next = stack;
+                stack = child;
+            }
+        }
+        tf__free(cur);
+    }
+}
+
+static void node_release(tf__grad_node *n) {
+    if (n && atomic_fetch_sub(&n->refs, 1) == 1) node_free_chain(n);
+}
+
+static tf__grad_meta *meta_of(tf_tensor *t) {
+    if (!t->ag) t->ag = tf__calloc(1, sizeof *t->ag);
+    return t->ag;
+}
+
+void tf__grad_meta_drop(tf_tensor *t) {
+    tf__grad_meta *m = t->ag;
+    t->ag = NULL;
+    tf_tensor_release(m->grad);
+    node_release(m->fn);
+    tf__free(m);
+}
+
+tf_status tf__grad_check_write(const char *fn, const tf_tensor *dst) {
+    if (dst->ag && !grad_off)
+        return tf__error(TF_ERR_INVALID_ARGUMENT,
+                         "%s: dst requires a gradient: an in-place write would lose what backward needs (write it "
+                         "with grad mode off, tf_set_grad_enabled(false), or use the op's out-of-place form)", fn);
+    atomic_fetch_add_explicit(&dst->storage->version, 1, memory_order_relaxed);
+    return TF_OK;
+}
+
+/* ---- recording ---- */
+
+/* Which values a rule reads: bit i for input i, bit 7 for the output. */
+enum { SAVES_OUT = 1 << 7 };
+
+static unsigned unary_saves(tf_op_kind op) {
+    switch (op) {
+    case TF_OP_NEG: case TF_OP_CONJ: case TF_OP_REAL: case TF_OP_IMAG:
+    case TF_OP_FLOOR: case TF_OP_CEIL: case TF_OP_ROUND: case TF_OP_SIGN: return 0;
+    case TF_OP_EXP: case TF_OP_EXPM1: case TF_OP_SQRT: case TF_OP_RSQRT: case TF_OP_TANH:
+    case TF_OP_SIGMOID: return SAVES_OUT;
+    default: return 1;
+    }
+}
+
+static unsigned rule_saves(const tf__grad_args *a) {
+    switch (a->rule) {
+    case TF__GRAD_UNARY: return unary_saves(a->op);
+    case TF__GRAD_BINARY:
+        if (a->op == TF_OP_ADD || a->op == TF_OP_SUB) return 0;
+        if (a->op == TF_OP_DIV) return 2 | SAVES_OUT;
+        if (a->op == TF_OP_POW) return 3 | SAVES_OUT;
+        return 3;
+    case TF__GRAD_REDUCE:
+        return a->op == TF_OP_SUM || a->op == TF_OP_MEAN ? 0 : 1 | SAVES_OUT;
+    case TF__GRAD_MATMUL: return 3;
+    case TF__GRAD_GEMM: return 3;
+    case TF__GRAD_ROW: return a->op == TF_OP_SOFTMAX || a->op == TF_OP_LOG_SOFTMAX ? SAVES_OUT : 7;
+    case TF__GRAD_WHERE: return 1;
+    case TF__GRAD_GATHER: case TF__GRAD_INDEX_SELECT: return 2;
+    default: return 0;
+    }
+}
+
+/* The output's value for its node: a header of its own over the same
+ * memory, without the meta (the output holds the node: no cycle). */
+static tf_status alias_of(const tf_tensor *t, tf_tensor **out) {
+    return tf__tensor_view(t, t->ndim, t->shape, t->strides, t->offset, out);
+}
+
+static tf_status edge_fill(tf__grad_edge *e, const tf_tensor *t, bool saves) {
+    e->dtype = t->dtype;
+    e->dev = t->storage->dev;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, (size_t)t->ndim * sizeof *e->shape);
+    e->version = atomic_load_explicit(&t->storage->version, memory_order_relaxed);
+    if (saves) e->saved = tf_tensor_retain((tf_tensor *)t);
+    if (!t->ag) return TF_OK;
+    e->needs = true;
+    if (t->ag->fn) {
+        e->fn = t->ag->fn;
+        atomic_fetch_add(&e->fn->refs, 1);
+    } else {
+        e->leaf = tf_tensor_retain((tf_tensor *)t);
+    }
+    return TF_OK;
+}
+
+static tf__grad_node *node_new(const char *fn, const tf__grad_args *a, int n, const tf_tensor *const *in,
+                               const tf_tensor *out) {
+    tf__grad_node *node = tf__calloc(1, sizeof *node);
+    if (!node) return NULL;
+    atomic_init(&node->refs, 1);
+    node->fn = fn;
+    node->a = *a;
+    node->n_in = n;
+    unsigned saves = rule_saves(a);
+    for (int i = 0; i < n; i++)
+        if (in[i]) edge_fill(&node->in[i], in[i], (saves >> i) & 1);
+    if (saves & SAVES_OUT) {
+        node->out_version = atomic_load_explicit(&out->storage->version, memory_order_relaxed);
+        if (alias_of(out, &node->out) != TF_OK) {
+            node_release(node);
+            return NULL;
+        }
+    }
+    return node;
+}
+
+tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, int n, const tf_tensor *const *in,
+                          tf_tensor **out) {
+    if (s != TF_OK) return s;
+    tf_tensor *o = *out;
+    if (!tf_dtype_is_float(o->dtype)) return TF_OK;      /* indices, masks: nothing flows back through them */
+    /* An op may hand back an input itself (a view with nothing to change):
+     * the output gets a header of its own, so the input stays what it was. */
+    bool shared = o->ag != NULL;
+    for (int i = 0; i < n; i++) shared = shared || o == in[i];
+    if (shared) {
+        tf_tensor *fresh = NULL;
+        s = alias_of(o, &fresh);
+        tf_tensor_release(o);
+        *out = o = fresh;
+        if (s != TF_OK) return tf__in(fn, s);
+    }
+    tf__grad_node *node = node_new(fn, a, n, in, o);
+    tf__grad_meta *m = node ? meta_of(o) : NULL;
+    if (!m) {
+        node_release(node);
+        tf_tensor_release(o);
+        *out = NULL;
+        return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory to record the op for autograd", fn);
+    }
+    m->fn = node;
+    return TF_OK;
+}
+
+/* ---- the public state ---- */
+
+tf_status tf_set_requires_grad(tf_tensor *t, bool requires_grad) {
+    static const char fn[] = "tf_set_requires_grad";
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (t->ag && t->ag->fn)
+        return tf__error(TF_ERR_INVALID_ARGUMENT,
+                         "%s: the tensor was made by a recorded %s and is not a leaf (tf_detach it first)", fn,
+                         t->ag->fn->fn);
+    if (!requires_grad) {
+        if (t->ag) tf__grad_meta_drop(t);
+        return TF_OK;
+    }
+    if (!tf_dtype_is_float(t->dtype))
+        return tf__error(TF_ERR_DTYPE, "%s: only float tensors have gradients, not %s (complex ones not yet)", fn,
+                         tf_dtype_name(t->dtype));
+    if (!meta_of(t)) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory", fn);
+    return TF_OK;
+}
+
+bool tf_requires_grad(const tf_tensor *t) { return t && t->ag; }
+bool tf_is_leaf(const tf_tensor *t) { return t && (!t->ag || !t->ag->fn); }
+tf_tensor *tf_grad(const tf_tensor *t) { return t && t->ag ? t->ag->grad : NULL; }
+
+void tf_zero_grad(tf_tensor *t) {
+    if (!t || !t->ag) return;
+    tf_tensor_release(t->ag->grad);
+    t->ag->grad = NULL;
+}
+
+static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+tf_status tf_set_grad(tf_tensor *t, tf_tensor *g) {
+    static const char fn[] = "tf_set_grad";
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: tensor is NULL", fn);
+    if (!t->ag) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: the tensor does not require a gradient", fn);
+    if (g && !same_shape(g->ndim, g->shape, t->ndim, t->shape))
+        return tf__error(TF_ERR_SHAPE, "%s: the gradient's shape differs from the tensor's", fn);
+    tf_tensor_retain(g);
+    tf_tensor_release(t->ag->grad);
+    t->ag->grad = g;
+    return TF_OK;
+}
+
+tf_status tf_detach(const tf_tensor *t, tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_detach: out is NULL");
+    *out = NULL;
+    if (!t) return tf__error(TF_ERR_NULL_ARGUMENT, "tf_detach: tensor is NULL");
+    return tf__in("tf_detach", alias_of(t, out));
+}
+
+/* ---- backward ---- */
+
+typedef struct walk {
+    tf__grad_node **nodes;               /* every node reached, each once */
+    int n, cap;
+    tf__grad_node **ready;
+    int n_ready, ready_cap;
+    tf_tensor **leaves, **leaf_grads;    /* gradients for the leaves, committed at the end */
+    int n_leaves, leaves_cap, leaf_grads_cap;
+    uint64_t id;
+    bool retain;
+} walk;
+
+static _Atomic uint64_t walks;
+
+static bool push(tf__grad_node ***list, int *n, int *cap, tf__grad_node *node) {
+    if (!tf__grow((void **)list, cap, *n + 1, sizeof **list)) return false;
+    (*list)[(*n)++] = node;
+    return true;
+}
+
+/* Every node reachable from root, with deps = how many of them feed it a
+ * gradient. Iterative: w->nodes doubles as the stack of nodes to visit. */
+static tf_status collect(walk *w, tf__grad_node *root) {
+    root->walk = w->id;
+    root->deps = 0;
+    if (!push(&w->nodes, &w->n, &w->cap, root)) return TF_ERR_OUT_OF_MEMORY;
+    for (int k = 0; k < w->n; k++) {
+        tf__grad_node *node = w->nodes[k];
+        for (int i = 0; i < node->n_in; i++) {
+            tf__grad_node *child = node->in[i].fn;
+            if (!child) continue;
+            if (child->walk != w->id) {
+                child->walk = w->id;
+                child->deps = 0;
+                child->pending = NULL;
+                if (!push(&w->nodes, &w->n, &w->cap, child)) return TF_ERR_OUT_OF_MEMORY;
+            }
+            child->deps++;
+        }
+    }
+    return TF_OK;
+}
+
+/* g summed into *acc (NULL: g taken). */
+static tf_status accumulate(tf_tensor **acc, tf_tensor *g) {
+    if (!*acc) {
+        *acc = g;
+        return TF_OK;
+    }
+    tf_tensor *sum = NULL;
+    tf_status s = tf_add(*acc, g, &sum);
+    tf_tensor_release(g);
+    if (s != TF_OK) return s;
+    tf_tensor_release(*acc);
+    *acc = sum;
+    return TF_OK;
+}
+
+static tf_status to_leaf(walk *w, tf_tensor *leaf, tf_tensor *g) {
+    for (int i = 0; i < w->n_leaves; i++)
+        if (w->leaves[i] == leaf) return accumulate(&w->leaf_grads[i], g);
+    if (!tf__grow((void **)&w->leaves, &w->leaves_cap, w->n_leaves + 1, sizeof *w->leaves) ||
+        !tf__grow((void **)&w->leaf_grads, &w->leaf_grads_cap, w->n_leaves + 1, sizeof *w->leaf_grads)) {
+        tf_tensor_release(g);
+        return TF_ERR_OUT_OF_MEMORY;
+    }
+    w->leaves[w->n_leaves] = leaf;
+    w->leaf_grads[w->n_leaves++] = g;
+    return TF_OK;
+}
+
+static tf_status check_versions(const tf__grad_node *node) {
+    for (int i = 0; i < node->n_in; i++) {
+        const tf__grad_edge *e = &node->in[i];
+        uint32_t now = e->saved ? atomic_load(&e->saved->storage->version) : e->version;
+        if (now != e->version)
+            return tf__error(TF_ERR_INVALID_ARGUMENT,
+                             "tf_backward: input %d of %s was written in place after the op used it (version %u, "
+                             "saved at %u)", i, node->fn, now, e->version);
+    }
+    if (node->out && atomic_load(&node->out->storage->version) != node->out_version)
+        return tf__error(TF_ERR_INVALID_ARGUMENT,
+                         "tf_backward: the output of %s was written in place after the op made it", node->fn);
+    return TF_OK;
+}
+
+/* A rule's gradient for edge e in e's dtype and on e's device (the rules
+ * already give e's shape). */
+static tf_status fit_to_edge(const tf__grad_edge *e, tf_tensor *g, tf_tensor **out) {
+    *out = NULL;
+    tf_tensor *cur = g, *next = NULL;
+    tf_status s = TF_OK;
+    if (!same_shape(cur->ndim, cur->shape, e->ndim, e->shape))
+        s = tf__error(TF_ERR_SHAPE, "tf_backward: a gradient rule gave the wrong shape");
+    if (s == TF_OK && cur->dtype != e->dtype) {
+        s = tf_cast(cur, e->dtype, &next);
+        if (s == TF_OK) { tf_tensor_release(cur); cur = next; next = NULL; }
+    }
+    if (s == TF_OK && cur->storage->dev != e->dev) {
+        s = tf_tensor_to(cur, e->dev, &next);
+        if (s == TF_OK) { tf_tensor_release(cur); cur = next; next = NULL; }
+    }
+    if (s != TF_OK) {
+        tf_tensor_release(cur);
+        return s;
+    }
+    *out = cur;
+    return TF_OK;
+}
+
+static tf_status run_node(walk *w, tf__grad_node *node) {
+    tf_tensor *g = node->pending;
+    node->pending = NULL;
+    tf_status s = TF_OK;
+    if (node->released)
+        s = tf__error(TF_ERR_INVALID_ARGUMENT, "tf_backward: the graph through %s was already walked and let go "
+                      "(pass TF_BACKWARD_RETAIN_GRAPH to walk it twice)", node->fn);
+    if (s == TF_OK) s = check_versions(node);
+    tf_tensor *grads[TF__GRAD_MAX_IN] = {NULL};
+    if (s == TF_OK && g) s = tf__grad_rule_run(node, g, grads);
+    tf_tensor_release(g);
+    for (int i = 0; i < node->n_in; i++) {
+        tf__grad_edge *e = &node->in[i];
+        tf_tensor *fit = NULL;
+        if (s == TF_OK && e->needs && grads[i]) s = fit_to_edge(e, grads[i], &fit);
+        else tf_tensor_release(grads[i]);
+        grads[i] = NULL;
+        if (s == TF_OK && fit && e->fn) s = accumulate(&e->fn->pending, fit);
+        else if (s == TF_OK && fit) s = to_leaf(w, e->leaf, fit);
+        else tf_tensor_release(fit);
+        if (e->fn && --e->fn->deps == 0 && s == TF_OK &&
+            !push(&w->ready, &w->n_ready, &w->ready_cap, e->fn))
+            s = TF_ERR_OUT_OF_MEMORY;
+    }
+    if (!w->retain) {
+        node_drop_saved(node);
+        node->released = true;
+    }
+    return s;
+}
+
+static void walk_end(walk *w, bool commit) {
+    for (int i = 0; i < w->n_leaves; i++) {
+        if (commit) {
+            tf__grad_meta *m = w->leaves[i]->ag;
+            tf_tensor *g = w->leaf_grads[i];
+            tf_tensor_release(m->grad);
+            m->grad = g;
+        } else {
+            tf_tensor_release(w->leaf_grads[i]);
+        }
+    }
+    for (int i = 0; i < w->n; i++) {
+        tf_tensor_release(w->nodes[i]->pending);
+        w->nodes[i]->pending = NULL;
+    }
+    tf__free(w->nodes);
+    tf__free(w->ready);
+    tf__free(w->leaves);
+    tf__free(w->leaf_grads);
+}
+
+/* Each leaf's new gradient: what it had plus what arrived (computed for
+ * all before any is stored, so a failure changes none). */
+static tf_status sum_with_old(walk *w) {
+    for (int i = 0; i < w->n_leaves; i++) {
+        tf_tensor *old = w->leaves[i]->ag->grad, *sum = NULL;
+        if (!old) continue;
+        tf_status s = tf_add(old, w->leaf_grads[i], &sum);
+        if (s != TF_OK) return s;
+        tf_tensor_release(w->leaf_grads[i]);
+        w->leaf_grads[i] = sum;
+    }
+    return TF_OK;
+}
+
+static tf_status seed_for(const char *fn, const tf_tensor *root, const tf_tensor *seed, tf_tensor **out) {
+    *out = NULL;
+    if (seed) {
+        if (!same_shape(seed->ndim, seed->shape, root->ndim, root->shape))
+            return tf__error(TF_ERR_SHAPE, "%s: the seed's shape differs from root's", fn);
+        return tf_cast(seed, root->dtype, out);
+    }
+    if (tf_tensor_numel(root) != 1)
+        return tf__error(TF_ERR_SHAPE, "%s: root has %lld elements: a seed gradient is needed unless it has one", fn,
+                         (long long)tf_tensor_numel(root));
+    return tf_full(root->storage->dev, root->dtype, root->ndim, root->shape, 1.0, out);
+}
+
+static tf_status backward_walk(walk *w, tf_tensor *root, tf_tensor *g) {
+    if (!root->ag->fn) return to_leaf(w, root, g);
+    tf__grad_node *top = root->ag->fn;
+    tf_status s = collect(w, top);
+    if (s == TF_OK) {
+        top->pending = g;
+        g = NULL;
+        if (!push(&w->ready, &w->n_ready, &w->ready_cap, top)) s = TF_ERR_OUT_OF_MEMORY;
+    }
+    tf_tensor_release(g);
+    while (s == TF_OK && w->n_ready) s = run_node(w, w->ready[--w->n_ready]);
+    return s;
+}
+
+tf_status tf_backward(const tf_tensor *root, const tf_tensor *seed, unsigned flags) {
+    static const char fn[] = "tf_backward";
+    if (!root) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: root is NULL", fn);
+    if (flags & ~TF_BACKWARD_RETAIN_GRAPH) return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags);
+    if (!root->ag)
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: root does not require a gradient (no input of the ops that "
+                         "made it does, or grad mode was off)", fn);
+    tf__grad_pause();
+    walk w = {.id = atomic_fetch_add(&walks, 1) + 1, .retain = (flags & TF_BACKWARD_RETAIN_GRAPH) != 0};
+    tf_tensor *g = NULL;
+    tf_status s = seed_for(fn, root, seed, &g);
+    if (s == TF_OK) s = backward_walk(&w, (tf_tensor *)root, g);
+    if (s == TF_OK) s = sum_with_old(&w);
+    if (s == TF_ERR_OUT_OF_MEMORY && !*tf_last_error()) tf__error(s, "%s: out of host memory", fn);
+    walk_end(&w, s == TF_OK);
+    tf__grad_resume();
+    return tf__in(fn, s);
+}

@@ -1,0 +1,483 @@
+/* The gradient rules: for each recorded node, its inputs' gradients from
+ * its output's gradient, written with the library's own ops (so they run
+ * on the node's device, whatever it is). tf_backward runs them with
+ * recording paused. Each rule returns gradients in the shapes of the
+ * inputs; the walk casts and moves them to the inputs' dtypes and devices. */
+#include <math.h>
+#include <string.h>
+
+#include "../engine/engine.h"
+
+/* Temporaries of one rule, released together; the first failure stops the
+ * rest (every helper returns NULL once k->s is not TF_OK). */
+typedef struct scratch {
+    tf_tensor *t[48];
+    int n;
+    tf_status s;
+} scratch;
+
+/* *t once the call that wrote it has returned (taken by address: C does
+ * not order a call's arguments, so a value argument could be read first). */
+static tf_tensor *keep(scratch *k, tf_status s, tf_tensor **tp) {
+    tf_tensor *t = *tp;
+    if (s != TF_OK) {
+        k->s = s;
+        return NULL;
+    }
+    if (k->n == (int)(sizeof k->t / sizeof *k->t)) {
+        tf_tensor_release(t);
+        k->s = tf__error(TF_ERR_SHAPE, "tf_backward: a gradient rule ran out of scratch");
+        return NULL;
+    }
+    return k->t[k->n++] = t;
+}
+
+/* A result the rule hands back: a reference of its own. */
+static tf_tensor *take(scratch *k, tf_tensor *t) { return k->s == TF_OK ? tf_tensor_retain(t) : NULL; }
+
+#define K_OP1(name, call)                                                 \
+    static tf_tensor *name(scratch *k, const tf_tensor *x) {             \
+        tf_tensor *o = NULL;                                               \
+        return k->s != TF_OK ? NULL : keep(k, call(x, &o), &o);             \
+    }
+#define K_OP2(name, call)                                                                   \
+    static tf_tensor *name(scratch *k, const tf_tensor *a, const tf_tensor *b) {            \
+        tf_tensor *o = NULL;                                                                 \
+        return k->s != TF_OK ? NULL : keep(k, call(a, b, &o), &o);                            \
+    }
+K_OP1(neg, tf_neg)
+K_OP1(exp_, tf_exp)
+K_OP1(log_, tf_log)
+K_OP1(sqrt_, tf_sqrt)
+K_OP1(sin_, tf_sin)
+K_OP1(cos_, tf_cos)
+K_OP1(sign_, tf_sign)
+K_OP1(sigmoid, tf_sigmoid)
+K_OP1(tanh_, tf_tanh)
+K_OP1(gelu, tf_gelu)
+K_OP1(silu, tf_silu)
+K_OP1(abs_, tf_abs)
+K_OP2(add, tf_add)
+K_OP2(sub, tf_sub)
+K_OP2(mul, tf_mul)
+K_OP2(div, tf_div)
+K_OP2(gt, tf_gt)
+K_OP2(ge, tf_ge)
+K_OP2(le, tf_le)
+K_OP2(eq, tf_eq)
+K_OP2(pow_, tf_pow)
+K_OP2(matmul, tf_matmul)
+
+static tf_tensor *where(scratch *k, const tf_tensor *c, const tf_tensor *a, const tf_tensor *b) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_where(c, a, b, &o), &o);
+}
+
+/* A 0-d tensor of like's dtype and device. */
+static tf_tensor *num(scratch *k, const tf_tensor *like, double v) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_scalar(like->storage->dev, like->dtype, v, &o), &o);
+}
+
+static tf_tensor *sum(scratch *k, const tf_tensor *x, int axis, bool keepdim) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_sum(x, axis, keepdim, &o), &o);
+}
+
+static tf_tensor *mean(scratch *k, const tf_tensor *x, int axis, bool keepdim) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_mean(x, axis, keepdim, &o), &o);
+}
+
+static tf_tensor *reshape(scratch *k, const tf_tensor *x, int ndim, const int64_t *shape) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_reshape(x, ndim, shape, &o), &o);
+}
+
+static tf_tensor *expand(scratch *k, const tf_tensor *x, int ndim, const int64_t *shape) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_expand(x, ndim, shape, &o), &o);
+}
+
+static tf_tensor *unsqueeze(scratch *k, const tf_tensor *x, int axis) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_unsqueeze(x, axis, &o), &o);
+}
+
+static tf_tensor *transpose(scratch *k, const tf_tensor *x, int a, int b) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_transpose(x, a, b, &o), &o);
+}
+
+static tf_tensor *permute(scratch *k, const tf_tensor *x, const int *perm) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_permute(x, perm, &o), &o);
+}
+
+static tf_tensor *cast(scratch *k, const tf_tensor *x, tf_dtype dt) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_cast(x, dt, &o), &o);
+}
+
+/* Zeros in an input's shape, in like's dtype and on its device. */
+static tf_tensor *zeros_for(scratch *k, const tf__grad_edge *e, const tf_tensor *like) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_zeros(like->storage->dev, like->dtype, e->ndim, e->shape, &o), &o);
+}
+
+/* g, of a broadcast result's shape, summed down to (ndim, shape): over the
+ * leading axes the input lacked and over the axes where it had one. */
+static tf_tensor *sum_to(scratch *k, tf_tensor *g, int ndim, const int64_t *shape) {
+    while (k->s == TF_OK && g->ndim > ndim) g = sum(k, g, 0, false);
+    for (int i = 0; k->s == TF_OK && i < ndim; i++)
+        if (shape[i] == 1 && g->shape[i] != 1) g = sum(k, g, i, true);
+    return g;
+}
+
+static tf_tensor *sum_to_edge(scratch *k, tf_tensor *g, const tf__grad_edge *e) {
+    return k->s == TF_OK ? sum_to(k, g, e->ndim, e->shape) : NULL;
+}
+
+static tf_status unsupported(const tf__grad_node *n) {
+    return tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s (%s) has no gradient rule", n->fn, tf_op_name(n->a.op));
+}
+
+/* ---- elementwise ---- */
+
+/* d(op)/dx at x (or from the output y), times g. */
+static tf_tensor *unary_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf_tensor *x = n->in[0].saved, *y = n->out;
+    const tf_op_params *p = &n->a.p;
+    switch (n->a.op) {
+    case TF_OP_NEG: return neg(k, g);
+    case TF_OP_ABS: return mul(k, g, sign_(k, x));
+    case TF_OP_SIGN: case TF_OP_FLOOR: case TF_OP_CEIL: case TF_OP_ROUND: return mul(k, g, num(k, g, 0));
+    case TF_OP_EXP: return mul(k, g, y);
+    case TF_OP_EXPM1: return mul(k, g, add(k, y, num(k, y, 1)));
+    case TF_OP_LOG: return div(k, g, x);
+    case TF_OP_LOG1P: return div(k, g, add(k, x, num(k, x, 1)));
+    case TF_OP_SQRT: return div(k, mul(k, g, num(k, g, 0.5)), y);
+    case TF_OP_RSQRT: return mul(k, mul(k, g, num(k, g, -0.5)), mul(k, y, mul(k, y, y)));
+    case TF_OP_SIN: return mul(k, g, cos_(k, x));
+    case TF_OP_COS: return neg(k, mul(k, g, sin_(k, x)));
+    case TF_OP_TANH: return mul(k, g, sub(k, num(k, y, 1), mul(k, y, y)));
+    case TF_OP_SIGMOID: return mul(k, g, mul(k, y, sub(k, num(k, y, 1), y)));
+    case TF_OP_RELU: return where(k, gt(k, x, num(k, x, 0)), g, num(k, g, 0));
+    case TF_OP_LEAKY_RELU: return where(k, gt(k, x, num(k, x, 0)), g, mul(k, g, num(k, g, p->alpha)));
+    case TF_OP_CLAMP: {
+        /* PyTorch's rule: the gradient passes where lo <= x <= hi (a NaN bound is none) */
+        tf_tensor *pass = num(k, x, 1), *zero = num(k, g, 0);
+        if (!isnan(p->min_value)) pass = mul(k, pass, cast(k, ge(k, x, num(k, x, p->min_value)), x->dtype));
+        if (!isnan(p->max_value)) pass = mul(k, pass, cast(k, le(k, x, num(k, x, p->max_value)), x->dtype));
+        return k->s == TF_OK ? where(k, cast(k, pass, TF_BOOL), g, zero) : NULL;
+    }
+    case TF_OP_SILU: {                   /* s (1 + x (1 - s)) */
+        tf_tensor *s = sigmoid(k, x);
+        return mul(k, g, mul(k, s, add(k, num(k, x, 1), mul(k, x, sub(k, num(k, x, 1), s)))));
+    }
+    case TF_OP_SOFTPLUS: return mul(k, g, sigmoid(k, x));
+    case TF_OP_GELU: {                   /* Phi(x) + x phi(x); Phi = gelu(x) / x, 1/2 near 0 */
+        tf_tensor *tiny = gt(k, num(k, x, 1e-20), abs_(k, x));
+        tf_tensor *cdf = where(k, tiny, num(k, x, 0.5), div(k, gelu(k, x), x));
+        tf_tensor *pdf = mul(k, exp_(k, mul(k, mul(k, x, x), num(k, x, -0.5))), num(k, x, 0.3989422804014327));
+        return mul(k, g, add(k, cdf, mul(k, x, pdf)));
+    }
+    case TF_OP_GELU_TANH: {              /* t = tanh(c (x + a x^3)): (1 + t)/2 + x (1 - t^2) c (1 + 3 a x^2) / 2 */
+        const double c = 0.79788456080286535588, a = 0.044715;
+        tf_tensor *x2 = mul(k, x, x);
+        tf_tensor *t = tanh_(k, mul(k, num(k, x, c), add(k, x, mul(k, num(k, x, a), mul(k, x2, x)))));
+        tf_tensor *left = mul(k, num(k, x, 0.5), add(k, num(k, x, 1), t));
+        tf_tensor *dt = mul(k, sub(k, num(k, x, 1), mul(k, t, t)),
+                            mul(k, num(k, x, c), add(k, num(k, x, 1), mul(k, num(k, x, 3 * a), x2))));
+        return mul(k, g, add(k, left, mul(k, mul(k, num(k, x, 0.5), x), dt)));
+    }
+    case TF_OP_ASIN: return div(k, g, sqrt_(k, sub(k, num(k, x, 1), mul(k, x, x))));
+    case TF_OP_ACOS: return neg(k, div(k, g, sqrt_(k, sub(k, num(k, x, 1), mul(k, x, x)))));
+    case TF_OP_ATAN: return div(k, g, add(k, num(k, x, 1), mul(k, x, x)));
+    case TF_OP_ASINH: return div(k, g, sqrt_(k, add(k, mul(k, x, x), num(k, x, 1))));
+    case TF_OP_ACOSH: return div(k, g, sqrt_(k, sub(k, mul(k, x, x), num(k, x, 1))));
+    case TF_OP_ATANH: return div(k, g, sub(k, num(k, x, 1), mul(k, x, x)));
+    default: k->s = unsupported(n); return NULL;
+    }
+}
+
+/* Ties of maximum/minimum share the gradient, as PyTorch. */
+static void extremum_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, bool max, tf_tensor **ga,
+                           tf_tensor **gb) {
+    const tf_tensor *a = n->in[0].saved, *b = n->in[1].saved;
+    tf_tensor *wins = max ? gt(k, a, b) : gt(k, b, a), *tie = eq(k, a, b);
+    tf_tensor *half = mul(k, g, num(k, g, 0.5)), *zero = num(k, g, 0);
+    tf_tensor *share = where(k, tie, half, zero);
+    *ga = where(k, wins, g, share);
+    *gb = where(k, wins, zero, where(k, tie, half, g));
+}
+
+static void binary_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **ga, tf_tensor **gb) {
+    const tf_tensor *a = n->in[0].saved, *b = n->in[1].saved, *y = n->out;
+    switch (n->a.op) {
+    case TF_OP_ADD: *ga = g; *gb = g; return;
+    case TF_OP_SUB: *ga = g; *gb = neg(k, g); return;
+    case TF_OP_MUL: *ga = mul(k, g, b); *gb = mul(k, g, a); return;
+    case TF_OP_DIV: *ga = div(k, g, b); *gb = neg(k, div(k, mul(k, g, y), b)); return;
+    case TF_OP_POW: {                    /* y b / a would divide by a zero base: a^(b-1) instead */
+        *ga = mul(k, g, mul(k, b, pow_(k, a, sub(k, b, num(k, b, 1)))));
+        tf_tensor *zero_base = eq(k, a, num(k, a, 0));
+        *gb = where(k, zero_base, num(k, g, 0), mul(k, g, mul(k, y, log_(k, a))));
+        return;
+    }
+    case TF_OP_MAXIMUM: extremum_grads(k, n, g, true, ga, gb); return;
+    case TF_OP_MINIMUM: extremum_grads(k, n, g, false, ga, gb); return;
+    case TF_OP_SWIGLU: {                 /* silu(a) b */
+        tf_tensor *s = sigmoid(k, a);
+        tf_tensor *dsilu = mul(k, s, add(k, num(k, a, 1), mul(k, a, sub(k, num(k, a, 1), s))));
+        *ga = mul(k, g, mul(k, b, dsilu));
+        *gb = mul(k, g, silu(k, a));
+        return;
+    }
+    case TF_OP_ATAN2: {                  /* atan2(a, b): (b, -a) / (a^2 + b^2) */
+        tf_tensor *r2 = add(k, mul(k, a, a), mul(k, b, b));
+        *ga = div(k, mul(k, g, b), r2);
+        *gb = neg(k, div(k, mul(k, g, a), r2));
+        return;
+    }
+    default: k->s = unsupported(n); return;
+    }
+}
+
+/* ---- reductions ---- */
+
+/* g back in the input's rank (the reduced axes of size 1), then broadcast
+ * over the input's shape. */
+static tf_tensor *spread_back(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf__grad_edge *e = &n->in[0];
+    int64_t kshape[TF_MAX_DIMS];
+    bool all = n->a.p.axis == TF_ALL_AXES;
+    for (int i = 0; i < e->ndim; i++) kshape[i] = all || i == n->a.p.axis ? 1 : e->shape[i];
+    tf_tensor *kept = reshape(k, g, e->ndim, kshape);
+    return expand(k, kept, e->ndim, e->shape);
+}
+
+static int64_t reduced_count(const tf__grad_node *n) {
+    const tf__grad_edge *e = &n->in[0];
+    if (n->a.p.axis != TF_ALL_AXES) return e->shape[n->a.p.axis];
+    int64_t c = 1;
+    for (int i = 0; i < e->ndim; i++) c *= e->shape[i];
+    return c;
+}
+
+static tf_tensor *reduce_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf_tensor *x = n->in[0].saved;
+    const double count = (double)reduced_count(n);
+    tf_tensor *gb = spread_back(k, n, g);
+    switch (n->a.op) {
+    case TF_OP_SUM: return gb;
+    case TF_OP_MEAN: return div(k, gb, num(k, gb, count));
+    case TF_OP_MAX: case TF_OP_MIN: {    /* shared among the elements equal to the extremum */
+        tf_tensor *hit = cast(k, eq(k, x, spread_back(k, n, n->out)), g->dtype);
+        tf_tensor *ties = spread_back(k, n, sum(k, hit, n->a.p.axis, false));
+        return div(k, mul(k, gb, hit), ties);
+    }
+    case TF_OP_PROD: return div(k, mul(k, gb, spread_back(k, n, n->out)), x);
+    case TF_OP_LOGSUMEXP: return mul(k, gb, exp_(k, sub(k, x, spread_back(k, n, n->out))));
+    case TF_OP_VAR: case TF_OP_STD: {    /* var: 2 (x - mean) / (N - c); std: that / (2 std) */
+        double dof = count - (double)n->a.p.correction;
+        tf_tensor *centered = sub(k, x, mean(k, x, n->a.p.axis, true));
+        tf_tensor *d = mul(k, centered, num(k, x, (n->a.op == TF_OP_VAR ? 2.0 : 1.0) / (dof > 0 ? dof : 0)));
+        if (n->a.op == TF_OP_STD) d = div(k, d, spread_back(k, n, n->out));
+        return mul(k, gb, d);
+    }
+    default: k->s = unsupported(n); return NULL;
+    }
+}
+
+/* ---- products ---- */
+
+/* NumPy matmul: a 1-d operand is a row (a) or a column (b); the batch axes
+ * broadcast. da = g b^T, db = a^T g, summed back over broadcast batches. */
+static void matmul_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **ga, tf_tensor **gb) {
+    const tf_tensor *a = n->in[0].saved, *b = n->in[1].saved;
+    const tf_tensor *a2 = a->ndim == 1 ? unsqueeze(k, a, 0) : a, *b2 = b->ndim == 1 ? unsqueeze(k, b, 1) : b;
+    tf_tensor *g2 = g;
+    if (a->ndim == 1) g2 = unsqueeze(k, g2, g2 ? g2->ndim - (b->ndim == 1 ? 0 : 1) : 0);
+    if (b->ndim == 1 && g2) g2 = unsqueeze(k, g2, g2->ndim);
+    if (k->s != TF_OK) return;
+    if (n->in[0].needs) {
+        tf_tensor *d = matmul(k, g2, transpose(k, b2, -1, -2));
+        d = k->s == TF_OK ? sum_to(k, d, a2->ndim, a2->shape) : NULL;
+        *ga = reshape(k, d, a->ndim, a->shape);
+    }
+    if (n->in[1].needs) {
+        tf_tensor *d = matmul(k, transpose(k, a2, -1, -2), g2);
+        d = k->s == TF_OK ? sum_to(k, d, b2->ndim, b2->shape) : NULL;
+        *gb = reshape(k, d, b->ndim, b->shape);
+    }
+}
+
+/* out = alpha op(a) op(b) + beta c, op a transpose where asked. */
+static void gemm_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf_tensor *a = n->in[0].saved, *b = n->in[1].saved;
+    bool ta = n->a.i[0], tb = n->a.i[1];
+    tf_tensor *ga = mul(k, g, num(k, g, n->a.p.alpha));
+    const tf_tensor *opa = ta ? transpose(k, a, -1, -2) : a, *opb = tb ? transpose(k, b, -1, -2) : b;
+    if (k->s != TF_OK) return;
+    if (n->in[0].needs) {                /* d op(a) = ga op(b)^T; da is its transpose when ta */
+        tf_tensor *d = matmul(k, ga, transpose(k, opb, -1, -2));
+        if (ta) d = transpose(k, d, -1, -2);
+        grads[0] = k->s == TF_OK ? sum_to(k, d, a->ndim, a->shape) : NULL;
+    }
+    if (n->in[1].needs) {
+        tf_tensor *d = matmul(k, transpose(k, opa, -1, -2), ga);
+        if (tb) d = transpose(k, d, -1, -2);
+        grads[1] = k->s == TF_OK ? sum_to(k, d, b->ndim, b->shape) : NULL;
+    }
+    if (n->n_in > 2 && n->in[2].needs) grads[2] = sum_to_edge(k, mul(k, g, num(k, g, n->a.p.beta)), &n->in[2]);
+}
+
+/* ---- rows: softmax, log_softmax, rmsnorm, layernorm (the last axis for norms) ---- */
+
+static void row_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const int ax = n->a.p.axis;
+    const tf_tensor *y = n->out, *x = n->in[0].saved, *w = n->n_in > 1 ? n->in[1].saved : NULL;
+    switch (n->a.op) {
+    case TF_OP_SOFTMAX:                  /* y (g - sum(g y)) */
+        grads[0] = mul(k, y, sub(k, g, sum(k, mul(k, g, y), ax, true)));
+        return;
+    case TF_OP_LOG_SOFTMAX:              /* g - exp(y) sum(g) */
+        grads[0] = sub(k, g, mul(k, exp_(k, y), sum(k, g, ax, true)));
+        return;
+    case TF_OP_RMSNORM: {                /* y = x r w, r = 1/sqrt(mean(x^2) + eps) */
+        tf_tensor *r = div(k, num(k, x, 1), sqrt_(k, add(k, mean(k, mul(k, x, x), -1, true), num(k, x, n->a.p.eps))));
+        tf_tensor *gw = w ? mul(k, g, w) : g;
+        tf_tensor *proj = mean(k, mul(k, gw, x), -1, true);
+        grads[0] = sub(k, mul(k, gw, r), mul(k, x, mul(k, proj, mul(k, r, mul(k, r, r)))));
+        if (w && n->in[1].needs) grads[1] = sum_to_edge(k, mul(k, g, mul(k, x, r)), &n->in[1]);
+        return;
+    }
+    case TF_OP_LAYERNORM: {              /* xhat = (x - mu) r: dx = r (gh - mean(gh) - xhat mean(gh xhat)) */
+        tf_tensor *centered = sub(k, x, mean(k, x, -1, true));
+        tf_tensor *var = mean(k, mul(k, centered, centered), -1, true);
+        tf_tensor *r = div(k, num(k, x, 1), sqrt_(k, add(k, var, num(k, x, n->a.p.eps))));
+        tf_tensor *xhat = mul(k, centered, r);
+        tf_tensor *gh = w ? mul(k, g, w) : g;
+        tf_tensor *inner = sub(k, sub(k, gh, mean(k, gh, -1, true)), mul(k, xhat, mean(k, mul(k, gh, xhat), -1, true)));
+        grads[0] = mul(k, r, inner);
+        if (w && n->in[1].needs) grads[1] = sum_to_edge(k, mul(k, g, xhat), &n->in[1]);
+        if (n->n_in > 2 && n->in[2].needs) grads[2] = sum_to_edge(k, g, &n->in[2]);
+        return;
+    }
+    default: k->s = unsupported(n); return;
+    }
+}
+
+/* ---- views and moves ---- */
+
+static tf_tensor *slice_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    tf_tensor *full = zeros_for(k, &n->in[0], g), *window = NULL;
+    if (k->s != TF_OK) return NULL;
+    int64_t axis = n->a.i[0], start = n->a.i[1], step = n->a.i[2];
+    int64_t stop = start + (g->shape[axis] - 1) * step + 1;
+    if (keep(k, tf_slice(full, (int)axis, start, stop, step, &window), &window) && k->s == TF_OK)
+        k->s = tf_copy_into(window, g);
+    return full;
+}
+
+static tf_tensor *permute_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    int inverse[TF_MAX_DIMS];
+    for (int i = 0; i < n->in[0].ndim; i++) inverse[n->a.perm[i]] = i;
+    return permute(k, g, inverse);
+}
+
+/* where(c, a, b): g goes to a where c holds, to b elsewhere. */
+static void where_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf_tensor *c = n->in[0].saved;
+    tf_tensor *zero = num(k, g, 0);
+    if (n->in[1].needs) grads[1] = sum_to_edge(k, where(k, c, g, zero), &n->in[1]);
+    if (n->in[2].needs) grads[2] = sum_to_edge(k, where(k, c, zero, g), &n->in[2]);
+}
+
+/* A one-hot [k, n] (like's dtype) of an index of k elements over n classes. */
+static tf_tensor *one_hot(scratch *k, const tf_tensor *index, int64_t classes, const tf_tensor *like) {
+    tf_tensor *range = NULL;
+    if (k->s != TF_OK) return NULL;
+    keep(k, tf_arange(like->storage->dev, TF_I64, 0, (double)classes, 1, &range), &range);
+    int64_t col[2] = {tf_tensor_numel(index), 1};
+    tf_tensor *idx = reshape(k, cast(k, index, TF_I64), 2, col);
+    return k->s == TF_OK ? cast(k, eq(k, idx, range), like->dtype) : NULL;
+}
+
+/* index_select along axis: the picked rows' gradients summed back into
+ * their rows, as a product with the one-hot of the index. */
+static tf_tensor *index_select_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf__grad_edge *e = &n->in[0];
+    int ax = n->a.p.axis, last = e->ndim - 1;
+    tf_tensor *oh = one_hot(k, n->in[1].saved, e->shape[ax], g);
+    tf_tensor *moved = ax == last ? g : transpose(k, g, ax, last);   /* [..., k] */
+    tf_tensor *d = matmul(k, moved, oh);                            /* [..., n] */
+    return ax == last ? d : transpose(k, d, ax, last);
+}
+
+/* gather along axis with index of x's rank (the other axes alike). */
+static tf_tensor *gather_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf__grad_edge *e = &n->in[0];
+    const tf_tensor *index = n->in[1].saved;
+    int ax = n->a.p.axis;
+    for (int i = 0; i < e->ndim; i++)
+        if (i != ax && index->shape[i] != e->shape[i]) {
+            k->s = tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s's gradient needs an index as wide as x off its "
+                             "axis", n->fn);
+            return NULL;
+        }
+    /* hit[..., j, c, ...] = index[..., j, ...] == c; dx = sum_j hit g */
+    int64_t rshape[TF_MAX_DIMS];
+    for (int i = 0; i <= e->ndim; i++) rshape[i] = 1;
+    rshape[ax + 1] = e->shape[ax];
+    tf_tensor *range = NULL;
+    if (k->s == TF_OK) keep(k, tf_arange(g->storage->dev, TF_I64, 0, (double)e->shape[ax], 1, &range), &range);
+    tf_tensor *r = range ? reshape(k, range, e->ndim + 1, rshape) : NULL;
+    tf_tensor *hit = cast(k, eq(k, unsqueeze(k, cast(k, index, TF_I64), ax + 1), r), g->dtype);
+    return sum(k, mul(k, hit, unsqueeze(k, g, ax + 1)), ax, false);
+}
+
+/* ---- dispatch ---- */
+
+static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf__grad_edge *e0 = &n->in[0];
+    switch (n->a.rule) {
+    case TF__GRAD_UNARY: grads[0] = unary_grad(k, n, g); return;
+    case TF__GRAD_BINARY: {
+        tf_tensor *ga = NULL, *gb = NULL;
+        binary_grads(k, n, g, &ga, &gb);
+        if (n->in[0].needs && ga) grads[0] = sum_to_edge(k, ga, &n->in[0]);
+        if (n->in[1].needs && gb) grads[1] = sum_to_edge(k, gb, &n->in[1]);
+        return;
+    }
+    case TF__GRAD_REDUCE: grads[0] = reduce_grad(k, n, g); return;
+    case TF__GRAD_MATMUL: matmul_grads(k, n, g, &grads[0], &grads[1]); return;
+    case TF__GRAD_GEMM: gemm_grads(k, n, g, grads); return;
+    case TF__GRAD_VIEW: grads[0] = reshape(k, g, e0->ndim, e0->shape); return;
+    case TF__GRAD_PERMUTE: grads[0] = permute_grad(k, n, g); return;
+    case TF__GRAD_SLICE: grads[0] = slice_grad(k, n, g); return;
+    case TF__GRAD_EXPAND: grads[0] = sum_to_edge(k, g, e0); return;
+    case TF__GRAD_CAST: grads[0] = g; return;
+    case TF__GRAD_ROW: row_grads(k, n, g, grads); return;
+    case TF__GRAD_WHERE: where_grads(k, n, g, grads); return;
+    case TF__GRAD_GATHER: grads[0] = gather_grad(k, n, g); return;
+    case TF__GRAD_INDEX_SELECT: grads[0] = index_select_grad(k, n, g); return;
+    case TF__GRAD_NONE: break;
+    }
+    k->s = unsupported(n);
+}
+
+tf_status tf__grad_rule_run(const tf__grad_node *n, const tf_tensor *g, tf_tensor **grads) {
+    scratch k = {.n = 0, .s = TF_OK};
+    tf_tensor *view[TF__GRAD_MAX_IN] = {NULL};
+    run_rule(&k, n, (tf_tensor *)g, view);
+    for (int i = 0; i < n->n_in; i++) grads[i] = n->in[i].needs && view[i] ? take(&k, view[i]) : NULL;
+    for (int i = 0; i < k.n; i++) tf_tensor_release(k.t[i]);
+    if (k.s != TF_OK)
+        for (int i = 0; i < n->n_in; i++) {
+            tf_tensor_release(grads[i]);
+            grads[i] = NULL;
+        }
+    return k.s;
+}

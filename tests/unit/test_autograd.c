@@ -1,0 +1,527 @@
+/* Autograd: every gradient rule against float64 central differences on
+ * fresh random inputs, on every device (the analytic gradient in f32 on the
+ * device, the numeric one in f64 on the CPU), and the tape's rules: leaves,
+ * accumulation, retain_graph, no-grad, detach, in-place writes refused,
+ * the version counter, ops without a rule named. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "helpers.h"
+
+#define MAXIN 3
+
+typedef enum { ANY, POS, UNIT, GE1 } domain;
+
+/* One case: inputs' shapes and domain, and the function of them. */
+typedef struct gcase {
+    const char *name;
+    int n;
+    int ndim[MAXIN];
+    int64_t shape[MAXIN][4];
+    domain dom[MAXIN];
+    tf_status (*f)(tf_tensor *const *in, tf_tensor **out);
+} gcase;
+
+/* ---- the functions ---- */
+
+#define UNARY(name, call) \
+    static tf_status f_##name(tf_tensor *const *in, tf_tensor **out) { return call(in[0], out); }
+#define BINARY(name, call) \
+    static tf_status f_##name(tf_tensor *const *in, tf_tensor **out) { return call(in[0], in[1], out); }
+UNARY(neg, tf_neg)
+UNARY(exp, tf_exp)
+UNARY(log, tf_log)
+UNARY(log1p, tf_log1p)
+UNARY(expm1, tf_expm1)
+UNARY(sqrt, tf_sqrt)
+UNARY(rsqrt, tf_rsqrt)
+UNARY(sin, tf_sin)
+UNARY(cos, tf_cos)
+UNARY(tanh, tf_tanh)
+UNARY(sigmoid, tf_sigmoid)
+UNARY(relu, tf_relu)
+UNARY(gelu, tf_gelu)
+UNARY(gelu_tanh, tf_gelu_tanh)
+UNARY(silu, tf_silu)
+UNARY(softplus, tf_softplus)
+UNARY(abs, tf_abs)
+UNARY(asin, tf_asin)
+UNARY(acos, tf_acos)
+UNARY(atan, tf_atan)
+UNARY(asinh, tf_asinh)
+UNARY(acosh, tf_acosh)
+UNARY(atanh, tf_atanh)
+BINARY(add, tf_add)
+BINARY(sub, tf_sub)
+BINARY(mul, tf_mul)
+BINARY(div, tf_div)
+BINARY(pow, tf_pow)
+BINARY(maximum, tf_maximum)
+BINARY(minimum, tf_minimum)
+BINARY(swiglu, tf_swiglu)
+BINARY(atan2, tf_atan2)
+BINARY(matmul, tf_matmul)
+
+static tf_status f_leaky(tf_tensor *const *in, tf_tensor **out) { return tf_leaky_relu(in[0], 0.1, out); }
+static tf_status f_clamp(tf_tensor *const *in, tf_tensor **out) { return tf_clamp(in[0], -0.5, 0.7, out); }
+static tf_status f_sum_all(tf_tensor *const *in, tf_tensor **out) { return tf_sum(in[0], TF_ALL_AXES, false, out); }
+static tf_status f_sum_keep(tf_tensor *const *in, tf_tensor **out) { return tf_sum(in[0], 1, true, out); }
+static tf_status f_mean0(tf_tensor *const *in, tf_tensor **out) { return tf_mean(in[0], 0, false, out); }
+static tf_status f_max1(tf_tensor *const *in, tf_tensor **out) { return tf_max(in[0], 1, false, out); }
+static tf_status f_min_all(tf_tensor *const *in, tf_tensor **out) { return tf_min(in[0], TF_ALL_AXES, false, out); }
+static tf_status f_prod1(tf_tensor *const *in, tf_tensor **out) { return tf_prod(in[0], 1, false, out); }
+static tf_status f_var1(tf_tensor *const *in, tf_tensor **out) { return tf_var(in[0], 1, 1, false, out); }
+static tf_status f_std0(tf_tensor *const *in, tf_tensor **out) { return tf_std(in[0], 0, 0, true, out); }
+static tf_status f_lse1(tf_tensor *const *in, tf_tensor **out) { return tf_logsumexp(in[0], 1, false, out); }
+static tf_status f_softmax(tf_tensor *const *in, tf_tensor **out) { return tf_softmax(in[0], 1, out); }
+static tf_status f_log_softmax(tf_tensor *const *in, tf_tensor **out) { return tf_log_softmax(in[0], 0, out); }
+static tf_status f_rmsnorm(tf_tensor *const *in, tf_tensor **out) { return tf_rmsnorm(in[0], in[1], 1e-5, out); }
+static tf_status f_layernorm(tf_tensor *const *in, tf_tensor **out) {
+    return tf_layernorm(in[0], in[1], in[2], 1e-5, out);
+}
+static tf_status f_linear(tf_tensor *const *in, tf_tensor **out) { return tf_linear(in[0], in[1], in[2], out); }
+static tf_status f_gemm(tf_tensor *const *in, tf_tensor **out) {
+    return tf_gemm(in[0], in[1], in[2], 0.7, 1.3, true, true, out);
+}
+static tf_status f_reshape(tf_tensor *const *in, tf_tensor **out) {
+    return tf_reshape(in[0], 2, (int64_t[]){4, 6}, out);
+}
+static tf_status f_permute_mul(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *p = NULL;
+    tf_status s = tf_permute(in[0], (int[]){2, 0, 1}, &p);
+    if (s == TF_OK) s = tf_mul(p, p, out);
+    tf_tensor_release(p);
+    return s;
+}
+static tf_status f_slice(tf_tensor *const *in, tf_tensor **out) { return tf_slice(in[0], 1, 1, 6, 2, out); }
+static tf_status f_expand(tf_tensor *const *in, tf_tensor **out) {
+    return tf_expand(in[0], 3, (int64_t[]){2, 3, 4}, out);
+}
+static tf_status f_squeeze(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *u = NULL;
+    tf_status s = tf_unsqueeze(in[0], 0, &u);
+    if (s == TF_OK) s = tf_squeeze(u, 0, out);
+    tf_tensor_release(u);
+    return s;
+}
+static tf_status f_contiguous_t(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *t = NULL;
+    tf_status s = tf_transpose(in[0], 0, 1, &t);
+    if (s == TF_OK) s = tf_contiguous(t, out);
+    tf_tensor_release(t);
+    return s;
+}
+static tf_status f_cast(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *d = NULL, *e = NULL;
+    tf_status s = tf_cast(in[0], TF_F64, &d);
+    if (s == TF_OK) s = tf_exp(d, &e);
+    if (s == TF_OK) s = tf_cast(e, tf_tensor_dtype(in[0]) == TF_F64 ? TF_F64 : TF_F32, out);
+    tf_tensor_release(d);
+    tf_tensor_release(e);
+    return s;
+}
+static tf_status f_where(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *c = NULL;
+    tf_status s = tf_gt(in[1], in[0], &c);         /* the condition itself takes no gradient */
+    if (s == TF_OK) s = tf_where(c, in[0], in[1], out);
+    tf_tensor_release(c);
+    return s;
+}
+/* The same tensor used twice: gradients accumulate. */
+static tf_status f_reuse(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *t = NULL;
+    tf_status s = tf_tanh(in[0], &t);
+    if (s == TF_OK) s = tf_mul(t, in[0], out);
+    tf_tensor_release(t);
+    return s;
+}
+
+static tf_tensor *ids_on(const tf_tensor *like, int ndim, const int64_t *shape, const int64_t *v) {
+    tf_tensor *t = NULL;
+    OK(tf_tensor_from_data(tf_tensor_device(like), TF_I64, ndim, shape, v, &t));
+    return t;
+}
+static tf_status f_gather(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *idx = ids_on(in[0], 2, (int64_t[]){3, 2}, (int64_t[]){0, 3, 2, 2, 4, 1});
+    tf_status s = tf_gather(in[0], 1, idx, out);
+    tf_tensor_release(idx);
+    return s;
+}
+static tf_status f_index_select(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *idx = ids_on(in[0], 1, (int64_t[]){4}, (int64_t[]){2, 0, 2, 3});
+    tf_status s = tf_index_select(in[0], 1, idx, out);
+    tf_tensor_release(idx);
+    return s;
+}
+static tf_status f_embedding(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *idx = ids_on(in[0], 2, (int64_t[]){2, 3}, (int64_t[]){4, 1, 1, 0, 3, 4});
+    tf_status s = tf_embedding(in[0], idx, out);
+    tf_tensor_release(idx);
+    return s;
+}
+static tf_status f_cross_entropy(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *t = ids_on(in[0], 1, (int64_t[]){4}, (int64_t[]){2, -100, 0, 4});
+    tf_status s = tf_cross_entropy(in[0], t, -100, TF_REDUCTION_MEAN, out);
+    tf_tensor_release(t);
+    return s;
+}
+static tf_status f_batch_norm(tf_tensor *const *in, tf_tensor **out) {
+    return tf_batch_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5, out);
+}
+
+
+static const gcase cases[] = {
+    {"neg", 1, {2}, {{3, 4}}, {ANY}, f_neg},
+    {"exp", 1, {2}, {{3, 4}}, {ANY}, f_exp},
+    {"log", 1, {2}, {{3, 4}}, {POS}, f_log},
+    {"log1p", 1, {2}, {{3, 4}}, {POS}, f_log1p},
+    {"expm1", 1, {2}, {{3, 4}}, {ANY}, f_expm1},
+    {"sqrt", 1, {2}, {{3, 4}}, {POS}, f_sqrt},
+    {"rsqrt", 1, {2}, {{3, 4}}, {POS}, f_rsqrt},
+    {"sin", 1, {2}, {{3, 4}}, {ANY}, f_sin},
+    {"cos", 1, {2}, {{3, 4}}, {ANY}, f_cos},
+    {"tanh", 1, {2}, {{3, 4}}, {ANY}, f_tanh},
+    {"sigmoid", 1, {2}, {{3, 4}}, {ANY}, f_sigmoid},
+    {"relu", 1, {2}, {{3, 4}}, {ANY}, f_relu},
+    {"leaky_relu", 1, {2}, {{3, 4}}, {ANY}, f_leaky},
+    {"gelu", 1, {2}, {{3, 4}}, {ANY}, f_gelu},
+    {"gelu_tanh", 1, {2}, {{3, 4}}, {ANY}, f_gelu_tanh},
+    {"silu", 1, {2}, {{3, 4}}, {ANY}, f_silu},
+    {"softplus", 1, {2}, {{3, 4}}, {ANY}, f_softplus},
+    {"abs", 1, {2}, {{3, 4}}, {ANY}, f_abs},
+    {"clamp", 1, {2}, {{3, 4}}, {ANY}, f_clamp},
+    {"asin", 1, {2}, {{3, 4}}, {UNIT}, f_asin},
+    {"acos", 1, {2}, {{3, 4}}, {UNIT}, f_acos},
+    {"atan", 1, {2}, {{3, 4}}, {ANY}, f_atan},
+    {"asinh", 1, {2}, {{3, 4}}, {ANY}, f_asinh},
+    {"acosh", 1, {2}, {{3, 4}}, {GE1}, f_acosh},
+    {"atanh", 1, {2}, {{3, 4}}, {UNIT}, f_atanh},
+    {"add (broadcast)", 2, {2, 1}, {{3, 4}, {4}}, {ANY, ANY}, f_add},
+    {"sub (broadcast)", 2, {3, 2}, {{2, 3, 4}, {3, 1}}, {ANY, ANY}, f_sub},
+    {"mul (broadcast)", 2, {2, 2}, {{3, 4}, {3, 1}}, {ANY, ANY}, f_mul},
+    {"div (broadcast)", 2, {2, 1}, {{3, 4}, {4}}, {ANY, POS}, f_div},
+    {"pow", 2, {2, 2}, {{3, 4}, {3, 4}}, {POS, ANY}, f_pow},
+    {"maximum", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_maximum},
+    {"minimum", 2, {2, 1}, {{3, 4}, {4}}, {ANY, ANY}, f_minimum},
+    {"swiglu", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_swiglu},
+    {"atan2", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, POS}, f_atan2},
+    {"sum all", 1, {2}, {{3, 4}}, {ANY}, f_sum_all},
+    {"sum axis keepdim", 1, {3}, {{2, 3, 4}}, {ANY}, f_sum_keep},
+    {"mean axis 0", 1, {2}, {{3, 4}}, {ANY}, f_mean0},
+    {"max axis 1", 1, {2}, {{3, 4}}, {ANY}, f_max1},
+    {"min all", 1, {2}, {{3, 4}}, {ANY}, f_min_all},
+    {"prod axis 1", 1, {2}, {{3, 4}}, {POS}, f_prod1},
+    {"var axis 1", 1, {2}, {{3, 5}}, {ANY}, f_var1},
+    {"std axis 0", 1, {2}, {{4, 3}}, {ANY}, f_std0},
+    {"logsumexp", 1, {2}, {{3, 4}}, {ANY}, f_lse1},
+    {"matmul 2-d", 2, {2, 2}, {{3, 4}, {4, 5}}, {ANY, ANY}, f_matmul},
+    {"matmul batched", 2, {4, 3}, {{2, 1, 3, 4}, {3, 4, 2}}, {ANY, ANY}, f_matmul},
+    {"matmul vector-matrix", 2, {1, 2}, {{4}, {4, 3}}, {ANY, ANY}, f_matmul},
+    {"matmul matrix-vector", 2, {2, 1}, {{3, 4}, {4}}, {ANY, ANY}, f_matmul},
+    {"gemm transposed", 3, {2, 2, 2}, {{4, 3}, {5, 4}, {3, 5}}, {ANY, ANY, ANY}, f_gemm},
+    {"linear", 3, {3, 2, 1}, {{2, 3, 4}, {5, 4}, {5}}, {ANY, ANY, ANY}, f_linear},
+    {"reshape", 1, {3}, {{2, 3, 4}}, {ANY}, f_reshape},
+    {"permute", 1, {3}, {{2, 3, 4}}, {ANY}, f_permute_mul},
+    {"slice step 2", 1, {2}, {{3, 7}}, {ANY}, f_slice},
+    {"expand", 1, {2}, {{3, 1}}, {ANY}, f_expand},
+    {"squeeze unsqueeze", 1, {2}, {{3, 4}}, {ANY}, f_squeeze},
+    {"contiguous", 1, {2}, {{3, 4}}, {ANY}, f_contiguous_t},
+    {"cast", 1, {2}, {{3, 4}}, {ANY}, f_cast},
+    {"softmax", 1, {2}, {{3, 5}}, {ANY}, f_softmax},
+    {"log_softmax", 1, {2}, {{4, 3}}, {ANY}, f_log_softmax},
+    {"rmsnorm", 2, {2, 1}, {{3, 6}, {6}}, {ANY, ANY}, f_rmsnorm},
+    {"layernorm", 3, {2, 1, 1}, {{3, 6}, {6}, {6}}, {ANY, ANY, ANY}, f_layernorm},
+    {"where", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_where},
+    {"reuse", 1, {2}, {{3, 4}}, {ANY}, f_reuse},
+    {"gather", 1, {2}, {{3, 5}}, {ANY}, f_gather},
+    {"index_select", 1, {2}, {{3, 5}}, {ANY}, f_index_select},
+    {"embedding", 1, {2}, {{5, 3}}, {ANY}, f_embedding},
+    {"cross_entropy", 1, {2}, {{4, 5}}, {ANY}, f_cross_entropy},
+    {"batch_norm", 3, {4, 1, 1}, {{4, 3, 2, 2}, {3}, {3}}, {ANY, ANY, ANY}, f_batch_norm},
+};
+
+/* ---- the check ---- */
+
+static int64_t numel_of(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+static double draw(domain d) {
+    double u = (double)rand() / RAND_MAX;
+    switch (d) {
+    case POS: return 0.3 + 1.7 * u;
+    case UNIT: return -0.8 + 1.6 * u;
+    case GE1: return 1.2 + 2.0 * u;
+    default: return -1.5 + 3.0 * u;
+    }
+}
+
+/* Values apart from one another and from the kinks (0 for relu and abs,
+ * clamp's bounds, ties of max): a central difference across a kink is not
+ * a derivative. */
+static void fill_inputs(const gcase *c, double **v) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t n = numel_of(c->ndim[i], c->shape[i]);
+        v[i] = malloc((size_t)n * sizeof **v);
+        for (int64_t j = 0; j < n; j++) {
+            double x;
+            bool near;
+            do {
+                x = draw(c->dom[i]);
+                near = fabs(x) < 0.05 || fabs(x + 0.5) < 0.05 || fabs(x - 0.7) < 0.05;
+                for (int64_t k = 0; k < j && !near; k++) near = fabs(v[i][k] - x) < 0.02;
+            } while (near);
+            v[i][j] = x;
+        }
+    }
+}
+
+static tf_tensor *make(tf_device *d, tf_dtype dt, int ndim, const int64_t *shape, const double *v) {
+    int64_t n = numel_of(ndim, shape);
+    tf_tensor *t = NULL;
+    if (dt == TF_F64) {
+        OK(tf_tensor_from_data(d, TF_F64, ndim, shape, v, &t));
+    } else {
+        float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+        for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+        OK(tf_tensor_from_data(d, TF_F32, ndim, shape, f, &t));
+        free(f);
+    }
+    return t;
+}
+
+static double *weights_for(int64_t n) {
+    double *w = malloc((size_t)n * sizeof *w);
+    for (int64_t i = 0; i < n; i++) w[i] = 0.5 + (double)((i * 7919) % 13) / 13.0;
+    return w;
+}
+
+/* loss = sum(f(in) * w) in f64 on the CPU. */
+static double loss_f64(const gcase *c, double **v) {
+    tf_tensor *in[MAXIN] = {NULL}, *out = NULL, *w = NULL, *p = NULL, *l = NULL;
+    for (int i = 0; i < c->n; i++) in[i] = make(cpu_device(), TF_F64, c->ndim[i], c->shape[i], v[i]);
+    OK(c->f(in, &out));
+    double *wv = weights_for(tf_tensor_numel(out));
+    w = make(cpu_device(), TF_F64, tf_tensor_ndim(out), tf_tensor_shape(out), wv);
+    OK(tf_mul(out, w, &p));
+    OK(tf_sum(p, TF_ALL_AXES, false, &l));
+    double r = 0;
+    OK(tf_tensor_read(l, &r, sizeof r));
+    tf_tensor *all[] = {out, w, p, l, in[0], in[1], in[2]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    free(wv);
+    return r;
+}
+
+static int checked_elements;
+
+static void check_case(tf_device *d, const gcase *c) {
+    double *v[MAXIN] = {NULL};
+    fill_inputs(c, v);
+    tf_tensor *in[MAXIN] = {NULL}, *out = NULL, *w = NULL, *p = NULL, *loss = NULL;
+    for (int i = 0; i < c->n; i++) {
+        in[i] = make(d, TF_F32, c->ndim[i], c->shape[i], v[i]);
+        OK(tf_set_requires_grad(in[i], true));
+    }
+    tf_status s = c->f(in, &out);
+    if (s != TF_OK) fail_msg("%s on %s: forward failed: %s", c->name, tf_device_name(d), tf_last_error());
+    double *wv = weights_for(tf_tensor_numel(out));
+    w = make(d, TF_F32, tf_tensor_ndim(out), tf_tensor_shape(out), wv);
+    OK(tf_mul(out, w, &p));
+    OK(tf_sum(p, TF_ALL_AXES, false, &loss));
+    assert_true(tf_requires_grad(loss));
+    assert_false(tf_is_leaf(loss));
+    s = tf_backward(loss, NULL, 0);
+    if (s != TF_OK) fail_msg("%s on %s: backward failed: %s", c->name, tf_device_name(d), tf_last_error());
+    for (int i = 0; i < c->n; i++) {
+        int64_t n = numel_of(c->ndim[i], c->shape[i]);
+        tf_tensor *g = tf_grad(in[i]);
+        if (!g) fail_msg("%s on %s: input %d got no gradient", c->name, tf_device_name(d), i);
+        expect_shape(g, c->ndim[i], c->shape[i]);
+        float *got = malloc((size_t)n * sizeof *got);
+        OK(tf_tensor_read(g, got, (size_t)n * sizeof *got));
+        double err = 0, norm = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double keep = v[i][j], h = 1e-6 * (1 + fabs(keep));
+            v[i][j] = keep + h;
+            double up = loss_f64(c, v);
+            v[i][j] = keep - h;
+            double down = loss_f64(c, v);
+            v[i][j] = keep;
+            double want = (up - down) / (2 * h);
+            err += (got[j] - want) * (got[j] - want);
+            norm += want * want;
+            checked_elements++;
+        }
+        if (sqrt(err) > 2e-4 * (sqrt(norm) + 1e-3))
+            fail_msg("%s on %s: input %d's gradient is off: |error| %.3g against |gradient| %.3g", c->name,
+                     tf_device_name(d), i, sqrt(err), sqrt(norm));
+        free(got);
+    }
+    tf_tensor *all[] = {out, w, p, loss, in[0], in[1], in[2]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    for (int i = 0; i < c->n; i++) free(v[i]);
+    free(wv);
+}
+
+static bool real_device(const tf_device *d) {
+    return strncmp(tf_device_name(d), "mybackend", 9) && strncmp(tf_device_name(d), "testplug", 8);
+}
+
+static void test_gradients_match_central_differences_on_every_device(void **state) {
+    (void)state;
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        if (!real_device(d)) continue;
+        checked_elements = 0;
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) check_case(d, &cases[c]);
+        printf("%s: %zu gradient cases, %d elements checked\n", tf_device_name(d), sizeof cases / sizeof *cases,
+               checked_elements);
+    }
+}
+
+/* ---- the tape's rules ---- */
+
+static tf_tensor *vec(const float *v, int64_t n) { return tensor_f32(cpu_device(), 1, &n, v); }
+
+static void test_leaves_and_accumulation(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2, 3}, 3), *y = NULL, *l = NULL, *i = NULL;
+    int64_t three = 3;
+    OK(tf_tensor_from_data(cpu_device(), TF_I32, 1, &three, (int32_t[]){1, 2, 3}, &i));
+    FAILS_WITH(TF_ERR_DTYPE, "only float tensors", tf_set_requires_grad(i, true));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "does not require a gradient", tf_backward(x, NULL, 0));
+    OK(tf_set_requires_grad(x, true));
+    assert_true(tf_is_leaf(x));
+    OK(tf_mul(x, x, &y));
+    FAILS_WITH(TF_ERR_SHAPE, "a seed gradient is needed", tf_backward(y, NULL, 0));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not a leaf", tf_set_requires_grad(y, false));
+    OK(tf_sum(y, TF_ALL_AXES, false, &l));
+    OK(tf_backward(l, NULL, TF_BACKWARD_RETAIN_GRAPH));
+    expect_f32(tf_grad(x), (float[]){2, 4, 6}, 3);
+    OK(tf_backward(l, NULL, 0));                   /* accumulates */
+    expect_f32(tf_grad(x), (float[]){4, 8, 12}, 3);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "already walked", tf_backward(l, NULL, 0));
+    expect_f32(tf_grad(x), (float[]){4, 8, 12}, 3);   /* a failed backward changes nothing */
+    tf_zero_grad(x);
+    assert_null(tf_grad(x));
+    /* a seed for a non-scalar root */
+    tf_tensor *seed = vec((float[]){1, 0, -1}, 3), *y2 = NULL;
+    OK(tf_mul(x, x, &y2));
+    OK(tf_backward(y2, seed, 0));
+    expect_f32(tf_grad(x), (float[]){2, 0, -6}, 3);
+    tf_tensor *all[] = {x, y, l, i, seed, y2};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+static void test_no_grad_and_detach(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2}, 2), *y = NULL, *z = NULL, *dx = NULL;
+    OK(tf_set_requires_grad(x, true));
+    bool was = tf_set_grad_enabled(false);
+    assert_true(was);
+    assert_false(tf_grad_enabled());
+    OK(tf_exp(x, &y));
+    assert_false(tf_requires_grad(y));
+    tf_set_grad_enabled(was);
+    OK(tf_detach(x, &dx));
+    assert_false(tf_requires_grad(dx));
+    OK(tf_exp(dx, &z));
+    assert_false(tf_requires_grad(z));
+    tf_tensor *all[] = {x, y, z, dx};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+static void test_in_place_writes(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2}, 2), *c = vec((float[]){3, 4}, 2), *y = NULL, *l = NULL;
+    OK(tf_set_requires_grad(x, true));
+    /* into a leaf that requires a gradient: refused while recording */
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "requires a gradient", tf_binary_into(x, TF_OP_ADD, x, c));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "requires a gradient", tf_copy_into(x, c));
+    /* a value that requires a gradient written into a plain tensor: refused */
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "requires a gradient", tf_copy_into(c, x));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "requires a gradient", tf_binary_into(c, TF_OP_MUL, x, c));
+    expect_f32(c, (float[]){3, 4}, 2);
+    /* a saved factor changed after use: backward names the op */
+    OK(tf_mul(x, c, &y));
+    OK(tf_sum(y, TF_ALL_AXES, false, &l));
+    OK(tf_binary_into(c, TF_OP_ADD, c, c));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "written in place", tf_backward(l, NULL, 0));
+    assert_null(tf_grad(x));
+    /* with grad mode off the leaf can be updated (an optimizer's step) */
+    bool was = tf_set_grad_enabled(false);
+    OK(tf_binary_into(x, TF_OP_ADD, x, x));
+    tf_set_grad_enabled(was);
+    expect_f32(x, (float[]){2, 4}, 2);
+    tf_tensor *all[] = {x, c, y, l};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+static void test_ops_without_a_rule_are_named(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2, 3}, 3), *y = NULL, *l = NULL;
+    OK(tf_set_requires_grad(x, true));
+    OK(tf_cumsum(x, 0, &y));
+    assert_true(tf_requires_grad(y));
+    OK(tf_sum(y, TF_ALL_AXES, false, &l));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "tf_cumsum (cumsum) has no gradient rule", tf_backward(l, NULL, 0));
+    assert_null(tf_grad(x));
+    tf_tensor *all[] = {x, y, l};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+/* A long chain is let go without recursion, and its saved values go as
+ * backward passes them. */
+static void test_long_chain(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){0.5f}, 1), *y = tf_tensor_retain(x);
+    OK(tf_set_requires_grad(x, true));
+    for (int i = 0; i < 20000; i++) {
+        tf_tensor *next = NULL;
+        OK(tf_sin(y, &next));
+        tf_tensor_release(y);
+        y = next;
+    }
+    OK(tf_backward(y, NULL, 0));
+    float g = 0;
+    OK(tf_tensor_read(tf_grad(x), &g, sizeof g));
+    double v = 0.5, want = 1;
+    for (int i = 0; i < 20000; i++) {
+        want *= cos(v);
+        v = sin(v);
+    }
+    assert_true(fabs(g - want) <= 1e-3 * fabs(want) + 1e-9);
+    tf_tensor_release(y);
+    /* dropped without backward */
+    y = tf_tensor_retain(x);
+    for (int i = 0; i < 20000; i++) {
+        tf_tensor *next = NULL;
+        OK(tf_sin(y, &next));
+        tf_tensor_release(y);
+        y = next;
+    }
+    tf_tensor_release(y);
+    tf_tensor_release(x);
+}
+
+int main(void) {
+    const char *seed_text = getenv("TF_TEST_SEED");
+    unsigned seed = seed_text ? (unsigned)strtoul(seed_text, NULL, 10) : (unsigned)time(NULL);
+    printf("test_autograd: TF_TEST_SEED=%u\n", seed);
+    srand(seed);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leaves_and_accumulation),
+        cmocka_unit_test(test_no_grad_and_detach),
+        cmocka_unit_test(test_in_place_writes),
+        cmocka_unit_test(test_ops_without_a_rule_are_named),
+        cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_gradients_match_central_differences_on_every_device),
+    };
+    return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));
+}

@@ -1000,7 +1000,7 @@ TF_API tf_dtype tf_autocast_dtype(void);
 /* Loss scaling for training in f16 (GradScaler's semantics): small
  * gradients that f16 would flush to zero survive when the loss is
  * multiplied by a large scale before the backward pass. Each iteration:
- *   tf_grad_scaler_scale(s, loss, &scaled);      backward from `scaled`
+ *   tf_grad_scaler_scale(s, loss, &scaled);      tf_backward(scaled, NULL, 0)
  *   tf_grad_scaler_unscale(s, n, grads, &finite); grads /= scale, in place
  *   if (finite) tf_adam_step(...) for each parameter; else skip the step
  *   tf_grad_scaler_update(s);
@@ -1039,6 +1039,13 @@ TF_API tf_status tf_grad_scaler_scale(const tf_grad_scaler *s, const tf_tensor *
 TF_API tf_status tf_grad_scaler_unscale(tf_grad_scaler *s, int n, tf_tensor *const *grads, bool *finite);
 TF_API tf_status tf_grad_scaler_update(tf_grad_scaler *s);
 TF_API tf_status tf_grad_scaler_stats_get(const tf_grad_scaler *s, tf_grad_scaler_stats *out);
+/* scaler.step(optimizer): unscales the optimizer's gradients (unless
+ * tf_grad_scaler_unscale did since the last update), then steps only if
+ * they are finite (*stepped says). tf_grad_scaler_update follows:
+ *   tf_grad_scaler_scale(s, loss, &scaled); tf_backward(scaled, NULL, 0);
+ *   tf_grad_scaler_step(s, opt, &stepped); tf_grad_scaler_update(s); */
+typedef struct tf_optimizer tf_optimizer;
+TF_API tf_status tf_grad_scaler_step(tf_grad_scaler *s, tf_optimizer *o, bool *stepped);
 
 /* ---- autograd (reverse mode, eager, as torch.autograd) ----
  * A float tensor marked with tf_set_requires_grad is a leaf. An op with an
@@ -1096,6 +1103,46 @@ TF_API tf_status tf_detach(const tf_tensor *t, tf_tensor **out);
  *   bool was = tf_set_grad_enabled(false); ...; tf_set_grad_enabled(was); */
 TF_API bool tf_grad_enabled(void);
 TF_API bool tf_set_grad_enabled(bool enabled);
+
+/* ---- optimizers (torch.optim's SGD, Adam, AdamW) ----
+ * Over a list of leaves that require gradients (retained until destroy).
+ * A step skips parameters without a gradient, runs with grad mode off on
+ * each parameter's device, and computes all it needs before it writes:
+ * on any error every parameter and state is unchanged.
+ *   SGD:  g = grad + weight_decay p; buf = momentum buf + (1 - dampening) g
+ *         (g at the first step); g = nesterov ? g + momentum buf : buf
+ *         (g without momentum); p -= lr g
+ *   Adam, AdamW: as tf_adam_step (AdamW's weight decay decoupled), step
+ *         counted by the optimizer. */
+typedef enum tf_optimizer_kind { TF_OPTIMIZER_SGD = 0, TF_OPTIMIZER_ADAM = 1, TF_OPTIMIZER_ADAMW = 2 } tf_optimizer_kind;
+typedef struct tf_optimizer_config {
+    tf_optimizer_kind kind;
+    double lr;
+    double momentum, dampening;          /* SGD */
+    bool nesterov;                       /* SGD: needs momentum > 0 and dampening 0 */
+    double beta1, beta2, eps;            /* Adam, AdamW */
+    double weight_decay;
+} tf_optimizer_config;
+typedef struct tf_optimizer tf_optimizer;
+/* PyTorch's defaults: SGD lr 0.01; Adam lr 1e-3, betas (0.9, 0.999), eps
+ * 1e-8; AdamW the same with weight_decay 0.01. */
+TF_API tf_optimizer_config tf_optimizer_defaults(tf_optimizer_kind kind);
+TF_API tf_status tf_optimizer_create(const tf_optimizer_config *config, int n, tf_tensor *const *params,
+                                     tf_optimizer **out);
+TF_API void tf_optimizer_destroy(tf_optimizer *o);
+TF_API tf_status tf_optimizer_step(tf_optimizer *o);
+/* tf_zero_grad on every parameter. */
+TF_API void tf_optimizer_zero_grad(tf_optimizer *o);
+TF_API tf_status tf_optimizer_set_lr(tf_optimizer *o, double lr);
+/* Steps taken; -1 for NULL. */
+TF_API int64_t tf_optimizer_steps(const tf_optimizer *o);
+/* The parameters (owned by o) and their count. */
+TF_API int tf_optimizer_params(const tf_optimizer *o, tf_tensor *const **params);
+/* torch.nn.utils.clip_grad_norm_: the 2-norm of all the gradients together
+ * (into *total_norm, may be NULL); when above max_norm, every gradient is
+ * scaled by max_norm / (norm + 1e-6), all or none. */
+TF_API tf_status tf_clip_grad_norm(int n, tf_tensor *const *params, double max_norm, double *total_norm);
+TF_API tf_status tf_optimizer_clip_grad_norm(tf_optimizer *o, double max_norm, double *total_norm);
 
 /* ---- files ---- */
 /* NumPy .npy (format 1.0 written; 1.0, 2.0 and 3.0 read; little- or

@@ -218,3 +218,27 @@ tf_status tf_grad_scaler_update(tf_grad_scaler *s) {
     s->found_inf = false;
     return TF_OK;
 }
+
+/* PyTorch's scaler.step(optimizer): unscale the parameters' gradients
+ * (unless tf_grad_scaler_unscale already did, for clipping), then step
+ * only when they are all finite. */
+tf_status tf_grad_scaler_step(tf_grad_scaler *s, tf_optimizer *o, bool *stepped) {
+    static const char fn[] = "tf_grad_scaler_step";
+    if (!s || !o || !stepped) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: scaler, optimizer or stepped is NULL", fn);
+    *stepped = false;
+    tf_status st = TF_OK;
+    if (!s->unscaled) {
+        tf_tensor *const *params = NULL;
+        int n = tf_optimizer_params(o, &params), k = 0;
+        tf_tensor **grads = tf__calloc((size_t)(n ? n : 1), sizeof *grads);
+        if (!grads) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: no host memory", fn);
+        for (int i = 0; i < n; i++)
+            if (tf_grad(params[i])) grads[k++] = tf_grad(params[i]);
+        bool finite = false;
+        st = tf_grad_scaler_unscale(s, k, grads, &finite);
+        tf__free(grads);
+    }
+    if (st == TF_OK && !s->found_inf) st = tf_optimizer_step(o);
+    if (st == TF_OK) *stepped = !s->found_inf;
+    return tf__in(fn, st);
+}

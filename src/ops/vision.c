@@ -365,6 +365,8 @@ tf_status tf_adam_step(tf_tensor *param, const tf_tensor *grad, tf_tensor *m, tf
             if (tf__overlap(out[i], out[j]))
                 return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %s overlaps %s", fn, written[i], written[j]);
     }
+    for (int i = 0; i < 3 && s == TF_OK; i++) s = tf__grad_check_write(fn, out[i]);   /* versions bumped */
+    if (s != TF_OK) return s;
     tf_tensor *g = NULL;
     s = tf__tensor_move(grad, param->storage->dev, &g);
     if (s != TF_OK)

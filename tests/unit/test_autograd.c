@@ -25,6 +25,10 @@ typedef struct gcase {
     tf_status (*f)(tf_tensor *const *in, tf_tensor **out);
 } gcase;
 
+static bool real_device(const tf_device *d) {
+    return strncmp(tf_device_name(d), "mybackend", 9) && strncmp(tf_device_name(d), "testplug", 8);
+}
+
 /* ---- the functions ---- */
 
 #define UNARY(name, call) \
@@ -369,10 +373,6 @@ static void check_case(tf_device *d, const gcase *c) {
     free(wv);
 }
 
-static bool real_device(const tf_device *d) {
-    return strncmp(tf_device_name(d), "mybackend", 9) && strncmp(tf_device_name(d), "testplug", 8);
-}
-
 static void test_gradients_match_central_differences_on_every_device(void **state) {
     (void)state;
     for (int k = 0; k < tf_device_count(); k++) {
@@ -510,6 +510,222 @@ static void test_long_chain(void **state) {
     tf_tensor_release(x);
 }
 
+
+/* ---- optimizers ---- */
+
+/* One parameter of 4 on device d through 3 steps with given gradients,
+ * against the update rules in double. */
+static void run_optimizer(tf_device *d, const tf_optimizer_config *c) {
+    double p[4] = {0.5, -1.0, 2.0, 0.25}, m[4] = {0}, v[4] = {0};
+    float pf[4];
+    for (int i = 0; i < 4; i++) pf[i] = (float)p[i];
+    int64_t four = 4;
+    tf_tensor *param = tensor_f32(d, 1, &four, pf);
+    OK(tf_set_requires_grad(param, true));
+    tf_optimizer *o = NULL;
+    OK(tf_optimizer_create(c, 1, &param, &o));
+    for (int t = 1; t <= 3; t++) {
+        float gf[4];
+        double g[4];
+        for (int i = 0; i < 4; i++) gf[i] = (float)(g[i] = 0.3 * (i - 1.5) + 0.1 * t);
+        tf_tensor *grad = tensor_f32(d, 1, &four, gf);
+        OK(tf_set_grad(param, grad));
+        tf_tensor_release(grad);
+        OK(tf_optimizer_step(o));
+        for (int i = 0; i < 4; i++) {
+            double gi = g[i];
+            if (c->kind == TF_OPTIMIZER_SGD) {
+                gi += c->weight_decay * p[i];
+                if (c->momentum) {
+                    m[i] = t == 1 ? gi : c->momentum * m[i] + (1 - c->dampening) * gi;
+                    gi = c->nesterov ? gi + c->momentum * m[i] : m[i];
+                }
+                p[i] -= c->lr * gi;
+            } else {
+                if (c->kind == TF_OPTIMIZER_ADAMW) p[i] *= 1 - c->lr * c->weight_decay;
+                else gi += c->weight_decay * p[i];
+                m[i] = c->beta1 * m[i] + (1 - c->beta1) * gi;
+                v[i] = c->beta2 * v[i] + (1 - c->beta2) * gi * gi;
+                double mh = m[i] / (1 - pow(c->beta1, t)), vh = v[i] / (1 - pow(c->beta2, t));
+                p[i] -= c->lr * mh / (sqrt(vh) + c->eps);
+            }
+        }
+    }
+    float got[4];
+    OK(tf_tensor_read(param, got, sizeof got));
+    for (int i = 0; i < 4; i++)
+        if (fabs(got[i] - p[i]) > 1e-5 * (1 + fabs(p[i])))
+            fail_msg("%s, optimizer %d: parameter %d is %.7g, want %.7g", tf_device_name(d), (int)c->kind, i,
+                     got[i], p[i]);
+    assert_int_equal(tf_optimizer_steps(o), 3);
+    tf_optimizer_zero_grad(o);
+    assert_null(tf_grad(param));
+    OK(tf_optimizer_step(o));                      /* no gradients: nothing moves */
+    float again[4];
+    OK(tf_tensor_read(param, again, sizeof again));
+    assert_memory_equal(again, got, sizeof got);
+    tf_optimizer_destroy(o);
+    tf_tensor_release(param);
+}
+
+static void test_optimizers_follow_pytorch_rules_on_every_device(void **state) {
+    (void)state;
+    tf_optimizer_config sgd = tf_optimizer_defaults(TF_OPTIMIZER_SGD), momentum = sgd, nesterov = sgd;
+    sgd.lr = 0.1;
+    momentum.lr = 0.05, momentum.momentum = 0.9, momentum.dampening = 0.1, momentum.weight_decay = 0.01;
+    nesterov.lr = 0.05, nesterov.momentum = 0.8, nesterov.nesterov = true, nesterov.weight_decay = 0.02;
+    tf_optimizer_config adam = tf_optimizer_defaults(TF_OPTIMIZER_ADAM), adamw = tf_optimizer_defaults(TF_OPTIMIZER_ADAMW);
+    adam.lr = 0.01, adam.weight_decay = 0.05;
+    adamw.lr = 0.01;
+    const tf_optimizer_config *all[] = {&sgd, &momentum, &nesterov, &adam, &adamw};
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        if (!real_device(d)) continue;
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) run_optimizer(d, all[i]);
+    }
+}
+
+static void test_optimizer_errors(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2}, 2), *y = NULL;
+    tf_optimizer *o = NULL;
+    tf_optimizer_config c = tf_optimizer_defaults(TF_OPTIMIZER_SGD);
+    tf_tensor *params[2] = {x, x};
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "not a leaf that requires a gradient", tf_optimizer_create(&c, 1, &x, &o));
+    OK(tf_set_requires_grad(x, true));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "repeats", tf_optimizer_create(&c, 2, params, &o));
+    c.nesterov = true;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "Nesterov", tf_optimizer_create(&c, 1, &x, &o));
+    c = tf_optimizer_defaults(TF_OPTIMIZER_ADAM);
+    c.beta1 = 1;
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "betas", tf_optimizer_create(&c, 1, &x, &o));
+    OK(tf_exp(x, &y));
+    params[1] = y;
+    c = tf_optimizer_defaults(TF_OPTIMIZER_SGD);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "parameter 1 is not a leaf", tf_optimizer_create(&c, 2, params, &o));
+    assert_null(o);
+    tf_tensor_release(x);
+    tf_tensor_release(y);
+}
+
+static void test_clip_grad_norm(void **state) {
+    (void)state;
+    tf_tensor *a = vec((float[]){3, 0}, 2), *b = vec((float[]){0}, 1), *ga = vec((float[]){3, 4}, 2),
+              *gb = vec((float[]){12}, 1);
+    OK(tf_set_requires_grad(a, true));
+    OK(tf_set_requires_grad(b, true));
+    OK(tf_set_grad(a, ga));
+    OK(tf_set_grad(b, gb));
+    tf_tensor *ps[2] = {a, b};
+    double norm = 0;
+    OK(tf_clip_grad_norm(2, ps, 100, &norm));      /* under the bound: unchanged */
+    assert_true(fabs(norm - 13) < 1e-6);
+    expect_f32(tf_grad(a), (float[]){3, 4}, 2);
+    OK(tf_clip_grad_norm(2, ps, 1.3, &norm));
+    float got[3];
+    OK(tf_tensor_read(tf_grad(a), got, 2 * sizeof *got));
+    OK(tf_tensor_read(tf_grad(b), got + 2, sizeof *got));
+    const float want[3] = {0.3f, 0.4f, 1.2f};         /* scaled by 1.3 / (13 + 1e-6) */
+    for (int i = 0; i < 3; i++) assert_true(fabsf(got[i] - want[i]) < 1e-6f);
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "max_norm", tf_clip_grad_norm(2, ps, 0, &norm));
+    tf_tensor *all[] = {a, b, ga, gb};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+/* The scaler's loop: scale, backward, step (skipped on inf), update. */
+static void test_grad_scaler_step(void **state) {
+    (void)state;
+    tf_tensor *w = vec((float[]){1, -1}, 2), *x = vec((float[]){2, 3}, 2);
+    OK(tf_set_requires_grad(w, true));
+    tf_optimizer_config c = tf_optimizer_defaults(TF_OPTIMIZER_SGD);
+    c.lr = 0.5;
+    tf_optimizer *o = NULL;
+    OK(tf_optimizer_create(&c, 1, &w, &o));
+    tf_grad_scaler *s = NULL;
+    OK(tf_grad_scaler_create(NULL, &s));
+    for (int step = 0; step < 2; step++) {
+        tf_tensor *p = NULL, *loss = NULL, *scaled = NULL;
+        OK(tf_mul(w, x, &p));
+        OK(tf_sum(p, TF_ALL_AXES, false, &loss));
+        OK(tf_grad_scaler_scale(s, loss, &scaled));
+        OK(tf_backward(scaled, NULL, 0));
+        if (step == 1) {                          /* an overflowed gradient: the step is skipped */
+            tf_tensor *inf = vec((float[]){INFINITY, 0}, 2);
+            OK(tf_set_grad(w, inf));
+            tf_tensor_release(inf);
+        }
+        bool stepped = false;
+        OK(tf_grad_scaler_step(s, o, &stepped));
+        assert_int_equal(stepped, step == 0);
+        OK(tf_grad_scaler_update(s));
+        tf_optimizer_zero_grad(o);
+        tf_tensor_release(p);
+        tf_tensor_release(loss);
+        tf_tensor_release(scaled);
+    }
+    expect_f32(w, (float[]){0, -2.5f}, 2);          /* w - 0.5 x, once */
+    tf_grad_scaler_destroy(s);
+    tf_optimizer_destroy(o);
+    tf_tensor_release(w);
+    tf_tensor_release(x);
+}
+
+/* A two-layer network learns a fixed function: the loop users write. */
+static void test_training_loop_learns(void **state) {
+    (void)state;
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        if (!real_device(d)) continue;
+        int64_t xs[2] = {64, 3}, w1s[2] = {16, 3}, w2s[2] = {1, 16};
+        tf_tensor *x = NULL, *w1 = NULL, *b1 = NULL, *w2 = NULL, *b2 = NULL, *target = NULL, *t0 = NULL;
+        OK(tf_randn(d, TF_F32, 2, xs, 1, &x));
+        OK(tf_randn(d, TF_F32, 2, w1s, 2, &t0));
+        tf_tensor *scale = NULL;
+        OK(tf_scalar(d, TF_F32, 0.5, &scale));
+        OK(tf_mul(t0, scale, &w1));
+        tf_tensor_release(t0);
+        OK(tf_randn(d, TF_F32, 2, w2s, 3, &t0));
+        OK(tf_mul(t0, scale, &w2));
+        tf_tensor_release(t0);
+        OK(tf_zeros(d, TF_F32, 1, (int64_t[]){16}, &b1));
+        OK(tf_zeros(d, TF_F32, 1, (int64_t[]){1}, &b2));
+        /* target = sin(x0) + x1 x2 */
+        tf_tensor *c0 = NULL, *c1 = NULL, *c2 = NULL, *s0 = NULL, *p12 = NULL;
+        OK(tf_slice(x, 1, 0, 1, 1, &c0));
+        OK(tf_slice(x, 1, 1, 2, 1, &c1));
+        OK(tf_slice(x, 1, 2, 3, 1, &c2));
+        OK(tf_sin(c0, &s0));
+        OK(tf_mul(c1, c2, &p12));
+        OK(tf_add(s0, p12, &target));
+        tf_tensor *params[4] = {w1, b1, w2, b2};
+        for (int i = 0; i < 4; i++) OK(tf_set_requires_grad(params[i], true));
+        tf_optimizer_config c = tf_optimizer_defaults(TF_OPTIMIZER_ADAM);
+        c.lr = 0.02;
+        tf_optimizer *o = NULL;
+        OK(tf_optimizer_create(&c, 4, params, &o));
+        float first = 0, last = 0;
+        for (int step = 0; step < 200; step++) {
+            tf_tensor *h = NULL, *a = NULL, *y = NULL, *diff = NULL, *sq = NULL, *loss = NULL;
+            OK(tf_linear(x, w1, b1, &h));
+            OK(tf_tanh(h, &a));
+            OK(tf_linear(a, w2, b2, &y));
+            OK(tf_sub(y, target, &diff));
+            OK(tf_mul(diff, diff, &sq));
+            OK(tf_mean(sq, TF_ALL_AXES, false, &loss));
+            OK(tf_backward(loss, NULL, 0));
+            OK(tf_optimizer_step(o));
+            tf_optimizer_zero_grad(o);
+            OK(tf_tensor_read(loss, step == 0 ? &first : &last, sizeof last));
+            tf_tensor *all[] = {h, a, y, diff, sq, loss};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+        }
+        if (!(last < 0.1f * first)) fail_msg("%s: the loss went from %g to %g", tf_device_name(d), first, last);
+        tf_optimizer_destroy(o);
+        tf_tensor *all[] = {x, w1, b1, w2, b2, target, scale, c0, c1, c2, s0, p12};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+    }
+}
+
 int main(void) {
     const char *seed_text = getenv("TF_TEST_SEED");
     unsigned seed = seed_text ? (unsigned)strtoul(seed_text, NULL, 10) : (unsigned)time(NULL);
@@ -521,6 +737,11 @@ int main(void) {
         cmocka_unit_test(test_in_place_writes),
         cmocka_unit_test(test_ops_without_a_rule_are_named),
         cmocka_unit_test(test_long_chain),
+        cmocka_unit_test(test_optimizers_follow_pytorch_rules_on_every_device),
+        cmocka_unit_test(test_optimizer_errors),
+        cmocka_unit_test(test_clip_grad_norm),
+        cmocka_unit_test(test_grad_scaler_step),
+        cmocka_unit_test(test_training_loop_learns),
         cmocka_unit_test(test_gradients_match_central_differences_on_every_device),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

@@ -1,7 +1,8 @@
 /* Data-parallel training (DistributedDataParallel's recipe) with the
  * collectives of tensorframe/comm.h: every rank holds the same MLP, takes
- * its share of each batch, computes its gradients, and averages them with
- * the other ranks (tf_all_reduce, mean) before the same Adam step - so the
+ * its share of each batch, computes its gradients (tf_backward), and
+ * averages them with the other ranks (tf_all_reduce, mean) before the same
+ * Adam step (tf_optimizer) - so the
  * ranks' weights stay identical and equal to one process training on the
  * whole batch.
  *
@@ -26,7 +27,7 @@ enum { IN = 16, HIDDEN = 64, OUT = 4, BATCH = 64, N_PARAMS = 4 };
 
 typedef struct mlp {
     tf_tensor *p[N_PARAMS];              /* w1 [IN, HIDDEN], b1 [HIDDEN], w2 [HIDDEN, OUT], b2 [OUT] */
-    tf_tensor *m[N_PARAMS], *v[N_PARAMS];  /* Adam's moments */
+    tf_optimizer *adam;
 } mlp;
 
 /* Kaiming-style initial weights from a fixed seed: every rank, and the
@@ -43,18 +44,16 @@ static tf_status mlp_init(tf_device *dev, mlp *net) {
         tf_tensor_release(r);
         tf_tensor_release(scale);
         TF_TRY(s);
-        TF_TRY(tf_zeros(dev, TF_F32, ndim, shapes[i], &net->m[i]));
-        TF_TRY(tf_zeros(dev, TF_F32, ndim, shapes[i], &net->v[i]));
+        TF_TRY(tf_set_requires_grad(net->p[i], true));
     }
-    return TF_OK;
+    tf_optimizer_config adam = tf_optimizer_defaults(TF_OPTIMIZER_ADAM);
+    adam.lr = 1e-2;
+    return tf_optimizer_create(&adam, N_PARAMS, net->p, &net->adam);
 }
 
 static void mlp_free(mlp *net) {
-    for (int i = 0; i < N_PARAMS; i++) {
-        tf_tensor_release(net->p[i]);
-        tf_tensor_release(net->m[i]);
-        tf_tensor_release(net->v[i]);
-    }
+    tf_optimizer_destroy(net->adam);
+    for (int i = 0; i < N_PARAMS; i++) tf_tensor_release(net->p[i]);
 }
 
 /* Step `step`'s batch, rows [lo, hi): x ~ N(0, 1) and y = sin(x @ A), A ~ N(0, 1/16). */
@@ -72,13 +71,10 @@ static tf_status batch(tf_device *dev, int step, int64_t lo, int64_t hi, tf_tens
     return TF_OK;
 }
 
-/* Forward and backward on (x, y): the loss (mean over this batch) and the
- * gradients of the four parameters, by hand (h = relu(x w1 + b1),
- * out = h w2 + b2, loss = mean((out - y)^2)). Runs in the caller's scope. */
-static tf_status loss_and_grads(const mlp *net, const tf_tensor *x, const tf_tensor *y, tf_tensor **loss,
-                                tf_tensor *grad[N_PARAMS]) {
-    tf_device *dev = tf_tensor_device(x);
-    tf_tensor *z1, *h, *out, *diff, *sq, *k, *dout, *ht, *w2t, *dh, *zero, *active, *dz1, *xt;
+/* The loss on (x, y), mean over these rows: h = relu(x w1 + b1),
+ * out = h w2 + b2, loss = mean((out - y)^2). Runs in the caller's scope. */
+static tf_status forward(const mlp *net, const tf_tensor *x, const tf_tensor *y, tf_tensor **loss) {
+    tf_tensor *z1, *h, *out, *diff, *sq;
     TF_TRY(tf_matmul(x, net->p[0], &z1));
     TF_TRY(tf_add(z1, net->p[1], &z1));
     TF_TRY(tf_relu(z1, &h));
@@ -86,28 +82,7 @@ static tf_status loss_and_grads(const mlp *net, const tf_tensor *x, const tf_ten
     TF_TRY(tf_add(out, net->p[3], &out));
     TF_TRY(tf_sub(out, y, &diff));
     TF_TRY(tf_mul(diff, diff, &sq));
-    TF_TRY(tf_mean(sq, TF_ALL_AXES, false, loss));
-    /* d loss / d out = 2 (out - y) / (rows * OUT) */
-    TF_TRY(tf_scalar(dev, TF_F32, 2.0 / (double)(tf_tensor_shape(x)[0] * OUT), &k));
-    TF_TRY(tf_mul(diff, k, &dout));
-    TF_TRY(tf_transpose(h, 0, 1, &ht));
-    TF_TRY(tf_matmul(ht, dout, &grad[2]));
-    TF_TRY(tf_sum(dout, 0, false, &grad[3]));
-    TF_TRY(tf_transpose(net->p[2], 0, 1, &w2t));
-    TF_TRY(tf_matmul(dout, w2t, &dh));
-    TF_TRY(tf_scalar(dev, TF_F32, 0, &zero));
-    TF_TRY(tf_gt(z1, zero, &active));                           /* relu' */
-    TF_TRY(tf_where(active, dh, zero, &dz1));
-    TF_TRY(tf_transpose(x, 0, 1, &xt));
-    TF_TRY(tf_matmul(xt, dz1, &grad[0]));
-    TF_TRY(tf_sum(dz1, 0, false, &grad[1]));
-    return TF_OK;
-}
-
-static tf_status adam(mlp *net, tf_tensor *grad[N_PARAMS], int step) {
-    for (int i = 0; i < N_PARAMS; i++)
-        TF_TRY(tf_adam_step(net->p[i], grad[i], net->m[i], net->v[i], 1e-2, 0.9, 0.999, 1e-8, 0, step, false));
-    return TF_OK;
+    return tf_mean(sq, TF_ALL_AXES, false, loss);
 }
 
 /* One training step on rows [lo, hi) of the step's batch; with a
@@ -115,13 +90,22 @@ static tf_status adam(mlp *net, tf_tensor *grad[N_PARAMS], int step) {
 static tf_status train_step(tf_comm *comm, mlp *net, int step, int64_t lo, int64_t hi, float *loss_out) {
     tf_scope *sc;
     TF_TRY(tf_scope_begin(&sc));
-    tf_tensor *x, *y, *loss, *grad[N_PARAMS];
+    tf_tensor *x, *y, *loss;
     tf_status s = batch(tf_tensor_device(net->p[0]), step, lo, hi, &x, &y);
-    if (s == TF_OK) s = loss_and_grads(net, x, y, &loss, grad);
-    for (int i = 0; comm && s == TF_OK && i < N_PARAMS; i++) s = tf_all_reduce(comm, grad[i], TF_REDUCE_MEAN);
-    if (comm && s == TF_OK) s = tf_all_reduce(comm, loss, TF_REDUCE_MEAN);   /* for the log only */
-    if (s == TF_OK) s = adam(net, grad, step);
-    if (s == TF_OK) s = tf_tensor_read(loss, loss_out, sizeof *loss_out);
+    if (s == TF_OK) s = forward(net, x, y, &loss);
+    if (s == TF_OK) s = tf_backward(loss, NULL, 0);
+    for (int i = 0; comm && s == TF_OK && i < N_PARAMS; i++) s = tf_all_reduce(comm, tf_grad(net->p[i]), TF_REDUCE_MEAN);
+    if (comm && s == TF_OK) {                    /* the loss, for the log only */
+        tf_tensor *value = NULL;
+        s = tf_detach(loss, &value);
+        if (s == TF_OK) s = tf_all_reduce(comm, value, TF_REDUCE_MEAN);
+        if (s == TF_OK) s = tf_tensor_read(value, loss_out, sizeof *loss_out);
+        tf_tensor_release(value);
+    } else if (s == TF_OK) {
+        s = tf_tensor_read(loss, loss_out, sizeof *loss_out);
+    }
+    if (s == TF_OK) s = tf_optimizer_step(net->adam);
+    tf_optimizer_zero_grad(net->adam);
     tf_status ended = tf_scope_end(sc);
     return s != TF_OK ? s : ended;
 }

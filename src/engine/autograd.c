@@ -166,6 +166,7 @@ static tf__grad_node *node_new(const char *fn, const tf__grad_args *a, int n, co
             node_release(node);
             return NULL;
         }
+        tf__keep(node->out);
     }
     return node;
 }
@@ -233,6 +234,11 @@ static bool same_shape(int na, const int64_t *a, int nb, const int64_t *b) {
     for (int i = 0; i < na; i++)
         if (a[i] != b[i]) return false;
     return true;
+}
+
+void tf__grad_replace(tf_tensor *t, tf_tensor *g) {
+    tf_tensor_release(t->ag->grad);
+    t->ag->grad = tf__keep(g);
 }
 
 tf_status tf_set_grad(tf_tensor *t, tf_tensor *g) {
@@ -399,10 +405,7 @@ static tf_status run_node(walk *w, tf__grad_node *node) {
 static void walk_end(walk *w, bool commit) {
     for (int i = 0; i < w->n_leaves; i++) {
         if (commit) {
-            tf__grad_meta *m = w->leaves[i]->ag;
-            tf_tensor *g = w->leaf_grads[i];
-            tf_tensor_release(m->grad);
-            m->grad = g;
+            tf__grad_replace(w->leaves[i], w->leaf_grads[i]);
         } else {
             tf_tensor_release(w->leaf_grads[i]);
         }

@@ -236,6 +236,8 @@ void tf__grad_resume(void);
 tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, int n, const tf_tensor *const *in,
                           tf_tensor **out);
 void tf__grad_meta_drop(tf_tensor *t);
+/* A leaf's gradient replaced by g, whose first reference it takes (tf__keep). */
+void tf__grad_replace(tf_tensor *t, tf_tensor *g);
 /* An in-place write into dst: refused (grad mode on, dst requires a
  * gradient), else dst's storage version is bumped. */
 tf_status tf__grad_check_write(const char *fn, const tf_tensor *dst);
@@ -267,6 +269,13 @@ tf_status tf__grad_rule_run(const tf__grad_node *n, const tf_tensor *g, tf_tenso
  * its scope's list. */
 bool tf__scope_adopt(tf_tensor *t);
 void tf__scope_forget(tf_tensor *t);
+/* A tensor the library made and keeps past the call (an optimizer's state,
+ * a gradient): its first reference leaves any scope, so that the caller's
+ * tf_scope_end does not release what the library still holds. */
+static inline tf_tensor *tf__keep(tf_tensor *t) {
+    if (t) tf__scope_forget(t);
+    return t;
+}
 /* At tf_shutdown: every thread's open scopes end (their tensors released). */
 void tf__scope_shutdown(void);
 

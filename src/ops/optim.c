@@ -176,6 +176,8 @@ static tf_status adam_state(tf_optimizer *o, int i) {
     tf_status s = TF_OK;
     if (!o->m[i]) s = tf_zeros(p->storage->dev, p->dtype, p->ndim, p->shape, &o->m[i]);
     if (s == TF_OK && !o->v[i]) s = tf_zeros(p->storage->dev, p->dtype, p->ndim, p->shape, &o->v[i]);
+    tf__keep(o->m[i]);                   /* the optimizer's, past the caller's scope */
+    tf__keep(o->v[i]);
     return s;
 }
 
@@ -202,7 +204,8 @@ static tf_status optimizer_step(tf_optimizer *o) {
             atomic_fetch_add(&o->params[i]->storage->version, 1);
             if (new_buf[i]) {
                 tf_tensor_release(o->m[i]);
-                o->m[i] = tf_tensor_retain(new_buf[i]);
+                o->m[i] = tf__keep(new_buf[i]);
+                new_buf[i] = NULL;
             }
         } else {
             const tf_optimizer_config *c = &o->cfg;
@@ -270,7 +273,10 @@ static tf_status clip_grad_norm(int n, tf_tensor *const *params, double max_norm
         tf_tensor_release(k);
     }
     for (int i = 0; i < n && s == TF_OK; i++)
-        if (scaled[i]) tf_set_grad(params[i], scaled[i]);
+        if (scaled[i]) {
+            tf__grad_replace(params[i], scaled[i]);
+            scaled[i] = NULL;
+        }
     for (int i = 0; i < n; i++) tf_tensor_release(scaled[i]);
     tf__free(scaled);
     return s;

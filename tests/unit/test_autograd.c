@@ -726,6 +726,42 @@ static void test_training_loop_learns(void **state) {
     }
 }
 
+/* What the library keeps (gradients, optimizer states, saved outputs)
+ * outlives the scope the step ran in; the step's temporaries do not. */
+static void test_state_outlives_scopes(void **state) {
+    (void)state;
+    tf_tensor *w = vec((float[]){1, 2, 3}, 3);
+    OK(tf_set_requires_grad(w, true));
+    tf_optimizer_config kinds[2] = {tf_optimizer_defaults(TF_OPTIMIZER_ADAM), tf_optimizer_defaults(TF_OPTIMIZER_SGD)};
+    kinds[1].momentum = 0.9;
+    for (int k = 0; k < 2; k++) {
+        tf_optimizer *o = NULL;
+        OK(tf_optimizer_create(&kinds[k], 1, &w, &o));
+        tf_tensor *kept = NULL;
+        for (int step = 0; step < 3; step++) {
+            tf_scope *sc = NULL;
+            OK(tf_scope_begin(&sc));
+            tf_tensor *e = NULL, *l = NULL;
+            OK(tf_exp(w, &e));                     /* exp saves its output */
+            OK(tf_sum(e, TF_ALL_AXES, false, &l));
+            if (step == 2) kept = tf_tensor_retain(l);
+            else OK(tf_backward(l, NULL, 0));
+            if (step < 2) OK(tf_optimizer_step(o));
+            OK(tf_scope_end(sc));
+            if (step < 2) assert_non_null(tf_grad(w));
+            float g[3];
+            if (step < 2) OK(tf_tensor_read(tf_grad(w), g, sizeof g));
+            if (step < 2) tf_optimizer_zero_grad(o);
+        }
+        OK(tf_backward(kept, NULL, 0));            /* its graph outlived the scope too */
+        assert_non_null(tf_grad(w));
+        tf_tensor_release(kept);
+        tf_optimizer_zero_grad(o);
+        tf_optimizer_destroy(o);
+    }
+    tf_tensor_release(w);
+}
+
 int main(void) {
     const char *seed_text = getenv("TF_TEST_SEED");
     unsigned seed = seed_text ? (unsigned)strtoul(seed_text, NULL, 10) : (unsigned)time(NULL);
@@ -742,6 +778,7 @@ int main(void) {
         cmocka_unit_test(test_clip_grad_norm),
         cmocka_unit_test(test_grad_scaler_step),
         cmocka_unit_test(test_training_loop_learns),
+        cmocka_unit_test(test_state_outlives_scopes),
         cmocka_unit_test(test_gradients_match_central_differences_on_every_device),
     };
     return run_and_shutdown(cmocka_run_group_tests(tests, NULL, NULL));

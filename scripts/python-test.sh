@@ -41,4 +41,4 @@ TENSORFRAME_NATIVE=0 TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=
   TF_PYTEST_MODELS=$build/models "$py/np2/bin/python" -m pytest -q -p no:cacheprovider .
 echo "python-test: Debian's NumPy 1.24 and PyTorch 1.13"
 TF_PYTEST_REQUIRE=numpy,torch TF_PYTEST_DEVICES=$devices \
-  "$py/debian/bin/python" -m pytest -q -p no:cacheprovider -rs test_dlpack.py test_array.py test_hostile.py
+  "$py/debian/bin/python" -m pytest -q -p no:cacheprovider -rs test_dlpack.py test_array.py test_hostile.py test_autograd.py

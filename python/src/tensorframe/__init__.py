@@ -21,6 +21,9 @@ from ._funcs import __all__ as _funcs_all
 from ._info import __array_namespace_info__, set_default_device
 from . import linalg
 from . import fft
+from . import autograd
+from . import optim
+from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
@@ -34,4 +37,5 @@ newaxis = None
 __all__ = list(_funcs_all) + [
     "Array", "Device", "DType", "devices", "device", "set_default_device", "__array_namespace_info__",
     "float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8", "bool", "complex64",
-    "complex128", "e", "pi", "inf", "nan", "newaxis", "TensorframeError", "linalg", "fft"]
+    "complex128", "e", "pi", "inf", "nan", "newaxis", "TensorframeError", "linalg", "fft", "autograd", "optim",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]

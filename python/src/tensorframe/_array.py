@@ -300,6 +300,45 @@ class Array(_native["ArrayBase"] if _native else object):
             raise ValueError("tensorframe: .mT needs at least 2 dimensions")
         return Array._wrap(call(lib.tf_transpose, self._h, -2, -1))
 
+    # -- autograd (torch.Tensor's names) --
+    @property
+    def requires_grad(self):
+        return lib.tf_requires_grad(self._h)
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        check(lib.tf_set_requires_grad(self._h, builtins.bool(value)))
+
+    def requires_grad_(self, value=True):
+        self.requires_grad = value
+        return self
+
+    @property
+    def is_leaf(self):
+        return lib.tf_is_leaf(self._h)
+
+    @property
+    def grad(self):
+        """The accumulated gradient of a leaf (a new array each time), or None."""
+        h = lib.tf_grad(self._h)
+        return Array._wrap(lib.tf_tensor_retain(h)) if h else None
+
+    @grad.setter
+    def grad(self, value):
+        if value is None:
+            lib.tf_zero_grad(self._h)
+        else:
+            check(lib.tf_set_grad(self._h, value._h))
+
+    def backward(self, gradient=None, retain_graph=False):
+        """Gradients of this array with respect to the leaves it depends on,
+        added to their .grad (gradient: d(self), needed unless it has one
+        element)."""
+        check(lib.tf_backward(self._h, gradient._h if gradient is not None else None, 1 if retain_graph else 0))
+
+    def detach(self):
+        return Array._wrap(call(lib.tf_detach, self._h))
+
     def __len__(self):
         if self.ndim == 0:
             raise TypeError("len() of a 0-d array")

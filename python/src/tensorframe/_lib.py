@@ -318,6 +318,35 @@ _declare("tf_copy", _S, _T, _TP)
 _declare("tf_cast", _S, _T, _C, _TP)
 _declare("tf_copy_into", _S, _T, _T)
 
+# autograd and the optimizers
+_declare("tf_set_requires_grad", _S, _T, _B)
+_declare("tf_requires_grad", _B, _T)
+_declare("tf_is_leaf", _B, _T)
+_declare("tf_grad", _T, _T)
+_declare("tf_zero_grad", None, _T)
+_declare("tf_set_grad", _S, _T, _T)
+_declare("tf_backward", _S, _T, _T, ctypes.c_uint)
+_declare("tf_detach", _S, _T, _TP)
+_declare("tf_grad_enabled", _B)
+_declare("tf_set_grad_enabled", _B, _B)
+
+
+class OptimizerConfig(ctypes.Structure):
+    """tf_optimizer_config."""
+    _fields_ = [("kind", ctypes.c_int), ("lr", ctypes.c_double), ("momentum", ctypes.c_double),
+                ("dampening", ctypes.c_double), ("nesterov", ctypes.c_bool), ("beta1", ctypes.c_double),
+                ("beta2", ctypes.c_double), ("eps", ctypes.c_double), ("weight_decay", ctypes.c_double)]
+
+
+_declare("tf_optimizer_defaults", OptimizerConfig, ctypes.c_int)
+_declare("tf_optimizer_create", _S, ctypes.POINTER(OptimizerConfig), _C, _TP, _TP)
+_declare("tf_optimizer_destroy", None, ctypes.c_void_p)
+_declare("tf_optimizer_step", _S, ctypes.c_void_p)
+_declare("tf_optimizer_zero_grad", None, ctypes.c_void_p)
+_declare("tf_optimizer_set_lr", _S, ctypes.c_void_p, _DBL)
+_declare("tf_optimizer_steps", ctypes.c_int64, ctypes.c_void_p)
+_declare("tf_clip_grad_norm", _S, _C, _TP, _DBL, ctypes.POINTER(ctypes.c_double))
+
 # The op lists come from the library's op table, not from this file: every
 # op of the elementwise families with the plain signature tf_NAME(x[, y],
 # out). A family's ops with parameters (leaky_relu, clamp) are declared

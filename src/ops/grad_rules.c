@@ -11,8 +11,8 @@
 /* Temporaries of one rule, released together; the first failure stops the
  * rest (every helper returns NULL once k->s is not TF_OK). */
 typedef struct scratch {
-    tf_tensor *t[48];
-    int n;
+    tf_tensor **t;
+    int n, cap;
     tf_status s;
 } scratch;
 
@@ -24,9 +24,9 @@ static tf_tensor *keep(scratch *k, tf_status s, tf_tensor **tp) {
         k->s = s;
         return NULL;
     }
-    if (k->n == (int)(sizeof k->t / sizeof *k->t)) {
+    if (!tf__grow((void **)&k->t, &k->cap, k->n + 1, sizeof *k->t)) {
         tf_tensor_release(t);
-        k->s = tf__error(TF_ERR_SHAPE, "tf_backward: a gradient rule ran out of scratch");
+        k->s = tf__error(TF_ERR_OUT_OF_MEMORY, "tf_backward: no host memory");
         return NULL;
     }
     return k->t[k->n++] = t;
@@ -438,6 +438,143 @@ static tf_tensor *gather_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) 
     return sum(k, mul(k, hit, unsqueeze(k, g, ax + 1)), ax, false);
 }
 
+
+/* ---- convolution and pooling (NCHW), through window slices ----
+ * Window offset (i, j) of a kernel sees, of the padded input, the rows
+ * i*dil, i*dil + stride, ... (Ho of them) and the columns likewise: a
+ * strided slice. Forward is a sum over offsets of such slices, so the
+ * gradient goes back by adding each offset's share into the same slice of
+ * a zero padded input, then cropping the padding. */
+
+static tf_tensor *window(scratch *k, const tf_tensor *padded, const tf_op_params *p, int64_t i, int64_t j,
+                         int64_t ho, int64_t wo) {
+    tf_tensor *rows = NULL, *cols = NULL;
+    if (k->s != TF_OK) return NULL;
+    int64_t r0 = i * p->dilation[0], c0 = j * p->dilation[1];
+    keep(k, tf_slice(padded, 2, r0, r0 + (ho - 1) * p->stride[0] + 1, p->stride[0], &rows), &rows);
+    if (k->s != TF_OK) return NULL;
+    return keep(k, tf_slice(rows, 3, c0, c0 + (wo - 1) * p->stride[1] + 1, p->stride[1], &cols), &cols);
+}
+
+/* A zero tensor of x's padded shape (like's dtype and device). */
+static tf_tensor *padded_zeros(scratch *k, const tf__grad_edge *e, const tf_op_params *p, const tf_tensor *like) {
+    int64_t shape[4] = {e->shape[0], e->shape[1], e->shape[2] + 2 * p->padding[0], e->shape[3] + 2 * p->padding[1]};
+    tf_tensor *z = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_zeros(like->storage->dev, like->dtype, 4, shape, &z), &z);
+}
+
+/* block added into the window (i, j) of the padded gradient z, in place. */
+static void add_into_window(scratch *k, tf_tensor *z, const tf_op_params *p, int64_t i, int64_t j,
+                            const tf_tensor *block) {
+    tf_tensor *w = window(k, z, p, i, j, block->shape[2], block->shape[3]);
+    if (k->s == TF_OK) k->s = tf_binary_into(w, TF_OP_ADD, w, block);
+}
+
+/* The padded gradient z cropped back to x's extent. */
+static tf_tensor *crop(scratch *k, tf_tensor *z, const tf__grad_edge *e, const tf_op_params *p) {
+    tf_tensor *rows = NULL, *both = NULL;
+    if (k->s != TF_OK) return NULL;
+    keep(k, tf_slice(z, 2, p->padding[0], p->padding[0] + e->shape[2], 1, &rows), &rows);
+    if (k->s != TF_OK) return NULL;
+    return keep(k, tf_slice(rows, 3, p->padding[1], p->padding[1] + e->shape[3], 1, &both), &both);
+}
+
+static tf_tensor *pad_input(scratch *k, const tf_tensor *x, const tf_op_params *p, double value) {
+    if (!p->padding[0] && !p->padding[1]) return (tf_tensor *)x;
+    const int64_t pads[4] = {p->padding[1], p->padding[1], p->padding[0], p->padding[0]};
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_pad(x, 2, pads, value, &o), &o);
+}
+
+/* y[n, g, o, q] = sum_c' W[g, o, c'] P[n, g, c', q] with P the unfolded
+ * input (c' runs over C/G channels times the kernel's offsets). */
+static void conv2d_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf__grad_edge *ex = &n->in[0], *ew = &n->in[1];
+    const tf_op_params *p = &n->a.p;
+    const tf_tensor *x = n->in[0].saved, *w = n->in[1].saved;
+    const int64_t N = ex->shape[0], C = ex->shape[1], O = ew->shape[0], G = p->groups, kh = ew->shape[2],
+                  kw = ew->shape[3], Ho = g->shape[2], Wo = g->shape[3], K = C / G * kh * kw;
+    const int64_t gshape[4] = {N, G, O / G, Ho * Wo}, wshape[3] = {G, O / G, K};
+    tf_tensor *gg = reshape(k, g, 4, gshape), *wg = reshape(k, w, 3, wshape);
+    if (n->in[2].needs) grads[2] = sum(k, sum(k, sum(k, g, 3, false), 2, false), 0, false);
+    if (kh * kw > 64) {
+        k->s = tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s's gradient takes kernels of up to 64 elements", n->fn);
+        return;
+    }
+    if (n->in[1].needs) {                /* dW = sum_n G' P^T */
+        tf_tensor *xp = pad_input(k, x, p, 0);
+        tf_tensor *slices[64];
+        int count = 0;
+        for (int64_t i = 0; i < kh && k->s == TF_OK; i++)
+            for (int64_t j = 0; j < kw && k->s == TF_OK; j++) slices[count++] = window(k, xp, p, i, j, Ho, Wo);
+        tf_tensor *st = NULL;
+        if (k->s == TF_OK) keep(k, tf_stack(count, (const tf_tensor *const *)slices, 2, &st), &st);   /* [N, C, khkw, Ho, Wo] */
+        const int64_t pshape[4] = {N, G, K, Ho * Wo};
+        tf_tensor *P = st ? reshape(k, st, 4, pshape) : NULL;
+        tf_tensor *dw = P ? sum(k, matmul(k, gg, transpose(k, P, -1, -2)), 0, false) : NULL;   /* [G, O/G, K] */
+        grads[1] = reshape(k, dw, 4, ew->shape);
+    }
+    if (n->in[0].needs) {                /* dP = W^T G', added back window by window */
+        tf_tensor *dp = matmul(k, transpose(k, wg, -1, -2), gg);          /* [N, G, K, HoWo] */
+        const int64_t dshape[5] = {N, C, kh * kw, Ho, Wo};
+        tf_tensor *d5 = reshape(k, dp, 5, dshape), *z = padded_zeros(k, ex, p, g);
+        for (int64_t i = 0; i < kh && k->s == TF_OK; i++)
+            for (int64_t j = 0; j < kw && k->s == TF_OK; j++) {
+                tf_tensor *part = NULL;
+                keep(k, tf_slice(d5, 2, i * kw + j, i * kw + j + 1, 1, &part), &part);
+                tf_tensor *block = k->s == TF_OK ? reshape(k, part, 4, (int64_t[]){N, C, Ho, Wo}) : NULL;
+                if (k->s == TF_OK) add_into_window(k, z, p, i, j, block);
+            }
+        grads[0] = crop(k, z, ex, p);
+    }
+}
+
+/* Max pooling: each output's gradient to the first element of its window
+ * that equals the maximum (PyTorch's choice among ties); average pooling:
+ * g over the window's divisor to every element of it. */
+static tf_tensor *pool_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf__grad_edge *e = &n->in[0];
+    const tf_op_params *p = &n->a.p;
+    const int64_t Ho = g->shape[2], Wo = g->shape[3];
+    tf_tensor *z = padded_zeros(k, e, p, g);
+    if (n->a.op == TF_OP_MAXPOOL2D) {
+        tf_tensor *xp = pad_input(k, n->in[0].saved, p, -INFINITY), *taken = NULL, *zero = num(k, g, 0);
+        for (int64_t i = 0; i < p->kernel[0] && k->s == TF_OK; i++)
+            for (int64_t j = 0; j < p->kernel[1] && k->s == TF_OK; j++) {
+                tf_tensor *hit = eq(k, window(k, xp, p, i, j, Ho, Wo), n->out);
+                if (taken) {
+                    tf_tensor *fresh = NULL, *not_taken = NULL;
+                    keep(k, tf_logical_not(taken, &not_taken), &not_taken);
+                    if (k->s == TF_OK) keep(k, tf_logical_and(hit, not_taken, &fresh), &fresh);
+                    tf_tensor *now = NULL;
+                    if (k->s == TF_OK) keep(k, tf_logical_or(taken, hit, &now), &now);
+                    hit = fresh;
+                    taken = now;
+                } else {
+                    taken = hit;
+                }
+                add_into_window(k, z, p, i, j, where(k, hit, g, zero));
+            }
+        return crop(k, z, e, p);
+    }
+    /* average: the divisor of each output is its window's size, or the
+     * count of real (unpadded) elements in it */
+    tf_tensor *share = NULL;
+    double area = (double)(p->kernel[0] * p->kernel[1]);
+    if (p->flags & TF_POOL_COUNT_PAD || (!p->padding[0] && !p->padding[1])) {
+        share = div(k, g, num(k, g, area));
+    } else {
+        tf_tensor *ones = NULL, *frac = NULL;
+        if (k->s == TF_OK) keep(k, tf_ones(g->storage->dev, g->dtype, 4, e->shape, &ones), &ones);
+        if (k->s == TF_OK)
+            keep(k, tf_avgpool2d(ones, p->kernel, p->stride, p->padding, true, &frac), &frac);   /* count / area */
+        share = frac ? div(k, g, mul(k, frac, num(k, g, area))) : NULL;
+    }
+    for (int64_t i = 0; i < p->kernel[0] && k->s == TF_OK; i++)
+        for (int64_t j = 0; j < p->kernel[1] && k->s == TF_OK; j++) add_into_window(k, z, p, i, j, share);
+    return crop(k, z, e, p);
+}
+
 /* ---- dispatch ---- */
 
 static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
@@ -463,17 +600,20 @@ static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor
     case TF__GRAD_WHERE: where_grads(k, n, g, grads); return;
     case TF__GRAD_GATHER: grads[0] = gather_grad(k, n, g); return;
     case TF__GRAD_INDEX_SELECT: grads[0] = index_select_grad(k, n, g); return;
+    case TF__GRAD_CONV: conv2d_grads(k, n, g, grads); return;
+    case TF__GRAD_POOL: grads[0] = pool_grad(k, n, g); return;
     case TF__GRAD_NONE: break;
     }
     k->s = unsupported(n);
 }
 
 tf_status tf__grad_rule_run(const tf__grad_node *n, const tf_tensor *g, tf_tensor **grads) {
-    scratch k = {.n = 0, .s = TF_OK};
+    scratch k = {.t = NULL, .n = 0, .cap = 0, .s = TF_OK};
     tf_tensor *view[TF__GRAD_MAX_IN] = {NULL};
     run_rule(&k, n, (tf_tensor *)g, view);
     for (int i = 0; i < n->n_in; i++) grads[i] = n->in[i].needs && view[i] ? take(&k, view[i]) : NULL;
     for (int i = 0; i < k.n; i++) tf_tensor_release(k.t[i]);
+    tf__free(k.t);
     if (k.s != TF_OK)
         for (int i = 0; i < n->n_in; i++) {
             tf_tensor_release(grads[i]);

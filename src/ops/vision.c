@@ -24,6 +24,23 @@ static int64_t window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, in
 
 /* ---- conv2d ---- */
 
+/* A window op's record for its gradient (the defaults already filled in). */
+static int grad_window(tf__grad_args *a, tf__grad_rule rule, tf_op_kind op, const int64_t *kernel,
+                       const int64_t *stride, const int64_t *padding, const int64_t *dilation, int64_t groups,
+                       bool count_pad) {
+    a->rule = rule;
+    a->op = op;
+    for (int i = 0; i < 2; i++) {
+        a->p.kernel[i] = kernel ? kernel[i] : 0;
+        a->p.stride[i] = stride[i];
+        a->p.padding[i] = padding[i];
+        a->p.dilation[i] = dilation[i];
+    }
+    a->p.groups = groups;
+    a->p.flags = count_pad ? TF_POOL_COUNT_PAD : 0;
+    return 0;
+}
+
 static tf_status check_pair(const char *fn, const char *what, const int64_t *v, int64_t min) {
     if (!strcmp(what, "padding") && (v[0] > INT64_MAX / 4 || v[1] > INT64_MAX / 4))   /* 2 * pad must fit */
         return tf__error(TF_ERR_SIZE, "%s: %s {%lld, %lld} is too large", fn, what, (long long)v[0], (long long)v[1]);
@@ -44,6 +61,9 @@ tf_status tf_conv2d(const tf_tensor *x, const tf_tensor *weight, const tf_tensor
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     const int64_t *stride = stride_in ? stride_in : one, *padding = padding_in ? padding_in : zero,
                   *dilation = dilation_in ? dilation_in : one;
+    TF__GRAD(fn, out, tf_conv2d(x, weight, bias, stride, padding, dilation, groups, out),
+             grad_window(&ga_, TF__GRAD_CONV, TF_OP_CONV2D, NULL, stride, padding, dilation, groups, false),
+             x, weight, bias);
     tf_status s = need_float(fn, x);
     if (s == TF_OK) s = check_pair(fn, "stride", stride, 1);
     if (s == TF_OK) s = check_pair(fn, "padding", padding, 0);
@@ -94,6 +114,8 @@ static tf_status pool(const char *fn, tf_op_kind kind, const tf_tensor *x, const
     static const int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     const int64_t *stride = stride_in ? stride_in : kernel, *padding = padding_in ? padding_in : zero,
                   *dilation = dilation_in ? dilation_in : one;
+    TF__GRAD(fn, out, pool(fn, kind, x, kernel, stride, padding, dilation, count_pad, out),
+             grad_window(&ga_, TF__GRAD_POOL, kind, kernel, stride, padding, dilation, 1, count_pad), x);
     tf_status s = need_float(fn, x);
     if (s == TF_OK) s = check_pair(fn, "kernel", kernel, 1);
     if (s == TF_OK) s = check_pair(fn, "stride", stride, 1);

@@ -69,6 +69,25 @@ BINARY(swiglu, tf_swiglu)
 BINARY(atan2, tf_atan2)
 BINARY(matmul, tf_matmul)
 
+static tf_status f_conv(tf_tensor *const *in, tf_tensor **out) {
+    return tf_conv2d(in[0], in[1], in[2], (int64_t[]){1, 1}, (int64_t[]){1, 1}, NULL, 1, out);
+}
+static tf_status f_conv_strided(tf_tensor *const *in, tf_tensor **out) {
+    return tf_conv2d(in[0], in[1], NULL, (int64_t[]){2, 1}, (int64_t[]){1, 0}, (int64_t[]){1, 2}, 2, out);
+}
+static tf_status f_maxpool(tf_tensor *const *in, tf_tensor **out) {
+    return tf_maxpool2d(in[0], (int64_t[]){2, 2}, NULL, NULL, NULL, out);
+}
+static tf_status f_maxpool_padded(tf_tensor *const *in, tf_tensor **out) {
+    return tf_maxpool2d(in[0], (int64_t[]){3, 3}, (int64_t[]){2, 2}, (int64_t[]){1, 1}, NULL, out);
+}
+static tf_status f_avgpool(tf_tensor *const *in, tf_tensor **out) {
+    return tf_avgpool2d(in[0], (int64_t[]){3, 2}, (int64_t[]){2, 1}, (int64_t[]){1, 1}, false, out);
+}
+static tf_status f_avgpool_count(tf_tensor *const *in, tf_tensor **out) {
+    return tf_avgpool2d(in[0], (int64_t[]){2, 2}, (int64_t[]){1, 1}, (int64_t[]){1, 0}, true, out);
+}
+
 static tf_status f_leaky(tf_tensor *const *in, tf_tensor **out) { return tf_leaky_relu(in[0], 0.1, out); }
 static tf_status f_clamp(tf_tensor *const *in, tf_tensor **out) { return tf_clamp(in[0], -0.5, 0.7, out); }
 static tf_status f_sum_all(tf_tensor *const *in, tf_tensor **out) { return tf_sum(in[0], TF_ALL_AXES, false, out); }
@@ -244,6 +263,12 @@ static const gcase cases[] = {
     {"index_select", 1, {2}, {{3, 5}}, {ANY}, f_index_select},
     {"embedding", 1, {2}, {{5, 3}}, {ANY}, f_embedding},
     {"cross_entropy", 1, {2}, {{4, 5}}, {ANY}, f_cross_entropy},
+    {"conv2d with bias", 3, {4, 4, 1}, {{2, 3, 5, 4}, {4, 3, 3, 3}, {4}}, {ANY, ANY, ANY}, f_conv},
+    {"conv2d strided, dilated, groups", 2, {4, 4}, {{1, 4, 6, 7}, {4, 2, 2, 3}}, {ANY, ANY}, f_conv_strided},
+    {"maxpool2d", 1, {4}, {{2, 2, 4, 6}}, {ANY}, f_maxpool},
+    {"maxpool2d padded", 1, {4}, {{1, 2, 5, 5}}, {ANY}, f_maxpool_padded},
+    {"avgpool2d padding not counted", 1, {4}, {{1, 2, 5, 4}}, {ANY}, f_avgpool},
+    {"avgpool2d padding counted", 1, {4}, {{1, 2, 3, 4}}, {ANY}, f_avgpool_count},
     {"batch_norm", 3, {4, 1, 1}, {{4, 3, 2, 2}, {3}, {3}}, {ANY, ANY, ANY}, f_batch_norm},
 };
 
@@ -278,7 +303,7 @@ static void fill_inputs(const gcase *c, double **v) {
             do {
                 x = draw(c->dom[i]);
                 near = fabs(x) < 0.05 || fabs(x + 0.5) < 0.05 || fabs(x - 0.7) < 0.05;
-                for (int64_t k = 0; k < j && !near; k++) near = fabs(v[i][k] - x) < 0.02;
+                for (int64_t k = 0; k < j && !near; k++) near = fabs(v[i][k] - x) < 0.002;
             } while (near);
             v[i][j] = x;
         }

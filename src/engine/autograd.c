@@ -121,6 +121,8 @@ static unsigned rule_saves(const tf__grad_args *a) {
     case TF__GRAD_ROW: return a->op == TF_OP_SOFTMAX || a->op == TF_OP_LOG_SOFTMAX ? SAVES_OUT : 7;
     case TF__GRAD_WHERE: return 1;
     case TF__GRAD_CONV: return 3;
+    case TF__GRAD_SDPA: return 15;
+    case TF__GRAD_ROPE: return 2;
     case TF__GRAD_POOL: return a->op == TF_OP_MAXPOOL2D ? 1 | SAVES_OUT : 0;
     case TF__GRAD_GATHER: case TF__GRAD_INDEX_SELECT: return 2;
     default: return 0;

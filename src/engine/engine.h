@@ -192,7 +192,8 @@ typedef struct tf__grad_meta {
 typedef enum {
     TF__GRAD_UNARY, TF__GRAD_BINARY, TF__GRAD_REDUCE, TF__GRAD_MATMUL, TF__GRAD_VIEW, TF__GRAD_PERMUTE,
     TF__GRAD_SLICE, TF__GRAD_EXPAND, TF__GRAD_CAST, TF__GRAD_ROW, TF__GRAD_WHERE, TF__GRAD_GATHER,
-    TF__GRAD_INDEX_SELECT, TF__GRAD_GEMM, TF__GRAD_CONV, TF__GRAD_POOL, TF__GRAD_NONE
+    TF__GRAD_INDEX_SELECT, TF__GRAD_GEMM, TF__GRAD_CONV, TF__GRAD_POOL, TF__GRAD_SDPA,
+    TF__GRAD_ROPE, TF__GRAD_NONE
 } tf__grad_rule;
 typedef struct tf__grad_args {
     tf__grad_rule rule;

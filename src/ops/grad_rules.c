@@ -575,6 +575,66 @@ static tf_tensor *pool_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
     return crop(k, z, e, p);
 }
 
+
+/* ---- attention and rotary embedding ---- */
+
+/* k or v [B, Hkv, L, D] repeated to the query heads [B, Hq, L, D] (head h
+ * reads kv head h / (Hq / Hkv)), and the reverse sum for gradients. */
+static tf_tensor *repeat_heads(scratch *k, const tf_tensor *t, int64_t hq) {
+    int64_t b = t->shape[0], hkv = t->shape[1], l = t->shape[2], d = t->shape[3];
+    if (hkv == hq) return (tf_tensor *)t;
+    const int64_t wide[5] = {b, hkv, hq / hkv, l, d}, flat[4] = {b, hq, l, d};
+    return reshape(k, expand(k, unsqueeze(k, t, 2), 5, wide), 4, flat);
+}
+
+static tf_tensor *sum_heads(scratch *k, tf_tensor *t, int64_t hkv) {
+    if (!t || t->shape[1] == hkv) return t;
+    const int64_t grouped[5] = {t->shape[0], hkv, t->shape[1] / hkv, t->shape[2], t->shape[3]};
+    return sum(k, reshape(k, t, 5, grouped), 2, false);
+}
+
+/* The forward recomputed: P = softmax(scale q k^T + mask, causal); then
+ * dV = P^T dO, dS = P (dP - rowsum(dP P)) with dP = dO V^T, dQ = scale dS K,
+ * dK = scale dS^T Q; a float mask's gradient is dS, summed to its shape. */
+static void sdpa_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf_tensor *q = n->in[0].saved, *kk = n->in[1].saved, *v = n->in[2].saved, *mask = n->in[3].saved;
+    const tf_op_params *p = &n->a.p;
+    const int64_t hq = q->shape[1], hkv = kk->shape[1], lq = q->shape[2], lk = kk->shape[2];
+    tf_tensor *kr = repeat_heads(k, kk, hq), *vr = repeat_heads(k, v, hq);
+    tf_tensor *scores = mul(k, matmul(k, q, transpose(k, kr, -1, -2)), num(k, q, p->scale));
+    if (mask) scores = add(k, scores, mask);
+    if (p->flags & TF_SDPA_CAUSAL && k->s == TF_OK) {
+        tf_tensor *rows = NULL, *cols = NULL;
+        keep(k, tf_arange(q->storage->dev, TF_I64, (double)p->q_offset, (double)(p->q_offset + lq), 1, &rows), &rows);
+        if (k->s == TF_OK) keep(k, tf_arange(q->storage->dev, TF_I64, 0, (double)lk, 1, &cols), &cols);
+        tf_tensor *visible = k->s == TF_OK ? le(k, cols, unsqueeze(k, rows, 1)) : NULL;   /* [lq, lk] */
+        scores = where(k, visible, scores, num(k, scores, -INFINITY));
+    }
+    tf_tensor *probs = NULL;
+    if (k->s == TF_OK) keep(k, tf_softmax(scores, -1, &probs), &probs);
+    if (k->s != TF_OK) return;
+    if (n->in[2].needs) grads[2] = sum_heads(k, matmul(k, transpose(k, probs, -1, -2), g), hkv);
+    tf_tensor *dp = matmul(k, g, transpose(k, vr, -1, -2));
+    tf_tensor *ds = mul(k, probs, sub(k, dp, sum(k, mul(k, dp, probs), -1, true)));
+    if (n->in[0].needs) grads[0] = mul(k, matmul(k, ds, kr), num(k, g, p->scale));
+    if (n->in[1].needs) grads[1] = sum_heads(k, mul(k, matmul(k, transpose(k, ds, -1, -2), q), num(k, g, p->scale)), hkv);
+    if (mask && n->in[3].needs) grads[3] = sum_to_edge(k, ds, &n->in[3]);
+}
+
+/* A rotation's transpose is the rotation by minus the angle: the
+ * positions negated. */
+static tf_tensor *rope_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const tf_op_params *p = &n->a.p;
+    tf_tensor *back = NULL, *minus = NULL;
+    tf_tensor *pos = n->in[1].saved;
+    if (k->s == TF_OK) keep(k, tf_scalar(pos->storage->dev, pos->dtype, -1, &minus), &minus);
+    tf_tensor *neg_pos = mul(k, pos, minus);
+    if (k->s == TF_OK)
+        keep(k, tf_rope(g, neg_pos, p->axis, p->rotary_dims, p->theta,
+                        p->flags & TF_ROPE_NEOX ? TF_ROPE_HALF_SPLIT : TF_ROPE_INTERLEAVED, &back), &back);
+    return back;
+}
+
 /* ---- dispatch ---- */
 
 static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
@@ -602,6 +662,8 @@ static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor
     case TF__GRAD_INDEX_SELECT: grads[0] = index_select_grad(k, n, g); return;
     case TF__GRAD_CONV: conv2d_grads(k, n, g, grads); return;
     case TF__GRAD_POOL: grads[0] = pool_grad(k, n, g); return;
+    case TF__GRAD_SDPA: sdpa_grads(k, n, g, grads); return;
+    case TF__GRAD_ROPE: grads[0] = rope_grad(k, n, g); return;
     case TF__GRAD_NONE: break;
     }
     k->s = unsupported(n);

@@ -188,6 +188,9 @@ tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq_axis, 
     if (positions->ndim != 1 || positions->shape[0] != x->shape[ax])
         return tf__error(TF_ERR_SHAPE, "%s: positions must be [%lld], one per index of axis %d", fn,
                          (long long)x->shape[ax], ax);
+    TF__GRAD(fn, out, tf_rope(x, positions, seq_axis, rotary_dims, theta, mode, out),
+             (ga_.rule = TF__GRAD_ROPE, ga_.op = TF_OP_ROPE, ga_.p.axis = ax, ga_.p.rotary_dims = rot,
+              ga_.p.theta = theta, ga_.p.flags = mode == TF_ROPE_HALF_SPLIT ? TF_ROPE_NEOX : 0), x, positions);
     const tf_tensor *in[2] = {x, positions};
     tf_dtype want[2] = {x->dtype, TF_KEEP_DTYPE};
     tf_op_call c;
@@ -279,6 +282,10 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
             return tf__error(TF_ERR_SHAPE, "%s: mask %s does not broadcast to the scores %s", fn,
                              tf__shape_str(mask->ndim, mask->shape, a, sizeof a), tf__shape_str(4, sshape, b, sizeof b));
     }
+    TF__GRAD(fn, out, tf_sdpa(q, k, v, mask, scale, causal, q_offset, out),
+             (ga_.rule = TF__GRAD_SDPA, ga_.op = TF_OP_SDPA, ga_.p.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1)),
+              ga_.p.flags = causal ? TF_SDPA_CAUSAL : 0,
+              ga_.p.q_offset = q_offset < 0 ? Lk - Lq : q_offset > Lk ? Lk : q_offset), q, k, v, mask);
     const tf_tensor *in[4] = {q, k, v, mask};
     tf_dtype want[4] = {q->dtype, q->dtype, q->dtype, q->dtype};
     tf_op_call call;

@@ -11,7 +11,7 @@
 
 #include "helpers.h"
 
-#define MAXIN 3
+#define MAXIN 4
 
 typedef enum { ANY, POS, UNIT, GE1 } domain;
 
@@ -185,6 +185,33 @@ static tf_status f_embedding(tf_tensor *const *in, tf_tensor **out) {
     tf_tensor_release(idx);
     return s;
 }
+static tf_status f_sdpa(tf_tensor *const *in, tf_tensor **out) {
+    return tf_sdpa(in[0], in[1], in[2], NULL, 0, false, 0, out);
+}
+static tf_status f_sdpa_causal_gqa(tf_tensor *const *in, tf_tensor **out) {
+    return tf_sdpa(in[0], in[1], in[2], NULL, 0.6, true, -1, out);
+}
+static tf_status f_sdpa_mask(tf_tensor *const *in, tf_tensor **out) {
+    return tf_sdpa(in[0], in[1], in[2], in[3], 0, false, 0, out);
+}
+static tf_tensor *positions_on(const tf_tensor *like, int64_t n) {
+    int64_t v[16];
+    for (int64_t i = 0; i < n; i++) v[i] = 3 + 2 * i;
+    return ids_on(like, 1, &n, v);
+}
+static tf_status f_rope(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *pos = positions_on(in[0], tf_tensor_shape(in[0])[2]);
+    tf_status s = tf_rope(in[0], pos, 2, 0, 10000, TF_ROPE_INTERLEAVED, out);
+    tf_tensor_release(pos);
+    return s;
+}
+static tf_status f_rope_partial(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *pos = positions_on(in[0], tf_tensor_shape(in[0])[1]);
+    tf_status s = tf_rope(in[0], pos, 1, 4, 500, TF_ROPE_HALF_SPLIT, out);
+    tf_tensor_release(pos);
+    return s;
+}
+
 static tf_status f_cross_entropy(tf_tensor *const *in, tf_tensor **out) {
     tf_tensor *t = ids_on(in[0], 1, (int64_t[]){4}, (int64_t[]){2, -100, 0, 4});
     tf_status s = tf_cross_entropy(in[0], t, -100, TF_REDUCTION_MEAN, out);
@@ -269,6 +296,13 @@ static const gcase cases[] = {
     {"maxpool2d padded", 1, {4}, {{1, 2, 5, 5}}, {ANY}, f_maxpool_padded},
     {"avgpool2d padding not counted", 1, {4}, {{1, 2, 5, 4}}, {ANY}, f_avgpool},
     {"avgpool2d padding counted", 1, {4}, {{1, 2, 3, 4}}, {ANY}, f_avgpool_count},
+    {"sdpa", 3, {4, 4, 4}, {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 3}}, {ANY, ANY, ANY}, f_sdpa},
+    {"sdpa causal, grouped heads", 3, {4, 4, 4}, {{2, 4, 3, 2}, {2, 2, 4, 2}, {2, 2, 4, 3}}, {ANY, ANY, ANY},
+     f_sdpa_causal_gqa},
+    {"sdpa with a float mask", 4, {4, 4, 4, 2}, {{1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 3}, {3, 5}},
+     {ANY, ANY, ANY, ANY}, f_sdpa_mask},
+    {"rope interleaved", 1, {4}, {{1, 2, 3, 6}}, {ANY}, f_rope},
+    {"rope half-split, partial", 1, {3}, {{2, 3, 8}}, {ANY}, f_rope_partial},
     {"batch_norm", 3, {4, 1, 1}, {{4, 3, 2, 2}, {3}, {3}}, {ANY, ANY, ANY}, f_batch_norm},
 };
 
@@ -341,7 +375,7 @@ static double loss_f64(const gcase *c, double **v) {
     OK(tf_sum(p, TF_ALL_AXES, false, &l));
     double r = 0;
     OK(tf_tensor_read(l, &r, sizeof r));
-    tf_tensor *all[] = {out, w, p, l, in[0], in[1], in[2]};
+    tf_tensor *all[] = {out, w, p, l, in[0], in[1], in[2], in[3]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
     free(wv);
     return r;
@@ -392,7 +426,7 @@ static void check_case(tf_device *d, const gcase *c) {
                      tf_device_name(d), i, sqrt(err), sqrt(norm));
         free(got);
     }
-    tf_tensor *all[] = {out, w, p, loss, in[0], in[1], in[2]};
+    tf_tensor *all[] = {out, w, p, loss, in[0], in[1], in[2], in[3]};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
     for (int i = 0; i < c->n; i++) free(v[i]);
     free(wv);

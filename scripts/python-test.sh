@@ -39,6 +39,8 @@ TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices TF_PYTEST_MO
 echo "python-test: the same on ctypes alone (TENSORFRAME_NATIVE=0: the general path the C layer hands over to)"
 TENSORFRAME_NATIVE=0 TF_PYTEST_REQUIRE=numpy,array_api_strict TF_PYTEST_DEVICES=$devices \
   TF_PYTEST_MODELS=$build/models "$py/np2/bin/python" -m pytest -q -p no:cacheprovider .
-echo "python-test: Debian's NumPy 1.24 and PyTorch 1.13"
-TF_PYTEST_REQUIRE=numpy,torch TF_PYTEST_DEVICES=$devices \
-  "$py/debian/bin/python" -m pytest -q -p no:cacheprovider -rs test_dlpack.py test_array.py test_hostile.py test_autograd.py
+digits=$(bash "$root/scripts/fetch-digits.sh" "$build" "$py/debian/bin/pip")
+echo "python-test: Debian's NumPy 1.24 and PyTorch 1.13 (autograd and training against torch on $devices)"
+TF_PYTEST_REQUIRE=numpy,torch TF_PYTEST_DEVICES=$devices TF_PYTEST_DIGITS=$digits \
+  "$py/debian/bin/python" -m pytest -q -s -p no:cacheprovider -rs test_dlpack.py test_array.py test_hostile.py \
+  test_autograd.py test_training.py

@@ -237,6 +237,9 @@ void tf__grad_resume(void);
 tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, int n, const tf_tensor *const *in,
                           tf_tensor **out);
 void tf__grad_meta_drop(tf_tensor *t);
+/* A node lets go of what its rule reads (tf_backward, when it has run it). */
+void tf__grad_node_drop_saved(tf__grad_node *n);
+bool tf__same_shape(int na, const int64_t *a, int nb, const int64_t *b);
 /* A leaf's gradient replaced by g, whose first reference it takes (tf__keep). */
 void tf__grad_replace(tf_tensor *t, tf_tensor *g);
 /* An in-place write into dst: refused (grad mode on, dst requires a

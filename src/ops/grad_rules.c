@@ -486,6 +486,65 @@ static tf_tensor *pad_input(scratch *k, const tf_tensor *x, const tf_op_params *
     return k->s != TF_OK ? NULL : keep(k, tf_pad(x, 2, pads, value, &o), &o);
 }
 
+static tf_tensor *conv(scratch *k, const tf_tensor *x, const tf_tensor *w, const int64_t stride[2],
+                       const int64_t dilation[2]) {
+    tf_tensor *o = NULL;
+    static const int64_t zero[2] = {0, 0};
+    return k->s != TF_OK ? NULL : keep(k, tf_conv2d(x, w, NULL, stride, zero, dilation, 1, &o), &o);
+}
+
+/* dX of an ungrouped convolution as one convolution (a transposed one):
+ * g spread out by the stride (zeros between), padded by dil (k - 1) - p
+ * on each side (plus what the forward's floor left uncovered at the end),
+ * convolved with the weight flipped in space and with O and C swapped. */
+static tf_tensor *conv_input_grad(scratch *k, const tf__grad_node *n, tf_tensor *g, const tf_tensor *w) {
+    const tf__grad_edge *ex = &n->in[0];
+    const tf_op_params *p = &n->a.p;
+    const int64_t N = g->shape[0], O = g->shape[1], Ho = g->shape[2], Wo = g->shape[3];
+    int64_t spread[4] = {N, O, (Ho - 1) * p->stride[0] + 1, (Wo - 1) * p->stride[1] + 1};
+    tf_tensor *gs = g;
+    if (p->stride[0] > 1 || p->stride[1] > 1) {
+        tf_tensor *z = NULL, *rows = NULL, *cells = NULL;
+        if (k->s == TF_OK) keep(k, tf_zeros(g->storage->dev, g->dtype, 4, spread, &z), &z);
+        if (k->s == TF_OK) keep(k, tf_slice(z, 2, 0, spread[2], p->stride[0], &rows), &rows);
+        if (k->s == TF_OK) keep(k, tf_slice(rows, 3, 0, spread[3], p->stride[1], &cells), &cells);
+        if (k->s == TF_OK) k->s = tf_copy_into(cells, g);
+        gs = z;
+    }
+    int64_t pads[4];
+    for (int a = 0; a < 2; a++) {                /* F.pad order: last axis first */
+        int64_t kk = w->shape[2 + a], reach = p->dilation[a] * (kk - 1), full = ex->shape[2 + a];
+        int64_t before = reach - p->padding[a];
+        int64_t covered = spread[2 + a] + 2 * before - reach;     /* the output's extent with `before` both sides */
+        pads[2 * (1 - a)] = before;
+        pads[2 * (1 - a) + 1] = before + (full - covered);
+    }
+    tf_tensor *gp = NULL;
+    if (k->s == TF_OK) keep(k, tf_pad(gs, 2, pads, 0, &gp), &gp);
+    int axes[2] = {2, 3};
+    tf_tensor *flipped = NULL;
+    if (k->s == TF_OK) keep(k, tf_flip(w, 2, axes, &flipped), &flipped);
+    tf_tensor *wt = k->s == TF_OK ? transpose(k, flipped, 0, 1) : NULL;      /* [C, O, kh, kw] */
+    static const int64_t one[2] = {1, 1};
+    return conv(k, gp, wt, one, p->dilation);
+}
+
+/* dW of an ungrouped convolution as one convolution: the padded input with
+ * N as its channels, convolved with g (N as its channels) as the kernel,
+ * stride and dilation exchanged; the result [C, O, >= kh, >= kw] cropped. */
+static tf_tensor *conv_weight_grad(scratch *k, const tf__grad_node *n, tf_tensor *g, const tf_tensor *x) {
+    const tf__grad_edge *ew = &n->in[1];
+    const tf_op_params *p = &n->a.p;
+    tf_tensor *xp = pad_input(k, x, p, 0);
+    tf_tensor *xt = k->s == TF_OK ? transpose(k, xp, 0, 1) : NULL;            /* [C, N, Hp, Wp] */
+    tf_tensor *gt = k->s == TF_OK ? transpose(k, g, 0, 1) : NULL;             /* [O, N, Ho, Wo] */
+    tf_tensor *d = conv(k, xt, gt, p->dilation, p->stride);                   /* [C, O, kh', kw'] */
+    tf_tensor *rows = NULL, *cells = NULL;
+    if (k->s == TF_OK) keep(k, tf_slice(d, 2, 0, ew->shape[2], 1, &rows), &rows);
+    if (k->s == TF_OK) keep(k, tf_slice(rows, 3, 0, ew->shape[3], 1, &cells), &cells);
+    return k->s == TF_OK ? transpose(k, cells, 0, 1) : NULL;
+}
+
 /* y[n, g, o, q] = sum_c' W[g, o, c'] P[n, g, c', q] with P the unfolded
  * input (c' runs over C/G channels times the kernel's offsets). */
 static void conv2d_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
@@ -496,7 +555,15 @@ static void conv2d_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_te
                   kw = ew->shape[3], Ho = g->shape[2], Wo = g->shape[3], K = C / G * kh * kw;
     const int64_t gshape[4] = {N, G, O / G, Ho * Wo}, wshape[3] = {G, O / G, K};
     tf_tensor *gg = reshape(k, g, 4, gshape), *wg = reshape(k, w, 3, wshape);
-    if (n->in[2].needs) grads[2] = sum(k, sum(k, sum(k, g, 3, false), 2, false), 0, false);
+    if (n->in[2].needs) {                /* one long row per channel: [O, N Ho Wo], summed */
+        const int64_t rows[2] = {O, N * Ho * Wo};
+        grads[2] = sum(k, reshape(k, transpose(k, g, 0, 1), 2, rows), 1, false);
+    }
+    if (G == 1) {                        /* each gradient one convolution */
+        if (n->in[0].needs) grads[0] = conv_input_grad(k, n, g, w);
+        if (n->in[1].needs) grads[1] = conv_weight_grad(k, n, g, x);
+        return;
+    }
     if (kh * kw > 64) {
         k->s = tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s's gradient takes kernels of up to 64 elements", n->fn);
         return;

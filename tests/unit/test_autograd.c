@@ -75,6 +75,12 @@ static tf_status f_conv(tf_tensor *const *in, tf_tensor **out) {
 static tf_status f_conv_strided(tf_tensor *const *in, tf_tensor **out) {
     return tf_conv2d(in[0], in[1], NULL, (int64_t[]){2, 1}, (int64_t[]){1, 0}, (int64_t[]){1, 2}, 2, out);
 }
+static tf_status f_conv_strided_ungrouped(tf_tensor *const *in, tf_tensor **out) {
+    return tf_conv2d(in[0], in[1], in[2], (int64_t[]){2, 3}, (int64_t[]){1, 2}, (int64_t[]){2, 1}, 1, out);
+}
+static tf_status f_conv_wide_padding(tf_tensor *const *in, tf_tensor **out) {
+    return tf_conv2d(in[0], in[1], NULL, NULL, (int64_t[]){2, 3}, NULL, 1, out);
+}
 static tf_status f_maxpool(tf_tensor *const *in, tf_tensor **out) {
     return tf_maxpool2d(in[0], (int64_t[]){2, 2}, NULL, NULL, NULL, out);
 }
@@ -292,6 +298,9 @@ static const gcase cases[] = {
     {"cross_entropy", 1, {2}, {{4, 5}}, {ANY}, f_cross_entropy},
     {"conv2d with bias", 3, {4, 4, 1}, {{2, 3, 5, 4}, {4, 3, 3, 3}, {4}}, {ANY, ANY, ANY}, f_conv},
     {"conv2d strided, dilated, groups", 2, {4, 4}, {{1, 4, 6, 7}, {4, 2, 2, 3}}, {ANY, ANY}, f_conv_strided},
+    {"conv2d strided, dilated, floor", 3, {4, 4, 1}, {{2, 2, 8, 9}, {3, 2, 2, 3}, {3}}, {ANY, ANY, ANY},
+     f_conv_strided_ungrouped},
+    {"conv2d padding past the kernel", 2, {4, 4}, {{1, 2, 3, 3}, {2, 2, 2, 2}}, {ANY, ANY}, f_conv_wide_padding},
     {"maxpool2d", 1, {4}, {{2, 2, 4, 6}}, {ANY}, f_maxpool},
     {"maxpool2d padded", 1, {4}, {{1, 2, 5, 5}}, {ANY}, f_maxpool_padded},
     {"avgpool2d padding not counted", 1, {4}, {{1, 2, 5, 4}}, {ANY}, f_avgpool},
@@ -475,6 +484,25 @@ static void test_leaves_and_accumulation(void **state) {
     OK(tf_backward(y2, seed, 0));
     expect_f32(tf_grad(x), (float[]){2, 0, -6}, 3);
     tf_tensor *all[] = {x, y, l, i, seed, y2};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
+/* Leaves' gradients are memory of their own: an add gives both inputs the
+ * same gradient and a sum a broadcast one, and a collective writes them in
+ * place. */
+static void test_leaf_gradients_own_their_memory(void **state) {
+    (void)state;
+    tf_tensor *x = vec((float[]){1, 2}, 2), *y = vec((float[]){3, 4}, 2), *z = NULL, *l = NULL;
+    OK(tf_set_requires_grad(x, true));
+    OK(tf_set_requires_grad(y, true));
+    OK(tf_add(x, y, &z));
+    OK(tf_sum(z, TF_ALL_AXES, false, &l));
+    OK(tf_backward(l, NULL, 0));
+    tf_tensor *gx = tf_grad(x), *gy = tf_grad(y);
+    assert_true(tf_tensor_is_contiguous(gx));
+    OK(tf_binary_into(gx, TF_OP_ADD, gx, gx));      /* in place, as tf_all_reduce writes */
+    expect_f32(gy, (float[]){1, 1}, 2);
+    tf_tensor *all[] = {x, y, z, l};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
 }
 
@@ -828,6 +856,7 @@ int main(void) {
     srand(seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leaves_and_accumulation),
+        cmocka_unit_test(test_leaf_gradients_own_their_memory),
         cmocka_unit_test(test_no_grad_and_detach),
         cmocka_unit_test(test_in_place_writes),
         cmocka_unit_test(test_ops_without_a_rule_are_named),

@@ -1395,6 +1395,43 @@ def embedding(weight, ids, /):
     return _wrap(call(lib.tf_embedding, weight._h, ids._h))
 
 
+def _pair(v, name):
+    pair = (v, v) if isinstance(v, int) else tuple(v)
+    if len(pair) != 2:
+        raise ValueError("tensorframe: %s is an int or a pair, not %r" % (name, v))
+    return int64_array(pair)
+
+
+@_export
+def conv2d(x, weight, bias=None, /, *, stride=1, padding=0, dilation=1, groups=1):
+    """PyTorch's F.conv2d: x [N, C, H, W], weight [O, C/groups, kh, kw]."""
+    return _wrap(call(lib.tf_conv2d, x._h, weight._h, bias._h if bias is not None else None, _pair(stride, "stride"),
+                      _pair(padding, "padding"), _pair(dilation, "dilation"), groups))
+
+
+@_export
+def max_pool2d(x, kernel_size, /, *, stride=None, padding=0, dilation=1):
+    stride = kernel_size if stride is None else stride
+    return _wrap(call(lib.tf_maxpool2d, x._h, _pair(kernel_size, "kernel_size"), _pair(stride, "stride"),
+                      _pair(padding, "padding"), _pair(dilation, "dilation")))
+
+
+@_export
+def avg_pool2d(x, kernel_size, /, *, stride=None, padding=0, count_include_pad=True):
+    stride = kernel_size if stride is None else stride
+    return _wrap(call(lib.tf_avgpool2d, x._h, _pair(kernel_size, "kernel_size"), _pair(stride, "stride"),
+                      _pair(padding, "padding"), bool(count_include_pad)))
+
+
+@_export
+def cross_entropy(logits, target, /, *, ignore_index=-100, reduction="mean"):
+    """PyTorch's F.cross_entropy over class indices (logits [N, C, ...])."""
+    codes = {"mean": 0, "sum": 1, "none": 2}
+    if reduction not in codes:
+        raise ValueError("tensorframe: reduction is 'mean', 'sum' or 'none', not %r" % (reduction,))
+    return _wrap(call(lib.tf_cross_entropy, logits._h, target._h, ignore_index, codes[reduction]))
+
+
 @_export
 def norm(x, /, *, ord=2.0, axis=None, keepdims=False):
     return _wrap(call(lib.tf_norm, x._h, float(ord), ALL_AXES if axis is None else axis, keepdims))

@@ -1395,7 +1395,7 @@ def embedding(weight, ids, /):
     return _wrap(call(lib.tf_embedding, weight._h, ids._h))
 
 
-def _pair(v, name):
+def _int_pair(v, name):
     pair = (v, v) if isinstance(v, int) else tuple(v)
     if len(pair) != 2:
         raise ValueError("tensorframe: %s is an int or a pair, not %r" % (name, v))
@@ -1405,22 +1405,22 @@ def _pair(v, name):
 @_export
 def conv2d(x, weight, bias=None, /, *, stride=1, padding=0, dilation=1, groups=1):
     """PyTorch's F.conv2d: x [N, C, H, W], weight [O, C/groups, kh, kw]."""
-    return _wrap(call(lib.tf_conv2d, x._h, weight._h, bias._h if bias is not None else None, _pair(stride, "stride"),
-                      _pair(padding, "padding"), _pair(dilation, "dilation"), groups))
+    return _wrap(call(lib.tf_conv2d, x._h, weight._h, bias._h if bias is not None else None, _int_pair(stride, "stride"),
+                      _int_pair(padding, "padding"), _int_pair(dilation, "dilation"), groups))
 
 
 @_export
 def max_pool2d(x, kernel_size, /, *, stride=None, padding=0, dilation=1):
     stride = kernel_size if stride is None else stride
-    return _wrap(call(lib.tf_maxpool2d, x._h, _pair(kernel_size, "kernel_size"), _pair(stride, "stride"),
-                      _pair(padding, "padding"), _pair(dilation, "dilation")))
+    return _wrap(call(lib.tf_maxpool2d, x._h, _int_pair(kernel_size, "kernel_size"), _int_pair(stride, "stride"),
+                      _int_pair(padding, "padding"), _int_pair(dilation, "dilation")))
 
 
 @_export
 def avg_pool2d(x, kernel_size, /, *, stride=None, padding=0, count_include_pad=True):
     stride = kernel_size if stride is None else stride
-    return _wrap(call(lib.tf_avgpool2d, x._h, _pair(kernel_size, "kernel_size"), _pair(stride, "stride"),
-                      _pair(padding, "padding"), bool(count_include_pad)))
+    return _wrap(call(lib.tf_avgpool2d, x._h, _int_pair(kernel_size, "kernel_size"), _int_pair(stride, "stride"),
+                      _int_pair(padding, "padding"), bool(count_include_pad)))
 
 
 @_export

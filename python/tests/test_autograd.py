@@ -26,7 +26,50 @@ CASES = {
     "max": ([(3, 5)], (-2, 2), lambda m, x: m.max(x, **_axis(m, 1, False)) if m.__name__ != "torch"
             else m.max(x, dim=1).values),
     "sqrt_sin": ([(5,)], (0.2, 2), lambda m, x: m.sqrt(x) * m.sin(x)),
+    "concat_flip": ([(2, 3), (2, 2)], (-2, 2), lambda m, a, b: _concat(m, [m.flip(a, **_dims(m, (0, 1))), b * b])),
+    "cumsum_tril": ([(4, 4)], (-2, 2), lambda m, x: m.tril(_cumsum(m, x, 1), **_diagonal(m, -1))),
+    "sort": ([(3, 5)], (-2, 2), lambda m, x: m.sort(x, **_axis1(m)) if m.__name__ != "torch"
+             else m.sort(x, dim=1).values),
+    "inv_solve": ([(3, 3), (3, 2)], "dominant", lambda m, a, b: m.linalg.inv(a) @ m.linalg.solve(a, b)),
+    "det_slogdet": ([(2, 3, 3)], "dominant", lambda m, a: m.linalg.det(a) + m.linalg.slogdet(a)[1]),
+    "cholesky": ([(3, 3)], "spd", lambda m, a: m.linalg.cholesky(a)),
 }
+
+
+def _concat(m, xs):
+    return m.cat(xs, dim=1) if m.__name__ == "torch" else m.concat(xs, axis=1)
+
+
+def _dims(m, axes):
+    return {"dims": axes} if m.__name__ == "torch" else {"axis": axes}
+
+
+def _cumsum(m, x, axis):
+    return m.cumsum(x, dim=axis) if m.__name__ == "torch" else m.cumulative_sum(x, axis=axis)
+
+
+def _diagonal(m, k):
+    return {"diagonal": k} if m.__name__ == "torch" else {"k": k}
+
+
+def _axis1(m):
+    return {"axis": 1}
+
+
+def _values(rng, shape, kind):
+    """Inputs in a range, or matrices well away from singular: x + 3 I
+    ("dominant"), or symmetric positive definite r r^T + 3 I ("spd": the
+    leaf itself symmetric, so torch's symmetrized cholesky gradient is the
+    one to match)."""
+    import numpy
+    if kind == "dominant":                        # the square ones; a right-hand side as drawn
+        square = len(shape) >= 2 and shape[-1] == shape[-2]
+        return rng.uniform(-1, 1, shape) + (3 * numpy.eye(shape[-1]) if square else 0)
+    if kind == "spd":
+        r = rng.uniform(-1, 1, shape)
+        return r @ numpy.swapaxes(r, -1, -2) + 3 * numpy.eye(shape[-1])
+    lo, hi = kind
+    return rng.uniform(lo, hi, shape)
 
 
 def _axis(m, axis, keep):
@@ -40,8 +83,8 @@ def _permute(m, x):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradients_match_torch(device, rng, name):
     torch = need("torch")
-    shapes, (lo, hi), f = CASES[name]
-    values = [rng.uniform(lo, hi, s) for s in shapes]
+    shapes, kind, f = CASES[name]
+    values = [_values(rng, s, kind) for s in shapes]
     weights = None
     xs = [tf.asarray(v.astype("float32"), device=device) for v in values]
     for x in xs:

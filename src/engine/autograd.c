@@ -126,6 +126,13 @@ static unsigned rule_saves(const tf__grad_args *a) {
     case TF__GRAD_ROPE: return 2;
     case TF__GRAD_POOL: return a->op == TF_OP_MAXPOOL2D ? 1 | SAVES_OUT : 0;
     case TF__GRAD_GATHER: case TF__GRAD_INDEX_SELECT: return 2;
+    case TF__GRAD_QMATMUL: return 3;
+    case TF__GRAD_LINALG:
+        switch (a->i[0]) {
+        case TF__GRAD_INV: case TF__GRAD_CHOLESKY: return SAVES_OUT;
+        case TF__GRAD_SOLVE: case TF__GRAD_DET: return 1 | SAVES_OUT;
+        default: return 1;
+        }
     default: return 0;
     }
 }
@@ -180,7 +187,17 @@ tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, i
                           tf_tensor **out) {
     if (s != TF_OK) return s;
     tf_tensor *o = *out;
-    if (!tf_dtype_is_float(o->dtype)) return TF_OK;      /* indices, masks: nothing flows back through them */
+    tf__grad_args none;
+    if (tf_dtype_is_complex(o->dtype)) {    /* the rules are real: a node that backward refuses by name */
+        memset(&none, 0, sizeof none);
+        none.rule = TF__GRAD_NONE;
+        none.op = a->op;
+        none.i[0] = 1;                   /* backward says: complex */
+        a = &none;
+        n = 0;
+    } else if (!tf_dtype_is_float(o->dtype)) {
+        return TF_OK;                    /* indices, masks: nothing flows back through them */
+    }
     /* An op may hand back an input itself (a view with nothing to change):
      * the output gets a header of its own, so the input stays what it was. */
     bool shared = o->ag != NULL;
@@ -202,6 +219,15 @@ tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, i
     }
     m->fn = node;
     return TF_OK;
+}
+
+tf_status tf__grad_no_rule(const char *fn, int n, const tf_tensor *const *in, tf_tensor **out) {
+    if (!*out || !tf__grad_wanted(n, in)) return TF_OK;
+    tf__grad_args a;
+    memset(&a, 0, sizeof a);
+    a.rule = TF__GRAD_NONE;
+    a.op = TF_OP_COUNT;                  /* not an op of the table: backward names fn alone */
+    return tf__grad_finish(fn, TF_OK, &a, 0, NULL, out);
 }
 
 /* ---- the public state ---- */

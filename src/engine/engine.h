@@ -193,14 +193,22 @@ typedef enum {
     TF__GRAD_UNARY, TF__GRAD_BINARY, TF__GRAD_REDUCE, TF__GRAD_MATMUL, TF__GRAD_VIEW, TF__GRAD_PERMUTE,
     TF__GRAD_SLICE, TF__GRAD_EXPAND, TF__GRAD_CAST, TF__GRAD_ROW, TF__GRAD_WHERE, TF__GRAD_GATHER,
     TF__GRAD_INDEX_SELECT, TF__GRAD_GEMM, TF__GRAD_CONV, TF__GRAD_POOL, TF__GRAD_SDPA,
-    TF__GRAD_ROPE, TF__GRAD_NONE
+    TF__GRAD_ROPE, TF__GRAD_CONCAT, TF__GRAD_PAD, TF__GRAD_TILE, TF__GRAD_FLIP, TF__GRAD_SCAN,
+    TF__GRAD_TRIANGLE, TF__GRAD_QMATMUL, TF__GRAD_LINALG, TF__GRAD_NONE
 } tf__grad_rule;
+/* TF__GRAD_LINALG's function, in i[0] (i[1]: cholesky's upper). */
+enum { TF__GRAD_INV, TF__GRAD_SOLVE, TF__GRAD_DET, TF__GRAD_LOGDET, TF__GRAD_CHOLESKY };
 typedef struct tf__grad_args {
     tf__grad_rule rule;
     tf_op_kind op;
     tf_op_params p;                      /* the op's parameters: axis, keepdim, alpha, bounds, correction, eps */
-    int64_t i[4];                        /* slice: axis, start, step; gemm: transpose a, transpose b */
-    int perm[TF_MAX_DIMS];               /* permute */
+    int64_t i[4];                        /* slice: axis, start, step; gemm: transpose a, transpose b;
+                                            concat: axis, the first input's extent; pad, tile, flip:
+                                            the count of v's (or axes') entries; triangle: diagonal */
+    union {
+        int perm[TF_MAX_DIMS];           /* permute; flip: the axes */
+        int64_t v[2 * TF_MAX_DIMS];      /* pad: the pads; tile: the repetitions per axis */
+    };
 } tf__grad_args;
 typedef struct tf__grad_edge {
     bool needs;                          /* the input requires a gradient */
@@ -236,6 +244,10 @@ void tf__grad_resume(void);
  * (s TF_OK), or pass s on. A failure releases *out and NULLs it. */
 tf_status tf__grad_finish(const char *fn, tf_status s, const tf__grad_args *a, int n, const tf_tensor *const *in,
                           tf_tensor **out);
+/* A function without a gradient rule (qr, svd, eigh, the transforms):
+ * when an input requires a gradient, *out gets a node that tf_backward
+ * refuses by fn's name (a failure releases *out and NULLs it). */
+tf_status tf__grad_no_rule(const char *fn, int n, const tf_tensor *const *in, tf_tensor **out);
 void tf__grad_meta_drop(tf_tensor *t);
 /* A node lets go of what its rule reads (tf_backward, when it has run it). */
 void tf__grad_node_drop_saved(tf__grad_node *n);

@@ -253,6 +253,7 @@ tf_status tf_fft(const tf_tensor *x, int n_axes, const int *axes, bool inverse, 
     fft_call c = {.fn = fn, .kind = KIND_C2C};
     tf_status s = check_axes(&c, x, n_axes, axes);
     if (s == TF_OK) s = transform(&c, x, inverse, norm, out);
+    if (s == TF_OK) s = tf__grad_no_rule(fn, 1, &x, out);
     return tf__in(fn, s);
 }
 
@@ -270,6 +271,7 @@ tf_status tf_rfft(const tf_tensor *x, int n_axes, const int *axes, tf_fft_norm n
         c.out_shape[last] = c.in_shape[last] / 2 + 1;
         s = transform(&c, x, false, norm, out);
     }
+    if (s == TF_OK) s = tf__grad_no_rule(fn, 1, &x, out);
     return tf__in(fn, s);
 }
 
@@ -295,5 +297,6 @@ tf_status tf_irfft(const tf_tensor *x, int n_axes, const int *axes, int64_t last
             s = transform(&c, x, true, norm, out);
         }
     }
+    if (s == TF_OK) s = tf__grad_no_rule(fn, 1, &x, out);
     return tf__in(fn, s);
 }

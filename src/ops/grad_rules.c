@@ -67,6 +67,7 @@ K_OP2(le, tf_le)
 K_OP2(eq, tf_eq)
 K_OP2(pow_, tf_pow)
 K_OP2(matmul, tf_matmul)
+K_OP2(copysign_, tf_copysign)
 
 static tf_tensor *where(scratch *k, const tf_tensor *c, const tf_tensor *a, const tf_tensor *b) {
     tf_tensor *o = NULL;
@@ -139,7 +140,10 @@ static tf_tensor *sum_to_edge(scratch *k, tf_tensor *g, const tf__grad_edge *e) 
 }
 
 static tf_status unsupported(const tf__grad_node *n) {
-    return tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s (%s) has no gradient rule", n->fn, tf_op_name(n->a.op));
+    if ((unsigned)n->a.op >= TF_OP_COUNT)
+        return tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s has no gradient rule", n->fn);
+    return tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s (%s) has no gradient rule%s", n->fn, tf_op_name(n->a.op),
+                     n->a.rule == TF__GRAD_NONE && n->a.i[0] ? " for complex values (the rules are real)" : "");
 }
 
 /* ---- elementwise ---- */
@@ -234,6 +238,10 @@ static void binary_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_te
         *gb = mul(k, g, silu(k, a));
         return;
     }
+    case TF_OP_COPYSIGN:                 /* |a| sgn(b): g sign(a) sgn(b), 0 at a = 0 (PyTorch's); none to b */
+        *ga = mul(k, mul(k, g, sign_(k, a)), copysign_(k, num(k, g, 1), b));
+        *gb = zeros_for(k, &n->in[1], g);
+        return;
     case TF_OP_ATAN2: {                  /* atan2(a, b): (b, -a) / (a^2 + b^2) */
         tf_tensor *r2 = add(k, mul(k, a, a), mul(k, b, b));
         *ga = div(k, mul(k, g, b), r2);
@@ -702,6 +710,141 @@ static tf_tensor *rope_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
     return back;
 }
 
+/* ---- the shaping composites, the scan, triangles, quantized weights ---- */
+
+static tf_tensor *slice_(scratch *k, const tf_tensor *x, int axis, int64_t start, int64_t stop) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_slice(x, axis, start, stop, 1, &o), &o);
+}
+
+static tf_tensor *flip_(scratch *k, const tf_tensor *x, int naxes, const int *axes) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_flip(x, naxes, axes, &o), &o);
+}
+
+/* concat(a, b) along an axis (tf_concat records a tree of pairs): each
+ * input's gradient is its window of g. */
+static void concat_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const int ax = (int)n->a.i[0];
+    const int64_t split = n->a.i[1];
+    if (n->in[0].needs) grads[0] = slice_(k, g, ax, 0, split);
+    if (n->in[1].needs) grads[1] = slice_(k, g, ax, split, g->shape[ax]);
+}
+
+/* Padding's transpose is the crop by the same pads and cropping's (a
+ * negative pad) is padding with zeros: tf_pad by the negated pads. */
+static tf_tensor *pad_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    int64_t back[2 * TF_MAX_DIMS];
+    const int npairs = (int)n->a.i[0];
+    for (int i = 0; i < 2 * npairs; i++) back[i] = -n->a.v[i];
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_pad(g, npairs, back, 0, &o), &o);
+}
+
+/* g of the tiled shape summed over each axis's repetitions: axis d of
+ * extent r*e viewed as [r, e] and summed over r (or, where that would pass
+ * TF_MAX_DIMS axes, its r windows added). */
+static tf_tensor *tile_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const int m = (int)n->a.i[0];
+    for (int d = 0; d < m && k->s == TF_OK; d++) {
+        const int64_t r = n->a.v[d];
+        if (r <= 1 || g->shape[d] == 0) continue;
+        const int64_t e = g->shape[d] / r;
+        if (m < TF_MAX_DIMS) {
+            int64_t split[TF_MAX_DIMS];
+            for (int i = 0, j = 0; i < m; i++) {
+                if (i == d) split[j++] = r;
+                split[j++] = i == d ? e : g->shape[i];
+            }
+            g = sum(k, reshape(k, g, m + 1, split), d, false);
+        } else {
+            tf_tensor *acc = slice_(k, g, d, 0, e);
+            for (int64_t j = 1; j < r && k->s == TF_OK; j++) acc = add(k, acc, slice_(k, g, d, j * e, (j + 1) * e));
+            g = acc;
+        }
+    }
+    return k->s == TF_OK ? reshape(k, g, n->in[0].ndim, n->in[0].shape) : NULL;
+}
+
+/* cumsum's transpose sums from the far end: flip, cumsum, flip. */
+static tf_tensor *cumsum_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    if (g->ndim == 0) return g;
+    const int ax = n->a.p.axis;
+    tf_tensor *flipped = flip_(k, g, 1, &ax), *o = NULL;
+    if (k->s == TF_OK) keep(k, tf_cumsum(flipped, ax, &o), &o);
+    return k->s == TF_OK ? flip_(k, o, 1, &ax) : NULL;
+}
+
+static tf_tensor *triangle_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    tf_tensor *o = NULL;
+    if (k->s != TF_OK) return NULL;
+    tf_status s = n->a.op == TF_OP_TRIL ? tf_tril(g, n->a.i[0], &o) : tf_triu(g, n->a.i[0], &o);
+    return keep(k, s, &o);
+}
+
+/* Rows x [M, K] times a quantized or half w [N, K] read as stored: dx =
+ * g w, w decoded to g's dtype; dw = g^T x (a quantized w is never float,
+ * so never asks for one). */
+static void qmatmul_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    if (n->in[0].needs) grads[0] = matmul(k, g, cast(k, n->in[1].saved, g->dtype));
+    if (n->in[1].needs) grads[1] = matmul(k, transpose(k, g, 0, 1), cast(k, n->in[0].saved, g->dtype));
+}
+
+/* ---- linear algebra ---- */
+
+static tf_tensor *mT(scratch *k, const tf_tensor *x) { return transpose(k, x, -1, -2); }
+
+static tf_tensor *inv_(scratch *k, const tf_tensor *a) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_linalg_inv(a, &o), &o);
+}
+
+static tf_tensor *solve_(scratch *k, const tf_tensor *a, const tf_tensor *b) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_linalg_solve(a, b, &o), &o);
+}
+
+static tf_tensor *tril_(scratch *k, const tf_tensor *x, int64_t diagonal) {
+    tf_tensor *o = NULL;
+    return k->s != TF_OK ? NULL : keep(k, tf_tril(x, diagonal, &o), &o);
+}
+
+/* A per-matrix value [...] as [..., 1, 1], to scale whole matrices. */
+static tf_tensor *per_matrix(scratch *k, const tf_tensor *v) { return unsqueeze(k, unsqueeze(k, v, -1), -1); }
+
+/* Cholesky A = L L^T: with phi(P) P's lower triangle, its diagonal halved,
+ * dA = L^-T phi(L^T dL) L^-1, made symmetric (PyTorch's convention: A is
+ * read as symmetric, so both triangles share the gradient). */
+static tf_tensor *cholesky_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
+    const bool upper = n->a.i[1];
+    const tf_tensor *l = upper ? mT(k, n->out) : n->out;
+    tf_tensor *gl = upper ? mT(k, g) : g;
+    tf_tensor *p = matmul(k, mT(k, l), gl);
+    tf_tensor *phi = mul(k, add(k, tril_(k, p, 0), tril_(k, p, -1)), num(k, g, 0.5));
+    tf_tensor *l_inv = inv_(k, l);
+    tf_tensor *sym = matmul(k, matmul(k, mT(k, l_inv), phi), l_inv);
+    return mul(k, add(k, sym, mT(k, sym)), num(k, g, 0.5));
+}
+
+/* inv: dA = -Y^T G Y^T. solve X = A^-1 B: dB = A^-T G, dA = -dB X^T.
+ * det: dA = g det A^-T. log|det|: dA = g A^-T. */
+static void linalg_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf_tensor *a = n->in[0].saved, *y = n->out;
+    switch (n->a.i[0]) {
+    case TF__GRAD_INV: grads[0] = neg(k, matmul(k, matmul(k, mT(k, y), g), mT(k, y))); return;
+    case TF__GRAD_SOLVE: {
+        tf_tensor *db = solve_(k, mT(k, a), g);
+        if (n->in[1].needs) grads[1] = db;
+        if (n->in[0].needs) grads[0] = neg(k, matmul(k, db, mT(k, y)));
+        return;
+    }
+    case TF__GRAD_DET: grads[0] = mul(k, per_matrix(k, mul(k, g, y)), mT(k, inv_(k, a))); return;
+    case TF__GRAD_LOGDET: grads[0] = mul(k, per_matrix(k, g), mT(k, inv_(k, a))); return;
+    case TF__GRAD_CHOLESKY: grads[0] = cholesky_grad(k, n, g); return;
+    }
+    k->s = unsupported(n);
+}
+
 /* ---- dispatch ---- */
 
 static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
@@ -731,6 +874,14 @@ static void run_rule(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor
     case TF__GRAD_POOL: grads[0] = pool_grad(k, n, g); return;
     case TF__GRAD_SDPA: sdpa_grads(k, n, g, grads); return;
     case TF__GRAD_ROPE: grads[0] = rope_grad(k, n, g); return;
+    case TF__GRAD_CONCAT: concat_grads(k, n, g, grads); return;
+    case TF__GRAD_PAD: grads[0] = pad_grad(k, n, g); return;
+    case TF__GRAD_TILE: grads[0] = tile_grad(k, n, g); return;
+    case TF__GRAD_FLIP: grads[0] = flip_(k, g, (int)n->a.i[0], n->a.perm); return;
+    case TF__GRAD_SCAN: grads[0] = cumsum_grad(k, n, g); return;
+    case TF__GRAD_TRIANGLE: grads[0] = triangle_grad(k, n, g); return;
+    case TF__GRAD_QMATMUL: qmatmul_grads(k, n, g, grads); return;
+    case TF__GRAD_LINALG: linalg_grads(k, n, g, grads); return;
     case TF__GRAD_NONE: break;
     }
     k->s = unsupported(n);

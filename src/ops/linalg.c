@@ -179,6 +179,8 @@ tf_status tf_linalg_cholesky(const tf_tensor *a, bool upper, tf_tensor **out) {
     *out = NULL;
     tf_status s = check_matrix(fn, a, true);
     if (s != TF_OK) return s;
+    TF__GRAD(fn, out, tf_linalg_cholesky(a, upper, out),
+             (ga_.rule = TF__GRAD_LINALG, ga_.i[0] = TF__GRAD_CHOLESKY, ga_.i[1] = upper), a);
 #ifndef TF_HAVE_LAPACK
     (void)upper;
     return no_lapack(fn);
@@ -224,6 +226,7 @@ tf_status tf_linalg_solve(const tf_tensor *a, const tf_tensor *b, tf_tensor **ou
                          "broadcast them first)", fn, tf__shape_str(a->ndim, a->shape, sa, sizeof sa),
                          tf__shape_str(b->ndim, b->shape, sb, sizeof sb));
     }
+    TF__GRAD(fn, out, tf_linalg_solve(a, b, out), (ga_.rule = TF__GRAD_LINALG, ga_.i[0] = TF__GRAD_SOLVE), a, b);
 #ifndef TF_HAVE_LAPACK
     return no_lapack(fn);
 #else
@@ -283,6 +286,7 @@ tf_status tf_linalg_inv(const tf_tensor *a, tf_tensor **out) {
     *out = NULL;
     tf_status s = check_matrix(fn, a, true);
     if (s != TF_OK) return s;
+    TF__GRAD(fn, out, tf_linalg_inv(a, out), (ga_.rule = TF__GRAD_LINALG, ga_.i[0] = TF__GRAD_INV), a);
 #ifndef TF_HAVE_LAPACK
     return no_lapack(fn);
 #else
@@ -364,6 +368,7 @@ tf_status tf_linalg_det(const tf_tensor *a, tf_tensor **out) {
     static const char fn[] = "tf_linalg_det";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
+    TF__GRAD(fn, out, tf_linalg_det(a, out), (ga_.rule = TF__GRAD_LINALG, ga_.i[0] = TF__GRAD_DET), a);
     return determinants(fn, a, out, NULL);
 }
 
@@ -371,12 +376,22 @@ tf_status tf_linalg_slogdet(const tf_tensor *a, tf_tensor **sign, tf_tensor **lo
     static const char fn[] = "tf_linalg_slogdet";
     if (!sign || !logabsdet) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: an output pointer is NULL", fn);
     *sign = *logabsdet = NULL;
-    return determinants(fn, a, sign, logabsdet);
+    if (!a || !tf__grad_wanted(1, &a)) return determinants(fn, a, sign, logabsdet);
+    tf__grad_pause();                    /* log|det| is recorded; the sign takes no gradient */
+    tf_status s = determinants(fn, a, sign, logabsdet);
+    tf__grad_resume();
+    tf__grad_args ga = {.rule = TF__GRAD_LINALG, .i = {TF__GRAD_LOGDET}};
+    s = tf__grad_finish(fn, s, &ga, 1, &a, logabsdet);
+    if (s != TF_OK) {
+        tf_tensor_release(*sign);
+        *sign = NULL;
+    }
+    return s;
 }
 
 /* ---- qr ---- */
 
-tf_status tf_linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tensor **r) {
+static tf_status linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tensor **r) {
     static const char fn[] = "tf_linalg_qr";
     if (!q || !r) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: an output pointer is NULL", fn);
     *q = *r = NULL;
@@ -440,7 +455,7 @@ tf_status tf_linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tens
 
 /* ---- svd ---- */
 
-tf_status tf_linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, tf_tensor **s_out, tf_tensor **vh) {
+static tf_status linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, tf_tensor **s_out, tf_tensor **vh) {
     static const char fn[] = "tf_linalg_svd";
     if (!s_out || (!u) != (!vh)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: s is needed, and u and vh together", fn);
     *s_out = NULL;
@@ -515,7 +530,7 @@ tf_status tf_linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, t
 
 /* ---- eigh ---- */
 
-tf_status tf_linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor **eigenvectors) {
+static tf_status linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor **eigenvectors) {
     static const char fn[] = "tf_linalg_eigh";
     if (!eigenvalues) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: eigenvalues is NULL", fn);
     *eigenvalues = NULL;
@@ -569,4 +584,36 @@ tf_status tf_linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor 
     tf__free(st.v);
     return tf__in(fn, s);
 #endif
+}
+
+/* ---- what autograd cannot differentiate yet ---- */
+
+/* The outputs of a function without a gradient rule, marked so that
+ * tf_backward refuses it by name rather than miss its input's gradient
+ * (a failure releases them all). */
+static tf_status no_rule_outputs(const char *fn, tf_status s, const tf_tensor *a, int n, tf_tensor **const *outs) {
+    if (s != TF_OK) return s;
+    for (int i = 0; i < n && s == TF_OK; i++)
+        if (outs[i]) s = tf__grad_no_rule(fn, 1, &a, outs[i]);
+    if (s != TF_OK)
+        for (int i = 0; i < n; i++)
+            if (outs[i]) {
+                tf_tensor_release(*outs[i]);
+                *outs[i] = NULL;
+            }
+    return s;
+}
+
+tf_status tf_linalg_qr(const tf_tensor *a, bool complete, tf_tensor **q, tf_tensor **r) {
+    return no_rule_outputs("tf_linalg_qr", linalg_qr(a, complete, q, r), a, 2, (tf_tensor **const[]){q, r});
+}
+
+tf_status tf_linalg_svd(const tf_tensor *a, bool full_matrices, tf_tensor **u, tf_tensor **s_out, tf_tensor **vh) {
+    return no_rule_outputs("tf_linalg_svd", linalg_svd(a, full_matrices, u, s_out, vh), a, 3,
+                           (tf_tensor **const[]){u, s_out, vh});
+}
+
+tf_status tf_linalg_eigh(const tf_tensor *a, tf_tensor **eigenvalues, tf_tensor **eigenvectors) {
+    return no_rule_outputs("tf_linalg_eigh", linalg_eigh(a, eigenvalues, eigenvectors), a, 2,
+                           (tf_tensor **const[]){eigenvalues, eigenvectors});
 }

@@ -118,6 +118,19 @@ static bool same_shape(const tf_tensor *a, const tf_tensor *b) {
 
 /* ADD_RMSNORM / ADD_LAYERNORM: the inputs x, r (as a view of x's shape),
  * then the weight and bias as row_op's. */
+/* The fused op as its parts, for autograd to record each (the fused
+ * kernel has no rule of its own; the sum is rounded to the dtype, as the
+ * fused kernels round it). */
+static tf_status add_then_norm(tf_op_kind kind, const tf_tensor *x, const tf_tensor *r, const tf_tensor *weight,
+                               const tf_tensor *bias, double eps, tf_tensor **out) {
+    tf_tensor *sum = NULL;
+    tf_status s = tf_add(x, r, &sum);
+    if (s == TF_OK)
+        s = kind == TF_OP_ADD_RMSNORM ? tf_rmsnorm(sum, weight, eps, out) : tf_layernorm(sum, weight, bias, eps, out);
+    tf_tensor_release(sum);
+    return s;
+}
+
 static tf_status add_norm_op(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_tensor *r,
                              const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -131,6 +144,8 @@ static tf_status add_norm_op(const char *fn, tf_op_kind kind, const tf_tensor *x
     if (s == TF_OK) s = check_vector(fn, "bias", bias, d);
     if (s == TF_OK && !(eps >= 0)) s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", fn, eps);
     if (s != TF_OK) return s;
+    const tf_tensor *parts[4] = {x, r, weight, bias};
+    if (tf__grad_wanted(4, parts)) return tf__in(fn, add_then_norm(kind, x, r, weight, bias, eps, out));
     tf_tensor *wide = NULL;                 /* r broadcast to x's shape (stride 0 where it repeats) */
     if (!same_shape(r, x) && (s = tf_expand(r, x->ndim, x->shape, &wide)) != TF_OK) return tf__in(fn, s);
     const tf_tensor *in[4] = {x, wide ? wide : r, NULL, NULL};

@@ -343,6 +343,7 @@ static tf_status as_rows(const tf_tensor *x, tf_tensor **rows) {
 /* rows [M, K] times w [N, K] transposed, w read in its stored dtype (block-
  * quantized, or f16/bf16 under an f32 activation): f32 [M, N]. */
 static tf_status kept_weight_product(const char *fn, const tf_tensor *rows, const tf_tensor *w, tf_tensor **out) {
+    TF__GRAD(fn, out, kept_weight_product(fn, rows, w, out), ga_.rule = TF__GRAD_QMATMUL, rows, w);
     const tf_tensor *in[2] = {rows, w};
     const tf_dtype want[2] = {TF_F32, TF_KEEP_DTYPE};     /* kernels take f32 activations */
     tf_op_call c;
@@ -438,7 +439,7 @@ static tf_status check_linear(const char *fn, const tf_tensor *x, const tf_tenso
  * keeps y's dtype (f32 y, a half or f32 bias), so no second [rows, n]
  * tensor is made; otherwise as a new tensor in *biased. */
 static tf_status add_bias(tf_tensor *y, const tf_tensor *bias, tf_tensor **biased) {
-    if (y->dtype == TF_F32 && (bias->dtype == TF_F32 || bias->dtype == TF_BF16 || bias->dtype == TF_F16))
+    if (!y->ag && !bias->ag && y->dtype == TF_F32 && (bias->dtype == TF_F32 || bias->dtype == TF_BF16 || bias->dtype == TF_F16))
         return tf_binary_into(y, TF_OP_ADD, y, bias);
     return tf_add(y, bias, biased);
 }
@@ -516,14 +517,19 @@ static tf_status residual_rows(const tf_tensor *r, int ndim, const int64_t *shap
 
 /* The parts of a fused layer run one by one: the weights that tf_linear
  * reads through tf_matmul_quantized take no epilogue. */
+static tf_status unary(const char *fn, tf_op_kind kind, const tf_tensor *x, const tf_op_params *params,
+                       tf_tensor **out);
+
 static tf_status linear_then_epilogue(const tf_tensor *x, const tf_tensor *w, const tf_tensor *bias,
                                       tf_op_kind activation, const tf_tensor *residual, tf_tensor **out) {
-    tf_tensor *y = NULL, *sum = NULL;
+    tf_tensor *y = NULL, *act = NULL, *sum = NULL;
     tf_status s = tf_linear(x, w, bias, &y);
-    if (s == TF_OK && activation != TF_NO_ACTIVATION) s = tf_unary_into(y, activation, y);
-    if (s == TF_OK && residual) s = tf_add(y, residual, &sum);
-    if (s == TF_OK) *out = sum ? sum : tf_tensor_retain(y);
+    /* Out of place, so that autograd can record each part. */
+    if (s == TF_OK && activation != TF_NO_ACTIVATION) s = unary("tf_linear_fused", activation, y, NULL, &act);
+    if (s == TF_OK && residual) s = tf_add(act ? act : y, residual, &sum);
+    if (s == TF_OK) *out = sum ? sum : tf_tensor_retain(act ? act : y);
     tf_tensor_release(y);
+    tf_tensor_release(act);
     if (s != TF_OK) tf_tensor_release(sum);
     return s;
 }
@@ -588,6 +594,9 @@ tf_status tf_linear_fused(const tf_tensor *x, const tf_tensor *w, const tf_tenso
     const int64_t k = x->shape[x->ndim - 1], n = w->shape[0];
     int64_t shape[TF_MAX_DIMS], rows = linear_rows(x, n, shape);
     if (residual && (s = check_broadcasts_to(fn, "the residual", residual, x->ndim, shape)) != TF_OK) return s;
+    const tf_tensor *parts[4] = {x, w, bias, residual};
+    if (tf__grad_wanted(4, parts))       /* autograd records the parts: the fused kernels have no rule */
+        return tf__in(fn, linear_then_epilogue(x, w, bias, activation, residual, out));
     if (kept_weight(x, w)) return tf__in(fn, kept_weight_linear_fused(fn, x, w, bias, activation, residual, out));
     tf_tensor *x2 = NULL, *wt = NULL, *r2 = NULL, *y = NULL;
     s = tf_reshape(x, 2, (int64_t[]){rows, k}, &x2);
@@ -610,6 +619,7 @@ tf_status tf_gemv(const tf_tensor *a, const tf_tensor *x, tf_tensor **out) {
     if (!a || !x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (a->ndim < 2 || x->ndim != 1)
         return tf__error(TF_ERR_SHAPE, "%s: needs a matrix and a vector (got %d-d and %d-d)", fn, a->ndim, x->ndim);
+    TF__GRAD(fn, out, tf_gemv(a, x, out), ga_.rule = TF__GRAD_MATMUL, a, x);
     return matmul_op(fn, TF_OP_MATMUL, a, x, NULL, 1, 0, NULL, out);
 }
 
@@ -762,6 +772,7 @@ tf_status tf_cumsum(const tf_tensor *t, int axis, tf_tensor **out) {
     if (t->ndim == 0 && (axis == 0 || axis == -1)) ax = 0;
     else if (ax < 0 || ax >= t->ndim)
         return tf__error(TF_ERR_AXIS, "%s: axis %d out of range for a %d-d tensor", fn, axis, t->ndim);
+    TF__GRAD(fn, out, tf_cumsum(t, axis, out), (ga_.rule = TF__GRAD_SCAN, ga_.p.axis = ax), t);
     tf_dtype dt = tf_dtype_is_float(t->dtype) ? t->dtype : TF_I64;
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, TF_OP_CUMSUM, 1, &t, NULL, NULL);
@@ -794,7 +805,18 @@ static tf_status sort_op(const char *fn, tf_op_kind kind, const tf_tensor *t, in
     return tf__op_end(&c, TF_OK, kind == TF_OP_ARGSORT ? TF_I64 : t->dtype, t->ndim, t->shape, out);
 }
 
+/* Recording autograd, sort is the gather of its argsort (the same stable
+ * order), whose gradient puts each value's back where it came from. */
+static tf_status sort_recorded(const tf_tensor *t, int axis, bool descending, tf_tensor **out) {
+    tf_tensor *order = NULL;
+    tf_status s = sort_op("tf_sort", TF_OP_ARGSORT, t, axis, descending, &order);
+    if (s == TF_OK) s = t->ndim ? tf_gather(t, axis, order, out) : tf_copy(t, out);
+    tf_tensor_release(order);
+    return tf__in("tf_sort", s);
+}
+
 tf_status tf_sort(const tf_tensor *t, int axis, bool descending, tf_tensor **out) {
+    if (t && out && tf__grad_wanted(1, &t)) return sort_recorded(t, axis, descending, out);
     return sort_op("tf_sort", TF_OP_SORT, t, axis, descending, out);
 }
 

@@ -167,6 +167,8 @@ static tf_status triangle(const char *fn, tf_op_kind kind, const tf_tensor *x, i
     *out = NULL;
     if (!x) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input tensor is NULL", fn);
     if (x->ndim < 2) return tf__error(TF_ERR_SHAPE, "%s: needs at least 2 dimensions, got %d", fn, x->ndim);
+    TF__GRAD(fn, out, triangle(fn, kind, x, diagonal, out),
+             (ga_.rule = TF__GRAD_TRIANGLE, ga_.op = kind, ga_.i[0] = diagonal), x);
     tf_op_call c;
     tf_status s = tf__op_begin(&c, fn, kind, 1, &x, NULL, NULL);
     if (s != TF_OK) return s;
@@ -179,6 +181,35 @@ tf_status tf_tril(const tf_tensor *x, int64_t diagonal, tf_tensor **out) { retur
 tf_status tf_triu(const tf_tensor *x, int64_t diagonal, tf_tensor **out) { return triangle("tf_triu", TF_OP_TRIU, x, diagonal, out); }
 
 /* ---- concat and stack ---- */
+
+static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *xs, int axis, tf_tensor **out);
+
+/* Two tensors joined, recorded for autograd as one node (each input's
+ * gradient is its window of the output's). */
+static tf_status concat_pair(const char *fn, const tf_tensor *a, const tf_tensor *b, int ax, tf_tensor **out) {
+    TF__GRAD(fn, out, concat_pair(fn, a, b, ax, out),
+             (ga_.rule = TF__GRAD_CONCAT, ga_.i[0] = ax, ga_.i[1] = a->shape[ax]), a, b);
+    const tf_tensor *two[2] = {a, b};
+    return concat_checked(fn, 2, two, ax, out);
+}
+
+/* Recording autograd, concat is a tree of pairs: log2(n) copies of the
+ * data rather than one, and nodes of two inputs. */
+static tf_status concat_recorded(const char *fn, int n, const tf_tensor *const *xs, int ax, tf_tensor **out) {
+    if (n == 1) {                        /* a leaf of the tree: the input itself */
+        *out = tf_tensor_retain((tf_tensor *)xs[0]);
+        return TF_OK;
+    }
+    if (n == 2) return concat_pair(fn, xs[0], xs[1], ax, out);
+    int half = n / 2;
+    tf_tensor *left = NULL, *right = NULL;
+    tf_status s = concat_recorded(fn, half, xs, ax, &left);
+    if (s == TF_OK) s = concat_recorded(fn, n - half, xs + half, ax, &right);
+    if (s == TF_OK) s = concat_pair(fn, left, right, ax, out);
+    tf_tensor_release(left);
+    tf_tensor_release(right);
+    return s;
+}
 
 static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *xs, int axis, tf_tensor **out) {
     int ndim = xs[0]->ndim, ax = norm_axis(axis, ndim);
@@ -204,6 +235,7 @@ static tf_status concat_checked(const char *fn, int n, const tf_tensor *const *x
     }
     tf_status s = tf__check_shape(fn, dt, ndim, shape, NULL);
     if (s != TF_OK) return s;
+    if (tf__grad_wanted(n, xs)) return n == 1 ? tf_copy(xs[0], out) : concat_recorded(fn, n, xs, ax, out);
     tf_tensor **ready = tf__calloc((size_t)n, sizeof *ready), *o = NULL;
     if (!ready) return tf__error(TF_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     tf_device *dev;
@@ -297,6 +329,13 @@ tf_status tf_split(const tf_tensor *x, int axis, int n, const int64_t *sizes, tf
 
 /* ---- pad ---- */
 
+static int grad_pads(tf__grad_args *a, int npairs, const int64_t *pads) {
+    a->rule = TF__GRAD_PAD;
+    a->i[0] = npairs;
+    if (npairs > 0) memcpy(a->v, pads, sizeof *pads * 2 * (size_t)npairs);
+    return 0;
+}
+
 tf_status tf_pad(const tf_tensor *x, int npairs, const int64_t *pads, double value, tf_tensor **out) {
     static const char fn[] = "tf_pad";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -304,6 +343,7 @@ tf_status tf_pad(const tf_tensor *x, int npairs, const int64_t *pads, double val
     if (!x || (npairs > 0 && !pads)) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: input or pads is NULL", fn);
     if (npairs < 0 || npairs > x->ndim)
         return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: %d pad pairs for a %d-d tensor", fn, npairs, x->ndim);
+    TF__GRAD(fn, out, tf_pad(x, npairs, pads, value, out), grad_pads(&ga_, npairs, pads), x);
     int64_t shape[TF_MAX_DIMS], src_start[TF_MAX_DIMS] = {0}, src_len[TF_MAX_DIMS], dst_start[TF_MAX_DIMS] = {0};
     for (int d = 0; d < x->ndim; d++) shape[d] = src_len[d] = x->shape[d];
     for (int k = 0; k < npairs; k++) {
@@ -376,6 +416,13 @@ static tf_status tile_axis(const char *fn, tf_tensor *cur, int d, int64_t r, tf_
     return s;
 }
 
+static int grad_reps(tf__grad_args *a, int m, const int64_t *r) {
+    a->rule = TF__GRAD_TILE;
+    a->i[0] = m;
+    memcpy(a->v, r, sizeof *r * (size_t)m);
+    return 0;
+}
+
 tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor **out) {
     static const char fn[] = "tf_tile";
     if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
@@ -398,6 +445,7 @@ tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor 
     }
     tf_status st = tf__check_shape(fn, x->dtype, m, final_shape, NULL);    /* the result's size must fit */
     if (st != TF_OK) return st;
+    TF__GRAD(fn, out, tf_tile(x, nreps, reps, out), grad_reps(&ga_, m, r), x);
     tf_tensor *cur = NULL;
     tf_status s = tf_reshape(x, m, shape, &cur);
     for (int d = 0; d < m && s == TF_OK; d++) {
@@ -413,6 +461,13 @@ tf_status tf_tile(const tf_tensor *x, int nreps, const int64_t *reps, tf_tensor 
 }
 
 /* ---- flip ---- */
+
+static int grad_flip(tf__grad_args *a, int ndim, int naxes, const int *axes) {
+    a->rule = TF__GRAD_FLIP;
+    a->i[0] = naxes;
+    for (int i = 0; i < naxes; i++) a->perm[i] = norm_axis(axes[i], ndim);
+    return 0;
+}
 
 tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **out) {
     static const char fn[] = "tf_flip";
@@ -432,6 +487,7 @@ tf_status tf_flip(const tf_tensor *x, int naxes, const int *axes, tf_tensor **ou
         if (x->shape[d] > 0) offset += tf__bytes_of(x->dtype, (x->shape[d] - 1) * strides[d]);   /* the far end */
         strides[d] = -strides[d];
     }
+    TF__GRAD(fn, out, tf_flip(x, naxes, axes, out), grad_flip(&ga_, x->ndim, naxes, axes), x);
     tf_tensor *view = NULL;
     tf_status s = tf__tensor_view(x, x->ndim, x->shape, strides, offset, &view);
     if (s == TF_OK) s = tf__copy_cast(fn, view, x->dtype, out);

@@ -67,6 +67,7 @@ BINARY(maximum, tf_maximum)
 BINARY(minimum, tf_minimum)
 BINARY(swiglu, tf_swiglu)
 BINARY(atan2, tf_atan2)
+BINARY(copysign, tf_copysign)
 BINARY(matmul, tf_matmul)
 
 static tf_status f_conv(tf_tensor *const *in, tf_tensor **out) {
@@ -228,6 +229,86 @@ static tf_status f_batch_norm(tf_tensor *const *in, tf_tensor **out) {
     return tf_batch_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5, out);
 }
 
+static tf_status f_concat3(tf_tensor *const *in, tf_tensor **out) {
+    return tf_concat(3, (const tf_tensor *const[]){in[0], in[1], in[2]}, 1, out);
+}
+static tf_status f_stack(tf_tensor *const *in, tf_tensor **out) {
+    return tf_stack(2, (const tf_tensor *const[]){in[0], in[1]}, 1, out);
+}
+static tf_status f_pad_crop(tf_tensor *const *in, tf_tensor **out) {
+    return tf_pad(in[0], 2, (int64_t[]){1, 2, -1, 1}, 0.5, out);   /* last axis padded, first cropped then padded */
+}
+static tf_status f_tile(tf_tensor *const *in, tf_tensor **out) { return tf_tile(in[0], 2, (int64_t[]){2, 3}, out); }
+static tf_status f_tile_wider(tf_tensor *const *in, tf_tensor **out) {
+    return tf_tile(in[0], 3, (int64_t[]){2, 1, 2}, out);
+}
+static tf_status f_flip(tf_tensor *const *in, tf_tensor **out) { return tf_flip(in[0], 2, (int[]){0, -1}, out); }
+static tf_status f_cumsum(tf_tensor *const *in, tf_tensor **out) { return tf_cumsum(in[0], 1, out); }
+static tf_status f_tril(tf_tensor *const *in, tf_tensor **out) { return tf_tril(in[0], -1, out); }
+static tf_status f_triu(tf_tensor *const *in, tf_tensor **out) { return tf_triu(in[0], 1, out); }
+static tf_status f_sort(tf_tensor *const *in, tf_tensor **out) { return tf_sort(in[0], 1, true, out); }
+static tf_status f_gemv(tf_tensor *const *in, tf_tensor **out) { return tf_gemv(in[0], in[1], out); }
+static tf_status f_add_rmsnorm(tf_tensor *const *in, tf_tensor **out) {
+    return tf_add_rmsnorm(in[0], in[1], in[2], 1e-5, out);
+}
+static tf_status f_add_layernorm(tf_tensor *const *in, tf_tensor **out) {
+    return tf_add_layernorm(in[0], in[1], in[2], in[3], 1e-5, out);
+}
+static tf_status f_linear_fused(tf_tensor *const *in, tf_tensor **out) {
+    return tf_linear_fused(in[0], in[1], in[2], TF_OP_GELU, in[3], out);
+}
+
+/* x + 3 I (x's last two axes square): well away from singular. */
+static tf_status dominant(const tf_tensor *x, tf_tensor **out) {
+    const int64_t n = tf_tensor_shape(x)[tf_tensor_ndim(x) - 1];
+    tf_tensor *eye = NULL, *three = NULL, *e3 = NULL;
+    tf_status s = tf_eye(tf_tensor_device(x), tf_tensor_dtype(x), n, n, &eye);
+    if (s == TF_OK) s = tf_scalar(tf_tensor_device(x), tf_tensor_dtype(x), 3, &three);
+    if (s == TF_OK) s = tf_mul(eye, three, &e3);
+    if (s == TF_OK) s = tf_add(x, e3, out);
+    tf_tensor_release(eye);
+    tf_tensor_release(three);
+    tf_tensor_release(e3);
+    return s;
+}
+static tf_status f_inv(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *a = NULL;
+    tf_status s = dominant(in[0], &a);
+    if (s == TF_OK) s = tf_linalg_inv(a, out);
+    tf_tensor_release(a);
+    return s;
+}
+static tf_status f_solve(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *a = NULL;
+    tf_status s = dominant(in[0], &a);
+    if (s == TF_OK) s = tf_linalg_solve(a, in[1], out);
+    tf_tensor_release(a);
+    return s;
+}
+static tf_status f_det(tf_tensor *const *in, tf_tensor **out) { return tf_linalg_det(in[0], out); }
+static tf_status f_logabsdet(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *a = NULL, *sign = NULL;
+    tf_status s = dominant(in[0], &a);
+    if (s == TF_OK) s = tf_linalg_slogdet(a, &sign, out);
+    tf_tensor_release(a);
+    tf_tensor_release(sign);
+    return s;
+}
+/* cholesky of x x^T + 3 I: symmetric, so the symmetrized gradient is the
+ * derivative central differences see. */
+static tf_status cholesky_of_gram(tf_tensor *const *in, bool upper, tf_tensor **out) {
+    tf_tensor *t = NULL, *gram = NULL, *a = NULL;
+    tf_status s = tf_transpose(in[0], -1, -2, &t);
+    if (s == TF_OK) s = tf_matmul(in[0], t, &gram);
+    if (s == TF_OK) s = dominant(gram, &a);
+    if (s == TF_OK) s = tf_linalg_cholesky(a, upper, out);
+    tf_tensor_release(t);
+    tf_tensor_release(gram);
+    tf_tensor_release(a);
+    return s;
+}
+static tf_status f_cholesky(tf_tensor *const *in, tf_tensor **out) { return cholesky_of_gram(in, false, out); }
+static tf_status f_cholesky_upper(tf_tensor *const *in, tf_tensor **out) { return cholesky_of_gram(in, true, out); }
 
 static const gcase cases[] = {
     {"neg", 1, {2}, {{3, 4}}, {ANY}, f_neg},
@@ -313,6 +394,28 @@ static const gcase cases[] = {
     {"rope interleaved", 1, {4}, {{1, 2, 3, 6}}, {ANY}, f_rope},
     {"rope half-split, partial", 1, {3}, {{2, 3, 8}}, {ANY}, f_rope_partial},
     {"batch_norm", 3, {4, 1, 1}, {{4, 3, 2, 2}, {3}, {3}}, {ANY, ANY, ANY}, f_batch_norm},
+    {"concat of three", 3, {2, 2, 2}, {{2, 3}, {2, 1}, {2, 2}}, {ANY, ANY, ANY}, f_concat3},
+    {"stack", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_stack},
+    {"pad and crop", 1, {2}, {{3, 4}}, {ANY}, f_pad_crop},
+    {"tile", 1, {2}, {{2, 3}}, {ANY}, f_tile},
+    {"tile past the input's axes", 1, {1}, {{3}}, {ANY}, f_tile_wider},
+    {"flip", 1, {2}, {{3, 4}}, {ANY}, f_flip},
+    {"cumsum", 1, {2}, {{3, 4}}, {ANY}, f_cumsum},
+    {"tril", 1, {3}, {{2, 3, 4}}, {ANY}, f_tril},
+    {"triu", 1, {2}, {{4, 3}}, {ANY}, f_triu},
+    {"sort descending", 1, {2}, {{3, 5}}, {ANY}, f_sort},
+    {"copysign", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_copysign},
+    {"gemv", 2, {2, 1}, {{3, 4}, {4}}, {ANY, ANY}, f_gemv},
+    {"add_rmsnorm", 3, {2, 1, 1}, {{3, 6}, {6}, {6}}, {ANY, ANY, ANY}, f_add_rmsnorm},
+    {"add_layernorm", 4, {2, 2, 1, 1}, {{3, 6}, {3, 6}, {6}, {6}}, {ANY, ANY, ANY, ANY}, f_add_layernorm},
+    {"linear_fused gelu, residual", 4, {3, 2, 1, 1}, {{2, 3, 4}, {5, 4}, {5}, {5}}, {ANY, ANY, ANY, ANY},
+     f_linear_fused},
+    {"inv", 1, {3}, {{2, 3, 3}}, {ANY}, f_inv},
+    {"solve", 2, {3, 3}, {{2, 3, 3}, {2, 3, 2}}, {ANY, ANY}, f_solve},
+    {"det", 1, {3}, {{2, 3, 3}}, {ANY}, f_det},
+    {"slogdet's log|det|", 1, {2}, {{4, 4}}, {ANY}, f_logabsdet},
+    {"cholesky", 1, {3}, {{2, 3, 3}}, {ANY}, f_cholesky},
+    {"cholesky upper", 1, {2}, {{3, 4}}, {ANY}, f_cholesky_upper},
 };
 
 /* ---- the check ---- */
@@ -550,16 +653,81 @@ static void test_in_place_writes(void **state) {
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
 }
 
+/* The gradients of sum(linear(x, w) * c), w kept as stored (q8_0, or bf16
+ * under f32 x) or decoded to f32 first. The kept product may run on 8-bit
+ * rounded x (central differences would see its steps), so the decoded
+ * layer is the reference: dx = c w, and for the bf16 weight (a float, so
+ * a parameter) dw = c^T x. */
+enum { KW_M = 3, KW_N = 5, KW_K = 64 };
+
+static void kept_weight_grads(tf_device *d, tf_dtype wdt, bool decoded, float *dx, float *dw) {
+    float xv[KW_M * KW_K], wv[KW_N * KW_K], cv[KW_M * KW_N];
+    for (int i = 0; i < KW_M * KW_K; i++) xv[i] = (float)((i * 29) % 17) / 17.0f - 0.5f;
+    for (int i = 0; i < KW_N * KW_K; i++) wv[i] = (float)((i * 37) % 23) / 23.0f - 0.5f;
+    for (int i = 0; i < KW_M * KW_N; i++) cv[i] = 0.25f + (float)(i % 7);
+    tf_tensor *x = tensor_f32(d, 2, (int64_t[]){KW_M, KW_K}, xv), *w32 = tensor_f32(d, 2, (int64_t[]){KW_N, KW_K}, wv);
+    tf_tensor *c = tensor_f32(d, 2, (int64_t[]){KW_M, KW_N}, cv), *kept = NULL, *w = NULL, *y = NULL, *p = NULL;
+    tf_tensor *l = NULL, *g32 = NULL;
+    OK(tf_cast(w32, wdt, &kept));
+    if (decoded) OK(tf_cast(kept, TF_F32, &w));
+    else w = tf_tensor_retain(kept);
+    OK(tf_set_requires_grad(x, true));
+    if (dw) OK(tf_set_requires_grad(w, true));
+    OK(tf_linear(x, w, NULL, &y));
+    OK(tf_mul(y, c, &p));
+    OK(tf_sum(p, TF_ALL_AXES, false, &l));
+    OK(tf_backward(l, NULL, 0));
+    OK(tf_tensor_read(tf_grad(x), dx, sizeof(float) * KW_M * KW_K));
+    if (dw) {
+        OK(tf_cast(tf_grad(w), TF_F32, &g32));
+        OK(tf_tensor_read(g32, dw, sizeof(float) * KW_N * KW_K));
+    }
+    tf_tensor *all[] = {x, w32, c, kept, w, y, p, l, g32};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
+}
+
+static void expect_near_all(const char *what, tf_device *d, const float *got, const float *want, int n, float tol) {
+    for (int i = 0; i < n; i++)
+        if (!(fabsf(got[i] - want[i]) <= tol * (1 + fabsf(want[i]))))
+            fail_msg("%s on %s: element %d is %g, the decoded weight's gives %g", what, tf_device_name(d), i, got[i],
+                     want[i]);
+}
+
+static void test_kept_weight_gradients(void **state) {
+    (void)state;
+    static float dx[KW_M * KW_K], ref_dx[KW_M * KW_K], dw[KW_N * KW_K], ref_dw[KW_N * KW_K];
+    for (int k = 0; k < tf_device_count(); k++) {
+        tf_device *d = tf_device_at(k);
+        if (!real_device(d)) continue;
+        kept_weight_grads(d, TF_Q8_0, false, dx, NULL);
+        kept_weight_grads(d, TF_Q8_0, true, ref_dx, NULL);
+        expect_near_all("q8_0 weight: dx", d, dx, ref_dx, KW_M * KW_K, 1e-5f);
+        kept_weight_grads(d, TF_BF16, false, dx, dw);
+        kept_weight_grads(d, TF_BF16, true, ref_dx, ref_dw);
+        expect_near_all("bf16 weight: dx", d, dx, ref_dx, KW_M * KW_K, 1e-5f);
+        expect_near_all("bf16 weight: dw (rounded to bf16)", d, dw, ref_dw, KW_N * KW_K, 1e-2f);
+    }
+}
+
 static void test_ops_without_a_rule_are_named(void **state) {
     (void)state;
     tf_tensor *x = vec((float[]){1, 2, 3}, 3), *y = NULL, *l = NULL;
     OK(tf_set_requires_grad(x, true));
-    OK(tf_cumsum(x, 0, &y));
-    assert_true(tf_requires_grad(y));
+    tf_tensor *z = NULL, *q = NULL, *r = NULL, *lq = NULL;
+    OK(tf_cast(x, TF_C64, &z));                  /* the rules are real: complex values have none */
+    assert_true(tf_requires_grad(z));
+    OK(tf_real(z, &y));
     OK(tf_sum(y, TF_ALL_AXES, false, &l));
-    FAILS_WITH(TF_ERR_UNSUPPORTED, "tf_cumsum (cumsum) has no gradient rule", tf_backward(l, NULL, 0));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "tf_real (real) has no gradient rule", tf_backward(l, NULL, 0));
     assert_null(tf_grad(x));
-    tf_tensor *all[] = {x, y, l};
+    tf_tensor *m = NULL;                         /* a function outside the op table, named alone */
+    OK(tf_reshape(x, 2, (int64_t[]){3, 1}, &m));
+    OK(tf_linalg_qr(m, false, &q, &r));
+    assert_true(tf_requires_grad(q) && tf_requires_grad(r));
+    OK(tf_sum(r, TF_ALL_AXES, false, &lq));
+    FAILS_WITH(TF_ERR_UNSUPPORTED, "tf_backward: tf_linalg_qr has no gradient rule", tf_backward(lq, NULL, 0));
+    assert_null(tf_grad(x));
+    tf_tensor *all[] = {x, y, l, z, q, r, lq, m};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
 }
 
@@ -860,6 +1028,7 @@ int main(void) {
         cmocka_unit_test(test_no_grad_and_detach),
         cmocka_unit_test(test_in_place_writes),
         cmocka_unit_test(test_ops_without_a_rule_are_named),
+        cmocka_unit_test(test_kept_weight_gradients),
         cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_optimizers_follow_pytorch_rules_on_every_device),
         cmocka_unit_test(test_optimizer_errors),

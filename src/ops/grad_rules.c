@@ -474,6 +474,7 @@ static tf_tensor *padded_zeros(scratch *k, const tf__grad_edge *e, const tf_op_p
 /* block added into the window (i, j) of the padded gradient z, in place. */
 static void add_into_window(scratch *k, tf_tensor *z, const tf_op_params *p, int64_t i, int64_t j,
                             const tf_tensor *block) {
+    if (k->s != TF_OK) return;           /* block is NULL after a failure */
     tf_tensor *w = window(k, z, p, i, j, block->shape[2], block->shape[3]);
     if (k->s == TF_OK) k->s = tf_binary_into(w, TF_OP_ADD, w, block);
 }

@@ -43,7 +43,7 @@ typedef struct world {
 } world;
 
 /* Which calls failed under injection, and with what: the sweep's summary. */
-#define MAX_SITES 128
+#define MAX_SITES 256
 typedef struct site { const char *fn; tf_status status; int count; } site;
 static site sites[MAX_SITES];
 static int n_sites;
@@ -806,6 +806,50 @@ static void program_dlpack(world *w, tf_tensor *a) {
     (void)sum, (void)rsum, (void)lsum;
 }
 
+/* A training step on the CPU: a convolution, pooling, a linear layer, a
+ * norm, attention and cross-entropy recorded for autograd; backward, a
+ * clip by norm and an Adam step. The parameters are held, so a failing
+ * backward or step must leave them as the clean run had them before it. */
+static void training_steps(world *w, tf_optimizer **opt) {
+    static const float wv[12] = {0.5f, -0.25f, 0.125f, 1, -1, 0.75f, 0.3f, -0.6f, 0.2f, 0.1f, -0.4f, 0.9f};
+    static const int64_t targets[6] = {0, 2, 1, 1, -100, 2};
+    int64_t three = 3, six = 6;
+    OP(lw, tf_tensor_from_data, w->cpu, TF_F32, 2, (const int64_t[]){3, 4}, wv);
+    OP(lb, tf_zeros, w->cpu, TF_F32, 1, &three);
+    OP(nw, tf_ones, w->cpu, TF_F32, 1, &three);
+    OP(cw, tf_randn, w->cpu, TF_F32, 4, (const int64_t[]){2, 1, 3, 3}, 21);
+    tf_tensor *params[4] = {lw, lb, nw, cw};
+    for (int i = 0; i < 4; i++) CALL(false, tf_set_requires_grad, params[i], true);
+    OP(img, tf_randn, w->cpu, TF_F32, 4, (const int64_t[]){2, 1, 6, 4}, 22);
+    OP(cv, tf_conv2d, img, cw, NULL, NULL, (const int64_t[]){1, 1}, NULL, 1);      /* [2, 2, 6, 4] */
+    OP(mp, tf_maxpool2d, cv, (const int64_t[]){2, 2}, NULL, NULL, NULL);         /* [2, 2, 3, 2] */
+    OP(rows, tf_reshape, mp, 3, (const int64_t[]){2, 3, 4});
+    OP(h, tf_linear, rows, lw, lb);                                              /* [2, 3, 3] */
+    OP(act, tf_gelu, h);
+    OP(nh, tf_rmsnorm, act, nw, 1e-5);
+    OP(heads, tf_reshape, nh, 4, (const int64_t[]){2, 1, 3, 3});
+    OP(at, tf_sdpa, heads, heads, heads, NULL, 0.0, true, 0);
+    OP(logits, tf_reshape, at, 2, (const int64_t[]){6, 3});
+    OP(tg, tf_tensor_from_data, w->cpu, TF_I64, 1, &six, targets);
+    OP(loss, tf_cross_entropy, logits, tg, -100, TF_REDUCTION_MEAN);
+    CALL(false, tf_backward, loss, NULL, 0);
+    double norm = 0;
+    CALL(false, tf_clip_grad_norm, 4, params, 0.5, &norm);
+    tf_optimizer_config cfg = tf_optimizer_defaults(TF_OPTIMIZER_ADAMW);
+    CALL(false, tf_optimizer_create, &cfg, 4, params, opt);
+    CALL(true, tf_optimizer_step, *opt);
+    OP(again, tf_linear, rows, lw, lb);                                          /* the stepped weights in use */
+    (void)again;
+}
+
+static void program_training(world *w) {
+    tf_optimizer *opt = NULL;
+    training_steps(w, &opt);
+    pause_injection();
+    tf_optimizer_destroy(opt);
+    resume_injection();
+}
+
 static void program(world *w) {
     program_creation_and_views(w);
     if (w->failed) return;
@@ -825,6 +869,7 @@ static void program(world *w) {
     if (!w->failed) program_fused(w, a, am);
     if (!w->failed) program_amp(w, a, am);
     if (!w->failed) program_dlpack(w, a);
+    if (!w->failed) program_training(w);
 }
 
 /* ---- one run of the program and its checks ---- */

@@ -21,7 +21,9 @@ static void build(void) {
     tf_cpu_ref_install(&table);
     if (!tf_cpu_reference_kernels()) {
         if (tf_cpu_have_blas()) tf_cpu_blas_install(&table);
+        if (tf_cpu_have_blas()) tf_cpu_conv_install(&table);
         if (tf_fast()) tf_cpu_simd_install(&table);
+        tf_cpu_flat_install(&table);
     }
     tf_cpu_quant_install(&table);       /* the only kernels of the quantized dtypes: in every mode */
     tf_cpu_complex_install(&table);     /* the only kernels of the complex dtypes: in every mode */

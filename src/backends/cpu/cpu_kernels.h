@@ -27,6 +27,11 @@ void tf_cpu_ref_install(tf_cpu_table *t);
 /* sort, argsort, searchsorted (cpu_sort.c): every dtype but the quantized ones */
 tf_cpu_kernel tf_cpu_sort_kernel(tf_op_kind kind);
 void tf_cpu_blas_install(tf_cpu_table *t);
+/* cpu_conv.c: conv2d (f32, f64) as im2col and BLAS GEMMs, pooling in f32. */
+void tf_cpu_conv_install(tf_cpu_table *t);
+/* cpu_flat.c: comparisons, logical ops and where over flat f32/bool operands;
+ * same-dtype copies and fills by element size. */
+void tf_cpu_flat_install(tf_cpu_table *t);
 /* the complex dtypes' kernels (cpu_complex.c), installed last, and the
  * operand dtypes they take */
 void tf_cpu_complex_install(tf_cpu_table *t);

@@ -4,7 +4,9 @@
  *    operands that are contiguous or one value broadcast (a 0-d
  *    threshold, a scalar zero), loops the compiler vectorizes;
  *  - copies within one dtype (any strides: transposes, slices, the
- *    contiguous copy of a view) by element size, and fills.
+ *    contiguous copy of a view) by element size, and fills;
+ *  - f32 sums and means over one axis that is not the last (the
+ *    gradients of broadcast operands, a norm's weight).
  * Other layouts and dtypes keep the entries below (the reference's
  * strided, per-dtype loops).
  *
@@ -186,8 +188,57 @@ static tf_status fast_fill(const tf_op *op, tf_cpu_address_fn address) {
         O->dtype == TF_C64)
         return run_below(op, address);
     fill_job j = {address(O->buffer) + O->offset, es, 0};
-    store_f64(O->dtype, (char *)&j.pattern, op->params.value);      /* as the reference stores each element */
+    char bytes[16] = {0};                /* room for any dtype store_f64 writes */
+    store_f64(O->dtype, bytes, op->params.value);                     /* as the reference stores each element */
+    memcpy(&j.pattern, bytes, sizeof j.pattern);
     tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, fill_chunk, &j);
+    return TF_OK;
+}
+
+/* ---- sum and mean over one axis that is not the last, f32 ----
+ * x viewed as [outer, len, inner]: each output element the sum down its
+ * column, in double and in order (the reference's own sum), a block of
+ * columns at a time so the loop runs along contiguous memory. The last
+ * axis and all axes keep the SIMD layer's row sums. */
+
+enum { SUM_COLUMNS = 256 };
+
+typedef struct axis_sum_job {
+    const float *x;
+    float *o;
+    int64_t len, inner, blocks;
+    bool mean;
+} axis_sum_job;
+
+static void axis_sum_chunk(void *ctx, int64_t begin, int64_t end) {
+    const axis_sum_job *j = ctx;
+    double acc[SUM_COLUMNS];
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t outer = t / j->blocks, c0 = (t % j->blocks) * SUM_COLUMNS;
+        const int64_t width = j->inner - c0 < SUM_COLUMNS ? j->inner - c0 : SUM_COLUMNS;
+        const float *col = j->x + outer * j->len * j->inner + c0;
+        for (int64_t c = 0; c < width; c++) acc[c] = 0;
+        for (int64_t l = 0; l < j->len; l++, col += j->inner)
+            for (int64_t c = 0; c < width; c++) acc[c] += col[c];
+        float *out = j->o + outer * j->inner + c0;
+        for (int64_t c = 0; c < width; c++) out[c] = (float)(j->mean ? acc[c] / (double)j->len : acc[c]);
+    }
+}
+
+static tf_status fast_axis_sum(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *I = &op->inputs[0], *O = &op->output;
+    const int axis = op->params.axis;
+    if (I->dtype != TF_F32 || O->dtype != TF_F32 || axis == TF_ALL_AXES || axis < 0 || axis >= I->ndim - 1 ||
+        !tf_desc_is_contiguous(I) || !tf_desc_is_contiguous(O) || I->shape[axis] == 0 || !tf_desc_numel(O))
+        return run_below(op, address);
+    axis_sum_job j = {(const float *)(address(I->buffer) + I->offset), (float *)(address(O->buffer) + O->offset),
+                      I->shape[axis], 1, 0, op->kind == TF_OP_MEAN};
+    int64_t outer = 1;
+    for (int d = 0; d < axis; d++) outer *= I->shape[d];
+    for (int d = axis + 1; d < I->ndim; d++) j.inner *= I->shape[d];
+    j.blocks = (j.inner + SUM_COLUMNS - 1) / SUM_COLUMNS;
+    const int64_t per_task = j.len * (j.inner < SUM_COLUMNS ? j.inner : SUM_COLUMNS);
+    tf_cpu_parallel_for(outer * j.blocks, ELEMENT_GRAIN / (per_task + 1) + 1, axis_sum_chunk, &j);
     return TF_OK;
 }
 
@@ -198,6 +249,7 @@ void tf_cpu_flat_install(tf_cpu_table *t) {
     t->fn[TF_OP_LOGICAL_AND][TF_BOOL] = t->fn[TF_OP_LOGICAL_OR][TF_BOOL] = fast_compare;
     t->fn[TF_OP_LOGICAL_NOT][TF_BOOL] = fast_not;
     t->fn[TF_OP_WHERE][TF_F32] = fast_where;
+    t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = fast_axis_sum;
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
         if (t->fn[TF_OP_COPY][dt]) t->fn[TF_OP_COPY][dt] = fast_copy;
         if (t->fn[TF_OP_FILL][dt]) t->fn[TF_OP_FILL][dt] = fast_fill;

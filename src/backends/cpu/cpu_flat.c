@@ -6,7 +6,8 @@
  *  - copies within one dtype (any strides: transposes, slices, the
  *    contiguous copy of a view) by element size, and fills;
  *  - f32 sums and means over one axis that is not the last (the
- *    gradients of broadcast operands, a norm's weight).
+ *    gradients of broadcast operands, a norm's weight);
+ *  - Adam over contiguous f32 (the reference's double arithmetic).
  * Other layouts and dtypes keep the entries below (the reference's
  * strided, per-dtype loops).
  *
@@ -14,6 +15,7 @@
  * where(x > 0, g, 0); max-pooling's picks the first maximum with eq, and,
  * or, not), and the reference reads each element through a dtype switch
  * in double, about 20 times slower on a small CNN's activations. */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -242,6 +244,47 @@ static tf_status fast_axis_sum(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- Adam / AdamW over contiguous f32: the reference's arithmetic (in
+ * double, element by element), without its per-element index walk ---- */
+
+typedef struct adam_job {
+    float *p, *m, *v, *o;
+    const float *g;
+    const tf_op_params *q;
+    double c1, c2;
+} adam_job;
+
+static void adam_chunk(void *ctx, int64_t begin, int64_t end) {
+    const adam_job *j = ctx;
+    const tf_op_params *q = j->q;
+    const bool decoupled = q->flags & TF_ADAM_DECOUPLED;
+    for (int64_t i = begin; i < end; i++) {
+        double pv = j->p[i], gv = j->g[i];
+        if (decoupled) pv *= 1 - q->lr * q->weight_decay;
+        else gv += q->weight_decay * pv;
+        const double mv = q->beta1 * j->m[i] + (1 - q->beta1) * gv;
+        const double vv = q->beta2 * j->v[i] + (1 - q->beta2) * gv * gv;
+        pv -= q->lr * (mv / j->c1) / (sqrt(vv / j->c2) + q->eps);
+        j->m[i] = (float)mv;
+        j->v[i] = (float)vv;
+        j->o[i] = (float)pv;
+    }
+}
+
+static tf_status fast_adam(const tf_op *op, tf_cpu_address_fn address) {
+    for (int i = 0; i < 4; i++)
+        if (op->inputs[i].dtype != TF_F32 || !tf_desc_is_contiguous(&op->inputs[i])) return run_below(op, address);
+    if (op->output.dtype != TF_F32 || !tf_desc_is_contiguous(&op->output)) return run_below(op, address);
+    const tf_op_params *q = &op->params;
+    float *ptr[5];
+    for (int i = 0; i < 4; i++) ptr[i] = (float *)(address(op->inputs[i].buffer) + op->inputs[i].offset);
+    ptr[4] = (float *)(address(op->output.buffer) + op->output.offset);
+    adam_job j = {ptr[0], ptr[2], ptr[3], ptr[4], ptr[1], q, 1 - pow(q->beta1, (double)q->adam_step),
+                  1 - pow(q->beta2, (double)q->adam_step)};
+    tf_cpu_parallel_for(tf_desc_numel(&op->output), ELEMENT_GRAIN / 4, adam_chunk, &j);
+    return TF_OK;
+}
+
 void tf_cpu_flat_install(tf_cpu_table *t) {
     below = *t;
     static const tf_op_kind compares[] = {TF_OP_EQ, TF_OP_NE, TF_OP_LT, TF_OP_LE, TF_OP_GT, TF_OP_GE};
@@ -250,6 +293,7 @@ void tf_cpu_flat_install(tf_cpu_table *t) {
     t->fn[TF_OP_LOGICAL_NOT][TF_BOOL] = fast_not;
     t->fn[TF_OP_WHERE][TF_F32] = fast_where;
     t->fn[TF_OP_SUM][TF_F32] = t->fn[TF_OP_MEAN][TF_F32] = fast_axis_sum;
+    t->fn[TF_OP_ADAM][TF_F32] = fast_adam;
     for (int dt = 0; dt < TF_DTYPE_COUNT; dt++) {
         if (t->fn[TF_OP_COPY][dt]) t->fn[TF_OP_COPY][dt] = fast_copy;
         if (t->fn[TF_OP_FILL][dt]) t->fn[TF_OP_FILL][dt] = fast_fill;

@@ -4,7 +4,8 @@
  *    operands that are contiguous or one value broadcast (a 0-d
  *    threshold, a scalar zero), loops the compiler vectorizes;
  *  - copies within one dtype (any strides: transposes, slices, the
- *    contiguous copy of a view) by element size, and fills;
+ *    contiguous copy of a view) by element size, bool and u8 cast to f32
+ *    (masks and one-hots), and fills;
  *  - f32 sums and means over one axis that is not the last (the
  *    gradients of broadcast operands, a norm's weight);
  *  - Adam over contiguous f32 (the reference's double arithmetic).
@@ -80,12 +81,39 @@ static void not_chunk(void *ctx, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; i++) j->o[i] = a[i * sa] == 0;
 }
 
+/* where's operands may also repeat along leading axes (a causal mask
+ * [Lq, Lk] over [B, H, Lq, Lk]): element i reads i mod the operand's
+ * period (its contiguous trailing block; 1 for a single value). */
+typedef struct where_job {
+    float *o;
+    const uint8_t *c;
+    const float *a, *b;
+    int64_t period[3];
+} where_job;
+
 static void where_chunk(void *ctx, int64_t begin, int64_t end) {
-    const flat_job *j = ctx;
-    const uint8_t *c = j->in[0];
-    const float *a = j->in[1], *b = j->in[2];
-    const int64_t sc = j->step[0], sa = j->step[1], sb = j->step[2];
-    for (int64_t i = begin; i < end; i++) j->of[i] = c[i * sc] ? a[i * sa] : b[i * sb];
+    const where_job *j = ctx;
+    int64_t rc = begin % j->period[0], ra = begin % j->period[1], rb = begin % j->period[2];
+    for (int64_t i = begin; i < end; i++) {
+        j->o[i] = j->c[rc] ? j->a[ra] : j->b[rb];
+        if (++rc == j->period[0]) rc = 0;
+        if (++ra == j->period[1]) ra = 0;
+        if (++rb == j->period[2]) rb = 0;
+    }
+}
+
+/* The period of d as broadcast to out's shape: its trailing axes laid out
+ * contiguously as out's, every axis before them of stride 0; 0 if d is
+ * laid out otherwise. */
+static int64_t repeat_period(const tf_tensor_desc *d, const tf_tensor_desc *out) {
+    if (d->ndim != out->ndim) return 0;
+    int64_t period = 1;
+    int k = d->ndim - 1;
+    for (; k >= 0 && d->shape[k] == out->shape[k] && (d->shape[k] == 1 || d->strides[k] == period); k--)
+        period *= d->shape[k];
+    for (; k >= 0; k--)
+        if (d->strides[k] != 0 && out->shape[k] != 1) return 0;
+    return period;
 }
 
 static flat_job job_of(const tf_op *op, tf_cpu_address_fn address, const bool *step) {
@@ -122,12 +150,21 @@ static tf_status fast_not(const tf_op *op, tf_cpu_address_fn address) {
 }
 
 static tf_status fast_where(const tf_op *op, tf_cpu_address_fn address) {
-    bool step[3];
+    const tf_tensor_desc *O = &op->output;
     if (op->inputs[0].dtype != TF_BOOL || op->inputs[1].dtype != TF_F32 || op->inputs[2].dtype != TF_F32 ||
-        op->output.dtype != TF_F32 || !flat_operands(op, step))
+        O->dtype != TF_F32 || !tf_desc_is_contiguous(O) || !tf_desc_numel(O))
         return run_below(op, address);
-    flat_job j = job_of(op, address, step);
-    tf_cpu_parallel_for(tf_desc_numel(&op->output), ELEMENT_GRAIN, where_chunk, &j);
+    where_job j = {.o = (float *)(address(O->buffer) + O->offset)};
+    const void *base[3];
+    for (int i = 0; i < 3; i++) {
+        j.period[i] = repeat_period(&op->inputs[i], O);
+        if (!j.period[i]) return run_below(op, address);
+        base[i] = address(op->inputs[i].buffer) + op->inputs[i].offset;
+    }
+    j.c = base[0];
+    j.a = base[1];
+    j.b = base[2];
+    tf_cpu_parallel_for(tf_desc_numel(O), ELEMENT_GRAIN, where_chunk, &j);
     return TF_OK;
 }
 
@@ -149,9 +186,22 @@ COPY_ROW(uint16_t)
 COPY_ROW(uint32_t)
 COPY_ROW(uint64_t)
 
+/* bool or u8 to f32 (a mask or one-hot made a float: 0 or 1, u8 as is). */
+static void bytes_to_f32_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    (void)ctx;
+    char *o = p[0];
+    const char *in = p[1];
+    for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) *(float *)o = (float)*(const uint8_t *)in;
+}
+
 static tf_status fast_copy(const tf_op *op, tf_cpu_address_fn address) {
-    const tf_dtype dt = op->output.dtype;
-    if (op->inputs[0].dtype != dt || tf_dtype_is_quantized(dt)) return run_below(op, address);
+    const tf_dtype dt = op->output.dtype, from = op->inputs[0].dtype;
+    if (dt == TF_F32 && (from == TF_BOOL || from == TF_U8)) {
+        operand ops[2] = {make_operand(&op->output, address), make_operand(&op->inputs[0], address)};
+        for_each_row_parallel(op->output.ndim, op->output.shape, 2, ops, bytes_to_f32_row, NULL);
+        return TF_OK;
+    }
+    if (from != dt || tf_dtype_is_quantized(dt)) return run_below(op, address);
     row_fn fn;
     switch (elsize(dt)) {
     case 1: fn = copy_row_uint8_t; break;

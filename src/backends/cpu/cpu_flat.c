@@ -2,7 +2,8 @@
  * most, installed over the reference entries:
  *  - comparisons, logical and/or/not and where over f32 (and bool)
  *    operands that are contiguous or one value broadcast (a 0-d
- *    threshold, a scalar zero), loops the compiler vectorizes;
+ *    threshold, a scalar zero), loops the compiler vectorizes; any other
+ *    strides row by row, typed;
  *  - copies within one dtype (any strides: transposes, slices, the
  *    contiguous copy of a view) by element size, bool and u8 cast to f32
  *    (masks and one-hots), and fills;
@@ -116,6 +117,54 @@ static int64_t repeat_period(const tf_tensor_desc *d, const tf_tensor_desc *out)
     return period;
 }
 
+/* Any other strides (windows of a padded tensor, views): the same
+ * arithmetic row by row over the pool, typed, without the reference's
+ * per-element dtype switch. */
+#define COMPARE_ROW(T, EXPR)                                                                        \
+    for (int64_t i = 0; i < n; i++, o += s[0], a += s[1], b += s[2]) {                               \
+        const T x = *(const T *)a, y = *(const T *)b;                                               \
+        *(uint8_t *)o = (uint8_t)(EXPR);                                                            \
+    }
+
+static void compare_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    const tf_op_kind kind = *(const tf_op_kind *)ctx;
+    char *o = p[0];
+    const char *a = p[1], *b = p[2];
+    switch (kind) {
+    case TF_OP_EQ: COMPARE_ROW(float, x == y) break;
+    case TF_OP_NE: COMPARE_ROW(float, x != y) break;
+    case TF_OP_LT: COMPARE_ROW(float, x < y) break;
+    case TF_OP_LE: COMPARE_ROW(float, x <= y) break;
+    case TF_OP_GT: COMPARE_ROW(float, x > y) break;
+    case TF_OP_GE: COMPARE_ROW(float, x >= y) break;
+    case TF_OP_LOGICAL_AND: COMPARE_ROW(uint8_t, (x != 0) & (y != 0)) break;
+    case TF_OP_LOGICAL_OR: COMPARE_ROW(uint8_t, (x != 0) | (y != 0)) break;
+    default: break;
+    }
+}
+
+static void where_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
+    (void)ctx;
+    char *o = p[0];
+    const char *c = p[1], *a = p[2], *b = p[3];
+    for (int64_t i = 0; i < n; i++, o += s[0], c += s[1], a += s[2], b += s[3])
+        *(float *)o = *(const uint8_t *)c ? *(const float *)a : *(const float *)b;
+}
+
+/* Every operand with the output's axes (the core broadcasts them so). */
+static bool same_axes(const tf_op *op) {
+    for (int i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i].ndim != op->output.ndim) return false;
+    return true;
+}
+
+static void strided_rows(const tf_op *op, tf_cpu_address_fn address, row_fn fn, const void *ctx) {
+    operand ops[4];
+    ops[0] = make_operand(&op->output, address);
+    for (int i = 0; i < op->n_inputs; i++) ops[i + 1] = make_operand(&op->inputs[i], address);
+    for_each_row_parallel(op->output.ndim, op->output.shape, op->n_inputs + 1, ops, fn, ctx);
+}
+
 static flat_job job_of(const tf_op *op, tf_cpu_address_fn address, const bool *step) {
     flat_job j = {.kind = op->kind};
     char *out = address(op->output.buffer) + op->output.offset;
@@ -132,9 +181,13 @@ static tf_status fast_compare(const tf_op *op, tf_cpu_address_fn address) {
     bool step[2];
     const bool logical = op->kind == TF_OP_LOGICAL_AND || op->kind == TF_OP_LOGICAL_OR;
     const tf_dtype want = logical ? TF_BOOL : TF_F32;
-    if (op->inputs[0].dtype != want || op->inputs[1].dtype != want || op->output.dtype != TF_BOOL ||
-        !flat_operands(op, step))
+    if (op->inputs[0].dtype != want || op->inputs[1].dtype != want || op->output.dtype != TF_BOOL)
         return run_below(op, address);
+    if (!flat_operands(op, step)) {
+        if (!same_axes(op)) return run_below(op, address);
+        strided_rows(op, address, compare_row, &op->kind);
+        return TF_OK;
+    }
     flat_job j = job_of(op, address, step);
     tf_cpu_parallel_for(tf_desc_numel(&op->output), ELEMENT_GRAIN, compare_chunk, &j);
     return TF_OK;
@@ -152,13 +205,22 @@ static tf_status fast_not(const tf_op *op, tf_cpu_address_fn address) {
 static tf_status fast_where(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *O = &op->output;
     if (op->inputs[0].dtype != TF_BOOL || op->inputs[1].dtype != TF_F32 || op->inputs[2].dtype != TF_F32 ||
-        O->dtype != TF_F32 || !tf_desc_is_contiguous(O) || !tf_desc_numel(O))
+        O->dtype != TF_F32 || !tf_desc_numel(O))
         return run_below(op, address);
+    if (!tf_desc_is_contiguous(O)) {
+        if (!same_axes(op)) return run_below(op, address);
+        strided_rows(op, address, where_row, NULL);
+        return TF_OK;
+    }
     where_job j = {.o = (float *)(address(O->buffer) + O->offset)};
     const void *base[3];
     for (int i = 0; i < 3; i++) {
         j.period[i] = repeat_period(&op->inputs[i], O);
-        if (!j.period[i]) return run_below(op, address);
+        if (!j.period[i] && !same_axes(op)) return run_below(op, address);
+        if (!j.period[i]) {
+            strided_rows(op, address, where_row, NULL);
+            return TF_OK;
+        }
         base[i] = address(op->inputs[i].buffer) + op->inputs[i].offset;
     }
     j.c = base[0];

@@ -49,8 +49,8 @@ test: build build-asan build-tsan
 	@bash scripts/fetch-models.sh $(BUILD)
 	@echo "== the quant mixes of SmolLM2 (llama.cpp's llama-quantize, built once into $(BUILD)/peers) =="
 	@bash scripts/llama-fixtures.sh $(BUILD) --mixes
-	@echo "== the file loaders and the model runner under libFuzzer (ASan+UBSan), a minute each =="
-	@bash scripts/fuzz.sh $(FUZZ_BUILD) 60 $(BUILD)/models
+	@echo "== the file loaders and the model runner under libFuzzer (ASan+UBSan), 30 s each (make fuzz: longer) =="
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) 30 $(BUILD)/models
 	@echo "== test suite =="
 	@cd $(BUILD) && ctest --output-on-failure
 	@echo "== the Python package (pip wheel ./python, pytest in venvs under $(BUILD)/py) =="

@@ -795,15 +795,8 @@ static void qmatmul_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_t
 
 static tf_tensor *mT(scratch *k, const tf_tensor *x) { return transpose(k, x, -1, -2); }
 
-static tf_tensor *inv_(scratch *k, const tf_tensor *a) {
-    tf_tensor *o = NULL;
-    return k->s != TF_OK ? NULL : keep(k, tf_linalg_inv(a, &o), &o);
-}
-
-static tf_tensor *solve_(scratch *k, const tf_tensor *a, const tf_tensor *b) {
-    tf_tensor *o = NULL;
-    return k->s != TF_OK ? NULL : keep(k, tf_linalg_solve(a, b, &o), &o);
-}
+K_OP1(inv_, tf_linalg_inv)
+K_OP2(solve_, tf_linalg_solve)
 
 static tf_tensor *tril_(scratch *k, const tf_tensor *x, int64_t diagonal) {
     tf_tensor *o = NULL;

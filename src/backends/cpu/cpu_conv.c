@@ -37,7 +37,6 @@ typedef struct conv_job {
     char *o;
     int64_t xs[4], bias_stride;          /* bytes */
     int64_t N, H, Wd, OC, Ho, Wo, G, cg, og, kh, kw, K, P;
-    int64_t per_block;                   /* images whose columns share one GEMM */
     bool pooled_gemm;                    /* one image and group: the GEMM takes the pool */
     _Atomic bool out_of_memory;
 } conv_job;
@@ -56,14 +55,14 @@ static void valid_columns(const conv_job *j, int64_t jj, int64_t *lo, int64_t *h
  * for every output position, zero where that falls in the padding; the
  * inside part of a line is one memcpy when it is contiguous in the input. */
 #define IM2COL(T)                                                                                          \
-    static void im2col_##T(const conv_job *j, int64_t n, int64_t g, T *col, int64_t ld) {                              \
+    static void im2col_##T(const conv_job *j, int64_t n, int64_t g, T *col) {                              \
         const tf_op_params *p = j->p;                                                                      \
         const bool dense = p->stride[1] == 1 && j->xs[3] == (int64_t)sizeof(T);                            \
         for (int64_t c = 0; c < j->cg; c++) {                                                              \
             const char *plane = j->x + n * j->xs[0] + (g * j->cg + c) * j->xs[1];                          \
             for (int64_t i = 0; i < j->kh; i++)                                                            \
                 for (int64_t jj = 0; jj < j->kw; jj++) {                                                   \
-                    T *row = col + ((c * j->kh + i) * j->kw + jj) * ld;                                  \
+                    T *row = col + ((c * j->kh + i) * j->kw + jj) * j->P;                                  \
                     int64_t lo, hi;                                                                        \
                     valid_columns(j, jj, &lo, &hi);                                                        \
                     const int64_t off = jj * p->dilation[1] - p->padding[1];                               \
@@ -89,67 +88,36 @@ static void valid_columns(const conv_job *j, int64_t jj, int64_t *lo, int64_t *h
 IM2COL(float)
 IM2COL(double)
 
-/* Images [n0, n0 + nb) of group g: their columns side by side in col
- * [K, nb P] (small images make one GEMM wide enough for BLAS), one GEMM
- * into prod [og, nb P], then each image's [og, P] block to its place in
- * the output with the bias. */
-static void conv_block(conv_job *j, int64_t n0, int64_t nb, int64_t g, char *col, char *prod) {
-    const int64_t ld = nb * j->P, es = (int64_t)j->es;
-    for (int64_t b = 0; b < nb; b++) {
-        if (j->f64) im2col_double(j, n0 + b, g, (double *)col + b * j->P, ld);
-        else im2col_float(j, n0 + b, g, (float *)col + b * j->P, ld);
+/* out [og, P] of image n, group g: its columns, the bias in each row,
+ * then += W_g col, straight into the output. */
+static void conv_one(conv_job *j, int64_t n, int64_t g, void *col) {
+    const int64_t es = (int64_t)j->es;
+    if (j->f64) im2col_double(j, n, g, col);
+    else im2col_float(j, n, g, col);
+    char *out = j->o + (n * j->OC + g * j->og) * j->P * es;
+    for (int64_t r = 0; j->bias && r < j->og; r++) {
+        const char *bias = j->bias + (g * j->og + r) * j->bias_stride;
+        for (int64_t q = 0; q < j->P; q++) {
+            if (j->f64) ((double *)out)[r * j->P + q] = *(const double *)bias;
+            else ((float *)out)[r * j->P + q] = *(const float *)bias;
+        }
     }
     const char *wg = j->w + g * j->og * j->K * es;
-    if (nb == 1) {                       /* straight into the output: the bias first, the product added */
-        char *out = j->o + (n0 * j->OC + g * j->og) * j->P * es;
-        for (int64_t r = 0; j->bias && r < j->og; r++) {
-            const char *bias = j->bias + (g * j->og + r) * j->bias_stride;
-            for (int64_t q = 0; q < j->P; q++) {
-                if (j->f64) ((double *)out)[r * j->P + q] = *(const double *)bias;
-                else ((float *)out)[r * j->P + q] = *(const float *)bias;
-            }
-        }
-        if (j->pooled_gemm)
-            tf_cpu_blas_gemm_pooled(j->f64, false, false, j->og, j->P, j->K, 1, wg, j->K, col, j->P, j->bias ? 1 : 0,
-                                    out, j->P);
-        else
-            tf_cpu_blas_gemm(j->f64, false, false, j->og, j->P, j->K, 1, wg, j->K, col, j->P, j->bias ? 1 : 0, out,
-                             j->P);
-        return;
-    }
+    const double beta = j->bias ? 1 : 0;
     if (j->pooled_gemm)
-        tf_cpu_blas_gemm_pooled(j->f64, false, false, j->og, ld, j->K, 1, wg, j->K, col, ld, 0, prod, ld);
+        tf_cpu_blas_gemm_pooled(j->f64, false, false, j->og, j->P, j->K, 1, wg, j->K, col, j->P, beta, out, j->P);
     else
-        tf_cpu_blas_gemm(j->f64, false, false, j->og, ld, j->K, 1, wg, j->K, col, ld, 0, prod, ld);
-    for (int64_t b = 0; b < nb; b++)
-        for (int64_t r = 0; r < j->og; r++) {
-            char *out = j->o + ((n0 + b) * j->OC + g * j->og + r) * j->P * es;
-            const char *src = prod + (r * ld + b * j->P) * es;
-            if (!j->bias) {
-                memcpy(out, src, (size_t)(j->P * es));
-                continue;
-            }
-            const char *bias = j->bias + (g * j->og + r) * j->bias_stride;
-            for (int64_t q = 0; q < j->P; q++) {
-                if (j->f64) ((double *)out)[q] = ((const double *)src)[q] + *(const double *)bias;
-                else ((float *)out)[q] = ((const float *)src)[q] + *(const float *)bias;
-            }
-        }
+        tf_cpu_blas_gemm(j->f64, false, false, j->og, j->P, j->K, 1, wg, j->K, col, j->P, beta, out, j->P);
 }
 
 static void conv_chunk(void *ctx, int64_t begin, int64_t end) {
     conv_job *j = ctx;
-    const int64_t ld = j->per_block * j->P;
-    char *col = tf_cpu_alloc(j->es * (size_t)((j->K + j->og) * ld > 0 ? (j->K + j->og) * ld : 1));
+    void *col = tf_cpu_alloc(j->es * (size_t)(j->K * j->P > 0 ? j->K * j->P : 1));
     if (!col) {
         atomic_store(&j->out_of_memory, true);
         return;
     }
-    for (int64_t t = begin; t < end; t++) {
-        const int64_t block = t / j->G, g = t % j->G, n0 = block * j->per_block;
-        const int64_t nb = j->N - n0 < j->per_block ? j->N - n0 : j->per_block;
-        conv_block(j, n0, nb, g, col, col + j->es * (size_t)(j->K * ld));
-    }
+    for (int64_t t = begin; t < end; t++) conv_one(j, t / j->G, t % j->G, col);
     tf_cpu_free(col);
 }
 
@@ -191,19 +159,16 @@ static tf_status fast_conv2d(const tf_op *op, tf_cpu_address_fn address) {
     if (!packed) return tf_cpu_oom("conv2d", j.es * (size_t)tf_desc_numel(W));
     j.w = packed;
     j.N = O->shape[0];
-    /* One image a GEMM: blocks of small images side by side in one wider
-     * GEMM measured slower here (the digits CNN's step, AVX2, 2 threads:
-     * the copy out of the block and the larger column buffer cost more
-     * than OpenBLAS saved), so conv_block keeps the general form for
-     * later tuning. */
-    j.per_block = 1;
-    const int64_t blocks = (j.N + j.per_block - 1) / j.per_block, tasks = blocks * j.G;
+    /* One image a GEMM. Blocks of small images side by side in one wider
+     * GEMM measured slower on the digits CNN's step (AVX2, 2 threads: the
+     * copy out of the block and the larger column buffer cost more than
+     * OpenBLAS saved). */
+    const int64_t tasks = j.N * j.G;
     j.pooled_gemm = tasks < tf_cpu_num_threads();
     if (j.pooled_gemm) conv_chunk(&j, 0, tasks);
     else tf_cpu_parallel_for(tasks, 1, conv_chunk, &j);
     tf_cpu_free(packed);
-    return atomic_load(&j.out_of_memory) ? tf_cpu_oom("conv2d", j.es * (size_t)((j.K + j.og) * j.per_block * j.P))
-                                         : TF_OK;
+    return atomic_load(&j.out_of_memory) ? tf_cpu_oom("conv2d", j.es * (size_t)(j.K * j.P)) : TF_OK;
 }
 
 /* ---- pooling, f32 ---- */

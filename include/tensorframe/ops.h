@@ -69,6 +69,20 @@
  *                                   the kernel runs its parts, on the device
  *                                   (tf_add_rmsnorm, tf_add_layernorm, the
  *                                   graph fusion pass)
+ *                        CONV_GRAD  a convolution's gradients, NCHW, the forward's
+ *                                   stride, padding, dilation and groups in
+ *                                   params: conv2d_grad_input takes dy
+ *                                   [N, O, Ho, Wo] and the weight, and gives dx
+ *                                   in the output's shape [N, C, H, W] (the
+ *                                   forward's input, which dy alone does not
+ *                                   tell); conv2d_grad_weight takes x and dy
+ *                                   and gives dW [O, C/groups, kh, kw]
+ *                        POOL_GRAD  max pooling's gradient: inputs x and dy,
+ *                                   dx in x's shape; each window's dy goes to
+ *                                   the first element equal to its maximum
+ *                                   (the first NaN where there is one), what
+ *                                   PyTorch picks; the forward's kernel,
+ *                                   stride, padding and dilation in params
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -112,7 +126,9 @@
  *           SELECT, MATMUL, REDUCE, SCAN, PICK (index_select, gather),
  *           TRIANGLE, COPY, FILL, ARANGE, RANDOM, ROW, ROPE, ATTENTION, CONV,
  *           POOL, OPTIMIZER, SORT (sort, argsort, searchsorted), ADD_NORM (fused: a backend without it is sent
- *           the parts); NONE for composites. Kernels tell the ops of a
+ *           the parts), BACKWARD (gradients of other ops' kernels: a device
+ *           without one runs it on the CPU, and autograd composes the
+ *           gradient from forward ops there instead); NONE for composites. Kernels tell the ops of a
  *           family apart by the op's own value (TF_OP_ADD, ...), never by its
  *           distance from another op.
  *
@@ -234,7 +250,10 @@
     X(SEARCHSORTED, searchsorted, 2, SEARCH,    INDEX,         ALL,     ORDER,   0, SORT) \
     X(CONJ,         conj,         1, UNARY,     SAME,          COMPLEX, ANY,     0, MATH) \
     X(REAL,         real,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH) \
-    X(IMAG,         imag,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH)
+    X(IMAG,         imag,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH) \
+    X(CONV2D_GRAD_INPUT, conv2d_grad_input, 2, CONV_GRAD, SAME,   FLOAT,   ANY,     16, BACKWARD) \
+    X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight, 2, CONV_GRAD, SAME, FLOAT,   ANY,     16, BACKWARD) \
+    X(MAXPOOL2D_GRAD, maxpool2d_grad, 2, POOL_GRAD, SAME,         FLOAT,   TIES,    1, BACKWARD)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,
@@ -247,7 +266,7 @@ typedef enum tf_op_kernel {
     TF_KERNEL_NONE, TF_KERNEL_ARITH, TF_KERNEL_MATH, TF_KERNEL_COMPARE, TF_KERNEL_PREDICATE, TF_KERNEL_SELECT,
     TF_KERNEL_MATMUL, TF_KERNEL_REDUCE, TF_KERNEL_SCAN, TF_KERNEL_PICK, TF_KERNEL_TRIANGLE, TF_KERNEL_COPY,
     TF_KERNEL_FILL, TF_KERNEL_ARANGE, TF_KERNEL_RANDOM, TF_KERNEL_ROW, TF_KERNEL_ROPE, TF_KERNEL_ATTENTION,
-    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER, TF_KERNEL_ADD_NORM, TF_KERNEL_SORT
+    TF_KERNEL_CONV, TF_KERNEL_POOL, TF_KERNEL_OPTIMIZER, TF_KERNEL_ADD_NORM, TF_KERNEL_SORT, TF_KERNEL_BACKWARD
 } tf_op_kernel;
 
 /* The kernel family of an op (header-only: plugins do not link the core). */

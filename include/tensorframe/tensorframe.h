@@ -935,6 +935,25 @@ TF_API tf_status tf_maxpool2d(const tf_tensor *x, const int64_t kernel[2], const
                               const int64_t padding[2], const int64_t dilation[2], tf_tensor **out);
 TF_API tf_status tf_avgpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_t stride[2],
                               const int64_t padding[2], bool count_include_pad, tf_tensor **out);
+/* The gradients of tf_conv2d and tf_maxpool2d as ops of their own (what
+ * tf_backward runs where the device has their kernels), PyTorch's
+ * torch.nn.grad.conv2d_input / conv2d_weight and max_pool2d's backward.
+ * grad_out is dL/dy, in the forward output's shape; the window arguments
+ * are the forward's (NULL: its defaults). tf_conv2d_grad_input gives dL/dx
+ * of input_shape (dy alone does not tell H and W when the stride skipped
+ * some); tf_conv2d_grad_weight gives dL/dW [O, C/groups, kernel]; a bias's
+ * gradient is grad_out summed over N, Ho and Wo. tf_maxpool2d_grad gives
+ * dL/dx: each window's gradient goes to the first element equal to its
+ * maximum (its first NaN), summed where windows overlap. */
+TF_API tf_status tf_conv2d_grad_input(const tf_tensor *grad_out, const tf_tensor *weight, const int64_t input_shape[4],
+                                      const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
+                                      int64_t groups, tf_tensor **out);
+TF_API tf_status tf_conv2d_grad_weight(const tf_tensor *x, const tf_tensor *grad_out, const int64_t kernel[2],
+                                       const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
+                                       int64_t groups, tf_tensor **out);
+TF_API tf_status tf_maxpool2d_grad(const tf_tensor *x, const tf_tensor *grad_out, const int64_t kernel[2],
+                                   const int64_t stride[2], const int64_t padding[2], const int64_t dilation[2],
+                                   tf_tensor **out);
 /* Batch normalization over axis 1 of x [N, C, ...]. Inference (training
  * false): uses running_mean/running_var. Training: normalizes with the
  * batch's mean and (biased) variance and, when running_mean/running_var are

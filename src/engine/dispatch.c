@@ -468,6 +468,23 @@ static tf_status dispatch_op(const char *fn, tf_device *dev, tf_op *op, bool *fe
     return s;
 }
 
+/* Whether dev runs `kind` over n inputs of dtype dt itself (no CPU
+ * fallback, no parts): autograd asks before choosing a gradient kernel
+ * over a gradient composed of forward ops. The descriptors are small and
+ * contiguous; supports() reads dtypes and kinds, never the buffers. */
+bool tf__device_runs(tf_device *dev, tf_op_kind kind, tf_dtype dt, int n) {
+    tf_op op;
+    tf__op_init(&op, kind, n);
+    tf_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = dt;
+    d.ndim = 4;
+    for (int i = 0; i < 4; i++) d.shape[i] = d.strides[i] = 1;
+    for (int i = 0; i < n && i < TF_OP_MAX_INPUTS; i++) op.inputs[i] = d;
+    op.output = d;
+    return dev->bdev.iface->supports(dev->bdev.ctx, &op);
+}
+
 /* A replayed op the device ran itself at capture goes straight to `run`:
  * supports() answered then and the op has not changed. */
 static tf_status run_native(const char *fn, tf_device *dev, tf_op *op, bool *fell_back) {

@@ -423,6 +423,8 @@ tf_status tf__op_output(const char *fn, tf_device *dev, tf_dtype dt, int ndim, c
                         tf_tensor **out);
 /* A zeroed op of `kind` over n inputs, its struct_size set. */
 void tf__op_init(tf_op *op, tf_op_kind kind, int n_inputs);
+/* Whether dev runs `kind` over n inputs of dtype dt itself (no fallback). */
+bool tf__device_runs(tf_device *dev, tf_op_kind kind, tf_dtype dt, int n);
 /* The copy op: a contiguous dt copy of t on t's device. */
 tf_status tf__copy_cast(const char *fn, const tf_tensor *t, tf_dtype dt, tf_tensor **out);
 /* The copy op into an existing view `dst` (same shape, same device),
@@ -435,7 +437,7 @@ typedef enum {
     TF_SHAPE_SCAN, TF_SHAPE_INDEXED, TF_SHAPE_TRIANGLE, TF_SHAPE_GEMM, TF_SHAPE_ROW, TF_SHAPE_ROPE,
     TF_SHAPE_ATTENTION, TF_SHAPE_CONV, TF_SHAPE_POOL, TF_SHAPE_OPTIMIZER, TF_SHAPE_COMPOSITE, TF_SHAPE_CREATE,
     TF_SHAPE_QMATMUL, TF_SHAPE_GEMM_EPILOGUE, TF_SHAPE_ADD_NORM, TF_SHAPE_QMATMUL_EPILOGUE,
-    TF_SHAPE_SORT, TF_SHAPE_SEARCH
+    TF_SHAPE_SORT, TF_SHAPE_SEARCH, TF_SHAPE_CONV_GRAD, TF_SHAPE_POOL_GRAD
 } tf_shape_rule;
 typedef enum {
     TF_DTRULE_PROMOTE, TF_DTRULE_PROMOTE_FLOAT, TF_DTRULE_SUM, TF_DTRULE_SAME, TF_DTRULE_CAST,

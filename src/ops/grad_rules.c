@@ -562,22 +562,36 @@ static void conv2d_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_te
     const tf_tensor *x = n->in[0].saved, *w = n->in[1].saved;
     const int64_t N = ex->shape[0], C = ex->shape[1], O = ew->shape[0], G = p->groups, kh = ew->shape[2],
                   kw = ew->shape[3], Ho = g->shape[2], Wo = g->shape[3], K = C / G * kh * kw;
+    if (n->in[2].needs) {                /* [N, O, Ho Wo] summed over positions, then images */
+        const int64_t planes[3] = {N, O, Ho * Wo};
+        grads[2] = sum(k, sum(k, reshape(k, g, 3, planes), 2, false), 0, false);
+    }
+    tf_device *dev = g->storage->dev;
+    if (n->in[0].needs && tf__device_runs(dev, TF_OP_CONV2D_GRAD_INPUT, g->dtype, 2)) {   /* the kernels */
+        tf_tensor *dx = NULL;
+        if (k->s == TF_OK)
+            grads[0] = keep(k, tf_conv2d_grad_input(g, w, ex->shape, p->stride, p->padding, p->dilation, G, &dx), &dx);
+    } else if (n->in[0].needs && G == 1) {
+        grads[0] = conv_input_grad(k, n, g, w);      /* one convolution (a transposed one) */
+    }
+    if (n->in[1].needs && tf__device_runs(dev, TF_OP_CONV2D_GRAD_WEIGHT, g->dtype, 2)) {
+        tf_tensor *dw = NULL;
+        const int64_t kernel[2] = {kh, kw};
+        if (k->s == TF_OK)
+            grads[1] = keep(k, tf_conv2d_grad_weight(x, g, kernel, p->stride, p->padding, p->dilation, G, &dw), &dw);
+    } else if (n->in[1].needs && G == 1) {
+        grads[1] = conv_weight_grad(k, n, g, x);     /* one convolution */
+    }
+    const bool input_done = !n->in[0].needs || grads[0] || k->s != TF_OK;
+    const bool weight_done = !n->in[1].needs || grads[1] || k->s != TF_OK;
+    if (input_done && weight_done) return;
     const int64_t gshape[4] = {N, G, O / G, Ho * Wo}, wshape[3] = {G, O / G, K};
     tf_tensor *gg = reshape(k, g, 4, gshape), *wg = reshape(k, w, 3, wshape);
-    if (n->in[2].needs) {                /* one long row per channel: [O, N Ho Wo], summed */
-        const int64_t rows[2] = {O, N * Ho * Wo};
-        grads[2] = sum(k, reshape(k, transpose(k, g, 0, 1), 2, rows), 1, false);
-    }
-    if (G == 1) {                        /* each gradient one convolution */
-        if (n->in[0].needs) grads[0] = conv_input_grad(k, n, g, w);
-        if (n->in[1].needs) grads[1] = conv_weight_grad(k, n, g, x);
-        return;
-    }
     if (kh * kw > 64) {
         k->s = tf__error(TF_ERR_UNSUPPORTED, "tf_backward: %s's gradient takes kernels of up to 64 elements", n->fn);
         return;
     }
-    if (n->in[1].needs) {                /* dW = sum_n G' P^T */
+    if (!weight_done) {                  /* dW = sum_n G' P^T */
         tf_tensor *xp = pad_input(k, x, p, 0);
         tf_tensor *slices[64];
         int count = 0;
@@ -590,7 +604,7 @@ static void conv2d_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_te
         tf_tensor *dw = P ? sum(k, matmul(k, gg, transpose(k, P, -1, -2)), 0, false) : NULL;   /* [G, O/G, K] */
         grads[1] = reshape(k, dw, 4, ew->shape);
     }
-    if (n->in[0].needs) {                /* dP = W^T G', added back window by window */
+    if (!input_done) {                   /* dP = W^T G', added back window by window */
         tf_tensor *dp = matmul(k, transpose(k, wg, -1, -2), gg);          /* [N, G, K, HoWo] */
         const int64_t dshape[5] = {N, C, kh * kw, Ho, Wo};
         tf_tensor *d5 = reshape(k, dp, 5, dshape), *z = padded_zeros(k, ex, p, g);
@@ -612,6 +626,12 @@ static tf_tensor *pool_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
     const tf__grad_edge *e = &n->in[0];
     const tf_op_params *p = &n->a.p;
     const int64_t Ho = g->shape[2], Wo = g->shape[3];
+    if (n->a.op == TF_OP_MAXPOOL2D && tf__device_runs(g->storage->dev, TF_OP_MAXPOOL2D_GRAD, g->dtype, 2)) {
+        tf_tensor *dx = NULL;
+        return k->s != TF_OK ? NULL
+                             : keep(k, tf_maxpool2d_grad(n->in[0].saved, g, p->kernel, p->stride, p->padding,
+                                                         p->dilation, &dx), &dx);
+    }
     tf_tensor *z = padded_zeros(k, e, p, g);
     if (n->a.op == TF_OP_MAXPOOL2D) {
         tf_tensor *xp = pad_input(k, n->in[0].saved, p, -INFINITY), *taken = NULL, *zero = num(k, g, 0);

@@ -158,6 +158,144 @@ tf_status tf_avgpool2d(const tf_tensor *x, const int64_t kernel[2], const int64_
     return pool("tf_avgpool2d", TF_OP_AVGPOOL2D, x, kernel, stride, padding, NULL, count_include_pad, out);
 }
 
+/* ---- the gradients of conv2d and max pooling, as ops ---- */
+
+/* The forward's window parameters, checked as the forward checks them. */
+static tf_status check_window_params(const char *fn, const int64_t *kernel, const int64_t *stride,
+                                     const int64_t *padding, const int64_t *dilation) {
+    tf_status s = kernel ? check_pair(fn, "kernel", kernel, 1) : TF_OK;
+    if (s == TF_OK) s = check_pair(fn, "stride", stride, 1);
+    if (s == TF_OK) s = check_pair(fn, "padding", padding, 0);
+    if (s == TF_OK) s = check_pair(fn, "dilation", dilation, 1);
+    return s;
+}
+
+/* dy must have the shape the forward gave: [N, O, Ho, Wo] for an input of
+ * extent {H, W} under these window parameters. */
+static tf_status check_grad_out(const char *fn, const tf_tensor *dy, int64_t N, int64_t O, int64_t H, int64_t W,
+                                const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                                const int64_t *dilation) {
+    const int64_t want[4] = {N, O, window_out(H, kernel[0], stride[0], padding[0], dilation[0]),
+                             window_out(W, kernel[1], stride[1], padding[1], dilation[1])};
+    char a[256], b[256];
+    if (want[2] < 1 || want[3] < 1)
+        return tf__error(TF_ERR_SHAPE, "%s: an input of {%lld, %lld} is too small for the window", fn, (long long)H,
+                         (long long)W);
+    if (!tf__same_shape(dy->ndim, dy->shape, 4, want))
+        return tf__error(TF_ERR_SHAPE, "%s: grad_out is %s, the forward's output would be %s", fn,
+                         tf__shape_str(dy->ndim, dy->shape, a, sizeof a), tf__shape_str(4, want, b, sizeof b));
+    return TF_OK;
+}
+
+static void window_params_into(tf_op_params *p, const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                               const int64_t *dilation, int64_t groups) {
+    for (int i = 0; i < 2; i++) {
+        p->kernel[i] = kernel ? kernel[i] : 0;
+        p->stride[i] = stride[i];
+        p->padding[i] = padding[i];
+        p->dilation[i] = dilation[i];
+    }
+    p->groups = groups;
+}
+
+/* The two inputs on one device in a's dtype, the op's parameters, the
+ * output of `shape`. */
+static tf_status window_grad_op(const char *fn, tf_op_kind kind, const tf_tensor *a, const tf_tensor *b,
+                                const int64_t *kernel, const int64_t *stride, const int64_t *padding,
+                                const int64_t *dilation, int64_t groups, const int64_t shape[4], tf_tensor **out) {
+    const tf_tensor *in[2] = {a, b};
+    tf_dtype want[2] = {a->dtype, a->dtype};
+    tf_op_call c;
+    tf_status s = tf__op_begin(&c, fn, kind, 2, in, want, NULL);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < 2; i++) tf__desc_into(&c.op.inputs[i], c.in[i]);
+    window_params_into(&c.op.params, kernel, stride, padding, dilation, groups);
+    return tf__op_end(&c, TF_OK, a->dtype, 4, shape, out);
+}
+
+static const int64_t *or_default(const int64_t *v, const int64_t *dflt) { return v ? v : dflt; }
+static const int64_t ONES[2] = {1, 1}, ZEROS[2] = {0, 0};
+
+tf_status tf_conv2d_grad_input(const tf_tensor *grad_out, const tf_tensor *weight, const int64_t input_shape[4],
+                               const int64_t stride_in[2], const int64_t padding_in[2], const int64_t dilation_in[2],
+                               int64_t groups, tf_tensor **out) {
+    static const char fn[] = "tf_conv2d_grad_input";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!grad_out || !weight || !input_shape)
+        return tf__error(TF_ERR_NULL_ARGUMENT, "%s: grad_out, weight or input_shape is NULL", fn);
+    const int64_t *stride = or_default(stride_in, ONES), *padding = or_default(padding_in, ZEROS),
+                  *dilation = or_default(dilation_in, ONES);
+    tf_status s = need_float(fn, grad_out);
+    if (s == TF_OK) s = check_window_params(fn, NULL, stride, padding, dilation);
+    if (s != TF_OK) return s;
+    char a[256];
+    if (weight->ndim != 4)
+        return tf__error(TF_ERR_SHAPE, "%s: weight must be [O, C/groups, kh, kw], got %d-d", fn, weight->ndim);
+    for (int i = 0; i < 4; i++)
+        if (input_shape[i] < 0)
+            return tf__error(TF_ERR_SHAPE, "%s: input_shape %s has a negative extent", fn,
+                             tf__shape_str(4, input_shape, a, sizeof a));
+    const int64_t O = weight->shape[0], C = input_shape[1];
+    if (groups < 1 || C % groups || O % groups || weight->shape[1] * groups != C)
+        return tf__error(TF_ERR_SHAPE, "%s: input_shape %s, weight and groups %lld do not fit", fn,
+                         tf__shape_str(4, input_shape, a, sizeof a), (long long)groups);
+    const int64_t kernel[2] = {weight->shape[2], weight->shape[3]};
+    s = check_grad_out(fn, grad_out, input_shape[0], O, input_shape[2], input_shape[3], kernel, stride, padding,
+                       dilation);
+    if (s != TF_OK) return s;
+    return window_grad_op(fn, TF_OP_CONV2D_GRAD_INPUT, grad_out, weight, NULL, stride, padding, dilation, groups,
+                          input_shape, out);
+}
+
+tf_status tf_conv2d_grad_weight(const tf_tensor *x, const tf_tensor *grad_out, const int64_t kernel[2],
+                                const int64_t stride_in[2], const int64_t padding_in[2], const int64_t dilation_in[2],
+                                int64_t groups, tf_tensor **out) {
+    static const char fn[] = "tf_conv2d_grad_weight";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !grad_out || !kernel) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x, grad_out or kernel is NULL", fn);
+    const int64_t *stride = or_default(stride_in, ONES), *padding = or_default(padding_in, ZEROS),
+                  *dilation = or_default(dilation_in, ONES);
+    tf_status s = need_float(fn, x);
+    if (s == TF_OK) s = check_window_params(fn, kernel, stride, padding, dilation);
+    if (s != TF_OK) return s;
+    if (x->ndim != 4 || grad_out->ndim != 4)
+        return tf__error(TF_ERR_SHAPE, "%s: x and grad_out must be [N, C, H, W] and [N, O, Ho, Wo] (got %d-d and %d-d)",
+                         fn, x->ndim, grad_out->ndim);
+    const int64_t C = x->shape[1], O = grad_out->shape[1];
+    if (groups < 1 || C % groups || O % groups)
+        return tf__error(TF_ERR_SHAPE, "%s: C %lld and O %lld must divide by groups %lld", fn, (long long)C,
+                         (long long)O, (long long)groups);
+    s = check_grad_out(fn, grad_out, x->shape[0], O, x->shape[2], x->shape[3], kernel, stride, padding, dilation);
+    if (s != TF_OK) return s;
+    const int64_t wshape[4] = {O, C / groups, kernel[0], kernel[1]};
+    return window_grad_op(fn, TF_OP_CONV2D_GRAD_WEIGHT, x, grad_out, kernel, stride, padding, dilation, groups,
+                          wshape, out);
+}
+
+tf_status tf_maxpool2d_grad(const tf_tensor *x, const tf_tensor *grad_out, const int64_t kernel[2],
+                            const int64_t stride_in[2], const int64_t padding_in[2], const int64_t dilation_in[2],
+                            tf_tensor **out) {
+    static const char fn[] = "tf_maxpool2d_grad";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !grad_out || !kernel) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x, grad_out or kernel is NULL", fn);
+    const int64_t *stride = or_default(stride_in, kernel), *padding = or_default(padding_in, ZEROS),
+                  *dilation = or_default(dilation_in, ONES);
+    tf_status s = need_float(fn, x);
+    if (s == TF_OK) s = check_window_params(fn, kernel, stride, padding, dilation);
+    if (s != TF_OK) return s;
+    if (x->ndim != 4) return tf__error(TF_ERR_SHAPE, "%s: x must be [N, C, H, W], got %d-d", fn, x->ndim);
+    if (padding[0] * 2 > kernel[0] || padding[1] * 2 > kernel[1])
+        return tf__error(TF_ERR_INVALID_ARGUMENT, "%s: padding {%lld, %lld} must be at most half the kernel", fn,
+                         (long long)padding[0], (long long)padding[1]);
+    s = check_grad_out(fn, grad_out, x->shape[0], x->shape[1], x->shape[2], x->shape[3], kernel, stride, padding,
+                       dilation);
+    if (s != TF_OK) return s;
+    return window_grad_op(fn, TF_OP_MAXPOOL2D_GRAD, x, grad_out, kernel, stride, padding, dilation, 1, x->shape, out);
+}
+
 /* ---- batch_norm (composite) ---- */
 
 /* A [C] tensor viewed as [1, C, 1, ...] to broadcast over x of ndim. */

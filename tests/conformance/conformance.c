@@ -32,7 +32,7 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH
+    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH, SH_CONV_GRAD, SH_POOL_GRAD
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST,
@@ -1885,6 +1885,7 @@ static void run_conv(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         {{1, 3, 5, 5}, {4, 3, 1, 1}, 1, {1, 1}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED},
         {{1, 4, 6, 6}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_STRIDED},
         {{0, 2, 4, 4}, {2, 2, 2, 2}, 1, {1, 1}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG},
+        {{1, 2, 66, 64}, {2, 2, 3, 3}, 1, {1, 1}, {1, 0}, {1, 1}, true, LAYOUT_CONTIG},   /* past the gather table */
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         host_t hx, hw, hb, ref;
@@ -1943,6 +1944,8 @@ static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_CONTIG},
         {{1, 2, 6, 6}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED},
         {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false, LAYOUT_STRIDED},
+        {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG},     /* 2x2: its own loop */
+        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true, LAYOUT_CONTIG},      /* overlapping */
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const int64_t *stride = cases[ci].stride[0] ? cases[ci].stride : cases[ci].k;
@@ -1984,6 +1987,147 @@ static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         host_free(&hx);
         host_free(&ref);
         tf_tensor_release(x);
+        tf_tensor_release(out);
+    }
+}
+
+/* The gradients of conv2d: dy [N, O, Ho, Wo] and w give dx; x and dy
+ * give dW. The references scatter (dx) or gather (dW) in long double over
+ * the same windows as run_conv's. */
+typedef struct conv_grad_case {
+    int64_t x[4], w[4], groups, stride[2], pad[2], dil[2];
+    layout lay;
+} conv_grad_case;
+
+static int64_t conv_extent(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+}
+
+static void conv_grad_reference(const conv_grad_case *cc, bool want_input, const host_t *hx_or_w, const host_t *hdy,
+                                host_t *ref) {
+    const int64_t N = cc->x[0], C = cc->x[1], H = cc->x[2], W = cc->x[3], O = cc->w[0], cg = cc->w[1], kh = cc->w[2],
+                  kw = cc->w[3], og = O / cc->groups;
+    const int64_t Ho = conv_extent(H, kh, cc->stride[0], cc->pad[0], cc->dil[0]);
+    const int64_t Wo = conv_extent(W, kw, cc->stride[1], cc->pad[1], cc->dil[1]);
+    long double *acc = calloc((size_t)(ref->n ? ref->n : 1), sizeof(long double));
+    long double *mag = calloc((size_t)(ref->n ? ref->n : 1), sizeof(long double));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t y = 0; y < Ho; y++)
+                for (int64_t x = 0; x < Wo; x++) {
+                    const double g = hdy->v[((n * O + o) * Ho + y) * Wo + x];
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t a = 0; a < kh; a++)
+                            for (int64_t b = 0; b < kw; b++) {
+                                int64_t yi = y * cc->stride[0] - cc->pad[0] + a * cc->dil[0];
+                                int64_t xi = x * cc->stride[1] - cc->pad[1] + b * cc->dil[1];
+                                if (yi < 0 || yi >= H || xi < 0 || xi >= W) continue;
+                                int64_t xat = ((n * C + (o / og) * cg + c) * H + yi) * W + xi;
+                                int64_t wat = ((o * cg + c) * kh + a) * kw + b;
+                                int64_t at = want_input ? xat : wat;
+                                long double t = (long double)g * hx_or_w->v[want_input ? wat : xat];
+                                acc[at] += t;
+                                mag[at] += fabsl(t);
+                            }
+                }
+    ref->mag = calloc((size_t)(ref->n ? ref->n : 1), sizeof(double));
+    for (int64_t i = 0; i < ref->n; i++) {
+        ref->v[i] = (double)acc[i];
+        ref->mag[i] = (double)mag[i];
+    }
+    free(acc);
+    free(mag);
+}
+
+static void run_conv_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const conv_grad_case cases[] = {
+        {{2, 4, 7, 6}, {6, 2, 3, 3}, 2, {1, 2}, {1, 0}, {1, 2}, LAYOUT_CONTIG},
+        {{1, 3, 5, 5}, {4, 3, 1, 1}, 1, {1, 1}, {0, 0}, {1, 1}, LAYOUT_TRANSPOSED},
+        {{2, 4, 6, 6}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {1, 1}, LAYOUT_STRIDED},
+        {{3, 5, 8, 8}, {7, 5, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1}, LAYOUT_CONTIG},     /* the digits CNN's layer */
+        {{2, 2, 9, 8}, {3, 2, 2, 3}, 1, {3, 2}, {0, 1}, {1, 1}, LAYOUT_STRIDED},    /* rows the stride skips */
+        {{0, 2, 4, 4}, {2, 2, 2, 2}, 1, {1, 1}, {0, 0}, {1, 1}, LAYOUT_CONTIG},
+        {{1, 2, 66, 64}, {2, 2, 3, 3}, 1, {1, 2}, {1, 0}, {1, 1}, LAYOUT_CONTIG},    /* past the gather table */
+    };
+    const bool want_input = op->kind == TF_OP_CONV2D_GRAD_INPUT;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const conv_grad_case *cc = &cases[ci];
+        const int64_t Ho = conv_extent(cc->x[2], cc->w[2], cc->stride[0], cc->pad[0], cc->dil[0]);
+        const int64_t Wo = conv_extent(cc->x[3], cc->w[3], cc->stride[1], cc->pad[1], cc->dil[1]);
+        const int64_t dyshape[4] = {cc->x[0], cc->w[0], Ho, Wo};
+        host_t hother, hdy, ref;
+        tf_tensor *other = NULL, *dy = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 4, want_input ? cc->w : cc->x, op->dom, 0,
+                                 want_input ? LAYOUT_CONTIG : cc->lay, &hother, &other);
+        tf_status s2 = make_input(dev, dt, 4, dyshape, op->dom, 0, want_input ? cc->lay : LAYOUT_CONTIG, &hdy, &dy);
+        if (s == TF_OK) s = s2;
+        if (s == TF_OK)
+            s = want_input ? tf_conv2d_grad_input(dy, other, cc->x, cc->stride, cc->pad, cc->dil, cc->groups, &out)
+                           : tf_conv2d_grad_weight(other, dy, cc->w + 2, cc->stride, cc->pad, cc->dil, cc->groups, &out);
+        host_init(&ref, dt, 4, want_input ? cc->x : cc->w);
+        ref.length = want_input ? cc->w[0] / cc->groups * cc->w[2] * cc->w[3] : cc->x[0] * Ho * Wo;
+        if (ref.length < 1) ref.length = 1;
+        conv_grad_reference(cc, want_input, &hother, &hdy, &ref);
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu groups %lld", tf_dtype_name(dt), ci, (long long)cc->groups);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hother);
+        host_free(&hdy);
+        host_free(&ref);
+        tf_tensor_release(other);
+        tf_tensor_release(dy);
+        tf_tensor_release(out);
+    }
+}
+
+/* Max pooling's gradient: each window's dy to the first element equal to
+ * its maximum, summed where windows overlap. */
+static void run_pool_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; layout lay; } cases[] = {
+        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, LAYOUT_CONTIG},
+        {{2, 4, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, LAYOUT_CONTIG},          /* the digits CNN's */
+        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, LAYOUT_CONTIG},          /* 2x2 overlapping */
+        {{1, 2, 6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, LAYOUT_TRANSPOSED},      /* windows overlap */
+        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, LAYOUT_STRIDED},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int64_t H = cases[ci].x[2], W = cases[ci].x[3], *k = cases[ci].k, *st = cases[ci].stride,
+                      *pad = cases[ci].pad, *dil = cases[ci].dil;
+        const int64_t Ho = conv_extent(H, k[0], st[0], pad[0], dil[0]), Wo = conv_extent(W, k[1], st[1], pad[1], dil[1]);
+        const int64_t dyshape[4] = {cases[ci].x[0], cases[ci].x[1], Ho, Wo};
+        host_t hx, hdy, ref;
+        tf_tensor *x = NULL, *dy = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 4, cases[ci].x, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s2 = make_input(dev, dt, 4, dyshape, op->dom, 0, LAYOUT_CONTIG, &hdy, &dy);
+        if (s == TF_OK) s = s2;
+        if (s == TF_OK) s = tf_maxpool2d_grad(x, dy, k, st, pad, dil, &out);
+        host_init(&ref, dt, 4, cases[ci].x);
+        ref.length = k[0] * k[1];
+        for (int64_t i = 0; i < ref.n; i++) ref.v[i] = 0;
+        for (int64_t i = 0; i < hdy.n; i++) {
+            int64_t o[4], at = -1;
+            unravel(i, 4, dyshape, o);
+            double best = -INFINITY;
+            for (int64_t a = 0; a < k[0]; a++)
+                for (int64_t b = 0; b < k[1]; b++) {
+                    int64_t yi = o[2] * st[0] - pad[0] + a * dil[0], xi = o[3] * st[1] - pad[1] + b * dil[1];
+                    if (yi < 0 || yi >= H || xi < 0 || xi >= W) continue;
+                    int64_t here = ((o[0] * cases[ci].x[1] + o[1]) * H + yi) * W + xi;
+                    if (at < 0 || hx.v[here] > best) {
+                        best = hx.v[here];
+                        at = here;
+                    }
+                }
+            if (at >= 0) ref.v[at] += hdy.v[i];
+        }
+        char desc[64];
+        snprintf(desc, sizeof desc, "%s case %zu", tf_dtype_name(dt), ci);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hdy);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(dy);
         tf_tensor_release(out);
     }
 }
@@ -2623,6 +2767,8 @@ static counts run_device(tf_device *dev) {
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
             case SH_CONV: run_conv(dev, op, (tf_dtype)dt, &c); break;
             case SH_POOL: run_pool(dev, op, (tf_dtype)dt, &c); break;
+            case SH_CONV_GRAD: run_conv_grad(dev, op, (tf_dtype)dt, &c); break;
+            case SH_POOL_GRAD: run_pool_grad(dev, op, (tf_dtype)dt, &c); break;
             case SH_OPTIMIZER: run_optimizer(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;

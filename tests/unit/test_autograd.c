@@ -731,6 +731,45 @@ static void test_ops_without_a_rule_are_named(void **state) {
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
 }
 
+/* The gradient ops of conv2d and max pooling check what they are given
+ * as the forward does, and leave out NULL when they refuse. */
+static void test_gradient_ops_check_their_input(void **state) {
+    (void)state;
+    tf_device *cpu = NULL;
+    OK(tf_device_get("cpu", &cpu));
+    const int64_t xs[4] = {2, 2, 6, 6}, ws[4] = {3, 2, 3, 3}, dys[4] = {2, 3, 4, 4}, wrong[4] = {2, 3, 5, 5};
+    const int64_t k3[2] = {3, 3}, k2[2] = {2, 2}, pad2[2] = {2, 2};
+    tf_tensor *x = NULL, *w = NULL, *dy = NULL, *bad = NULL, *ints = NULL, *out = NULL;
+    OK(tf_randn(cpu, TF_F32, 4, xs, 1, &x));
+    OK(tf_randn(cpu, TF_F32, 4, ws, 2, &w));
+    OK(tf_randn(cpu, TF_F32, 4, dys, 3, &dy));
+    OK(tf_randn(cpu, TF_F32, 4, wrong, 4, &bad));
+    OK(tf_zeros(cpu, TF_I32, 4, dys, &ints));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "grad_out, weight or input_shape is NULL",
+               tf_conv2d_grad_input(NULL, w, xs, NULL, NULL, NULL, 1, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "out is NULL", tf_conv2d_grad_weight(x, dy, k3, NULL, NULL, NULL, 1, NULL));
+    FAILS_WITH(TF_ERR_SHAPE, "grad_out is [2,3,5,5], the forward's output would be [2,3,4,4]",
+               tf_conv2d_grad_input(bad, w, xs, NULL, NULL, NULL, 1, &out));
+    assert_null(out);
+    FAILS_WITH(TF_ERR_SHAPE, "the forward's output would be", tf_conv2d_grad_weight(x, bad, k3, NULL, NULL, NULL, 1, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "do not fit", tf_conv2d_grad_input(dy, w, xs, NULL, NULL, NULL, 2, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "must divide by groups", tf_conv2d_grad_weight(x, dy, k3, NULL, NULL, NULL, 2, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "negative extent",
+               tf_conv2d_grad_input(dy, w, (int64_t[]){2, 2, -6, 6}, NULL, NULL, NULL, 1, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "needs a float tensor", tf_conv2d_grad_input(ints, w, xs, NULL, NULL, NULL, 1, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "stride {0, 1} must be >= 1",
+               tf_conv2d_grad_weight(x, dy, k3, (int64_t[]){0, 1}, NULL, NULL, 1, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "padding {2, 2} must be at most half the kernel",
+               tf_maxpool2d_grad(x, dy, k2, NULL, pad2, NULL, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "the forward's output would be [2,2,3,3]", tf_maxpool2d_grad(x, dy, k2, NULL, NULL, NULL, &out));
+    assert_null(out);
+    OK(tf_conv2d_grad_input(dy, w, xs, NULL, NULL, NULL, 1, &out));     /* and the good calls run */
+    assert_int_equal(tf_tensor_shape(out)[2], 6);
+    tf_tensor_release(out);
+    tf_tensor *all[] = {x, w, dy, bad, ints};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
+}
+
 /* A long chain is let go without recursion, and its saved values go as
  * backward passes them. */
 static void test_long_chain(void **state) {
@@ -1029,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(test_in_place_writes),
         cmocka_unit_test(test_ops_without_a_rule_are_named),
         cmocka_unit_test(test_kept_weight_gradients),
+        cmocka_unit_test(test_gradient_ops_check_their_input),
         cmocka_unit_test(test_long_chain),
         cmocka_unit_test(test_optimizers_follow_pytorch_rules_on_every_device),
         cmocka_unit_test(test_optimizer_errors),

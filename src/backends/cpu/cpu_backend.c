@@ -446,6 +446,74 @@ static const tf_backend_device cpu_devices[1] = {{&cpu_device_iface, NULL}};
 
 void *tf_cpu_alloc(size_t nbytes) { return host->alloc(nbytes); }
 void tf_cpu_free(void *p) { host->free(p); }
+/* Large scratch kept between calls: a block of more than glibc's mmap
+ * threshold (128 KB) is a fresh mapping each call, and its first touch
+ * page-faults every page (the digits CNN's conv1 weight gradient spent
+ * more time in the kernel's page faults than in its GEMM). A few slots,
+ * each holding one block and its size; taken under a lock, so concurrent
+ * kernels take different blocks. Every miss goes through tf_cpu_alloc
+ * (the fault sweep's counted allocator). */
+#define SCRATCH_SLOTS 8
+#define SCRATCH_KEEP_MIN ((size_t)64 << 10)   /* smaller blocks come from malloc's own free lists */
+#define SCRATCH_KEEP_MAX ((size_t)64 << 20)   /* larger blocks go back at once */
+static pthread_mutex_t scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *p; size_t bytes; } scratch_slots[SCRATCH_SLOTS];
+
+/* The smallest kept block that holds nbytes, so a small request leaves
+ * the large blocks to the large ones. */
+void *tf_cpu_scratch_take(size_t nbytes, size_t *got) {
+    *got = nbytes;
+    if (nbytes < SCRATCH_KEEP_MIN) return tf_cpu_alloc(nbytes);
+    pthread_mutex_lock(&scratch_lock);
+    int best = -1;
+    for (int i = 0; i < SCRATCH_SLOTS; i++)
+        if (scratch_slots[i].p && scratch_slots[i].bytes >= nbytes &&
+            (best < 0 || scratch_slots[i].bytes < scratch_slots[best].bytes))
+            best = i;
+    if (best >= 0) {
+        void *p = scratch_slots[best].p;
+        *got = scratch_slots[best].bytes;
+        scratch_slots[best].p = NULL;
+        pthread_mutex_unlock(&scratch_lock);
+        return p;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    return tf_cpu_alloc(nbytes);
+}
+
+void tf_cpu_scratch_give(void *p, size_t bytes) {
+    if (!p) return;
+    if (bytes < SCRATCH_KEEP_MIN || bytes > SCRATCH_KEEP_MAX) {
+        tf_cpu_free(p);
+        return;
+    }
+    pthread_mutex_lock(&scratch_lock);
+    int slot = -1;
+    for (int i = 0; i < SCRATCH_SLOTS && slot < 0; i++)
+        if (!scratch_slots[i].p) slot = i;
+    for (int i = 0; i < SCRATCH_SLOTS && slot < 0; i++)     /* all full: replace the smallest, if smaller */
+        if (scratch_slots[i].bytes < bytes && (slot < 0 || scratch_slots[i].bytes < scratch_slots[slot].bytes)) slot = i;
+    void *gone = NULL;
+    if (slot >= 0) {
+        gone = scratch_slots[slot].p;
+        scratch_slots[slot].p = p;
+        scratch_slots[slot].bytes = bytes;
+    } else {
+        gone = p;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+    if (gone) tf_cpu_free(gone);
+}
+
+static void scratch_clear(void) {
+    pthread_mutex_lock(&scratch_lock);
+    for (int i = 0; i < SCRATCH_SLOTS; i++) {
+        if (scratch_slots[i].p) tf_cpu_free(scratch_slots[i].p);
+        scratch_slots[i].p = NULL;
+    }
+    pthread_mutex_unlock(&scratch_lock);
+}
+
 tf_status tf_cpu_oom(const char *kernel, size_t nbytes) {
     return host->set_error(TF_ERR_OUT_OF_MEMORY, "cpu: %s: no memory for %zu bytes of scratch", kernel, nbytes);
 }
@@ -463,6 +531,7 @@ static void *cpu_get_proc_address(void *ctx, const char *name) {
  * still frees its memory through cpu_buffer_free); the rest is reset. */
 static void cpu_shutdown(void *ctx) {
     tf_cpu_packs_clear();
+    scratch_clear();
     (void)ctx;
     lock_cache();
     tf_block_release_cached(&cache);

@@ -210,6 +210,11 @@ void *tf_cpu_alloc(size_t nbytes);
 /* The machine's RAM in bytes. */
 uint64_t tf_cpu_physical_memory(void);
 void tf_cpu_free(void *p);
+/* Large scratch kept between calls (glibc maps and page-faults every
+ * block past 128 KB afresh): take a block of at least nbytes (*got: its
+ * size), give it back with that size. NULL when out of memory. */
+void *tf_cpu_scratch_take(size_t nbytes, size_t *got);
+void tf_cpu_scratch_give(void *p, size_t bytes);
 /* A kernel out of scratch memory: TF_ERR_OUT_OF_MEMORY with a message. */
 tf_status tf_cpu_oom(const char *kernel, size_t nbytes);
 

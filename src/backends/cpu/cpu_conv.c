@@ -15,6 +15,7 @@
  * fast at, and a small CNN's whole step is a few of these. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_blas.h"
@@ -38,6 +39,9 @@ typedef struct conv_job {
     int64_t xs[4], bias_stride;          /* bytes */
     int64_t N, H, Wd, OC, Ho, Wo, G, cg, og, kh, kw, K, P;
     bool pooled_gemm;                    /* one image and group: the GEMM takes the pool */
+    int32_t *gather;                     /* [kh kw, P]: each column's element in the padded plane [Hp, Wp]
+                                            (small images: gather_table), or NULL */
+    int64_t Hp, Wp;
     _Atomic bool out_of_memory;
 } conv_job;
 
@@ -51,18 +55,74 @@ static void valid_columns(const conv_job *j, int64_t jj, int64_t *lo, int64_t *h
     *hi = b < *lo ? *lo : b > j->Wo ? j->Wo : b;
 }
 
-/* col [K, P]: row (c, i, j) holds input channel c at kernel offset (i, j)
- * for every output position, zero where that falls in the padding; the
- * inside part of a line is one memcpy when it is contiguous in the input. */
-#define IM2COL(T)                                                                                          \
-    static void im2col_##T(const conv_job *j, int64_t n, int64_t g, T *col) {                              \
+/* Small images (the digits CNN's 4x4 and 8x8 maps) unfold through a
+ * table: each channel is copied once into a zero-bordered plane
+ * [Hp, Wp] on the stack, and column q of kernel offset r reads element
+ * gather[r P + q] of it (always inside: no bounds, no select). Their rows
+ * are a few elements, and im2col's per-row copies cost more than the
+ * GEMM (55% of the 4x4 maps' convolution). */
+#define GATHER_TABLE_MAX 16384           /* entries of the table, kh kw P */
+#define PADDED_MAX 4096                  /* elements of a padded plane */
+
+static int32_t *gather_table(conv_job *j) {
+    const tf_op_params *p = j->p;
+    const int64_t entries = j->kh * j->kw * j->P;
+    j->Hp = j->H + 2 * p->padding[0];
+    j->Wp = j->Wd + 2 * p->padding[1];
+    if (entries > GATHER_TABLE_MAX || j->Hp * j->Wp > PADDED_MAX) return NULL;
+    int32_t *t = tf_cpu_alloc(sizeof(int32_t) * (size_t)(entries ? entries : 1));
+    if (!t) return NULL;                 /* the row copies need no table */
+    for (int64_t i = 0; i < j->kh; i++)
+        for (int64_t jj = 0; jj < j->kw; jj++)
+            for (int64_t y = 0; y < j->Ho; y++)
+                for (int64_t x = 0; x < j->Wo; x++)
+                    t[((i * j->kw + jj) * j->Ho + y) * j->Wo + x] =
+                        (int32_t)((y * p->stride[0] + i * p->dilation[0]) * j->Wp + x * p->stride[1] + jj * p->dilation[1]);
+    return t;
+}
+
+#define IM2COL_GATHERED(T)                                                                                 \
+    static void pad_plane_##T(const conv_job *j, const char *plane, T *pp) {                              \
         const tf_op_params *p = j->p;                                                                      \
+        memset(pp, 0, sizeof(T) * (size_t)(j->Hp * j->Wp));                                                \
+        for (int64_t y = 0; y < j->H; y++) {                                                               \
+            T *dst = pp + (y + p->padding[0]) * j->Wp + p->padding[1];                                     \
+            const char *src = plane + y * j->xs[2];                                                        \
+            for (int64_t x = 0; x < j->Wd; x++) dst[x] = *(const T *)(src + x * j->xs[3]);                 \
+        }                                                                                                  \
+    }                                                                                                      \
+    static void im2col_gathered_##T(const conv_job *j, int64_t n, int64_t g, T *col, int64_t ld) {         \
+        const int64_t kk = j->kh * j->kw, P = j->P;                                                        \
+        T pp[PADDED_MAX];                                                                                  \
+        for (int64_t c = 0; c < j->cg; c++) {                                                              \
+            pad_plane_##T(j, j->x + n * j->xs[0] + (g * j->cg + c) * j->xs[1], pp);                        \
+            for (int64_t r = 0; r < kk; r++) {                                                             \
+                const int32_t *at = j->gather + r * P;                                                     \
+                T *dst = col + (c * kk + r) * ld;                                                          \
+                for (int64_t q = 0; q < P; q++) dst[q] = pp[at[q]];                                        \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+IM2COL_GATHERED(float)
+IM2COL_GATHERED(double)
+
+/* col [K, P] (rows ld apart): row (c, i, j) holds input channel c at
+ * kernel offset (i, j) for every output position, zero where that falls in
+ * the padding; the inside part of a line is one memcpy when it is
+ * contiguous in the input. */
+#define IM2COL(T)                                                                                          \
+    static void im2col_##T(const conv_job *j, int64_t n, int64_t g, T *col, int64_t ld) {                  \
+        const tf_op_params *p = j->p;                                                                      \
+        if (j->gather) {                                                                                   \
+            im2col_gathered_##T(j, n, g, col, ld);                                                         \
+            return;                                                                                        \
+        }                                                                                                  \
         const bool dense = p->stride[1] == 1 && j->xs[3] == (int64_t)sizeof(T);                            \
         for (int64_t c = 0; c < j->cg; c++) {                                                              \
             const char *plane = j->x + n * j->xs[0] + (g * j->cg + c) * j->xs[1];                          \
             for (int64_t i = 0; i < j->kh; i++)                                                            \
                 for (int64_t jj = 0; jj < j->kw; jj++) {                                                   \
-                    T *row = col + ((c * j->kh + i) * j->kw + jj) * j->P;                                  \
+                    T *row = col + ((c * j->kh + i) * j->kw + jj) * ld;                                    \
                     int64_t lo, hi;                                                                        \
                     valid_columns(j, jj, &lo, &hi);                                                        \
                     const int64_t off = jj * p->dilation[1] - p->padding[1];                               \
@@ -92,8 +152,8 @@ IM2COL(double)
  * then += W_g col, straight into the output. */
 static void conv_one(conv_job *j, int64_t n, int64_t g, void *col) {
     const int64_t es = (int64_t)j->es;
-    if (j->f64) im2col_double(j, n, g, col);
-    else im2col_float(j, n, g, col);
+    if (j->f64) im2col_double(j, n, g, col, j->P);
+    else im2col_float(j, n, g, col, j->P);
     char *out = j->o + (n * j->OC + g * j->og) * j->P * es;
     for (int64_t r = 0; j->bias && r < j->og; r++) {
         const char *bias = j->bias + (g * j->og + r) * j->bias_stride;
@@ -112,13 +172,14 @@ static void conv_one(conv_job *j, int64_t n, int64_t g, void *col) {
 
 static void conv_chunk(void *ctx, int64_t begin, int64_t end) {
     conv_job *j = ctx;
-    void *col = tf_cpu_alloc(j->es * (size_t)(j->K * j->P > 0 ? j->K * j->P : 1));
+    size_t got;
+    void *col = tf_cpu_scratch_take(j->es * (size_t)(j->K * j->P > 0 ? j->K * j->P : 1), &got);
     if (!col) {
         atomic_store(&j->out_of_memory, true);
         return;
     }
     for (int64_t t = begin; t < end; t++) conv_one(j, t / j->G, t % j->G, col);
-    tf_cpu_free(col);
+    tf_cpu_scratch_give(col, got);
 }
 
 /* The weight [OC, cg, kh, kw] packed row-major as [OC, K], whatever its strides. */
@@ -159,6 +220,7 @@ static tf_status fast_conv2d(const tf_op *op, tf_cpu_address_fn address) {
     if (!packed) return tf_cpu_oom("conv2d", j.es * (size_t)tf_desc_numel(W));
     j.w = packed;
     j.N = O->shape[0];
+    j.gather = gather_table(&j);
     /* One image a GEMM. Blocks of small images side by side in one wider
      * GEMM measured slower on the digits CNN's step (AVX2, 2 threads: the
      * copy out of the block and the larger column buffer cost more than
@@ -168,7 +230,230 @@ static tf_status fast_conv2d(const tf_op *op, tf_cpu_address_fn address) {
     if (j.pooled_gemm) conv_chunk(&j, 0, tasks);
     else tf_cpu_parallel_for(tasks, 1, conv_chunk, &j);
     tf_cpu_free(packed);
+    tf_cpu_free(j.gather);
     return atomic_load(&j.out_of_memory) ? tf_cpu_oom("conv2d", j.es * (size_t)(j.K * j.P)) : TF_OK;
+}
+
+/* ---- the gradients of conv2d (f32, f64) ----
+ *
+ * Both as GEMMs over a block of images side by side, so the product's
+ * inner or outer length is images x positions rather than one image's
+ * (the digits CNN's 4x4 maps would give GEMMs 16 wide): with dY_g the
+ * block's [og, B P] gradient rows of group g and cols its unfolded input
+ * [K, B P],
+ *   dW_g  = dY_g cols^T         (accumulated over blocks)
+ *   cols  = W_g^T dY_g, folded back into dX (col2im: the sum over every
+ *           window an input element falls in). */
+
+#define GRAD_BLOCK_ELEMENTS (1 << 20)    /* the columns of a block: 4 MB of f32 */
+
+typedef struct conv_grad_job {
+    conv_job c;                          /* the geometry; c.x the input (dW) */
+    const char *dy;
+    int64_t dys[4];                      /* bytes */
+    char *dx;                            /* dX: the output, contiguous */
+    char *cols, *rows;                   /* [K, ld] and [og, ld] of the block */
+    int64_t first, ld, g;                /* the block's first image, its width B P, the group */
+    size_t cols_bytes, rows_bytes;       /* the scratch blocks' sizes */
+} conv_grad_job;
+
+/* dY's rows of image n, group g, into the block's [og, ld] at column (n - first) P. */
+static void gather_dy(const conv_grad_job *j, int64_t n) {
+    const conv_job *c = &j->c;
+    const size_t es = c->es;
+    const bool planes = j->dys[3] == (int64_t)es && j->dys[2] == c->Wo * (int64_t)es;
+    for (int64_t o = 0; o < c->og; o++) {
+        const char *src = j->dy + n * j->dys[0] + (j->g * c->og + o) * j->dys[1];
+        char *dst = j->rows + ((size_t)(o * j->ld + (n - j->first) * c->P)) * es;
+        if (planes) {
+            memcpy(dst, src, es * (size_t)c->P);
+            continue;
+        }
+        for (int64_t y = 0; y < c->Ho; y++)
+            for (int64_t x = 0; x < c->Wo; x++, dst += es) memcpy(dst, src + y * j->dys[2] + x * j->dys[3], es);
+    }
+}
+
+/* The block's columns of image n added back into dX's channels of group g
+ * (zeroed first: the group's channels of an image are this task's alone). */
+#define COL2IM(T)                                                                                          \
+    static void col2im_##T(const conv_grad_job *j, int64_t n) {                                            \
+        const conv_job *c = &j->c;                                                                         \
+        const tf_op_params *p = c->p;                                                                      \
+        const int64_t HW = c->H * c->Wd;                                                                   \
+        T *planes = (T *)j->dx + (n * c->G * c->cg + j->g * c->cg) * HW;                                   \
+        const T *col = (const T *)j->cols + (n - j->first) * c->P;                                         \
+        if (c->gather) {                 /* small images: added up in a padded plane, its inside copied */ \
+            const int64_t kk = c->kh * c->kw;                                                              \
+            T pp[PADDED_MAX];                                                                              \
+            for (int64_t ch = 0; ch < c->cg; ch++) {                                                       \
+                memset(pp, 0, sizeof(T) * (size_t)(c->Hp * c->Wp));                                        \
+                for (int64_t r = 0; r < kk; r++) {                                                         \
+                    const int32_t *at = c->gather + r * c->P;                                              \
+                    const T *src = col + (ch * kk + r) * j->ld;                                            \
+                    for (int64_t q = 0; q < c->P; q++) pp[at[q]] += src[q];                                \
+                }                                                                                          \
+                for (int64_t y = 0; y < c->H; y++)                                                         \
+                    memcpy(planes + ch * HW + y * c->Wd, pp + (y + p->padding[0]) * c->Wp + p->padding[1],  \
+                           sizeof(T) * (size_t)c->Wd);                                                     \
+            }                                                                                              \
+            return;                                                                                        \
+        }                                                                                                  \
+        memset(planes, 0, sizeof(T) * (size_t)(c->cg * HW));                                              \
+        for (int64_t ch = 0; ch < c->cg; ch++)                                                             \
+            for (int64_t i = 0; i < c->kh; i++)                                                            \
+                for (int64_t jj = 0; jj < c->kw; jj++) {                                                   \
+                    const T *row = col + ((ch * c->kh + i) * c->kw + jj) * j->ld;                          \
+                    int64_t lo, hi;                                                                        \
+                    valid_columns(c, jj, &lo, &hi);                                                        \
+                    const int64_t off = jj * p->dilation[1] - p->padding[1], s = p->stride[1];             \
+                    for (int64_t y = 0; y < c->Ho; y++) {                                                  \
+                        const int64_t yi = y * p->stride[0] - p->padding[0] + i * p->dilation[0];          \
+                        if (yi < 0 || yi >= c->H) continue;                                                \
+                        T *dst = planes + ch * HW + yi * c->Wd + off;                                      \
+                        const T *src = row + y * c->Wo;                                                    \
+                        for (int64_t x = lo; x < hi; x++) dst[x * s] += src[x];                            \
+                    }                                                                                      \
+                }                                                                                          \
+    }
+COL2IM(float)
+COL2IM(double)
+
+static void gather_images(void *ctx, int64_t begin, int64_t end) {
+    conv_grad_job *j = ctx;
+    for (int64_t n = j->first + begin; n < j->first + end; n++) {
+        gather_dy(j, n);
+        if (!j->cols) continue;
+        char *col = j->cols + (size_t)((n - j->first) * j->c.P) * j->c.es;
+        if (j->c.f64) im2col_double(&j->c, n, j->g, (double *)col, j->ld);
+        else im2col_float(&j->c, n, j->g, (float *)col, j->ld);
+    }
+}
+
+static void col2im_images(void *ctx, int64_t begin, int64_t end) {
+    conv_grad_job *j = ctx;
+    for (int64_t n = j->first + begin; n < j->first + end; n++) {
+        if (j->c.f64) col2im_double(j, n);
+        else col2im_float(j, n);
+    }
+}
+
+/* The geometry shared by both gradients: the forward's input extent, dY's
+ * and the weight's, from the op's operands. */
+static void grad_geometry(conv_grad_job *j, const tf_op *op, const tf_tensor_desc *X, const tf_tensor_desc *DY,
+                          const int64_t *wshape, tf_cpu_address_fn address) {
+    conv_job *c = &j->c;
+    const tf_dtype dt = op->output.dtype;
+    c->p = &op->params;
+    c->f64 = dt == TF_F64;
+    c->es = c->f64 ? sizeof(double) : sizeof(float);
+    c->N = X->shape[0], c->H = X->shape[2], c->Wd = X->shape[3];
+    c->OC = wshape[0], c->G = op->params.groups, c->cg = wshape[1], c->og = c->OC / c->G;
+    c->kh = wshape[2], c->kw = wshape[3], c->K = c->cg * c->kh * c->kw;
+    c->Ho = DY->shape[2], c->Wo = DY->shape[3], c->P = c->Ho * c->Wo;
+    j->dy = address(DY->buffer) + DY->offset;
+    for (int d = 0; d < 4; d++) j->dys[d] = DY->strides[d] * (int64_t)c->es;
+}
+
+static int64_t images_per_block(const conv_job *c) {
+    const int64_t per = c->K * c->P > 0 ? c->K * c->P : 1, b = GRAD_BLOCK_ELEMENTS / per;
+    return b < 1 ? 1 : b > c->N ? c->N : b;
+}
+
+/* The block buffers: columns [K, B P] (when asked) and dY rows [og, B P],
+ * scratch kept between calls. */
+static tf_status grad_buffers(conv_grad_job *j, int64_t block, bool with_cols, const char *what) {
+    const conv_job *c = &j->c;
+    j->ld = block * c->P;
+    const size_t cols = with_cols ? (size_t)(c->K * j->ld) : 0, rows = (size_t)(c->og * j->ld);
+    j->cols = with_cols ? tf_cpu_scratch_take(c->es * (cols ? cols : 1), &j->cols_bytes) : NULL;
+    j->rows = tf_cpu_scratch_take(c->es * (rows ? rows : 1), &j->rows_bytes);
+    if ((with_cols && !j->cols) || !j->rows) {
+        tf_cpu_scratch_give(j->cols, j->cols_bytes);
+        tf_cpu_scratch_give(j->rows, j->rows_bytes);
+        return tf_cpu_oom(what, c->es * (cols + rows));
+    }
+    return TF_OK;
+}
+
+static void grad_buffers_give(conv_grad_job *j, char *cols) {
+    tf_cpu_scratch_give(cols, j->cols_bytes);
+    tf_cpu_scratch_give(j->rows, j->rows_bytes);
+}
+
+static tf_status fast_conv_grad_weight(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *DY = &op->inputs[1], *O = &op->output;
+    const tf_dtype dt = O->dtype;
+    if ((dt != TF_F32 && dt != TF_F64) || !tf_desc_is_contiguous(O) || !tf_desc_numel(O)) return run_below(op, address);
+    conv_grad_job j = {0};
+    grad_geometry(&j, op, X, DY, O->shape, address);
+    conv_job *c = &j.c;
+    c->x = address(X->buffer) + X->offset;
+    for (int d = 0; d < 4; d++) c->xs[d] = X->strides[d] * (int64_t)c->es;
+    char *dw = address(O->buffer) + O->offset;
+    if (c->N == 0 || c->P == 0) {                /* no terms: zeros */
+        memset(dw, 0, c->es * (size_t)tf_desc_numel(O));
+        return TF_OK;
+    }
+    c->gather = gather_table(c);
+    const int64_t block = images_per_block(c);
+    tf_status s = grad_buffers(&j, block, true, "conv2d_grad_weight");
+    if (s != TF_OK) {
+        tf_cpu_free(c->gather);
+        return s;
+    }
+    for (j.g = 0; j.g < c->G; j.g++)
+        for (j.first = 0; j.first < c->N; j.first += block) {
+            const int64_t count = c->N - j.first < block ? c->N - j.first : block, width = count * c->P;
+            tf_cpu_parallel_for(count, 1, gather_images, &j);
+            char *dwg = dw + (size_t)(j.g * c->og * c->K) * c->es;
+            tf_cpu_blas_gemm_pooled(c->f64, false, true, c->og, c->K, width, 1, j.rows, j.ld, j.cols, j.ld,
+                                    j.first ? 1 : 0, dwg, c->K);
+        }
+    grad_buffers_give(&j, j.cols);
+    tf_cpu_free(c->gather);
+    return TF_OK;
+}
+
+static tf_status fast_conv_grad_input(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *DY = &op->inputs[0], *W = &op->inputs[1], *O = &op->output;
+    const tf_dtype dt = O->dtype;
+    if ((dt != TF_F32 && dt != TF_F64) || !tf_desc_is_contiguous(O) || !tf_desc_numel(O)) return run_below(op, address);
+    conv_grad_job j = {0};
+    grad_geometry(&j, op, O, DY, W->shape, address);
+    conv_job *c = &j.c;
+    j.dx = address(O->buffer) + O->offset;
+    if (c->P == 0) {
+        memset(j.dx, 0, c->es * (size_t)tf_desc_numel(O));
+        return TF_OK;
+    }
+    void *packed = pack_weight(W, address(W->buffer) + W->offset, c->es);
+    if (!packed) return tf_cpu_oom("conv2d_grad_input", c->es * (size_t)tf_desc_numel(W));
+    const int64_t block = images_per_block(c);
+    tf_status s = grad_buffers(&j, block, true, "conv2d_grad_input");
+    if (s != TF_OK) {
+        tf_cpu_free(packed);
+        return s;
+    }
+    c->xs[3] = (int64_t)c->es;             /* dX contiguous: its plane's strides for the table */
+    c->xs[2] = c->Wd * c->xs[3];
+    c->gather = gather_table(c);
+    char *cols = j.cols;
+    for (j.g = 0; j.g < c->G; j.g++)
+        for (j.first = 0; j.first < c->N; j.first += block) {
+            const int64_t count = c->N - j.first < block ? c->N - j.first : block, width = count * c->P;
+            j.cols = NULL;                       /* gather dY's rows only */
+            tf_cpu_parallel_for(count, 1, gather_images, &j);
+            j.cols = cols;
+            const char *wg = (const char *)packed + (size_t)(j.g * c->og * c->K) * c->es;
+            tf_cpu_blas_gemm_pooled(c->f64, true, false, c->K, width, c->og, 1, wg, c->K, j.rows, j.ld, 0, j.cols,
+                                    j.ld);
+            tf_cpu_parallel_for(count, 1, col2im_images, &j);
+        }
+    grad_buffers_give(&j, cols);
+    tf_cpu_free(packed);
+    tf_cpu_free(c->gather);
+    return TF_OK;
 }
 
 /* ---- pooling, f32 ---- */
@@ -178,6 +463,93 @@ typedef struct pool_job {
     operand x, o;
     int64_t C;
 } pool_job;
+
+#define POOL_CHUNK 64                    /* windows of a row pooled side by side */
+
+/* Whether a k0 x k1 window whose rows are `row` bytes apart holds a NaN. */
+static bool window_nan(const char *w, int64_t k0, int64_t k1, int64_t row) {
+    for (int64_t i = 0; i < k0; i++)
+        for (int64_t k = 0; k < k1; k++)
+            if (((const float *)(w + i * row))[k] != ((const float *)(w + i * row))[k]) return true;
+    return false;
+}
+
+/* The first NaN of a k0 x k1 window whose rows are `row` bytes apart. */
+static float first_nan(const char *w, int64_t k0, int64_t k1, int64_t row) {
+    for (int64_t i = 0; i < k0; i++)
+        for (int64_t k = 0; k < k1; k++) {
+            const float v = ((const float *)(w + i * row))[k];
+            if (v != v) return v;
+        }
+    return NAN;
+}
+
+/* n windows of a row side by side, one accumulator each (acc), and
+ * chk[x] the sum of v - v over the window: NaN where it holds a NaN or an
+ * infinity, so the values need no branch (random data mispredicts half of
+ * them) and no chain runs through every element. */
+static void max_chunk(const char *top, int64_t row, int64_t s1, int64_t k0, int64_t k1, int64_t n,
+                      float *restrict acc, float *restrict chk) {
+    for (int64_t x = 0; x < n; x++) acc[x] = -INFINITY, chk[x] = 0;
+    for (int64_t i = 0; i < k0; i++)
+        for (int64_t k = 0; k < k1; k++) {
+            const float *restrict src = (const float *)(top + i * row) + k;
+            for (int64_t x = 0; x < n; x++) {
+                const float v = src[x * s1];
+                chk[x] += v - v;
+                acc[x] = v > acc[x] ? v : acc[x];
+            }
+        }
+}
+
+static void sum_chunk(const char *top, int64_t row, int64_t s1, int64_t k0, int64_t k1, int64_t n,
+                      float *restrict acc, float *restrict chk) {
+    for (int64_t x = 0; x < n; x++) acc[x] = 0, chk[x] = 0;
+    for (int64_t i = 0; i < k0; i++)
+        for (int64_t k = 0; k < k1; k++) {
+            const float *restrict src = (const float *)(top + i * row) + k;
+            for (int64_t x = 0; x < n; x++) {
+                const float v = src[x * s1];
+                chk[x] += v - v;
+                acc[x] += v;
+            }
+        }
+}
+
+/* The commonest window, 2x2: four loads and three selects per output, no
+ * loop inside a window and no chain between windows (a window at a time
+ * through the general loops ran 8 ns each). v - v summed is NaN where the
+ * window holds a NaN or an infinity: those windows are looked at again. */
+static void max2x2_row(const char *top, int64_t row, int64_t s1, int64_t Wo, float *o) {
+    const float *r0 = (const float *)top, *r1 = (const float *)(top + row);
+    for (int64_t x = 0; x < Wo; x++) {
+        const float a = r0[x * s1], b = r0[x * s1 + 1], c = r1[x * s1], d = r1[x * s1 + 1];
+        const float chk = (a - a) + (b - b) + (c - c) + (d - d);
+        float m = b > a ? b : a;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        const char *w = top + x * s1 * 4;
+        o[x] = chk != chk && window_nan(w, 2, 2, row) ? first_nan(w, 2, 2, row) : m;
+    }
+}
+
+/* Its gradient: each window's g to its first maximum (row-major, as the
+ * general loop), added (windows overlap when the stride is 1). */
+static void max2x2_grad_row(const char *top, int64_t row, int64_t s1, int64_t Wo, const char *g, int64_t gs,
+                            float *dx, int64_t W) {
+    const float *r0 = (const float *)top, *r1 = (const float *)(top + row);
+    for (int64_t x = 0; x < Wo; x++) {
+        const float a = r0[x * s1], b = r0[x * s1 + 1], c = r1[x * s1], d = r1[x * s1 + 1];
+        float m = a;
+        int64_t at = 0;
+        at = b > m ? 1 : at, m = b > m ? b : m;
+        at = c > m ? W : at, m = c > m ? c : m;
+        at = d > m ? W + 1 : at;
+        const float chk = (a - a) + (b - b) + (c - c) + (d - d);     /* NaN: a NaN or an infinity */
+        if (chk != chk && (a != a || b != b || c != c || d != d)) at = a != a ? 0 : b != b ? 1 : c != c ? W : W + 1;
+        dx[x * s1 + at] += *(const float *)(g + x * gs);
+    }
+}
 
 /* The common window: no padding, no dilation, rows contiguous: every read
  * inside, no bounds to test. NaN propagates as the reference's (the first
@@ -189,28 +561,34 @@ static bool pool_plane_plain(const pool_job *j, const char *in, char *out) {
         j->o.stride[3] != 4)
         return false;
     const bool is_max = j->op->kind == TF_OP_MAXPOOL2D;
-    const int64_t Ho = O->shape[2], Wo = O->shape[3], k0 = p->kernel[0], k1 = p->kernel[1];
+    const int64_t Ho = O->shape[2], Wo = O->shape[3], k0 = p->kernel[0], k1 = p->kernel[1], s1 = p->stride[1];
+    const int64_t row = j->x.stride[2];
     const float area = (float)(k0 * k1);
+    if (is_max && k0 == 2 && k1 == 2) {
+        for (int64_t y = 0; y < Ho; y++)
+            max2x2_row(in + y * p->stride[0] * row, row, s1, Wo, (float *)(out + y * j->o.stride[2]));
+        return true;
+    }
+    /* A chunk of a row's windows at once, one accumulator each: the
+     * chains run side by side (one window's 2x2 chain alone is four
+     * dependent maxes), and no branch tests the values (random data
+     * mispredicts half of them). A NaN is noted on the way and the
+     * chunk's windows found again for it (the first one met). */
+    float acc[POOL_CHUNK], chk[POOL_CHUNK];
     for (int64_t y = 0; y < Ho; y++) {
         float *o = (float *)(out + y * j->o.stride[2]);
-        for (int64_t x = 0; x < Wo; x++) {
-            const char *w = in + y * p->stride[0] * j->x.stride[2] + x * p->stride[1] * 4;
-            float acc = is_max ? -INFINITY : 0;
-            bool nan = false;
-            for (int64_t i = 0; i < k0 && !nan; i++) {
-                const float *r = (const float *)(w + i * j->x.stride[2]);
-                for (int64_t k = 0; k < k1; k++) {
-                    const float v = r[k];
-                    if (v != v) {
-                        acc = v;
-                        nan = true;
-                        break;
-                    }
-                    if (!is_max) acc += v;
-                    else if (v > acc) acc = v;
-                }
+        const char *top = in + y * p->stride[0] * row;
+        for (int64_t x0 = 0; x0 < Wo; x0 += POOL_CHUNK) {
+            const int64_t n = Wo - x0 < POOL_CHUNK ? Wo - x0 : POOL_CHUNK;
+            if (is_max) max_chunk(top + x0 * s1 * 4, row, s1, k0, k1, n, acc, chk);
+            else sum_chunk(top + x0 * s1 * 4, row, s1, k0, k1, n, acc, chk);
+            for (int64_t x = 0; x < n; x++) {
+                const char *w = top + (x0 + x) * s1 * 4;
+                /* chk is NaN where the window holds a NaN or an infinity */
+                o[x0 + x] = chk[x] != chk[x] && window_nan(w, k0, k1, row) ? first_nan(w, k0, k1, row)
+                            : is_max                                        ? acc[x]
+                                                                            : acc[x] / area;
             }
-            o[x] = is_max || nan ? acc : acc / area;
         }
     }
     return true;
@@ -259,10 +637,97 @@ static tf_status fast_pool(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- max pooling's gradient, f32 ----
+ * Plane by plane: the plane of dX zeroed, then each window's dY added at
+ * the window's first maximum (first NaN; first element inside when all
+ * are -inf), the reference's choice. */
+
+typedef struct pool_grad_job {
+    const tf_op *op;
+    operand x, dy;
+    float *dx;                           /* contiguous */
+} pool_grad_job;
+
+/* The position in the plane of a window's first NaN. */
+static int64_t first_nan_at(const pool_grad_job *j, const char *in, const tf_op_params *p, int64_t y, int64_t x,
+                            int64_t H, int64_t W) {
+    for (int64_t i = 0; i < p->kernel[0]; i++) {
+        const int64_t yi = y * p->stride[0] - p->padding[0] + i * p->dilation[0];
+        for (int64_t k = 0; yi >= 0 && yi < H && k < p->kernel[1]; k++) {
+            const int64_t xi = x * p->stride[1] - p->padding[1] + k * p->dilation[1];
+            if (xi < 0 || xi >= W) continue;
+            const float v = *(const float *)(in + yi * j->x.stride[2] + xi * j->x.stride[3]);
+            if (v != v) return yi * W + xi;
+        }
+    }
+    return -1;
+}
+
+static void pool_grad_planes(void *ctx, int64_t begin, int64_t end) {
+    const pool_grad_job *j = ctx;
+    const tf_tensor_desc *X = &j->op->inputs[0], *DY = &j->op->inputs[1];
+    const tf_op_params *p = &j->op->params;
+    const int64_t C = X->shape[1], H = X->shape[2], W = X->shape[3], Ho = DY->shape[2], Wo = DY->shape[3];
+    const bool plain2x2 = p->kernel[0] == 2 && p->kernel[1] == 2 && !p->padding[0] && !p->padding[1] &&
+                          p->dilation[0] == 1 && p->dilation[1] == 1 && j->x.stride[3] == 4;
+    for (int64_t t = begin; t < end; t++) {
+        const int64_t n = t / C, c = t % C;
+        const char *in = j->x.base + n * j->x.stride[0] + c * j->x.stride[1];
+        const char *g = j->dy.base + n * j->dy.stride[0] + c * j->dy.stride[1];
+        float *out = j->dx + t * H * W;
+        memset(out, 0, sizeof(float) * (size_t)(H * W));
+        if (plain2x2) {
+            for (int64_t y = 0; y < Ho; y++)
+                max2x2_grad_row(in + y * p->stride[0] * j->x.stride[2], j->x.stride[2], p->stride[1], Wo,
+                                g + y * j->dy.stride[2], j->dy.stride[3], out + y * p->stride[0] * W, W);
+            continue;
+        }
+        for (int64_t y = 0; y < Ho; y++)
+            for (int64_t x = 0; x < Wo; x++) {
+                /* the first element inside, then the first greater one
+                 * (selects, not branches: random data mispredicts them);
+                 * a NaN noted, its position found after */
+                float best = -INFINITY;
+                int64_t at = -1;
+                bool nan = false;
+                for (int64_t i = 0; i < p->kernel[0]; i++) {
+                    const int64_t yi = y * p->stride[0] - p->padding[0] + i * p->dilation[0];
+                    if (yi < 0 || yi >= H) continue;
+                    for (int64_t k = 0; k < p->kernel[1]; k++) {
+                        const int64_t xi = x * p->stride[1] - p->padding[1] + k * p->dilation[1];
+                        if (xi < 0 || xi >= W) continue;
+                        const float v = *(const float *)(in + yi * j->x.stride[2] + xi * j->x.stride[3]);
+                        const bool take = v > best || at < 0;
+                        nan |= v != v;
+                        best = take ? v : best;
+                        at = take ? yi * W + xi : at;
+                    }
+                }
+                if (nan) at = first_nan_at(j, in, p, y, x, H, W);
+                if (at >= 0) out[at] += *(const float *)(g + y * j->dy.stride[2] + x * j->dy.stride[3]);
+            }
+    }
+}
+
+static tf_status fast_pool_grad(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *O = &op->output;
+    if (O->dtype != TF_F32 || !tf_desc_is_contiguous(O)) return run_below(op, address);
+    pool_grad_job j = {op, make_operand(&op->inputs[0], address), make_operand(&op->inputs[1], address),
+                       (float *)(address(O->buffer) + O->offset)};
+    const int64_t planes = O->shape[0] * O->shape[1], per_plane = O->shape[2] * O->shape[3] + 1;
+    tf_cpu_parallel_for(planes, (1 << 14) / per_plane + 1, pool_grad_planes, &j);
+    return TF_OK;
+}
+
 void tf_cpu_conv_install(tf_cpu_table *t) {
     below = *t;
     t->fn[TF_OP_CONV2D][TF_F32] = fast_conv2d;
     t->fn[TF_OP_CONV2D][TF_F64] = fast_conv2d;
+    t->fn[TF_OP_CONV2D_GRAD_INPUT][TF_F32] = fast_conv_grad_input;
+    t->fn[TF_OP_CONV2D_GRAD_INPUT][TF_F64] = fast_conv_grad_input;
+    t->fn[TF_OP_CONV2D_GRAD_WEIGHT][TF_F32] = fast_conv_grad_weight;
+    t->fn[TF_OP_CONV2D_GRAD_WEIGHT][TF_F64] = fast_conv_grad_weight;
+    t->fn[TF_OP_MAXPOOL2D_GRAD][TF_F32] = fast_pool_grad;
     t->fn[TF_OP_MAXPOOL2D][TF_F32] = fast_pool;
     t->fn[TF_OP_AVGPOOL2D][TF_F32] = fast_pool;
 }

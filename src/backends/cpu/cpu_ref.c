@@ -582,6 +582,143 @@ static tf_status run_pool(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- the gradients of conv2d and max pooling (NCHW, in double) ---- */
+
+/* Position (yi, xi) of window offset (i, j) for output (y, x). */
+static int64_t window_pos(const tf_op_params *p, int a, int64_t o, int64_t i) {
+    return o * p->stride[a] - p->padding[a] + i * p->dilation[a];
+}
+
+/* A contiguous double [N, C, H, W] accumulator stored into the output. */
+static void store_nchw(const double *acc, const tf_tensor_desc *O, const operand *o) {
+    const int64_t *sh = O->shape;
+    for (int64_t n = 0, k = 0; n < sh[0]; n++)
+        for (int64_t c = 0; c < sh[1]; c++)
+            for (int64_t y = 0; y < sh[2]; y++)
+                for (int64_t x = 0; x < sh[3]; x++, k++)
+                    store_f64(O->dtype, o->base + n * o->stride[0] + c * o->stride[1] + y * o->stride[2] + x * o->stride[3],
+                              acc[k]);
+}
+
+/* dx [N, C, H, W] = sum over outputs of dy times the weight: scattered
+ * into a double accumulator, stored once. */
+static tf_status run_conv_grad_input(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *DY = &op->inputs[0], *W = &op->inputs[1], *O = &op->output;
+    if (op->inputs[0].ndim != 4 || op->inputs[1].ndim != 4 || op->output.ndim != 4) return TF_ERR_SHAPE;
+    operand dy = make_operand(DY, address), w = make_operand(W, address), o = make_operand(O, address);
+    const tf_op_params *p = &op->params;
+    const int64_t N = O->shape[0], C = O->shape[1], H = O->shape[2], Wd = O->shape[3], OC = DY->shape[1],
+                  Ho = DY->shape[2], Wo = DY->shape[3], cg = W->shape[1], kh = W->shape[2], kw = W->shape[3],
+                  og = OC / p->groups, n_out = tf_desc_numel(O);
+    double *acc = tf_cpu_alloc(sizeof(double) * (size_t)(n_out ? n_out : 1));
+    if (!acc) return tf_cpu_oom("conv2d_grad_input", sizeof(double) * (size_t)n_out);
+    memset(acc, 0, sizeof(double) * (size_t)n_out);
+    tf_dtype dt = O->dtype;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oc = 0; oc < OC; oc++)
+            for (int64_t y = 0; y < Ho; y++)
+                for (int64_t x = 0; x < Wo; x++) {
+                    double g = load_f64(dt, dy.base + n * dy.stride[0] + oc * dy.stride[1] + y * dy.stride[2] +
+                                                x * dy.stride[3]);
+                    for (int64_t c = 0; c < cg; c++)
+                        for (int64_t i = 0; i < kh; i++) {
+                            int64_t yi = window_pos(p, 0, y, i);
+                            if (yi < 0 || yi >= H) continue;
+                            for (int64_t j = 0; j < kw; j++) {
+                                int64_t xi = window_pos(p, 1, x, j);
+                                if (xi < 0 || xi >= Wd) continue;
+                                acc[((n * C + (oc / og) * cg + c) * H + yi) * Wd + xi] +=
+                                    g * load_f64(dt, w.base + oc * w.stride[0] + c * w.stride[1] + i * w.stride[2] +
+                                                         j * w.stride[3]);
+                            }
+                        }
+                }
+    store_nchw(acc, O, &o);
+    tf_cpu_free(acc);
+    return TF_OK;
+}
+
+/* dW [OC, cg, kh, kw]: each element the sum over images and outputs of
+ * dy times the input it met. */
+static tf_status run_conv_grad_weight(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *DY = &op->inputs[1], *O = &op->output;
+    if (op->inputs[0].ndim != 4 || op->inputs[1].ndim != 4 || op->output.ndim != 4) return TF_ERR_SHAPE;
+    operand x = make_operand(X, address), dy = make_operand(DY, address), o = make_operand(O, address);
+    const tf_op_params *p = &op->params;
+    const int64_t N = X->shape[0], H = X->shape[2], Wd = X->shape[3], Ho = DY->shape[2], Wo = DY->shape[3],
+                  cg = O->shape[1], og = O->shape[0] / p->groups;
+    tf_dtype dt = O->dtype;
+    for (int64_t oc = 0; oc < O->shape[0]; oc++)
+        for (int64_t c = 0; c < cg; c++)
+            for (int64_t i = 0; i < O->shape[2]; i++)
+                for (int64_t j = 0; j < O->shape[3]; j++) {
+                    const int64_t cin = (oc / og) * cg + c;
+                    double acc = 0;
+                    for (int64_t n = 0; n < N; n++)
+                        for (int64_t y = 0; y < Ho; y++) {
+                            int64_t yi = window_pos(p, 0, y, i);
+                            if (yi < 0 || yi >= H) continue;
+                            for (int64_t xo = 0; xo < Wo; xo++) {
+                                int64_t xi = window_pos(p, 1, xo, j);
+                                if (xi < 0 || xi >= Wd) continue;
+                                acc += load_f64(dt, dy.base + n * dy.stride[0] + oc * dy.stride[1] + y * dy.stride[2] +
+                                                        xo * dy.stride[3]) *
+                                       load_f64(dt, x.base + n * x.stride[0] + cin * x.stride[1] + yi * x.stride[2] +
+                                                        xi * x.stride[3]);
+                            }
+                        }
+                    store_f64(dt, o.base + oc * o.stride[0] + c * o.stride[1] + i * o.stride[2] + j * o.stride[3], acc);
+                }
+    return TF_OK;
+}
+
+/* dx: each window's dy to the first element equal to its maximum, the
+ * first NaN where there is one (the forward's choice, PyTorch's), or the
+ * first element inside when every one is -inf. */
+static tf_status run_maxpool_grad(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *DY = &op->inputs[1], *O = &op->output;
+    if (op->inputs[0].ndim != 4 || op->inputs[1].ndim != 4 || op->output.ndim != 4) return TF_ERR_SHAPE;
+    operand x = make_operand(X, address), dy = make_operand(DY, address), o = make_operand(O, address);
+    const tf_op_params *p = &op->params;
+    const int64_t C = X->shape[1], H = X->shape[2], Wd = X->shape[3], n_out = tf_desc_numel(O);
+    tf_dtype dt = O->dtype;
+    double *acc = tf_cpu_alloc(sizeof(double) * (size_t)(n_out ? n_out : 1));
+    if (!acc) return tf_cpu_oom("maxpool2d_grad", sizeof(double) * (size_t)n_out);
+    memset(acc, 0, sizeof(double) * (size_t)n_out);
+    int64_t idx[4] = {0};
+    if (tf_desc_numel(DY)) do {
+            const char *plane = x.base + idx[0] * x.stride[0] + idx[1] * x.stride[1];
+            double best = -INFINITY;
+            int64_t at = -1;
+            for (int64_t i = 0; i < p->kernel[0]; i++)
+                for (int64_t j = 0; j < p->kernel[1]; j++) {
+                    int64_t yi = window_pos(p, 0, idx[2], i), xi = window_pos(p, 1, idx[3], j);
+                    if (yi < 0 || yi >= H || xi < 0 || xi >= Wd) continue;
+                    double v = load_f64(dt, plane + yi * x.stride[2] + xi * x.stride[3]);
+                    if (at < 0 || (!isnan(best) && (isnan(v) || v > best))) {
+                        best = v;
+                        at = yi * Wd + xi;
+                    }
+                }
+            if (at >= 0)
+                acc[(idx[0] * C + idx[1]) * H * Wd + at] +=
+                    load_f64(dt, dy.base + idx[0] * dy.stride[0] + idx[1] * dy.stride[1] + idx[2] * dy.stride[2] +
+                                     idx[3] * dy.stride[3]);
+        } while (next_index(4, DY->shape, idx));
+    store_nchw(acc, O, &o);
+    tf_cpu_free(acc);
+    return TF_OK;
+}
+
+static tf_cpu_kernel backward_kernel(tf_op_kind k) {
+    switch (k) {
+    case TF_OP_CONV2D_GRAD_INPUT: return run_conv_grad_input;
+    case TF_OP_CONV2D_GRAD_WEIGHT: return run_conv_grad_weight;
+    case TF_OP_MAXPOOL2D_GRAD: return run_maxpool_grad;
+    default: return NULL;
+    }
+}
+
 /* ---- Adam / AdamW, in place (inputs param, grad, m, v; output = param) ---- */
 
 static tf_status run_adam(const tf_op *op, tf_cpu_address_fn address) {
@@ -1006,6 +1143,7 @@ void tf_cpu_ref_install(tf_cpu_table *t) {
             case TF_KERNEL_CONV: fn = is_float((tf_dtype)dt) ? run_conv2d : NULL; break;
             case TF_KERNEL_POOL: fn = is_float((tf_dtype)dt) ? run_pool : NULL; break;
             case TF_KERNEL_OPTIMIZER: fn = is_float((tf_dtype)dt) ? run_adam : NULL; break;
+            case TF_KERNEL_BACKWARD: fn = is_float((tf_dtype)dt) ? backward_kernel((tf_op_kind)k) : NULL; break;
             case TF_KERNEL_SORT: fn = tf_dtype_is_quantized((tf_dtype)dt) ? NULL : tf_cpu_sort_kernel((tf_op_kind)k); break;
             case TF_KERNEL_NONE: break;
             }

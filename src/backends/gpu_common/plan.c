@@ -681,6 +681,7 @@ bool tf_pk_supports(const tf_op *op, bool fp64) {
     case TF_KERNEL_MATMUL:                       /* qmatmul: quantized weights only (above); gemm_epilogue: */
         return op->kind == TF_OP_MATMUL || op->kind == TF_OP_GEMM;   /* its parts, which the core runs */
     case TF_KERNEL_NONE: case TF_KERNEL_ADD_NORM: return false;   /* fused rows: the core sends the parts */
+    case TF_KERNEL_BACKWARD: return false;       /* no portable kernels yet: the CPU's, or autograd's composition */
     case TF_KERNEL_SORT: return sort_rank_fits(op);
     default: return true;   /* COMPARE, PREDICATE, SELECT, REDUCE, SCAN, TRIANGLE, COPY, FILL, ARANGE, RANDOM */
     }

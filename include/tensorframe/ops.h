@@ -253,7 +253,11 @@
     X(IMAG,         imag,         1, UNARY,     REAL,          COMPLEX, ANY,     0, MATH) \
     X(CONV2D_GRAD_INPUT, conv2d_grad_input, 2, CONV_GRAD, SAME,   FLOAT,   ANY,     16, BACKWARD) \
     X(CONV2D_GRAD_WEIGHT, conv2d_grad_weight, 2, CONV_GRAD, SAME, FLOAT,   ANY,     16, BACKWARD) \
-    X(MAXPOOL2D_GRAD, maxpool2d_grad, 2, POOL_GRAD, SAME,         FLOAT,   TIES,    1, BACKWARD)
+    X(MAXPOOL2D_GRAD, maxpool2d_grad, 2, POOL_GRAD, SAME,         FLOAT,   TIES,    1, BACKWARD) \
+    X(GELU_GRAD,    gelu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     256, ARITH) \
+    X(GELU_TANH_GRAD, gelu_tanh_grad, 2, BROADCAST, PROMOTE,   FLOAT,   ANY,     256, ARITH) \
+    X(SILU_GRAD,    silu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
+    X(RELU_GRAD,    relu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     0, ARITH)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -731,6 +731,14 @@ TF_API tf_status tf_pow(const tf_tensor *a, const tf_tensor *b, tf_tensor **out)
 /* A fused chain: silu(gate) * up in one pass (the gated MLP of Llama-style
  * models), broadcasting like tf_mul. Float dtypes. */
 TF_API tf_status tf_swiglu(const tf_tensor *gate, const tf_tensor *up, tf_tensor **out);
+/* The activations' gradients in one pass each: x is the activation's
+ * input, g the gradient of its output; the result is g times the
+ * derivative at x (relu's: g where x > 0, else 0). Float dtypes,
+ * broadcasting like tf_mul. tf_backward runs them. */
+TF_API tf_status tf_gelu_grad(const tf_tensor *x, const tf_tensor *g, tf_tensor **out);
+TF_API tf_status tf_gelu_tanh_grad(const tf_tensor *x, const tf_tensor *g, tf_tensor **out);
+TF_API tf_status tf_silu_grad(const tf_tensor *x, const tf_tensor *g, tf_tensor **out);
+TF_API tf_status tf_relu_grad(const tf_tensor *x, const tf_tensor *g, tf_tensor **out);
 /* atan2(a, b): the angle of the point (b, a), in [-pi, pi], with C's
  * signed-zero and infinity cases; copysign(a, b): |a| with b's sign bit
  * (zeros and NaN included). Float dtypes, broadcasting like tf_add. */

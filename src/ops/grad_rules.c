@@ -53,10 +53,11 @@ K_OP1(sin_, tf_sin)
 K_OP1(cos_, tf_cos)
 K_OP1(sign_, tf_sign)
 K_OP1(sigmoid, tf_sigmoid)
-K_OP1(tanh_, tf_tanh)
-K_OP1(gelu, tf_gelu)
 K_OP1(silu, tf_silu)
-K_OP1(abs_, tf_abs)
+K_OP2(gelu_grad, tf_gelu_grad)
+K_OP2(gelu_tanh_grad, tf_gelu_tanh_grad)
+K_OP2(silu_grad, tf_silu_grad)
+K_OP2(relu_grad, tf_relu_grad)
 K_OP2(add, tf_add)
 K_OP2(sub, tf_sub)
 K_OP2(mul, tf_mul)
@@ -166,7 +167,7 @@ static tf_tensor *unary_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
     case TF_OP_COS: return neg(k, mul(k, g, sin_(k, x)));
     case TF_OP_TANH: return mul(k, g, sub(k, num(k, y, 1), mul(k, y, y)));
     case TF_OP_SIGMOID: return mul(k, g, mul(k, y, sub(k, num(k, y, 1), y)));
-    case TF_OP_RELU: return where(k, gt(k, x, num(k, x, 0)), g, num(k, g, 0));
+    case TF_OP_RELU: return relu_grad(k, x, g);          /* the activations' gradients: one op each */
     case TF_OP_LEAKY_RELU: return where(k, gt(k, x, num(k, x, 0)), g, mul(k, g, num(k, g, p->alpha)));
     case TF_OP_CLAMP: {
         /* PyTorch's rule: the gradient passes where lo <= x <= hi (a NaN bound is none) */
@@ -175,26 +176,10 @@ static tf_tensor *unary_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) {
         if (!isnan(p->max_value)) pass = mul(k, pass, cast(k, le(k, x, num(k, x, p->max_value)), x->dtype));
         return k->s == TF_OK ? where(k, cast(k, pass, TF_BOOL), g, zero) : NULL;
     }
-    case TF_OP_SILU: {                   /* s (1 + x (1 - s)) */
-        tf_tensor *s = sigmoid(k, x);
-        return mul(k, g, mul(k, s, add(k, num(k, x, 1), mul(k, x, sub(k, num(k, x, 1), s)))));
-    }
+    case TF_OP_SILU: return silu_grad(k, x, g);
     case TF_OP_SOFTPLUS: return mul(k, g, sigmoid(k, x));
-    case TF_OP_GELU: {                   /* Phi(x) + x phi(x); Phi = gelu(x) / x, 1/2 near 0 */
-        tf_tensor *tiny = gt(k, num(k, x, 1e-20), abs_(k, x));
-        tf_tensor *cdf = where(k, tiny, num(k, x, 0.5), div(k, gelu(k, x), x));
-        tf_tensor *pdf = mul(k, exp_(k, mul(k, mul(k, x, x), num(k, x, -0.5))), num(k, x, 0.3989422804014327));
-        return mul(k, g, add(k, cdf, mul(k, x, pdf)));
-    }
-    case TF_OP_GELU_TANH: {              /* t = tanh(c (x + a x^3)): (1 + t)/2 + x (1 - t^2) c (1 + 3 a x^2) / 2 */
-        const double c = 0.79788456080286535588, a = 0.044715;
-        tf_tensor *x2 = mul(k, x, x);
-        tf_tensor *t = tanh_(k, mul(k, num(k, x, c), add(k, x, mul(k, num(k, x, a), mul(k, x2, x)))));
-        tf_tensor *left = mul(k, num(k, x, 0.5), add(k, num(k, x, 1), t));
-        tf_tensor *dt = mul(k, sub(k, num(k, x, 1), mul(k, t, t)),
-                            mul(k, num(k, x, c), add(k, num(k, x, 1), mul(k, num(k, x, 3 * a), x2))));
-        return mul(k, g, add(k, left, mul(k, mul(k, num(k, x, 0.5), x), dt)));
-    }
+    case TF_OP_GELU: return gelu_grad(k, x, g);
+    case TF_OP_GELU_TANH: return gelu_tanh_grad(k, x, g);
     case TF_OP_ASIN: return div(k, g, sqrt_(k, sub(k, num(k, x, 1), mul(k, x, x))));
     case TF_OP_ACOS: return neg(k, div(k, g, sqrt_(k, sub(k, num(k, x, 1), mul(k, x, x)))));
     case TF_OP_ATAN: return div(k, g, add(k, num(k, x, 1), mul(k, x, x)));
@@ -232,9 +217,7 @@ static void binary_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_te
     case TF_OP_MAXIMUM: extremum_grads(k, n, g, true, ga, gb); return;
     case TF_OP_MINIMUM: extremum_grads(k, n, g, false, ga, gb); return;
     case TF_OP_SWIGLU: {                 /* silu(a) b */
-        tf_tensor *s = sigmoid(k, a);
-        tf_tensor *dsilu = mul(k, s, add(k, num(k, a, 1), mul(k, a, sub(k, num(k, a, 1), s))));
-        *ga = mul(k, g, mul(k, b, dsilu));
+        *ga = silu_grad(k, a, mul(k, g, b));
         *gb = mul(k, g, silu(k, a));
         return;
     }

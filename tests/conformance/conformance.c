@@ -494,6 +494,16 @@ static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
     case TF_OP_MINIMUM: return isnan(x) || isnan(y) ? NAN : fmin(x, y);
     case TF_OP_POW: return pow(x, y);
     case TF_OP_SWIGLU: return x / (1 + exp(-x)) * y;
+    case TF_OP_GELU_GRAD: return y * (0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI));
+    case TF_OP_GELU_TANH_GRAD: {
+        const double c = sqrt(2 / M_PI), t = tanh(c * (x + 0.044715 * x * x * x));
+        return y * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x));
+    }
+    case TF_OP_SILU_GRAD: {
+        const double sg = 1 / (1 + exp(-x));
+        return y * sg * (1 + x * (1 - sg));
+    }
+    case TF_OP_RELU_GRAD: return x > 0 ? y : 0;
     case TF_OP_ATAN2: return atan2(x, y);
     case TF_OP_COPYSIGN: return copysign(x, y);
     default: return NAN;

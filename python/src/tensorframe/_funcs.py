@@ -422,6 +422,11 @@ outer = _binary_fn("outer", "outer")
 swiglu = _binary_fn("swiglu", "swiglu")
 atan2 = _binary_fn("atan2", "atan2")
 copysign = _binary_fn("copysign", "copysign")
+# the activations' gradients: (x, g) -> g times the derivative at x
+gelu_grad = _binary_fn("gelu_grad", "gelu_grad")
+gelu_tanh_grad = _binary_fn("gelu_tanh_grad", "gelu_tanh_grad")
+silu_grad = _binary_fn("silu_grad", "silu_grad")
+relu_grad = _binary_fn("relu_grad", "relu_grad")
 
 
 def _unary_fn(api_name, c_name, integer_identity=False):

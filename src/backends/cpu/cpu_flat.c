@@ -132,13 +132,26 @@ static void where_chunk(void *ctx, int64_t begin, int64_t end) {
         }
         return;
     }
+    /* segments in which no operand wraps: a plain loop inside each (a
+     * causal mask [Lq, Lk] over [B, H, Lq, Lk] is one segment a head) */
     int64_t rc = begin % j->period[0], ra = begin % j->period[1], rb = begin % j->period[2];
-    for (int64_t i = begin; i < end; i++) {
-        const float va = j->a[ra], vb = j->b[rb];
-        j->o[i] = j->c[rc] ? va : vb;
-        if (++rc == j->period[0]) rc = 0;
-        if (++ra == j->period[1]) ra = 0;
-        if (++rb == j->period[2]) rb = 0;
+    const int64_t sc = j->period[0] > 1, sa = j->period[1] > 1, sb = j->period[2] > 1;
+    for (int64_t i = begin; i < end;) {
+        int64_t len = end - i;
+        if (sc && j->period[0] - rc < len) len = j->period[0] - rc;
+        if (sa && j->period[1] - ra < len) len = j->period[1] - ra;
+        if (sb && j->period[2] - rb < len) len = j->period[2] - rb;
+        const uint8_t *c = j->c + rc;
+        const float *a = j->a + ra, *b = j->b + rb;
+        float *o = j->o + i;
+        for (int64_t t = 0; t < len; t++) {
+            const float va = a[t * sa], vb = b[t * sb];
+            o[t] = c[t * sc] ? va : vb;
+        }
+        i += len;
+        rc = sc ? (rc + len) % j->period[0] : 0;
+        ra = sa ? (ra + len) % j->period[1] : 0;
+        rb = sb ? (rb + len) % j->period[2] : 0;
     }
 }
 

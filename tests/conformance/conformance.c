@@ -541,7 +541,11 @@ static int64_t broadcast_index(const host_t *h, int ondim, const int64_t *oidx) 
  * quantized_fallbacks: ops of the quantized dtypes that ran on the CPU,
  * which --no-fallback allows on a device whose caps leave those dtypes out
  * (a user's backend; opencl and cuda run them). */
-typedef struct counts { int passed, failed; uint64_t quantized_fallbacks, complex_fallbacks; double complex_seconds; } counts;
+typedef struct counts {
+    int passed, failed;
+    uint64_t quantized_fallbacks, complex_fallbacks, backward_fallbacks;
+    double complex_seconds;
+} counts;
 
 static bool compare(const host_t *ref, tf_dtype dt, const unsigned char *got, double k, char *why, size_t n) {
     /* summing ops: rounding error grows with the reduction length */
@@ -2750,7 +2754,7 @@ static bool op_selected(const op_row *op) {
 }
 
 static counts run_device(tf_device *dev) {
-    counts c = {0, 0, 0, 0, 0};
+    counts c = {0, 0, 0, 0, 0, 0};
     tf_device_props props;
     tf_device_get_props(dev, &props);
     for (size_t oi = 0; oi < sizeof op_table / sizeof *op_table; oi++) {
@@ -2777,8 +2781,13 @@ static counts run_device(tf_device *dev) {
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
             case SH_CONV: run_conv(dev, op, (tf_dtype)dt, &c); break;
             case SH_POOL: run_pool(dev, op, (tf_dtype)dt, &c); break;
-            case SH_CONV_GRAD: run_conv_grad(dev, op, (tf_dtype)dt, &c); break;
-            case SH_POOL_GRAD: run_pool_grad(dev, op, (tf_dtype)dt, &c); break;
+            case SH_CONV_GRAD: case SH_POOL_GRAD: {    /* no portable kernels yet: the CPU's, allowed */
+                uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
+                if (op->shape == SH_CONV_GRAD) run_conv_grad(dev, op, (tf_dtype)dt, &c);
+                else run_pool_grad(dev, op, (tf_dtype)dt, &c);
+                c.backward_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
+                break;
+            }
             case SH_OPTIMIZER: run_optimizer(dev, op, (tf_dtype)dt, &c); break;
             case SH_COMPOSITE: run_composite(dev, op, (tf_dtype)dt, &c); break;
             case SH_CREATE: run_create(dev, op, (tf_dtype)dt, &c); break;
@@ -2879,7 +2888,7 @@ int main(int argc, char **argv) {
     if (ndev == 0)
         for (int i = 0; i < tf_device_count() && i < 64; i++) devices[ndev++] = tf_device_at(i);
 
-    counts total = {0, 0, 0, 0, 0};
+    counts total = {0, 0, 0, 0, 0, 0};
     check_rand_statistics(&total);
     bool any_empty = false;
     for (int i = 0; i < ndev; i++) {
@@ -2893,7 +2902,11 @@ int main(int argc, char **argv) {
         tf_device_get_props(devices[i], &props);
         bool runs_quantized = (props.caps.dtypes >> TF_Q4_0) & 1u;
         uint64_t fallbacks = tf_device_fallback_count(devices[i], TF_OP_COUNT) - (runs_quantized ? 0 : c.quantized_fallbacks) -
-                             c.complex_fallbacks;
+                             c.complex_fallbacks - c.backward_fallbacks;
+        if (c.backward_fallbacks)
+            printf("  (%llu of the fallbacks were the BACKWARD family's gradient kernels, which the portable kernels "
+                   "do not have yet: autograd composes those gradients on this device)\n",
+                   (unsigned long long)c.backward_fallbacks);
         if (c.quantized_fallbacks && !runs_quantized)
             printf("  (%llu of the fallbacks were ops of quantized dtypes, which this device leaves to the CPU)\n",
                    (unsigned long long)c.quantized_fallbacks);

@@ -83,6 +83,16 @@
  *                                   (the first NaN where there is one), what
  *                                   PyTorch picks; the forward's kernel,
  *                                   stride, padding and dilation in params
+ *                        ATTENTION_GRAD  SDPA's gradients, the forward recomputed
+ *                                   (no scores kept): inputs q, k, v as
+ *                                   SDPA's and dO [B, Hq, Lq, Dv], the
+ *                                   forward's scale, q_offset and
+ *                                   TF_SDPA_CAUSAL in params (no mask: a
+ *                                   masked forward's gradient is composed);
+ *                                   sdpa_grad_q gives dQ in q's shape,
+ *                                   sdpa_grad_kv dK and dV side by side,
+ *                                   [B, Hkv, Lk, D + Dv], summed over the
+ *                                   query heads that share a kv head
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -257,7 +267,9 @@
     X(GELU_GRAD,    gelu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     256, ARITH) \
     X(GELU_TANH_GRAD, gelu_tanh_grad, 2, BROADCAST, PROMOTE,   FLOAT,   ANY,     256, ARITH) \
     X(SILU_GRAD,    silu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
-    X(RELU_GRAD,    relu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     0, ARITH)
+    X(RELU_GRAD,    relu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     0, ARITH) \
+    X(SDPA_GRAD_Q,  sdpa_grad_q,  4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD) \
+    X(SDPA_GRAD_KV, sdpa_grad_kv, 4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -917,6 +917,18 @@ TF_API tf_status tf_rope(const tf_tensor *x, const tf_tensor *positions, int seq
  * as in PyTorch. Result [B, Hq, Lq, Dv]. */
 TF_API tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask,
                          double scale, bool causal, int64_t q_offset, tf_tensor **out);
+/* The gradients of tf_sdpa without a mask (what tf_backward runs where the
+ * device has their kernels; a masked attention's gradient is composed from
+ * forward ops), the forward recomputed block by block rather than its
+ * scores kept. q, k, v, scale, causal and q_offset are the forward's;
+ * grad_out is dL/dO [B, Hq, Lq, Dv]. tf_sdpa_grad_q gives dL/dq in q's
+ * shape; tf_sdpa_grad_kv gives dL/dk and dL/dv side by side,
+ * [B, Hkv, Lk, D + Dv] (slice the last axis at D), each summed over the
+ * query heads that share the kv head. */
+TF_API tf_status tf_sdpa_grad_q(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *grad_out,
+                                double scale, bool causal, int64_t q_offset, tf_tensor **out);
+TF_API tf_status tf_sdpa_grad_kv(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *grad_out,
+                                 double scale, bool causal, int64_t q_offset, tf_tensor **out);
 /* The attention mask of a padded batch, as tokenizers give it: keep [B, Lk]
  * (bool, or any dtype with nonzero for a real token and 0 for padding)
  * becomes a bool [B, 1, 1, Lk] that tf_sdpa broadcasts over heads and

@@ -672,12 +672,33 @@ static tf_tensor *sum_heads(scratch *k, tf_tensor *t, int64_t hkv) {
     return sum(k, reshape(k, t, 5, grouped), 2, false);
 }
 
+static tf_tensor *slice_(scratch *k, const tf_tensor *x, int axis, int64_t start, int64_t stop);
+
+/* The gradient kernels: dQ from one, dK and dV side by side from the other. */
+static void sdpa_grads_fused(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
+    const tf_tensor *q = n->in[0].saved, *kk = n->in[1].saved, *v = n->in[2].saved;
+    const tf_op_params *p = &n->a.p;
+    const bool causal = p->flags & TF_SDPA_CAUSAL;
+    tf_tensor *dq = NULL, *dkv = NULL;
+    if (n->in[0].needs && k->s == TF_OK)
+        grads[0] = keep(k, tf_sdpa_grad_q(q, kk, v, g, p->scale, causal, p->q_offset, &dq), &dq);
+    if ((n->in[1].needs || n->in[2].needs) && k->s == TF_OK)
+        keep(k, tf_sdpa_grad_kv(q, kk, v, g, p->scale, causal, p->q_offset, &dkv), &dkv);
+    const int64_t D = kk->shape[3];
+    if (n->in[1].needs) grads[1] = slice_(k, dkv, 3, 0, D);
+    if (n->in[2].needs) grads[2] = slice_(k, dkv, 3, D, D + v->shape[3]);
+}
+
 /* The forward recomputed: P = softmax(scale q k^T + mask, causal); then
  * dV = P^T dO, dS = P (dP - rowsum(dP P)) with dP = dO V^T, dQ = scale dS K,
  * dK = scale dS^T Q; a float mask's gradient is dS, summed to its shape. */
 static void sdpa_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tensor **grads) {
     const tf_tensor *q = n->in[0].saved, *kk = n->in[1].saved, *v = n->in[2].saved, *mask = n->in[3].saved;
     const tf_op_params *p = &n->a.p;
+    if (!mask && tf__device_runs(g->storage->dev, TF_OP_SDPA_GRAD_Q, g->dtype, 4)) {
+        sdpa_grads_fused(k, n, g, grads);          /* the kernels: no scores kept */
+        return;
+    }
     const int64_t hq = q->shape[1], hkv = kk->shape[1], lq = q->shape[2], lk = kk->shape[2];
     tf_tensor *kr = repeat_heads(k, kk, hq), *vr = repeat_heads(k, v, hq);
     tf_tensor *scores = mul(k, matmul(k, q, transpose(k, kr, -1, -2)), num(k, q, p->scale));

@@ -255,6 +255,21 @@ tf_status tf_key_padding_mask(const tf_tensor *keep, tf_tensor **out) {
     return tf__in(fn, s);
 }
 
+/* q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv], Hkv dividing Hq. */
+static tf_status check_qkv(const char *fn, const tf_tensor *q, const tf_tensor *k, const tf_tensor *v) {
+    char a[256], b[256], c[256];
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return tf__error(TF_ERR_SHAPE, "%s: q, k, v must be [B, H, L, D] (got %d-d, %d-d, %d-d)", fn, q->ndim, k->ndim, v->ndim);
+    int64_t B = q->shape[0], Hq = q->shape[1], D = q->shape[3], Hkv = k->shape[1], Lk = k->shape[2];
+    bool fits = k->shape[0] == B && v->shape[0] == B && k->shape[3] == D && v->shape[1] == Hkv && v->shape[2] == Lk &&
+                Hkv > 0 && Hq % Hkv == 0;
+    if (!fits)
+        return tf__error(TF_ERR_SHAPE, "%s: q %s, k %s, v %s do not fit (B and D must match, kv heads must divide q heads)",
+                         fn, tf__shape_str(4, q->shape, a, sizeof a), tf__shape_str(4, k->shape, b, sizeof b),
+                         tf__shape_str(4, v->shape, c, sizeof c));
+    return TF_OK;
+}
+
 tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *mask, double scale,
                   bool causal, int64_t q_offset, tf_tensor **out) {
     static const char fn[] = "tf_sdpa";
@@ -265,17 +280,11 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
     if (!q || !k || !v) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: q, k or v is NULL", fn);
     tf_status s = float_only(fn, TF_OP_SDPA, q);
     if (s != TF_OK) return s;
-    char a[256], b[256], c[256];
-    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
-        return tf__error(TF_ERR_SHAPE, "%s: q, k, v must be [B, H, L, D] (got %d-d, %d-d, %d-d)", fn, q->ndim, k->ndim, v->ndim);
+    s = check_qkv(fn, q, k, v);
+    if (s != TF_OK) return s;
+    char a[256], b[256];
     int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], D = q->shape[3];
-    int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
-    bool fits = k->shape[0] == B && v->shape[0] == B && k->shape[3] == D && v->shape[1] == Hkv && v->shape[2] == Lk &&
-                Hkv > 0 && Hq % Hkv == 0;
-    if (!fits)
-        return tf__error(TF_ERR_SHAPE, "%s: q %s, k %s, v %s do not fit (B and D must match, kv heads must divide q heads)",
-                         fn, tf__shape_str(4, q->shape, a, sizeof a), tf__shape_str(4, k->shape, b, sizeof b),
-                         tf__shape_str(4, v->shape, c, sizeof c));
+    int64_t Lk = k->shape[2], Dv = v->shape[3];
     int64_t sshape[4] = {B, Hq, Lq, Lk}, oshape[4] = {B, Hq, Lq, Dv};
     if (mask && mask->dtype == TF_BOOL) {           /* true: attend (PyTorch's convention) */
         tf_tensor *additive = NULL;
@@ -325,6 +334,49 @@ tf_status tf_sdpa(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, co
     /* Past Lk every key is visible: clamp, so kernels may add a query's index. */
     call.op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset > Lk ? Lk : q_offset;
     return tf__op_end(&call, TF_OK, q->dtype, 4, oshape, out);
+}
+
+/* ---- attention's gradients (the BACKWARD kernel family) ---- */
+
+/* q, k, v and dO checked and on one device in q's dtype; the forward's
+ * parameters as tf_sdpa sets them; the output of `shape`. */
+static tf_status sdpa_grad_op(const char *fn, tf_op_kind kind, const tf_tensor *q, const tf_tensor *k,
+                              const tf_tensor *v, const tf_tensor *dout, double scale, bool causal, int64_t q_offset,
+                              tf_tensor **out) {
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!q || !k || !v || !dout) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: q, k, v or grad_out is NULL", fn);
+    tf_status s = float_only(fn, kind, q);
+    if (s == TF_OK) s = check_qkv(fn, q, k, v);
+    if (s != TF_OK) return s;
+    const int64_t B = q->shape[0], Hq = q->shape[1], Lq = q->shape[2], D = q->shape[3];
+    const int64_t Hkv = k->shape[1], Lk = k->shape[2], Dv = v->shape[3];
+    const int64_t oshape[4] = {B, Hq, Lq, Dv};
+    char a[256], b[256];
+    if (!tf__same_shape(dout->ndim, dout->shape, 4, oshape))
+        return tf__error(TF_ERR_SHAPE, "%s: grad_out is %s, the forward's output would be %s", fn,
+                         tf__shape_str(dout->ndim, dout->shape, a, sizeof a), tf__shape_str(4, oshape, b, sizeof b));
+    const tf_tensor *in[4] = {q, k, v, dout};
+    tf_dtype want[4] = {q->dtype, q->dtype, q->dtype, q->dtype};
+    tf_op_call call;
+    s = tf__op_begin(&call, fn, kind, 4, in, want, NULL);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < 4; i++) tf__desc_into(&call.op.inputs[i], call.in[i]);
+    call.op.params.scale = scale > 0 ? scale : 1.0 / sqrt((double)(D > 0 ? D : 1));
+    if (causal) call.op.params.flags |= TF_SDPA_CAUSAL;
+    call.op.params.q_offset = q_offset < 0 ? Lk - Lq : q_offset > Lk ? Lk : q_offset;
+    const int64_t kvshape[4] = {B, Hkv, Lk, D + Dv};
+    return tf__op_end(&call, TF_OK, q->dtype, 4, kind == TF_OP_SDPA_GRAD_Q ? q->shape : kvshape, out);
+}
+
+tf_status tf_sdpa_grad_q(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *grad_out,
+                         double scale, bool causal, int64_t q_offset, tf_tensor **out) {
+    return sdpa_grad_op("tf_sdpa_grad_q", TF_OP_SDPA_GRAD_Q, q, k, v, grad_out, scale, causal, q_offset, out);
+}
+
+tf_status tf_sdpa_grad_kv(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *grad_out,
+                          double scale, bool causal, int64_t q_offset, tf_tensor **out) {
+    return sdpa_grad_op("tf_sdpa_grad_kv", TF_OP_SDPA_GRAD_KV, q, k, v, grad_out, scale, causal, q_offset, out);
 }
 
 /* ---- decode-time primitives: composites over matmul ---- */

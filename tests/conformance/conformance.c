@@ -32,7 +32,7 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH, SH_CONV_GRAD, SH_POOL_GRAD
+    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH, SH_CONV_GRAD, SH_POOL_GRAD, SH_ATTENTION_GRAD
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST,
@@ -1816,6 +1816,7 @@ static void run_attention(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         {{1, 2, 1, 16}, {1, 2, 7, 16}, 16, true, 6, 0, {0}, LAYOUT_CONTIG},          /* decode, KV cache */
         {{1, 3, 4, 5}, {1, 3, 4, 5}, 3, true, 0, 4, {1, 3, 1, 4}, LAYOUT_STRIDED},   /* MHA, prefill */
         {{1, 2, 0, 4}, {1, 1, 3, 4}, 4, false, -1, 0, {0}, LAYOUT_CONTIG},           /* no queries */
+        {{2, 2, 9, 16}, {2, 2, 9, 16}, 12, true, -1, 0, {0}, LAYOUT_CONTIG},        /* rows four at a time, a tail */
         /* Shapes the GPUs' flash (prefill) and split-KV (decode) kernels take:
          * head sizes 64 and 128, partial tiles, GQA, a KV offset, masks. */
         {{1, 4, 150, 64}, {1, 2, 200, 64}, 64, true, 50, 0, {0}, LAYOUT_CONTIG},
@@ -2090,6 +2091,137 @@ static void run_conv_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         host_free(&ref);
         tf_tensor_release(other);
         tf_tensor_release(dy);
+        tf_tensor_release(out);
+    }
+}
+
+/* Attention's gradients against the forward and its chain rule in long
+ * double: P = softmax(scale q k^T, causal), dP = dO v^T,
+ * dS = P (dP - rowsum(P dP)); dQ = scale dS k, dK = scale dS^T q and
+ * dV = P^T dO (summed over a kv head's query heads). Each value is judged
+ * against the size of its terms. */
+typedef struct attn_grad_case {
+    int64_t q[4], kv[4], dv;
+    bool causal;
+    int64_t q_offset;
+    layout lay;
+} attn_grad_case;
+
+static void attn_grad_reference(const attn_grad_case *ac, double scale, bool want_q, const host_t *hq, const host_t *hk,
+                                const host_t *hv, const host_t *hg, host_t *ref) {
+    const int64_t B = ac->q[0], Hq = ac->q[1], Lq = ac->q[2], D = ac->q[3], Hkv = ac->kv[1], Lk = ac->kv[2],
+                  Dv = ac->dv, group = Hq / Hkv, off = ac->q_offset < 0 ? Lk - Lq : ac->q_offset, W = D + Dv;
+    long double *P = calloc((size_t)(Lk ? Lk : 1), sizeof(long double)),
+                *dS = calloc((size_t)(Lk ? Lk : 1), sizeof(long double)),
+                *dSmag = calloc((size_t)(Lk ? Lk : 1), sizeof(long double)),
+                *acc = calloc((size_t)(ref->n ? ref->n : 1), sizeof(long double)),
+                *mag = calloc((size_t)(ref->n ? ref->n : 1), sizeof(long double));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < Lq; i++) {
+                const int64_t kh = h / group;
+                const double *qi = hq->v + ((b * Hq + h) * Lq + i) * D, *gi = hg->v + ((b * Hq + h) * Lq + i) * Dv;
+                long double mx = -INFINITY, sum = 0, delta = 0, dmag = 0;
+                for (int64_t j = 0; j < Lk; j++) {
+                    long double sj = -INFINITY;
+                    if (!ac->causal || j <= off + i) {
+                        sj = 0;
+                        for (int64_t d = 0; d < D; d++) sj += (long double)qi[d] * hk->v[((b * Hkv + kh) * Lk + j) * D + d];
+                        sj *= scale;
+                    }
+                    P[j] = sj;
+                    mx = sj > mx ? sj : mx;
+                }
+                for (int64_t j = 0; j < Lk; j++) sum += (P[j] = expl(P[j] - mx));
+                for (int64_t j = 0; j < Lk; j++) {
+                    P[j] /= sum;
+                    long double dp = 0, dpm = 0;
+                    for (int64_t e = 0; e < Dv; e++) {
+                        long double t = (long double)gi[e] * hv->v[((b * Hkv + kh) * Lk + j) * Dv + e];
+                        dp += t;
+                        dpm += fabsl(t);
+                    }
+                    dS[j] = dp;
+                    dSmag[j] = dpm;
+                    delta += P[j] * dp;
+                    dmag += P[j] * dpm;
+                }
+                for (int64_t j = 0; j < Lk; j++) {
+                    dSmag[j] = P[j] * (dSmag[j] + dmag);
+                    dS[j] = P[j] * (dS[j] - delta);
+                    const double *kj = hk->v + ((b * Hkv + kh) * Lk + j) * D;
+                    if (want_q) {
+                        for (int64_t d = 0; d < D; d++) {
+                            acc[((b * Hq + h) * Lq + i) * D + d] += scale * dS[j] * kj[d];
+                            mag[((b * Hq + h) * Lq + i) * D + d] += scale * dSmag[j] * fabs(kj[d]);
+                        }
+                    } else {
+                        long double *a = acc + ((b * Hkv + kh) * Lk + j) * W, *m = mag + ((b * Hkv + kh) * Lk + j) * W;
+                        for (int64_t d = 0; d < D; d++) {
+                            a[d] += scale * dS[j] * qi[d];
+                            m[d] += scale * dSmag[j] * fabs(qi[d]);
+                        }
+                        for (int64_t e = 0; e < Dv; e++) {
+                            a[D + e] += P[j] * gi[e];
+                            m[D + e] += P[j] * fabs(gi[e]);
+                        }
+                    }
+                }
+            }
+    ref->mag = calloc((size_t)(ref->n ? ref->n : 1), sizeof(double));
+    for (int64_t i = 0; i < ref->n; i++) {
+        ref->v[i] = (double)acc[i];
+        ref->mag[i] = (double)mag[i];
+    }
+    free(P);
+    free(dS);
+    free(dSmag);
+    free(acc);
+    free(mag);
+}
+
+static void run_attention_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const attn_grad_case cases[] = {
+        {{2, 4, 3, 8}, {2, 2, 5, 8}, 6, false, -1, LAYOUT_CONTIG},          /* GQA, cross lengths */
+        {{2, 4, 5, 8}, {2, 2, 5, 8}, 8, true, -1, LAYOUT_TRANSPOSED},       /* causal */
+        {{1, 3, 4, 5}, {1, 3, 6, 5}, 3, true, 1, LAYOUT_STRIDED},           /* a KV offset */
+        {{1, 2, 0, 4}, {1, 1, 3, 4}, 4, false, -1, LAYOUT_CONTIG},          /* no queries */
+        {{2, 4, 64, 16}, {2, 4, 64, 16}, 16, true, 0, LAYOUT_CONTIG},       /* train_gpt's heads */
+        {{1, 2, 70, 32}, {1, 1, 150, 32}, 24, true, 80, LAYOUT_CONTIG},     /* past one block of queries */
+    };
+    const bool want_q = op->kind == TF_OP_SDPA_GRAD_Q;
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const attn_grad_case *ac = &cases[ci];
+        const int64_t vshape[4] = {ac->kv[0], ac->kv[1], ac->kv[2], ac->dv},
+                      gshape[4] = {ac->q[0], ac->q[1], ac->q[2], ac->dv},
+                      kvout[4] = {ac->kv[0], ac->kv[1], ac->kv[2], ac->kv[3] + ac->dv};
+        host_t hq, hk, hv, hg, ref;
+        tf_tensor *q = NULL, *k = NULL, *v = NULL, *g = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, 4, ac->q, op->dom, 0, ac->lay, &hq, &q);
+        tf_status s2 = make_input(dev, dt, 4, ac->kv, op->dom, 0, LAYOUT_CONTIG, &hk, &k);
+        tf_status s3 = make_input(dev, dt, 4, vshape, op->dom, 0, ac->lay, &hv, &v);
+        tf_status s4 = make_input(dev, dt, 4, gshape, op->dom, 0, ci % 2 ? LAYOUT_CONTIG : ac->lay, &hg, &g);
+        if (s == TF_OK) s = s2 != TF_OK ? s2 : s3 != TF_OK ? s3 : s4;
+        const double scale = ci % 2 ? 0.3 : -1, sc = scale > 0 ? scale : 1 / sqrt((double)ac->q[3]);
+        if (s == TF_OK)
+            s = want_q ? tf_sdpa_grad_q(q, k, v, g, scale, ac->causal, ac->q_offset, &out)
+                       : tf_sdpa_grad_kv(q, k, v, g, scale, ac->causal, ac->q_offset, &out);
+        host_init(&ref, dt, 4, want_q ? ac->q : kvout);
+        ref.length = ac->kv[2] + ac->q[3] + ac->dv;
+        ref.wide_acc = true;
+        attn_grad_reference(ac, sc, want_q, &hq, &hk, &hv, &hg, &ref);
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s case %zu%s", tf_dtype_name(dt), ci, ac->causal ? " causal" : "");
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hq);
+        host_free(&hk);
+        host_free(&hv);
+        host_free(&hg);
+        host_free(&ref);
+        tf_tensor_release(q);
+        tf_tensor_release(k);
+        tf_tensor_release(v);
+        tf_tensor_release(g);
         tf_tensor_release(out);
     }
 }
@@ -2781,10 +2913,11 @@ static counts run_device(tf_device *dev) {
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
             case SH_CONV: run_conv(dev, op, (tf_dtype)dt, &c); break;
             case SH_POOL: run_pool(dev, op, (tf_dtype)dt, &c); break;
-            case SH_CONV_GRAD: case SH_POOL_GRAD: {    /* no portable kernels yet: the CPU's, allowed */
+            case SH_CONV_GRAD: case SH_POOL_GRAD: case SH_ATTENTION_GRAD: {   /* no portable kernels yet: the CPU's, allowed */
                 uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
                 if (op->shape == SH_CONV_GRAD) run_conv_grad(dev, op, (tf_dtype)dt, &c);
-                else run_pool_grad(dev, op, (tf_dtype)dt, &c);
+                else if (op->shape == SH_POOL_GRAD) run_pool_grad(dev, op, (tf_dtype)dt, &c);
+                else run_attention_grad(dev, op, (tf_dtype)dt, &c);
                 c.backward_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
                 break;
             }

@@ -91,14 +91,17 @@ static void attn_block(void *ctx, int64_t begin, int64_t end) {
                     visible = last < 0 ? 0 : last + 1 < cols ? last + 1 : cols;
                     for (int64_t c = visible; c < cols; c++) s[c] = -INFINITY;
                 }
-                /* the one block of a short sequence: the row's softmax in vectors, P
-                 * normalized before P @ V (a row with NaN or nothing visible takes
-                 * the general path below, which gives NaN) */
-                if (direct && visible > 0 && j->k->softmax_row(visible, s, s, false)) {
-                    if (visible < cols) memset(s + visible, 0, sizeof(float) * (size_t)(cols - visible));
-                    m[r] = 0;
-                    l[r] = 1;
-                    continue;
+                /* the one block of a short sequence: the row's softmax in whole
+                 * vectors (the columns past those seen as -inf), P normalized
+                 * before P @ V (a row with NaN or nothing visible takes the
+                 * general path below, which gives NaN) */
+                if (direct && visible > 0) {
+                    for (int64_t c = visible; c < lds; c++) s[c] = -INFINITY;
+                    if (j->k->softmax_row(lds, s, s, false)) {
+                        m[r] = 0;
+                        l[r] = 1;
+                        continue;
+                    }
                 }
                 float mx = -INFINITY;
                 bool nan = false;

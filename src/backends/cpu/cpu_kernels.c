@@ -23,6 +23,7 @@ static void build(void) {
         if (tf_cpu_have_blas()) tf_cpu_blas_install(&table);
         if (tf_cpu_have_blas()) tf_cpu_conv_install(&table);
         if (tf_fast()) tf_cpu_simd_install(&table);
+        if (tf_fast()) tf_cpu_attn_grad_install(&table);
         tf_cpu_flat_install(&table);
     }
     tf_cpu_quant_install(&table);       /* the only kernels of the quantized dtypes: in every mode */

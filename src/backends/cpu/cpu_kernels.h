@@ -37,6 +37,9 @@ void tf_cpu_flat_install(tf_cpu_table *t);
 void tf_cpu_complex_install(tf_cpu_table *t);
 bool tf_cpu_complex_supports(const tf_op *op);
 void tf_cpu_simd_install(tf_cpu_table *t);
+/* cpu_attn_grad.c: sdpa_grad_q and sdpa_grad_kv in f32 over the SIMD table's
+ * head products, the scores recomputed block by block. */
+void tf_cpu_attn_grad_install(tf_cpu_table *t);
 
 /* Float GEMMs the reference loops ran (the tf_cpu_reference_gemm_calls extra). */
 uint64_t tf_cpu_reference_gemm_calls(void);

@@ -520,6 +520,137 @@ static tf_status run_sdpa(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* ---- attention's gradients: the forward recomputed in double ---- */
+
+typedef struct attn_grad_ref {
+    operand q, k, v, dout;
+    tf_dtype dt;
+    int64_t Hq, Lq, D, Lk, Dv, group;
+    double scale;
+    int64_t q_offset;
+    bool causal;
+} attn_grad_ref;
+
+/* For query head h of batch b: P [Lq, Lk] = softmax(scale q k^T, causal)
+ * and dS = P * (dP - rowsum(P * dP)) with dP = dO v^T. */
+static void attn_grad_probs(const attn_grad_ref *r, int64_t b, int64_t h, double *P, double *dS) {
+    const char *qb = r->q.base + b * r->q.stride[0] + h * r->q.stride[1];
+    const char *kb = r->k.base + b * r->k.stride[0] + (h / r->group) * r->k.stride[1];
+    const char *vb = r->v.base + b * r->v.stride[0] + (h / r->group) * r->v.stride[1];
+    const char *gb = r->dout.base + b * r->dout.stride[0] + h * r->dout.stride[1];
+    for (int64_t i = 0; i < r->Lq; i++) {
+        double *p = P + i * r->Lk, *ds = dS + i * r->Lk, mx = -INFINITY, sum = 0, delta = 0;
+        for (int64_t j = 0; j < r->Lk; j++) {
+            double sc = -INFINITY;
+            if (!r->causal || j <= r->q_offset + i) {
+                sc = 0;
+                for (int64_t d = 0; d < r->D; d++)
+                    sc += load_f64(r->dt, qb + i * r->q.stride[2] + d * r->q.stride[3]) *
+                          load_f64(r->dt, kb + j * r->k.stride[2] + d * r->k.stride[3]);
+                sc *= r->scale;
+            }
+            p[j] = sc;
+            if (isnan(sc) || sc > mx) mx = isnan(mx) ? mx : sc;
+        }
+        for (int64_t j = 0; j < r->Lk; j++) sum += (p[j] = exp(p[j] - mx));
+        for (int64_t j = 0; j < r->Lk; j++) {
+            p[j] /= sum;
+            double dp = 0;
+            for (int64_t e = 0; e < r->Dv; e++)
+                dp += load_f64(r->dt, gb + i * r->dout.stride[2] + e * r->dout.stride[3]) *
+                      load_f64(r->dt, vb + j * r->v.stride[2] + e * r->v.stride[3]);
+            ds[j] = dp;
+            delta += p[j] * dp;
+        }
+        for (int64_t j = 0; j < r->Lk; j++) ds[j] = p[j] * (ds[j] - delta);
+    }
+}
+
+static attn_grad_ref attn_grad_setup(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2];
+    attn_grad_ref r = {make_operand(Q, address), make_operand(K, address), make_operand(V, address),
+                       make_operand(&op->inputs[3], address), Q->dtype, Q->shape[1], Q->shape[2], Q->shape[3],
+                       K->shape[2], V->shape[3], Q->shape[1] / K->shape[1], op->params.scale, op->params.q_offset,
+                       (op->params.flags & TF_SDPA_CAUSAL) != 0};
+    return r;
+}
+
+/* dQ = scale dS k, per query head. */
+static tf_status run_sdpa_grad_q(const tf_op *op, tf_cpu_address_fn address) {
+    if (op->n_inputs != 4 || op->inputs[0].ndim != 4 || op->inputs[1].ndim != 4 || op->output.ndim != 4)
+        return TF_ERR_SHAPE;
+    attn_grad_ref r = attn_grad_setup(op, address);
+    operand o = make_operand(&op->output, address);
+    size_t n = (size_t)(r.Lq * r.Lk > 0 ? r.Lq * r.Lk : 1);
+    double *P = tf_cpu_alloc(sizeof(double) * n), *dS = tf_cpu_alloc(sizeof(double) * n);
+    if (!P || !dS) {
+        tf_cpu_free(P);
+        tf_cpu_free(dS);
+        return tf_cpu_oom("sdpa_grad_q", 2 * sizeof(double) * n);
+    }
+    for (int64_t b = 0; b < op->output.shape[0]; b++)
+        for (int64_t h = 0; h < r.Hq; h++) {
+            attn_grad_probs(&r, b, h, P, dS);
+            const char *kb = r.k.base + b * r.k.stride[0] + (h / r.group) * r.k.stride[1];
+            for (int64_t i = 0; i < r.Lq; i++)
+                for (int64_t d = 0; d < r.D; d++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < r.Lk; j++)
+                        acc += dS[i * r.Lk + j] * load_f64(r.dt, kb + j * r.k.stride[2] + d * r.k.stride[3]);
+                    store_f64(r.dt, o.base + b * o.stride[0] + h * o.stride[1] + i * o.stride[2] + d * o.stride[3],
+                              acc * r.scale);
+                }
+        }
+    tf_cpu_free(P);
+    tf_cpu_free(dS);
+    return TF_OK;
+}
+
+/* [dK | dV] per kv head: dK = scale dS^T q and dV = P^T dO, summed over the
+ * query heads of its group. */
+static tf_status run_sdpa_grad_kv(const tf_op *op, tf_cpu_address_fn address) {
+    if (op->n_inputs != 4 || op->inputs[0].ndim != 4 || op->inputs[1].ndim != 4 || op->output.ndim != 4)
+        return TF_ERR_SHAPE;
+    attn_grad_ref r = attn_grad_setup(op, address);
+    operand o = make_operand(&op->output, address);
+    const int64_t W = r.D + r.Dv;
+    size_t n = (size_t)(r.Lq * r.Lk > 0 ? r.Lq * r.Lk : 1), nacc = (size_t)(r.Lk * W > 0 ? r.Lk * W : 1);
+    double *P = tf_cpu_alloc(sizeof(double) * n), *dS = tf_cpu_alloc(sizeof(double) * n),
+           *acc = tf_cpu_alloc(sizeof(double) * nacc);
+    if (!P || !dS || !acc) {
+        tf_cpu_free(P);
+        tf_cpu_free(dS);
+        tf_cpu_free(acc);
+        return tf_cpu_oom("sdpa_grad_kv", sizeof(double) * (2 * n + nacc));
+    }
+    for (int64_t b = 0; b < op->output.shape[0]; b++)
+        for (int64_t kh = 0; kh < op->output.shape[1]; kh++) {
+            memset(acc, 0, sizeof(double) * nacc);
+            for (int64_t h = kh * r.group; h < (kh + 1) * r.group; h++) {
+                attn_grad_probs(&r, b, h, P, dS);
+                const char *qb = r.q.base + b * r.q.stride[0] + h * r.q.stride[1];
+                const char *gb = r.dout.base + b * r.dout.stride[0] + h * r.dout.stride[1];
+                for (int64_t i = 0; i < r.Lq; i++)
+                    for (int64_t j = 0; j < r.Lk; j++) {
+                        double ds = dS[i * r.Lk + j] * r.scale, p = P[i * r.Lk + j];
+                        for (int64_t d = 0; d < r.D; d++)
+                            acc[j * W + d] += ds * load_f64(r.dt, qb + i * r.q.stride[2] + d * r.q.stride[3]);
+                        for (int64_t e = 0; e < r.Dv; e++)
+                            acc[j * W + r.D + e] +=
+                                p * load_f64(r.dt, gb + i * r.dout.stride[2] + e * r.dout.stride[3]);
+                    }
+            }
+            for (int64_t j = 0; j < r.Lk; j++)
+                for (int64_t e = 0; e < W; e++)
+                    store_f64(r.dt, o.base + b * o.stride[0] + kh * o.stride[1] + j * o.stride[2] + e * o.stride[3],
+                              acc[j * W + e]);
+        }
+    tf_cpu_free(P);
+    tf_cpu_free(dS);
+    tf_cpu_free(acc);
+    return TF_OK;
+}
+
 /* ---- conv2d and pooling (NCHW, in double) ---- */
 
 static tf_status run_conv2d(const tf_op *op, tf_cpu_address_fn address) {
@@ -715,6 +846,8 @@ static tf_cpu_kernel backward_kernel(tf_op_kind k) {
     case TF_OP_CONV2D_GRAD_INPUT: return run_conv_grad_input;
     case TF_OP_CONV2D_GRAD_WEIGHT: return run_conv_grad_weight;
     case TF_OP_MAXPOOL2D_GRAD: return run_maxpool_grad;
+    case TF_OP_SDPA_GRAD_Q: return run_sdpa_grad_q;
+    case TF_OP_SDPA_GRAD_KV: return run_sdpa_grad_kv;
     default: return NULL;
     }
 }

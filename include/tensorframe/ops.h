@@ -93,6 +93,12 @@
  *                                   sdpa_grad_kv dK and dV side by side,
  *                                   [B, Hkv, Lk, D + Dv], summed over the
  *                                   query heads that share a kv head
+ *                        NORM_GRAD  rmsnorm's gradient along the last axis:
+ *                                   inputs x and dy (x's shape), then with
+ *                                   TF_ROW_WEIGHT in params.flags the weight
+ *                                   [D]; params.eps the forward's; dx in x's
+ *                                   shape (the weight's gradient is dy times
+ *                                   the unweighted norm, summed over rows)
  *   dtype   dtype rule:  PROMOTE        promoted input dtype (see tf_promote_types)
  *                        PROMOTE_FLOAT  promoted, then integers/bool -> f32
  *                        SUM            floats keep their dtype, integers/bool -> i64
@@ -269,7 +275,8 @@
     X(SILU_GRAD,    silu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
     X(RELU_GRAD,    relu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     0, ARITH) \
     X(SDPA_GRAD_Q,  sdpa_grad_q,  4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD) \
-    X(SDPA_GRAD_KV, sdpa_grad_kv, 4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD)
+    X(SDPA_GRAD_KV, sdpa_grad_kv, 4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD) \
+    X(RMSNORM_GRAD, rmsnorm_grad, 3, NORM_GRAD, SAME,          FLOAT,   ANY,     16, BACKWARD)
 
 typedef enum tf_op_kind {
 #define TF__OP_ENUM(E, n, ar, sh, dt, acc, dom, k, kern) TF_OP_##E,

@@ -929,6 +929,14 @@ TF_API tf_status tf_sdpa_grad_q(const tf_tensor *q, const tf_tensor *k, const tf
                                 double scale, bool causal, int64_t q_offset, tf_tensor **out);
 TF_API tf_status tf_sdpa_grad_kv(const tf_tensor *q, const tf_tensor *k, const tf_tensor *v, const tf_tensor *grad_out,
                                  double scale, bool causal, int64_t q_offset, tf_tensor **out);
+/* The gradient of tf_rmsnorm with respect to x, one pass a row (what
+ * tf_backward runs where the device has the kernel): x, weight (may be
+ * NULL) and eps are the forward's, grad_out dL/dy in x's shape. With
+ * r = 1/sqrt(mean(x^2) + eps) and gw = grad_out * weight:
+ * dx = r gw - x r^3 mean(gw x). (The weight's gradient is
+ * sum over rows of grad_out * tf_rmsnorm(x, NULL, eps).) */
+TF_API tf_status tf_rmsnorm_grad(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *grad_out, double eps,
+                                 tf_tensor **out);
 /* The attention mask of a padded batch, as tokenizers give it: keep [B, Lk]
  * (bool, or any dtype with nonzero for a real token and 0 for padding)
  * becomes a bool [B, 1, 1, Lk] that tf_sdpa broadcasts over heads and

@@ -337,6 +337,14 @@ static void row_grads(scratch *k, const tf__grad_node *n, tf_tensor *g, tf_tenso
         grads[0] = sub(k, g, mul(k, exp_(k, y), sum(k, g, ax, true)));
         return;
     case TF_OP_RMSNORM: {                /* y = x r w, r = 1/sqrt(mean(x^2) + eps) */
+        if (tf__device_runs(g->storage->dev, TF_OP_RMSNORM_GRAD, g->dtype, w ? 3 : 2)) {   /* the kernel */
+            tf_tensor *dx = NULL, *xr = NULL;
+            if (n->in[0].needs && k->s == TF_OK)
+                grads[0] = keep(k, tf_rmsnorm_grad(x, w, g, n->a.p.eps, &dx), &dx);
+            if (w && n->in[1].needs && k->s == TF_OK && keep(k, tf_rmsnorm(x, NULL, n->a.p.eps, &xr), &xr))
+                grads[1] = sum_to_edge(k, mul(k, g, xr), &n->in[1]);
+            return;
+        }
         tf_tensor *r = div(k, num(k, x, 1), sqrt_(k, add(k, mean(k, mul(k, x, x), -1, true), num(k, x, n->a.p.eps))));
         tf_tensor *gw = w ? mul(k, g, w) : g;
         tf_tensor *proj = mean(k, mul(k, gw, x), -1, true);

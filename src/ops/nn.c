@@ -86,6 +86,36 @@ tf_status tf_rmsnorm(const tf_tensor *x, const tf_tensor *weight, double eps, tf
     return row_op("tf_rmsnorm", TF_OP_RMSNORM, x, -1, weight, NULL, eps, out);
 }
 
+tf_status tf_rmsnorm_grad(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *grad_out, double eps,
+                         tf_tensor **out) {
+    static const char fn[] = "tf_rmsnorm_grad";
+    if (!out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!x || !grad_out) return tf__error(TF_ERR_NULL_ARGUMENT, "%s: x or grad_out is NULL", fn);
+    tf_status s = float_only(fn, TF_OP_RMSNORM_GRAD, x);
+    if (s != TF_OK) return s;
+    if (x->ndim == 0) return tf__error(TF_ERR_SHAPE, "%s: needs at least 1 dimension", fn);
+    char a[256], b[256];
+    if (!tf__same_shape(x->ndim, x->shape, grad_out->ndim, grad_out->shape))
+        return tf__error(TF_ERR_SHAPE, "%s: grad_out is %s and x %s: they must match", fn,
+                         tf__shape_str(grad_out->ndim, grad_out->shape, a, sizeof a),
+                         tf__shape_str(x->ndim, x->shape, b, sizeof b));
+    s = check_vector(fn, "weight", weight, x->shape[x->ndim - 1]);
+    if (s == TF_OK && !(eps >= 0)) s = tf__error(TF_ERR_INVALID_ARGUMENT, "%s: eps %g must be >= 0", fn, eps);
+    if (s != TF_OK) return s;
+    const tf_tensor *in[3] = {x, grad_out, weight};
+    const int n = weight ? 3 : 2;
+    tf_dtype want[3] = {x->dtype, x->dtype, x->dtype};
+    tf_op_call c;
+    s = tf__op_begin(&c, fn, TF_OP_RMSNORM_GRAD, n, in, want, NULL);
+    if (s != TF_OK) return s;
+    for (int i = 0; i < n; i++) tf__desc_into(&c.op.inputs[i], c.in[i]);
+    c.op.params.axis = x->ndim - 1;
+    c.op.params.eps = eps;
+    c.op.params.flags = weight ? TF_ROW_WEIGHT : 0;
+    return tf__op_end(&c, TF_OK, x->dtype, x->ndim, x->shape, out);
+}
+
 tf_status tf_layernorm(const tf_tensor *x, const tf_tensor *weight, const tf_tensor *bias, double eps, tf_tensor **out) {
     TF__AUTOCAST(TF__AUTOCAST_F32, "tf_layernorm", out, tf_layernorm(x, weight, bias, eps, out), &x, &weight, &bias);
     return row_op("tf_layernorm", TF_OP_LAYERNORM, x, -1, weight, bias, eps, out);

@@ -32,7 +32,7 @@
 typedef enum {
     SH_BROADCAST, SH_MATMUL, SH_REDUCE, SH_SAME, SH_UNARY, SH_WHERE, SH_SCAN, SH_INDEXED, SH_TRIANGLE, SH_GEMM,
     SH_ROW, SH_ROPE, SH_ATTENTION, SH_CONV, SH_POOL, SH_OPTIMIZER, SH_COMPOSITE, SH_CREATE, SH_QMATMUL,
-    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH, SH_CONV_GRAD, SH_POOL_GRAD, SH_ATTENTION_GRAD
+    SH_GEMM_EPILOGUE, SH_ADD_NORM, SH_QMATMUL_EPILOGUE, SH_SORT, SH_SEARCH, SH_CONV_GRAD, SH_POOL_GRAD, SH_ATTENTION_GRAD, SH_NORM_GRAD
 } shape_rule;
 typedef enum {
     DR_PROMOTE, DR_PROMOTE_FLOAT, DR_SUM, DR_SAME, DR_CAST, DR_COMPARE, DR_LOGICAL, DR_BOOL, DR_INDEX, DR_FIRST,
@@ -1762,6 +1762,7 @@ static void run_rope(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     static const struct { int n; int64_t s[4]; int seq; int64_t rot; layout lay; } cases[] = {
         {4, {2, 5, 3, 8}, 1, 8, LAYOUT_CONTIG}, {4, {2, 5, 3, 8}, 1, 4, LAYOUT_TRANSPOSED},
         {2, {6, 10}, 0, 0, LAYOUT_STRIDED},     {3, {2, 0, 4}, 1, 2, LAYOUT_CONTIG},
+        {4, {2, 3, 5, 12}, 2, 8, LAYOUT_CONTIG},                 /* rows past the rotated dims */
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         for (int mode = 0; mode < 2; mode++) {
@@ -2222,6 +2223,63 @@ static void run_attention_grad(tf_device *dev, const op_row *op, tf_dtype dt, co
         tf_tensor_release(k);
         tf_tensor_release(v);
         tf_tensor_release(g);
+        tf_tensor_release(out);
+    }
+}
+
+/* rmsnorm's gradient in long double: dx = r gw - x r^3 mean(gw x) with
+ * r = 1/sqrt(mean(x^2) + eps), gw = dy w; judged against the size of the
+ * terms (|r gw| + |x r^3| mean|gw x|). */
+static void run_norm_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
+    static const struct { int n; int64_t s[3]; bool weight; double eps; layout lay; } cases[] = {
+        {2, {5, 8}, true, 1e-5, LAYOUT_CONTIG},          {3, {2, 3, 64}, true, 1e-6, LAYOUT_CONTIG},
+        {2, {4, 7}, false, 1e-5, LAYOUT_TRANSPOSED},     {3, {3, 2, 6}, true, 0.1, LAYOUT_STRIDED},
+        {1, {33}, false, 0, LAYOUT_CONTIG},              {2, {0, 5}, true, 1e-5, LAYOUT_CONTIG},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const int nd = cases[ci].n;
+        const int64_t *shape = cases[ci].s, D = shape[nd - 1];
+        host_t hx, hg, hw, ref;
+        tf_tensor *x = NULL, *g = NULL, *w = NULL, *out = NULL;
+        tf_status s = make_input(dev, dt, nd, shape, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s2 = make_input(dev, dt, nd, shape, op->dom, 0, ci % 2 ? LAYOUT_CONTIG : cases[ci].lay, &hg, &g);
+        memset(&hw, 0, sizeof hw);
+        if (cases[ci].weight) {
+            tf_status s3 = make_input(dev, dt, 1, &D, op->dom, 0, LAYOUT_CONTIG, &hw, &w);
+            if (s2 == TF_OK) s2 = s3;
+        }
+        if (s == TF_OK) s = s2;
+        if (s == TF_OK) s = tf_rmsnorm_grad(x, w, g, cases[ci].eps, &out);
+        host_init(&ref, dt, nd, shape);
+        ref.length = D;
+        ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
+        for (int64_t row = 0; D && row < ref.n / D; row++) {
+            const double *xr = hx.v + row * D, *gr = hg.v + row * D;
+            long double ss = 0, proj = 0, pmag = 0;
+            for (int64_t e = 0; e < D; e++) {
+                const long double gw = (long double)gr[e] * (cases[ci].weight ? hw.v[e] : 1);
+                ss += (long double)xr[e] * xr[e];
+                proj += gw * xr[e];
+                pmag += fabsl(gw * xr[e]);
+            }
+            const long double r = 1 / sqrtl(ss / D + cases[ci].eps);
+            for (int64_t e = 0; e < D; e++) {
+                const long double gw = (long double)gr[e] * (cases[ci].weight ? hw.v[e] : 1);
+                ref.v[row * D + e] = (double)(r * gw - xr[e] * r * r * r * proj / D);
+                ref.mag[row * D + e] = (double)(fabsl(r * gw) + fabsl(xr[e] * r * r * r) * pmag / D);
+            }
+        }
+        char desc[96];
+        snprintf(desc, sizeof desc, "%s %d-d%s eps %g %s", tf_dtype_name(dt), nd, cases[ci].weight ? " weight" : "",
+                 cases[ci].eps, layout_names[cases[ci].lay]);
+        check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
+        host_free(&hx);
+        host_free(&hg);
+        if (cases[ci].weight) host_free(&hw);
+        host_free(&ref);
+        tf_tensor_release(x);
+        tf_tensor_release(g);
+        tf_tensor_release(w);
         tf_tensor_release(out);
     }
 }
@@ -2913,10 +2971,11 @@ static counts run_device(tf_device *dev) {
             case SH_ATTENTION: run_attention(dev, op, (tf_dtype)dt, &c); break;
             case SH_CONV: run_conv(dev, op, (tf_dtype)dt, &c); break;
             case SH_POOL: run_pool(dev, op, (tf_dtype)dt, &c); break;
-            case SH_CONV_GRAD: case SH_POOL_GRAD: case SH_ATTENTION_GRAD: {   /* no portable kernels yet: the CPU's, allowed */
+            case SH_CONV_GRAD: case SH_POOL_GRAD: case SH_ATTENTION_GRAD: case SH_NORM_GRAD: {   /* no portable kernels yet: the CPU's, allowed */
                 uint64_t before = tf_device_fallback_count(dev, TF_OP_COUNT);
                 if (op->shape == SH_CONV_GRAD) run_conv_grad(dev, op, (tf_dtype)dt, &c);
                 else if (op->shape == SH_POOL_GRAD) run_pool_grad(dev, op, (tf_dtype)dt, &c);
+                else if (op->shape == SH_NORM_GRAD) run_norm_grad(dev, op, (tf_dtype)dt, &c);
                 else run_attention_grad(dev, op, (tf_dtype)dt, &c);
                 c.backward_fallbacks += tf_device_fallback_count(dev, TF_OP_COUNT) - before;
                 break;

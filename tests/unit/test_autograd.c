@@ -766,7 +766,32 @@ static void test_gradient_ops_check_their_input(void **state) {
     OK(tf_conv2d_grad_input(dy, w, xs, NULL, NULL, NULL, 1, &out));     /* and the good calls run */
     assert_int_equal(tf_tensor_shape(out)[2], 6);
     tf_tensor_release(out);
-    tf_tensor *all[] = {x, w, dy, bad, ints};
+    out = NULL;
+    /* attention's: q [1, 2, 3, 4], k and v [1, 1, 5, 4], dO [1, 2, 3, 4] */
+    tf_tensor *q = NULL, *kv = NULL, *dout = NULL, *iq = NULL;
+    OK(tf_randn(cpu, TF_F32, 4, (int64_t[]){1, 2, 3, 4}, 5, &q));
+    OK(tf_randn(cpu, TF_F32, 4, (int64_t[]){1, 1, 5, 4}, 6, &kv));
+    OK(tf_randn(cpu, TF_F32, 4, (int64_t[]){1, 2, 3, 4}, 7, &dout));
+    OK(tf_zeros(cpu, TF_I32, 4, (int64_t[]){1, 2, 3, 4}, &iq));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "q, k, v or grad_out is NULL", tf_sdpa_grad_q(q, kv, kv, NULL, 0, true, -1, &out));
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "out is NULL", tf_sdpa_grad_kv(q, kv, kv, dout, 0, true, -1, NULL));
+    FAILS_WITH(TF_ERR_SHAPE, "grad_out is [1,1,5,4], the forward's output would be [1,2,3,4]",
+               tf_sdpa_grad_kv(q, kv, kv, kv, 0, false, 0, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "do not fit", tf_sdpa_grad_q(kv, q, q, dout, 0, false, 0, &out));
+    FAILS_WITH(TF_ERR_DTYPE, "tf_sdpa_grad_q", tf_sdpa_grad_q(iq, kv, kv, dout, 0, false, 0, &out));
+    assert_null(out);
+    OK(tf_sdpa_grad_kv(q, kv, kv, dout, 0, true, -1, &out));
+    assert_int_equal(tf_tensor_shape(out)[3], 8);                         /* dK and dV side by side */
+    tf_tensor_release(out);
+    out = NULL;
+    /* rmsnorm's: x and grad_out [1, 2, 3, 4], a weight [4] */
+    FAILS_WITH(TF_ERR_NULL_ARGUMENT, "x or grad_out is NULL", tf_rmsnorm_grad(q, NULL, NULL, 1e-5, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "grad_out is [1,1,5,4] and x [1,2,3,4]: they must match",
+               tf_rmsnorm_grad(q, NULL, kv, 1e-5, &out));
+    FAILS_WITH(TF_ERR_SHAPE, "weight", tf_rmsnorm_grad(q, q, dout, 1e-5, &out));
+    FAILS_WITH(TF_ERR_INVALID_ARGUMENT, "eps -1 must be >= 0", tf_rmsnorm_grad(q, NULL, dout, -1, &out));
+    assert_null(out);
+    tf_tensor *all[] = {x, w, dy, bad, ints, q, kv, dout, iq};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) tf_tensor_release(all[k]);
 }
 

@@ -841,6 +841,44 @@ static tf_status run_maxpool_grad(const tf_op *op, tf_cpu_address_fn address) {
     return TF_OK;
 }
 
+/* rmsnorm's dx a row at a time, in double: r = 1/sqrt(mean(x^2) + eps),
+ * gw = dy w, dx = r gw - x r^3 mean(gw x). */
+static tf_status run_rmsnorm_grad(const tf_op *op, tf_cpu_address_fn address) {
+    const tf_tensor_desc *X = &op->inputs[0], *O = &op->output;
+    const bool has_w = op->params.flags & TF_ROW_WEIGHT;
+    if (op->n_inputs != (has_w ? 3 : 2) || X->ndim < 1) return TF_ERR_SHAPE;
+    operand x = make_operand(X, address), dy = make_operand(&op->inputs[1], address), o = make_operand(O, address),
+            w = has_w ? make_operand(&op->inputs[2], address) : o;
+    const int nd = X->ndim;
+    const int64_t D = X->shape[nd - 1];
+    const tf_dtype dt = X->dtype;
+    if (tf_desc_numel(X) == 0) return TF_OK;
+    int64_t idx[TF_MAX_DIMS] = {0};
+    do {
+        const char *xr = x.base, *gr = dy.base;
+        char *orow = o.base;
+        for (int d = 0; d < nd - 1; d++) {
+            xr += idx[d] * x.stride[d];
+            gr += idx[d] * dy.stride[d];
+            orow += idx[d] * o.stride[d];
+        }
+        double ss = 0, proj = 0;
+        for (int64_t e = 0; e < D; e++) {
+            const double xv = load_f64(dt, xr + e * x.stride[nd - 1]);
+            const double gw = load_f64(dt, gr + e * dy.stride[nd - 1]) * (has_w ? load_f64(dt, w.base + e * w.stride[0]) : 1);
+            ss += xv * xv;
+            proj += gw * xv;
+        }
+        const double r = 1 / sqrt(ss / (double)D + op->params.eps), k = r * r * r * proj / (double)D;
+        for (int64_t e = 0; e < D; e++) {
+            const double xv = load_f64(dt, xr + e * x.stride[nd - 1]);
+            const double gw = load_f64(dt, gr + e * dy.stride[nd - 1]) * (has_w ? load_f64(dt, w.base + e * w.stride[0]) : 1);
+            store_f64(dt, orow + e * o.stride[nd - 1], r * gw - xv * k);
+        }
+    } while (next_index(nd - 1, X->shape, idx));
+    return TF_OK;
+}
+
 static tf_cpu_kernel backward_kernel(tf_op_kind k) {
     switch (k) {
     case TF_OP_CONV2D_GRAD_INPUT: return run_conv_grad_input;
@@ -848,6 +886,7 @@ static tf_cpu_kernel backward_kernel(tf_op_kind k) {
     case TF_OP_MAXPOOL2D_GRAD: return run_maxpool_grad;
     case TF_OP_SDPA_GRAD_Q: return run_sdpa_grad_q;
     case TF_OP_SDPA_GRAD_KV: return run_sdpa_grad_kv;
+    case TF_OP_RMSNORM_GRAD: return run_rmsnorm_grad;
     default: return NULL;
     }
 }

@@ -15,10 +15,10 @@
  * --autocast runs the forward pass under tf_autocast_begin(dtype) with a
  * GradScaler (tf_grad_scaler_step), as torch.autocast and GradScaler do.
  * --check trains in f32, then in bf16 autocast from the same start on the
- * same batches, and exits 0 only when the f32 held-out loss is below 2.8
- * nats a byte (5.55 at the start: ln 256; a model of single-byte
- * frequencies gets about 3) and the bf16 one is within 1% of
- * it. --bench N times N steps after 3 warm-up steps and prints ms a step
+ * same batches, for three draws of weights and batches, and exits 0 only
+ * when the mean f32 held-out loss is below 2.6 nats a byte (5.55 at the
+ * start: ln 256; a model of single-byte frequencies gets about 3) and the
+ * mean bf16 one is within 1% of it. --bench N times N steps after 3 warm-up steps and prints ms a step
  * (bench/train_compare.py runs the same model in PyTorch beside it). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -33,6 +33,11 @@
 
 enum { VOCAB = 256, DIM = 64, HEADS = 4, HEAD_DIM = DIM / HEADS, FF = 4 * DIM, LAYERS = 2, CTX = 64, BATCH = 16 };
 enum { EVAL_WINDOWS = 32 };
+/* The held-out loss is the mean of evaluations every EVAL_EVERY steps over
+ * the last EVAL_TAIL: one run's endpoint wanders about 1% with rounding
+ * alone (the same f32 run moved 1.3% when one gradient kernel's rounding
+ * changed), which the bf16 check's 1% cannot tell from autocast's error. */
+enum { EVAL_EVERY = 10, EVAL_TAIL = 50 };
 #define LOSS_BOUND 2.6
 #define AUTOCAST_TOLERANCE 0.01
 
@@ -73,9 +78,8 @@ static tf_status param_ones(tf_device *dev, int64_t n, tf_tensor **out) {
     return tf_set_requires_grad(*out, true);
 }
 
-static tf_status gpt_init(tf_device *dev, gpt *m) {
+static tf_status gpt_init(tf_device *dev, gpt *m, uint64_t seed) {
     memset(m, 0, sizeof *m);
-    uint64_t seed = 7;
     const double std = 0.02, out_std = 0.02 / sqrt(2.0 * LAYERS);   /* GPT-2's scaled residual projections */
     TF_TRY(param_randn(dev, 2, (int64_t[]){VOCAB, DIM}, std, seed++, &m->embed));
     m->params[m->n_params++] = m->embed;
@@ -214,6 +218,7 @@ typedef struct run {
     tf_dtype autocast;                   /* TF_F32: none */
     int steps;
     bool quiet;
+    int trial;                           /* 0: the run; --check's others draw other weights and batches */
     double first_loss, held_out_loss;
 } run;
 
@@ -311,13 +316,15 @@ static tf_status train(tf_device *dev, const text *t, run *r, int bench) {
     gpt m;
     tf_optimizer *opt = NULL;
     tf_grad_scaler *scaler = NULL;
-    tf_status s = gpt_init(dev, &m);
+    tf_status s = gpt_init(dev, &m, 7 + 100 * (uint64_t)r->trial);
     tf_optimizer_config cfg = tf_optimizer_defaults(TF_OPTIMIZER_ADAMW);
     cfg.lr = 3e-3;
     if (s == TF_OK) s = tf_optimizer_create(&cfg, m.n_params, m.params, &opt);
     if (s == TF_OK && r->autocast != TF_F32) s = tf_grad_scaler_create(NULL, &scaler);
-    uint64_t rng = 12345;
+    uint64_t rng = 12345 + 1000003 * (uint64_t)r->trial;
     const int steps = bench > 0 ? 3 + bench : r->steps;
+    double held_sum = 0;
+    int held_n = 0;
     double t0 = 0, rss_before = rss_mb();         /* the model made, nothing run */
     for (int step = 0; step < steps && s == TF_OK; step++) {
         if (bench > 0 && step == 3) t0 = now_ms();
@@ -330,12 +337,18 @@ static tf_status train(tf_device *dev, const text *t, run *r, int bench) {
         if (step == 0) r->first_loss = loss;
         if (!r->quiet && !bench && (step % 25 == 0 || step == steps - 1))
             printf("step %4d  loss %.4f\n", step, loss);
+        if (s == TF_OK && !bench && step >= steps - EVAL_TAIL && (steps - 1 - step) % EVAL_EVERY == 0) {
+            double h = NAN;                      /* the held-out loss over the last steps, averaged */
+            s = held_out_loss(dev, &m, t, r->autocast, &h);
+            held_sum += h;
+            held_n++;
+        }
     }
     if (s == TF_OK && bench > 0)                 /* one line for bench/train_compare.py */
         printf("train_gpt-bench: ms=%.3f rss_before_mb=%.1f peak_mb=%.1f device=%s steps=%d autocast=%s\n",
                (now_ms() - t0) / bench, rss_before, peak_mb(), tf_device_name(dev), bench,
                tf_dtype_name(r->autocast));
-    if (s == TF_OK && !bench) s = held_out_loss(dev, &m, t, r->autocast, &r->held_out_loss);
+    if (s == TF_OK && !bench) r->held_out_loss = held_sum / held_n;
     tf_grad_scaler_destroy(scaler);
     tf_optimizer_destroy(opt);
     gpt_free(&m);
@@ -348,17 +361,33 @@ static tf_dtype autocast_named(const char *name) {
     return TF_F32;
 }
 
-/* f32, then bf16 autocast with the GradScaler, from the same start. */
+/* f32, then bf16 autocast with the GradScaler, from the same start, for
+ * CHECK_TRIALS draws of weights and batches: the f32 losses' mean under the
+ * bound, the bf16 mean within AUTOCAST_TOLERANCE of it. One pair's gap
+ * wanders with the trajectory (0.3% to 1.9% over five draws, bf16 above
+ * f32 in one and below in four: rounding alone moves one run's loss about
+ * 1%); the mean over draws is what autocast itself changes. */
+enum { CHECK_TRIALS = 3 };
+
 static int check(tf_device *dev, const text *t, int steps) {
-    run f32 = {.autocast = TF_F32, .steps = steps, .quiet = true};
-    run bf16 = {.autocast = TF_BF16, .steps = steps, .quiet = true};
-    CHECK(train(dev, t, &f32, 0));
-    CHECK(train(dev, t, &bf16, 0));
-    double gap = fabs(bf16.held_out_loss - f32.held_out_loss) / f32.held_out_loss;
-    printf("train_gpt --check on %s, %d steps: held-out loss f32 %.4f (from %.4f; bound %.2f), bf16 autocast %.4f "
-           "(%.2f%% apart; bound %.0f%%)\n", tf_device_name(dev), steps, f32.held_out_loss, f32.first_loss,
-           LOSS_BOUND, bf16.held_out_loss, 100 * gap, 100 * AUTOCAST_TOLERANCE);
-    bool ok = f32.held_out_loss < LOSS_BOUND && gap <= AUTOCAST_TOLERANCE;
+    double f32_sum = 0, bf16_sum = 0, first = 0;
+    for (int k = 0; k < CHECK_TRIALS; k++) {
+        run f32 = {.autocast = TF_F32, .steps = steps, .quiet = true, .trial = k};
+        run bf16 = {.autocast = TF_BF16, .steps = steps, .quiet = true, .trial = k};
+        CHECK(train(dev, t, &f32, 0));
+        CHECK(train(dev, t, &bf16, 0));
+        printf("train_gpt --check draw %d: held-out loss f32 %.4f, bf16 autocast %.4f (%+.2f%%)\n", k,
+               f32.held_out_loss, bf16.held_out_loss, 100 * (bf16.held_out_loss / f32.held_out_loss - 1));
+        f32_sum += f32.held_out_loss;
+        bf16_sum += bf16.held_out_loss;
+        if (k == 0) first = f32.first_loss;
+    }
+    const double f32_mean = f32_sum / CHECK_TRIALS, bf16_mean = bf16_sum / CHECK_TRIALS;
+    const double gap = fabs(bf16_mean - f32_mean) / f32_mean;
+    printf("train_gpt --check on %s, %d steps, %d draws: mean held-out loss f32 %.4f (from %.4f; bound %.2f), "
+           "bf16 autocast %.4f (%.2f%% apart; bound %.0f%%)\n", tf_device_name(dev), steps, CHECK_TRIALS, f32_mean,
+           first, LOSS_BOUND, bf16_mean, 100 * gap, 100 * AUTOCAST_TOLERANCE);
+    bool ok = f32_mean < LOSS_BOUND && gap <= AUTOCAST_TOLERANCE;
     if (!ok) fprintf(stderr, "train_gpt: check failed\n");
     return ok ? 0 : 1;
 }

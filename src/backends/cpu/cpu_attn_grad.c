@@ -1,5 +1,6 @@
-/* Attention's gradients in f32 (sdpa_grad_q, sdpa_grad_kv), over the
- * reference loops (tf_cpu_attn_grad_install, with the SIMD table).
+/* Attention's gradients in f32 (sdpa_grad_q, sdpa_grad_kv; f16 and bf16
+ * through f32 copies), over the reference loops (tf_cpu_attn_grad_install,
+ * with the SIMD table).
  *
  * FlashAttention's backward, on a CPU: the scores are not kept from the
  * forward but recomputed for a block of up to 64 queries against the keys
@@ -193,13 +194,88 @@ static void grad_kv_heads(void *ctx, int64_t begin, int64_t end) {
     tf_cpu_scratch_give(s.block, s.bytes);
 }
 
-/* f32 with unit-stride rows everywhere (what the SIMD products read and
- * the output's rows are written as); anything else to the reference. */
+/* An operand as the products read it: f32 rows with a unit stride, in
+ * place when it is one, else a contiguous f32 copy (f16 and bf16 widened,
+ * as the BLAS layer's half GEMMs do: their reference loops in double ran
+ * a training step's attention gradients 30 times slower). */
+typedef struct f32_view {
+    float *p;
+    int64_t s[4];
+    float *owned;                        /* the copy, or NULL */
+} f32_view;
+
+static bool in_place(const tf_tensor_desc *d) { return d->dtype == TF_F32 && d->strides[3] == 1; }
+
+static bool view_of(const tf_tensor_desc *d, tf_cpu_address_fn address, bool fill, f32_view *v) {
+    v->owned = NULL;
+    if (in_place(d)) {
+        v->p = (float *)(address(d->buffer) + d->offset);
+        memcpy(v->s, d->strides, sizeof v->s);
+        return true;
+    }
+    const int64_t n = tf_desc_numel(d);
+    v->p = v->owned = tf_cpu_alloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!v->owned) return false;
+    v->s[3] = 1;
+    for (int i = 2; i >= 0; i--) v->s[i] = v->s[i + 1] * d->shape[i + 1];
+    if (!fill || !n) return true;
+    const operand o = make_operand(d, address);
+    int64_t idx[4] = {0}, at = 0;
+    do {
+        const char *row = o.base + idx[0] * o.stride[0] + idx[1] * o.stride[1] + idx[2] * o.stride[2];
+        for (int64_t e = 0; e < d->shape[3]; e++) v->p[at++] = (float)load_f64(d->dtype, row + e * o.stride[3]);
+    } while (next_index(3, d->shape, idx));
+    return true;
+}
+
+/* The result narrowed into the output where it was computed in a copy. */
+static void store_view(const tf_tensor_desc *d, tf_cpu_address_fn address, const f32_view *v) {
+    const int64_t n = tf_desc_numel(d);
+    if (!v->owned || !n) return;
+    const operand o = make_operand(d, address);
+    int64_t idx[4] = {0}, at = 0;
+    do {
+        char *row = o.base + idx[0] * o.stride[0] + idx[1] * o.stride[1] + idx[2] * o.stride[2];
+        for (int64_t e = 0; e < d->shape[3]; e++) store_f64(d->dtype, row + e * o.stride[3], v->p[at++]);
+    } while (next_index(3, d->shape, idx));
+}
+
+/* f32, f16 or bf16 throughout, 4-d; f64 keeps the reference's double. */
 static bool takes(const tf_op *op) {
-    if (op->n_inputs != 4 || op->output.dtype != TF_F32 || op->output.strides[3] != 1) return false;
+    const tf_dtype dt = op->output.dtype;
+    if (op->n_inputs != 4 || op->output.ndim != 4 || (dt != TF_F32 && dt != TF_F16 && dt != TF_BF16)) return false;
     for (int i = 0; i < 4; i++)
-        if (op->inputs[i].dtype != TF_F32 || op->inputs[i].ndim != 4 || op->inputs[i].strides[3] != 1) return false;
-    return op->output.ndim == 4;
+        if (op->inputs[i].dtype != dt || op->inputs[i].ndim != 4) return false;
+    return true;
+}
+
+static void run_job(grad_job *j, const f32_view *in, const f32_view *out) {
+    const tf_op *op = j->op;
+    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2];
+    j->q = in[0].p;
+    j->kk = in[1].p;
+    j->v = in[2].p;
+    j->g = in[3].p;
+    j->out = out->p;
+    j->B = Q->shape[0];
+    j->Hq = Q->shape[1];
+    j->Lq = Q->shape[2];
+    j->D = Q->shape[3];
+    j->Hkv = K->shape[1];
+    j->Lk = K->shape[2];
+    j->Dv = V->shape[3];
+    j->group = j->Hq / j->Hkv;
+    j->qblocks = (j->Lq + GRAD_BQ - 1) / GRAD_BQ;
+    j->ldk = (j->Lk + j->k->lanes - 1) / j->k->lanes * j->k->lanes;
+    memcpy(j->qs, in[0].s, sizeof j->qs);
+    memcpy(j->ks, in[1].s, sizeof j->ks);
+    memcpy(j->vs, in[2].s, sizeof j->vs);
+    memcpy(j->gs, in[3].s, sizeof j->gs);
+    memcpy(j->os, out->s, sizeof j->os);
+    j->scale = (float)op->params.scale;
+    j->causal = op->params.flags & TF_SDPA_CAUSAL;
+    if (op->kind == TF_OP_SDPA_GRAD_Q) tf_cpu_parallel_for(j->B * j->Hq * j->qblocks, 1, grad_q_blocks, j);
+    else tf_cpu_parallel_for(j->B * j->Hkv, 1, grad_kv_heads, j);
 }
 
 static tf_status fast_sdpa_grad(const tf_op *op, tf_cpu_address_fn address) {
@@ -207,44 +283,27 @@ static tf_status fast_sdpa_grad(const tf_op *op, tf_cpu_address_fn address) {
     /* a negative q_offset (fewer keys than queries) leaves rows that see no
      * key: NaN everywhere, as the reference gives */
     if (!k || !takes(op) || (op->params.flags & TF_SDPA_CAUSAL && op->params.q_offset < 0)) return run_below(op, address);
-    const tf_tensor_desc *Q = &op->inputs[0], *K = &op->inputs[1], *V = &op->inputs[2], *G = &op->inputs[3],
-                         *O = &op->output;
     grad_job j;
     memset(&j, 0, sizeof j);
     j.op = op;
     j.k = k;
-    j.q = (const float *)(address(Q->buffer) + Q->offset);
-    j.kk = (const float *)(address(K->buffer) + K->offset);
-    j.v = (const float *)(address(V->buffer) + V->offset);
-    j.g = (const float *)(address(G->buffer) + G->offset);
-    j.out = (float *)(address(O->buffer) + O->offset);
-    j.B = Q->shape[0];
-    j.Hq = Q->shape[1];
-    j.Lq = Q->shape[2];
-    j.D = Q->shape[3];
-    j.Hkv = K->shape[1];
-    j.Lk = K->shape[2];
-    j.Dv = V->shape[3];
-    j.group = j.Hq / j.Hkv;
-    j.qblocks = (j.Lq + GRAD_BQ - 1) / GRAD_BQ;
-    j.ldk = (j.Lk + k->lanes - 1) / k->lanes * k->lanes;
-    for (int i = 0; i < 4; i++) {
-        j.qs[i] = Q->strides[i];
-        j.ks[i] = K->strides[i];
-        j.vs[i] = V->strides[i];
-        j.gs[i] = G->strides[i];
-        j.os[i] = O->strides[i];
-    }
-    j.scale = (float)op->params.scale;
-    j.causal = op->params.flags & TF_SDPA_CAUSAL;
-    if (op->kind == TF_OP_SDPA_GRAD_Q) tf_cpu_parallel_for(j.B * j.Hq * j.qblocks, 1, grad_q_blocks, &j);
-    else tf_cpu_parallel_for(j.B * j.Hkv, 1, grad_kv_heads, &j);
-    return atomic_load(&j.out_of_memory) ? tf_cpu_oom("sdpa_grad", sizeof(float) * (size_t)j.ldk * 4 * GRAD_BQ)
-                                         : TF_OK;
+    f32_view in[4], out;
+    memset(in, 0, sizeof in);
+    memset(&out, 0, sizeof out);
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; i++) ok = view_of(&op->inputs[i], address, true, &in[i]);
+    if (ok) ok = view_of(&op->output, address, false, &out);
+    if (ok) run_job(&j, in, &out);
+    ok = ok && !atomic_load(&j.out_of_memory);
+    if (ok) store_view(&op->output, address, &out);
+    for (int i = 0; i < 4; i++) tf_cpu_free(in[i].owned);
+    tf_cpu_free(out.owned);
+    return ok ? TF_OK : tf_cpu_oom("sdpa_grad", sizeof(float) * (size_t)tf_desc_numel(&op->inputs[0]));
 }
 
 void tf_cpu_attn_grad_install(tf_cpu_table *t) {
     below = *t;
-    t->fn[TF_OP_SDPA_GRAD_Q][TF_F32] = fast_sdpa_grad;
-    t->fn[TF_OP_SDPA_GRAD_KV][TF_F32] = fast_sdpa_grad;
+    static const tf_dtype dts[] = {TF_F32, TF_F16, TF_BF16};
+    for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+        t->fn[TF_OP_SDPA_GRAD_Q][dts[i]] = t->fn[TF_OP_SDPA_GRAD_KV][dts[i]] = fast_sdpa_grad;
 }

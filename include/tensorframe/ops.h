@@ -272,7 +272,7 @@
     X(MAXPOOL2D_GRAD, maxpool2d_grad, 2, POOL_GRAD, SAME,         FLOAT,   TIES,    1, BACKWARD) \
     X(GELU_GRAD,    gelu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     256, ARITH) \
     X(GELU_TANH_GRAD, gelu_tanh_grad, 2, BROADCAST, PROMOTE,   FLOAT,   ANY,     256, ARITH) \
-    X(SILU_GRAD,    silu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     16, ARITH) \
+    X(SILU_GRAD,    silu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     256, ARITH) \
     X(RELU_GRAD,    relu_grad,    2, BROADCAST, PROMOTE,       FLOAT,   ANY,     0, ARITH) \
     X(SDPA_GRAD_Q,  sdpa_grad_q,  4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD) \
     X(SDPA_GRAD_KV, sdpa_grad_kv, 4, ATTENTION_GRAD, SAME,     FLOAT,   ANY,     16, BACKWARD) \

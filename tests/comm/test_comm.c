@@ -340,7 +340,12 @@ static void check_one_rank_failing(void) {
 /* tf_comm_set_stream on opencl:0: x = a + b queued on a side stream, the
  * all-reduce on it, then y = 2 x; one synchronize of the side stream at the
  * end must give every rank 2 * sum(a + b). A tensor on another device is
- * TF_ERR_DEVICE_MISMATCH on every rank; NULL makes calls blocking again. */
+ * TF_ERR_DEVICE_MISMATCH on every rank; NULL makes calls blocking again.
+ * The scalar 2 is made on the default stream behind a matmul that keeps it
+ * busy, so the side stream sees it only through the event it waits on
+ * (the header's rule: a tensor made on one stream and used on another needs
+ * an event). Without the event, CI once saw 99999 of 100000 wrong: the
+ * scalar 2 was still queued when the side stream's multiply read it. */
 static void check_on_a_stream(void) {
     tf_device *dev = NULL, *cpu = NULL;
     tf_device_get("cpu", &cpu);
@@ -349,7 +354,15 @@ static void check_on_a_stream(void) {
     OK(tf_stream_create(dev, &side));
     int64_t n = 100000;
     tf_tensor *a = input(rank, dev, TF_F32, n), *b = input(rank + 7, dev, TF_F32, n), *x = NULL, *y = NULL, *two = NULL;
+    tf_tensor *busy = NULL, *busier = NULL;
+    int64_t square[2] = {1000, 1000};
+    OK(tf_ones(dev, TF_F32, 2, square, &busy));
+    OK(tf_matmul(busy, busy, &busier));
     OK(tf_scalar(dev, TF_F32, 2, &two));
+    tf_event *inputs_made = NULL;
+    OK(tf_event_create(0, &inputs_made));
+    OK(tf_event_record(inputs_made, tf_stream_default(dev)));
+    OK(tf_stream_wait_event(side, inputs_made));
     OK(tf_comm_set_stream(comm, side));
     OK(tf_stream_set_current(side));
     OK(tf_add(a, b, &x));
@@ -374,7 +387,8 @@ static void check_on_a_stream(void) {
                tf_device_name(dev));
     OK(tf_comm_set_stream(comm, NULL));
     EXPECT(tf_comm_set_stream(NULL, side) == TF_ERR_NULL_ARGUMENT, "NULL communicator");
-    tf_tensor *all[] = {a, b, x, y, two, elsewhere};
+    tf_event_destroy(inputs_made);
+    tf_tensor *all[] = {a, b, x, y, two, elsewhere, busy, busier};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) tf_tensor_release(all[i]);
     tf_stream_destroy(side);
     check_still_works("calls on a stream");

@@ -1902,6 +1902,9 @@ static void run_conv(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         {{1, 4, 6, 6}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_STRIDED},
         {{0, 2, 4, 4}, {2, 2, 2, 2}, 1, {1, 1}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG},
         {{1, 2, 66, 64}, {2, 2, 3, 3}, 1, {1, 1}, {1, 0}, {1, 1}, true, LAYOUT_CONTIG},   /* past the gather table */
+        /* 5x5 outputs take the CPU's blocks of images; their 42 x 42 padded
+         * planes go two to a run, and a task's 3 images end with a short one */
+        {{24, 2, 40, 40}, {4, 1, 3, 3}, 2, {8, 8}, {1, 1}, {1, 1}, true, LAYOUT_STRIDED},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         host_t hx, hw, hb, ref;
@@ -1956,19 +1959,24 @@ static void run_conv(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
 
 static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
     bool is_max = op->kind == TF_OP_MAXPOOL2D;
-    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; bool count_pad; layout lay; } cases[] = {
-        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_CONTIG},
-        {{1, 2, 6, 6}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED},
-        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false, LAYOUT_STRIDED},
-        {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG},     /* 2x2: its own loop */
-        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true, LAYOUT_CONTIG},      /* overlapping */
+    /* ties: values drawn from DOM_ORDER's few (with NaN and infinities
+     * where the dtype has them), max pooling only */
+    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; bool count_pad; layout lay; bool ties; } cases[] = {
+        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, true, LAYOUT_CONTIG, false},
+        {{1, 2, 6, 6}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, false, LAYOUT_TRANSPOSED, false},
+        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, false, LAYOUT_STRIDED, false},
+        {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG, false}, /* 2x2: its own loop */
+        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true, LAYOUT_CONTIG, false},  /* overlapping */
+        {{3, 4, 8, 10}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG, true}, /* 2x2 stride 2, ties */
+        {{2, 3, 7, 6}, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false, LAYOUT_STRIDED, true},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        if (cases[ci].ties && !is_max) continue;
         const int64_t *stride = cases[ci].stride[0] ? cases[ci].stride : cases[ci].k;
         const int64_t dil_avg[2] = {1, 1}, *dil = is_max ? cases[ci].dil : dil_avg;
         host_t hx, ref;
         tf_tensor *x = NULL, *out = NULL;
-        tf_status s = make_input(dev, dt, 4, cases[ci].x, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s = make_input(dev, dt, 4, cases[ci].x, cases[ci].ties ? DOM_ORDER : op->dom, 0, cases[ci].lay, &hx, &x);
         if (s == TF_OK)
             s = is_max ? tf_maxpool2d(x, cases[ci].k, cases[ci].stride[0] ? cases[ci].stride : NULL, cases[ci].pad, dil, &out)
                        : tf_avgpool2d(x, cases[ci].k, cases[ci].stride[0] ? cases[ci].stride : NULL, cases[ci].pad,
@@ -1992,7 +2000,7 @@ static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
                     if (inside || cases[ci].count_pad) counted++;
                     if (!inside) continue;
                     double v = hx.v[((o[0] * cases[ci].x[1] + o[1]) * H + yi) * W + xi];
-                    if (is_max) acc = v > acc ? v : acc;
+                    if (is_max) acc = isnan((double)acc) ? acc : isnan(v) || v > acc ? v : acc;   /* the first NaN */
                     else acc += v;
                 }
             ref.v[i] = is_max ? (double)acc : (double)(acc / counted);
@@ -2064,6 +2072,9 @@ static void run_conv_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         {{2, 2, 9, 8}, {3, 2, 2, 3}, 1, {3, 2}, {0, 1}, {1, 1}, LAYOUT_STRIDED},    /* rows the stride skips */
         {{0, 2, 4, 4}, {2, 2, 2, 2}, 1, {1, 1}, {0, 0}, {1, 1}, LAYOUT_CONTIG},
         {{1, 2, 66, 64}, {2, 2, 3, 3}, 1, {1, 2}, {1, 0}, {1, 1}, LAYOUT_CONTIG},    /* past the gather table */
+        /* planes of 42 x 42 go two to a run of the gathered path's block,
+         * and a task's 3 images (20 over 8 tasks) end with a shorter run */
+        {{20, 4, 40, 40}, {4, 2, 3, 3}, 2, {1, 1}, {1, 1}, {1, 1}, LAYOUT_STRIDED},
     };
     const bool want_input = op->kind == TF_OP_CONV2D_GRAD_INPUT;
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
@@ -2287,12 +2298,19 @@ static void run_norm_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
 /* Max pooling's gradient: each window's dy to the first element equal to
  * its maximum, summed where windows overlap. */
 static void run_pool_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
-    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; layout lay; } cases[] = {
-        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, LAYOUT_CONTIG},
-        {{2, 4, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, LAYOUT_CONTIG},          /* the digits CNN's */
-        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, LAYOUT_CONTIG},          /* 2x2 overlapping */
-        {{1, 2, 6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, LAYOUT_TRANSPOSED},      /* windows overlap */
-        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, LAYOUT_STRIDED},
+    /* ties: x drawn from DOM_ORDER's few values (NaN and infinities where
+     * the dtype has them): the gradient goes to the first maximum, the
+     * first NaN where there is one */
+    static const struct { int64_t x[4], k[2], stride[2], pad[2], dil[2]; layout lay; bool ties; } cases[] = {
+        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, LAYOUT_CONTIG, false},
+        {{2, 4, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, LAYOUT_CONTIG, false},          /* the digits CNN's */
+        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, LAYOUT_CONTIG, false},          /* 2x2 overlapping */
+        {{1, 2, 6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, LAYOUT_TRANSPOSED, false},      /* windows overlap */
+        {{1, 2, 9, 7}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, LAYOUT_STRIDED, false},
+        {{3, 4, 8, 10}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, LAYOUT_CONTIG, true},          /* 2x2 windows tiling x */
+        {{2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, LAYOUT_CONTIG, true},           /* ... not all of it */
+        {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, LAYOUT_STRIDED, true},
+        {{2, 3, 7, 6}, {3, 2}, {2, 2}, {1, 1}, {1, 1}, LAYOUT_CONTIG, true},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const int64_t H = cases[ci].x[2], W = cases[ci].x[3], *k = cases[ci].k, *st = cases[ci].stride,
@@ -2301,7 +2319,8 @@ static void run_pool_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
         const int64_t dyshape[4] = {cases[ci].x[0], cases[ci].x[1], Ho, Wo};
         host_t hx, hdy, ref;
         tf_tensor *x = NULL, *dy = NULL, *out = NULL;
-        tf_status s = make_input(dev, dt, 4, cases[ci].x, op->dom, 0, cases[ci].lay, &hx, &x);
+        tf_status s = make_input(dev, dt, 4, cases[ci].x, cases[ci].ties ? DOM_ORDER : op->dom, 0, cases[ci].lay,
+                                 &hx, &x);
         tf_status s2 = make_input(dev, dt, 4, dyshape, op->dom, 0, LAYOUT_CONTIG, &hdy, &dy);
         if (s == TF_OK) s = s2;
         if (s == TF_OK) s = tf_maxpool2d_grad(x, dy, k, st, pad, dil, &out);
@@ -2317,7 +2336,7 @@ static void run_pool_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
                     int64_t yi = o[2] * st[0] - pad[0] + a * dil[0], xi = o[3] * st[1] - pad[1] + b * dil[1];
                     if (yi < 0 || yi >= H || xi < 0 || xi >= W) continue;
                     int64_t here = ((o[0] * cases[ci].x[1] + o[1]) * H + yi) * W + xi;
-                    if (at < 0 || hx.v[here] > best) {
+                    if (at < 0 || (!isnan(best) && (isnan(hx.v[here]) || hx.v[here] > best))) {
                         best = hx.v[here];
                         at = here;
                     }
@@ -2325,7 +2344,7 @@ static void run_pool_grad(tf_device *dev, const op_row *op, tf_dtype dt, counts 
             if (at >= 0) ref.v[at] += hdy.v[i];
         }
         char desc[64];
-        snprintf(desc, sizeof desc, "%s case %zu", tf_dtype_name(dt), ci);
+        snprintf(desc, sizeof desc, "%s case %zu%s", tf_dtype_name(dt), ci, cases[ci].ties ? " (ties, NaN)" : "");
         check_case(tf_device_name(dev), op, desc, s, out, &ref, c);
         host_free(&hx);
         host_free(&hdy);

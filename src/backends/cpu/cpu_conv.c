@@ -5,7 +5,8 @@
  *    the BLAS the build found. Any input and weight strides (autograd's
  *    transposed and flipped views come here); the output contiguous, as
  *    ops make it. Images and groups spread over the pool; a single one
- *    spreads its GEMM instead.
+ *    spreads its GEMM instead. Planes of a few positions (4x4) take
+ *    blocks of images side by side in one GEMM, as the gradients do.
  *  - max and average pooling (f32): the reference's semantics (NaN
  *    propagates from the first one met, padding counted or not) in float,
  *    plane by plane over the pool.
@@ -15,7 +16,6 @@
  * fast at, and a small CNN's whole step is a few of these. */
 #include <math.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_blas.h"
@@ -199,6 +199,9 @@ static void *pack_weight(const tf_tensor_desc *W, const char *base, size_t es) {
     return packed;
 }
 
+#define BLOCKED_FORWARD_P 32              /* positions of a plane under which the forward takes blocks */
+static tf_status conv2d_in_blocks(const conv_job *c);
+
 static tf_status fast_conv2d(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *X = &op->inputs[0], *W = &op->inputs[1], *O = &op->output;
     tf_dtype dt = O->dtype;
@@ -222,10 +225,17 @@ static tf_status fast_conv2d(const tf_op *op, tf_cpu_address_fn address) {
     j.N = O->shape[0];
     j.gather = gather_table(&j);
     /* One image a GEMM. Blocks of small images side by side in one wider
-     * GEMM measured slower on the digits CNN's step (AVX2, 2 threads: the
-     * copy out of the block and the larger column buffer cost more than
-     * OpenBLAS saved). */
+     * GEMM measured slower on the digits CNN's first layer (8x8 maps, one
+     * input channel; AVX2, 2 threads: the copy out of the block and the
+     * larger column buffer cost more than OpenBLAS saved); planes under
+     * BLOCKED_FORWARD_P positions (its second layer's 4x4) take blocks. */
     const int64_t tasks = j.N * j.G;
+    if (j.gather && j.P < BLOCKED_FORWARD_P && tasks > 1) {
+        tf_status s = conv2d_in_blocks(&j);
+        tf_cpu_free(packed);
+        tf_cpu_free(j.gather);
+        return s;
+    }
     j.pooled_gemm = tasks < tf_cpu_num_threads();
     if (j.pooled_gemm) conv_chunk(&j, 0, tasks);
     else tf_cpu_parallel_for(tasks, 1, conv_chunk, &j);
@@ -275,7 +285,8 @@ static void gather_dy(const conv_grad_job *j, int64_t n) {
 }
 
 /* The block's columns of image n added back into dX's channels of group g
- * (zeroed first: the group's channels of an image are this task's alone). */
+ * (zeroed first: the group's channels of an image are this task's alone);
+ * small images go through col2im_run instead. */
 #define COL2IM(T)                                                                                          \
     static void col2im_##T(const conv_grad_job *j, int64_t n) {                                            \
         const conv_job *c = &j->c;                                                                         \
@@ -283,22 +294,6 @@ static void gather_dy(const conv_grad_job *j, int64_t n) {
         const int64_t HW = c->H * c->Wd;                                                                   \
         T *planes = (T *)j->dx + (n * c->G * c->cg + j->g * c->cg) * HW;                                   \
         const T *col = (const T *)j->cols + (n - j->first) * c->P;                                         \
-        if (c->gather) {                 /* small images: added up in a padded plane, its inside copied */ \
-            const int64_t kk = c->kh * c->kw;                                                              \
-            T pp[PADDED_MAX];                                                                              \
-            for (int64_t ch = 0; ch < c->cg; ch++) {                                                       \
-                memset(pp, 0, sizeof(T) * (size_t)(c->Hp * c->Wp));                                        \
-                for (int64_t r = 0; r < kk; r++) {                                                         \
-                    const int32_t *at = c->gather + r * c->P;                                              \
-                    const T *src = col + (ch * kk + r) * j->ld;                                            \
-                    for (int64_t q = 0; q < c->P; q++) pp[at[q]] += src[q];                                \
-                }                                                                                          \
-                for (int64_t y = 0; y < c->H; y++)                                                         \
-                    memcpy(planes + ch * HW + y * c->Wd, pp + (y + p->padding[0]) * c->Wp + p->padding[1],  \
-                           sizeof(T) * (size_t)c->Wd);                                                     \
-            }                                                                                              \
-            return;                                                                                        \
-        }                                                                                                  \
         memset(planes, 0, sizeof(T) * (size_t)(c->cg * HW));                                              \
         for (int64_t ch = 0; ch < c->cg; ch++)                                                             \
             for (int64_t i = 0; i < c->kh; i++)                                                            \
@@ -319,11 +314,79 @@ static void gather_dy(const conv_grad_job *j, int64_t n) {
 COL2IM(float)
 COL2IM(double)
 
+/* Small images in a block, a run of them at a time: their padded planes
+ * side by side on the stack, and each (channel, offset) row of the block
+ * walked once from left to right over the run. Image by image, each image
+ * touched one cache line on each of K rows 4 KB or more apart, a new page
+ * every access, which no prefetcher follows: col2im was 36% of
+ * conv2d_grad_input's samples on the digits CNN, nearly all of it waiting
+ * on those loads. */
+static int64_t images_per_run(const conv_job *c) {
+    const int64_t per = c->Hp * c->Wp, run = PADDED_MAX / (per > 0 ? per : 1);
+    return run < 1 ? 1 : run;
+}
+
+#define RUNS_GATHERED(T)                                                                                   \
+    static void im2col_run_##T(const conv_grad_job *j, int64_t n0, int64_t n1) {                           \
+        const conv_job *c = &j->c;                                                                         \
+        const int64_t kk = c->kh * c->kw, P = c->P, plane = c->Hp * c->Wp;                                 \
+        T pp[PADDED_MAX];                                                                                  \
+        for (int64_t ch = 0; ch < c->cg; ch++) {                                                           \
+            for (int64_t n = n0; n < n1; n++)                                                              \
+                pad_plane_##T(c, c->x + n * c->xs[0] + (j->g * c->cg + ch) * c->xs[1], pp + (n - n0) * plane); \
+            for (int64_t r = 0; r < kk; r++) {                                                             \
+                const int32_t *at = c->gather + r * P;                                                     \
+                T *dst = (T *)j->cols + (ch * kk + r) * j->ld + (n0 - j->first) * P;                       \
+                for (int64_t n = 0; n < n1 - n0; n++, dst += P) {                                          \
+                    const T *src = pp + n * plane;                                                         \
+                    for (int64_t q = 0; q < P; q++) dst[q] = src[at[q]];                                   \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+    }                                                                                                      \
+    /* the inverse: sums over every window, then each plane's inside into dX */                            \
+    static void col2im_run_##T(const conv_grad_job *j, int64_t n0, int64_t n1) {                           \
+        const conv_job *c = &j->c;                                                                         \
+        const tf_op_params *p = c->p;                                                                      \
+        const int64_t kk = c->kh * c->kw, P = c->P, plane = c->Hp * c->Wp, HW = c->H * c->Wd;              \
+        T pp[PADDED_MAX];                                                                                  \
+        for (int64_t ch = 0; ch < c->cg; ch++) {                                                           \
+            memset(pp, 0, sizeof(T) * (size_t)((n1 - n0) * plane));                                        \
+            for (int64_t r = 0; r < kk; r++) {                                                             \
+                const int32_t *at = c->gather + r * P;                                                     \
+                const T *src = (const T *)j->cols + (ch * kk + r) * j->ld + (n0 - j->first) * P;           \
+                for (int64_t n = 0; n < n1 - n0; n++, src += P) {                                          \
+                    T *dst = pp + n * plane;                                                               \
+                    for (int64_t q = 0; q < P; q++) dst[at[q]] += src[q];                                  \
+                }                                                                                          \
+            }                                                                                              \
+            for (int64_t n = n0; n < n1; n++) {                                                            \
+                T *out = (T *)j->dx + ((n * c->G + j->g) * c->cg + ch) * HW;                               \
+                const T *in = pp + (n - n0) * plane + p->padding[0] * c->Wp + p->padding[1];               \
+                for (int64_t y = 0; y < c->H; y++) memcpy(out + y * c->Wd, in + y * c->Wp, sizeof(T) * (size_t)c->Wd); \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+RUNS_GATHERED(float)
+RUNS_GATHERED(double)
+
+/* Images [begin, end) of the block, in runs when their planes are small. */
+static void each_run(const conv_grad_job *j, int64_t begin, int64_t end,
+                     void (*run)(const conv_grad_job *, int64_t, int64_t)) {
+    const int64_t step = images_per_run(&j->c);
+    for (int64_t n = j->first + begin; n < j->first + end; n += step)
+        run(j, n, n + step < j->first + end ? n + step : j->first + end);
+}
+
 static void gather_images(void *ctx, int64_t begin, int64_t end) {
     conv_grad_job *j = ctx;
+    for (int64_t n = j->first + begin; n < j->first + end; n++) gather_dy(j, n);
+    if (!j->cols) return;
+    if (j->c.gather) {
+        each_run(j, begin, end, j->c.f64 ? im2col_run_double : im2col_run_float);
+        return;
+    }
     for (int64_t n = j->first + begin; n < j->first + end; n++) {
-        gather_dy(j, n);
-        if (!j->cols) continue;
         char *col = j->cols + (size_t)((n - j->first) * j->c.P) * j->c.es;
         if (j->c.f64) im2col_double(&j->c, n, j->g, (double *)col, j->ld);
         else im2col_float(&j->c, n, j->g, (float *)col, j->ld);
@@ -332,6 +395,10 @@ static void gather_images(void *ctx, int64_t begin, int64_t end) {
 
 static void col2im_images(void *ctx, int64_t begin, int64_t end) {
     conv_grad_job *j = ctx;
+    if (j->c.gather) {
+        each_run(j, begin, end, j->c.f64 ? col2im_run_double : col2im_run_float);
+        return;
+    }
     for (int64_t n = j->first + begin; n < j->first + end; n++) {
         if (j->c.f64) col2im_double(j, n);
         else col2im_float(j, n);
@@ -379,6 +446,57 @@ static tf_status grad_buffers(conv_grad_job *j, int64_t block, bool with_cols, c
 static void grad_buffers_give(conv_grad_job *j, char *cols) {
     tf_cpu_scratch_give(cols, j->cols_bytes);
     tf_cpu_scratch_give(j->rows, j->rows_bytes);
+}
+
+/* The forward over blocks of small images: cols [K, B P] unfolded in runs,
+ * one GEMM og x B P x K a group and block into the rows [og, B P], then
+ * each image's rows copied out with the bias. A GEMM an image would be
+ * P = 16 wide on 4x4 planes, where OpenBLAS's narrow edge kernels and its
+ * per-call cost dominate. */
+static void unfold_images(void *ctx, int64_t begin, int64_t end) {
+    const conv_grad_job *j = ctx;
+    each_run(j, begin, end, j->c.f64 ? im2col_run_double : im2col_run_float);
+}
+
+#define COPY_OUT(T)                                                                                        \
+    static void copy_out_##T(const conv_grad_job *j, int64_t n) {                                          \
+        const conv_job *c = &j->c;                                                                         \
+        for (int64_t o = 0; o < c->og; o++) {                                                              \
+            const int64_t oc = j->g * c->og + o;                                                           \
+            const T bias = c->bias ? *(const T *)(c->bias + oc * c->bias_stride) : 0;                      \
+            const T *src = (const T *)j->rows + o * j->ld + (n - j->first) * c->P;                         \
+            T *dst = (T *)c->o + (n * c->OC + oc) * c->P;                                                  \
+            for (int64_t q = 0; q < c->P; q++) dst[q] = src[q] + bias;                                     \
+        }                                                                                                  \
+    }
+COPY_OUT(float)
+COPY_OUT(double)
+
+static void copy_out_images(void *ctx, int64_t begin, int64_t end) {
+    const conv_grad_job *j = ctx;
+    for (int64_t n = j->first + begin; n < j->first + end; n++) {
+        if (j->c.f64) copy_out_double(j, n);
+        else copy_out_float(j, n);
+    }
+}
+
+static tf_status conv2d_in_blocks(const conv_job *c) {
+    conv_grad_job j = {0};
+    memcpy(&j.c, c, sizeof *c);
+    const int64_t block = images_per_block(c);
+    tf_status s = grad_buffers(&j, block, true, "conv2d");
+    if (s != TF_OK) return s;
+    for (j.g = 0; j.g < c->G; j.g++)
+        for (j.first = 0; j.first < c->N; j.first += block) {
+            const int64_t count = c->N - j.first < block ? c->N - j.first : block, width = count * c->P;
+            tf_cpu_parallel_for(count, 1, unfold_images, &j);
+            const char *wg = c->w + (size_t)(j.g * c->og * c->K) * c->es;
+            tf_cpu_blas_gemm_pooled(c->f64, false, false, c->og, width, c->K, 1, wg, c->K, j.cols, j.ld, 0, j.rows,
+                                    j.ld);
+            tf_cpu_parallel_for(count, 1, copy_out_images, &j);
+        }
+    grad_buffers_give(&j, j.cols);
+    return TF_OK;
 }
 
 static tf_status fast_conv_grad_weight(const tf_op *op, tf_cpu_address_fn address) {
@@ -533,6 +651,60 @@ static void max2x2_row(const char *top, int64_t row, int64_t s1, int64_t Wo, flo
     }
 }
 
+/* Stride 2, the usual 2x2 pooling: the windows sit side by side, and a
+ * pass without branches (one the vectorizer takes: 4 windows a vector)
+ * leaves each window's check for a second look at the rare NaN or
+ * infinity. max2x2_row went a window at a time through a select chain. */
+static void max2x2_s2_row(const char *top, int64_t row, int64_t Wo, float *restrict o) {
+    const float *restrict r0 = (const float *)top, *restrict r1 = (const float *)(top + row);
+    float chk[POOL_CHUNK];
+    for (int64_t x0 = 0; x0 < Wo; x0 += POOL_CHUNK) {
+        const int64_t n = Wo - x0 < POOL_CHUNK ? Wo - x0 : POOL_CHUNK;
+        const float *restrict a0 = r0 + 2 * x0, *restrict a1 = r1 + 2 * x0;
+        float *restrict out = o + x0;
+        for (int64_t x = 0; x < n; x++) {
+            const float a = a0[2 * x], b = a0[2 * x + 1], c = a1[2 * x], d = a1[2 * x + 1];
+            chk[x] = (a - a) + (b - b) + (c - c) + (d - d);
+            float m = b > a ? b : a;
+            m = c > m ? c : m;
+            out[x] = d > m ? d : m;
+        }
+        for (int64_t x = 0; x < n; x++) {
+            const char *w = top + (x0 + x) * 8;
+            if (chk[x] != chk[x] && window_nan(w, 2, 2, row)) out[x] = first_nan(w, 2, 2, row);
+        }
+    }
+}
+
+/* Its gradient where the windows tile the plane (stride 2, even H and W):
+ * every element of dX is written once, g where its window's first maximum
+ * (first NaN) sits and 0 elsewhere, so no zeroing pass and no scatter;
+ * selects only, which the vectorizer takes (4 windows a vector). */
+static void max2x2_s2_grad_row(const char *top, int64_t row, int64_t Wo, const float *restrict g,
+                               float *restrict dx0, float *restrict dx1) {
+    const float *restrict r0 = (const float *)top, *restrict r1 = (const float *)(top + row);
+    for (int64_t x = 0; x < Wo; x++) {
+        const float a = r0[2 * x], b = r0[2 * x + 1], c = r1[2 * x], d = r1[2 * x + 1];
+        /* which of a, b, c, d (0-3) is the first maximum, then the first
+         * NaN over it; kept in float: selects on ints the vectorizer
+         * refused ("control flow in loop") */
+        const float mab = b > a ? b : a, mabc = c > mab ? c : mab;
+        float at = b > a ? 1.f : 0.f;
+        at = c > mab ? 2.f : at;
+        at = d > mabc ? 3.f : at;
+        float nan_at = d != d ? 3.f : 4.f;
+        nan_at = c != c ? 2.f : nan_at;
+        nan_at = b != b ? 1.f : nan_at;
+        nan_at = a != a ? 0.f : nan_at;
+        at = nan_at < 4.f ? nan_at : at;
+        const float v = g[x];
+        dx0[2 * x] = at == 0.f ? v : 0.f;
+        dx0[2 * x + 1] = at == 1.f ? v : 0.f;
+        dx1[2 * x] = at == 2.f ? v : 0.f;
+        dx1[2 * x + 1] = at == 3.f ? v : 0.f;
+    }
+}
+
 /* Its gradient: each window's g to its first maximum (row-major, as the
  * general loop), added (windows overlap when the stride is 1). */
 static void max2x2_grad_row(const char *top, int64_t row, int64_t s1, int64_t Wo, const char *g, int64_t gs,
@@ -565,8 +737,12 @@ static bool pool_plane_plain(const pool_job *j, const char *in, char *out) {
     const int64_t row = j->x.stride[2];
     const float area = (float)(k0 * k1);
     if (is_max && k0 == 2 && k1 == 2) {
-        for (int64_t y = 0; y < Ho; y++)
-            max2x2_row(in + y * p->stride[0] * row, row, s1, Wo, (float *)(out + y * j->o.stride[2]));
+        for (int64_t y = 0; y < Ho; y++) {
+            const char *top = in + y * p->stride[0] * row;
+            float *o = (float *)(out + y * j->o.stride[2]);
+            if (s1 == 2) max2x2_s2_row(top, row, Wo, o);
+            else max2x2_row(top, row, s1, Wo, o);
+        }
         return true;
     }
     /* A chunk of a row's windows at once, one accumulator each: the
@@ -670,11 +846,18 @@ static void pool_grad_planes(void *ctx, int64_t begin, int64_t end) {
     const int64_t C = X->shape[1], H = X->shape[2], W = X->shape[3], Ho = DY->shape[2], Wo = DY->shape[3];
     const bool plain2x2 = p->kernel[0] == 2 && p->kernel[1] == 2 && !p->padding[0] && !p->padding[1] &&
                           p->dilation[0] == 1 && p->dilation[1] == 1 && j->x.stride[3] == 4;
+    const bool tiles = plain2x2 && p->stride[0] == 2 && p->stride[1] == 2 && H == 2 * Ho && W == 2 * Wo;
     for (int64_t t = begin; t < end; t++) {
         const int64_t n = t / C, c = t % C;
         const char *in = j->x.base + n * j->x.stride[0] + c * j->x.stride[1];
         const char *g = j->dy.base + n * j->dy.stride[0] + c * j->dy.stride[1];
         float *out = j->dx + t * H * W;
+        if (tiles && j->dy.stride[3] == 4) {
+            for (int64_t y = 0; y < Ho; y++)
+                max2x2_s2_grad_row(in + 2 * y * j->x.stride[2], j->x.stride[2], Wo,
+                                   (const float *)(g + y * j->dy.stride[2]), out + 2 * y * W, out + (2 * y + 1) * W);
+            continue;
+        }
         memset(out, 0, sizeof(float) * (size_t)(H * W));
         if (plain2x2) {
             for (int64_t y = 0; y < Ho; y++)

@@ -426,15 +426,20 @@ static tf_tensor *gather_grad(scratch *k, const tf__grad_node *n, tf_tensor *g) 
                              "axis", n->fn);
             return NULL;
         }
-    /* hit[..., j, c, ...] = index[..., j, ...] == c; dx = sum_j hit g */
+    /* hit[..., j, c, ...] = index[..., j, ...] == c; dx = sum_j where(hit, g, 0)
+     * (a select, not a cast and a product: two passes over [.., j, c, ..]
+     * fewer; cross-entropy's is [1024, 1, 256] a step of train_gpt), the
+     * sum a reshape where the index holds one element along the axis */
     int64_t rshape[TF_MAX_DIMS];
     for (int i = 0; i <= e->ndim; i++) rshape[i] = 1;
     rshape[ax + 1] = e->shape[ax];
+    const tf_dtype it = index->dtype == TF_I32 ? TF_I32 : TF_I64;     /* the CPU compares these in its own loops */
     tf_tensor *range = NULL;
-    if (k->s == TF_OK) keep(k, tf_arange(g->storage->dev, TF_I64, 0, (double)e->shape[ax], 1, &range), &range);
+    if (k->s == TF_OK) keep(k, tf_arange(g->storage->dev, it, 0, (double)e->shape[ax], 1, &range), &range);
     tf_tensor *r = range ? reshape(k, range, e->ndim + 1, rshape) : NULL;
-    tf_tensor *hit = cast(k, eq(k, unsqueeze(k, cast(k, index, TF_I64), ax + 1), r), g->dtype);
-    return sum(k, mul(k, hit, unsqueeze(k, g, ax + 1)), ax, false);
+    tf_tensor *hit = eq(k, unsqueeze(k, index->dtype == it ? index : cast(k, index, it), ax + 1), r);
+    tf_tensor *picked = where(k, hit, unsqueeze(k, g, ax + 1), num(k, g, 0));
+    return index->shape[ax] == 1 && picked ? reshape(k, picked, e->ndim, e->shape) : sum(k, picked, ax, false);
 }
 
 

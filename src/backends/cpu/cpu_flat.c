@@ -32,6 +32,7 @@ static tf_status run_below(const tf_op *op, tf_cpu_address_fn address) {
 
 typedef struct flat_job {
     tf_op_kind kind;
+    tf_dtype dt;                         /* the inputs' (comparisons: f32, i32, i64) */
     uint8_t *o;                          /* bool out; where's out is f32 (of) */
     float *of;
     const void *in[3];
@@ -73,18 +74,31 @@ static bool flat_operands(const tf_op *op, bool *step) {
             }                                                                                       \
     } while (0)
 
+/* The six comparisons of T through LOOP (IEEE for floats: false with NaN,
+ * but !=). */
+#define COMPARE_KINDS(LOOP, T)                                                                      \
+    switch (kind) {                                                                                 \
+    case TF_OP_EQ: LOOP(T, x == y); break;                                                          \
+    case TF_OP_NE: LOOP(T, x != y); break;                                                          \
+    case TF_OP_LT: LOOP(T, x < y); break;                                                           \
+    case TF_OP_LE: LOOP(T, x <= y); break;                                                          \
+    case TF_OP_GT: LOOP(T, x > y); break;                                                           \
+    case TF_OP_GE: LOOP(T, x >= y); break;                                                          \
+    case TF_OP_LOGICAL_AND: LOOP(uint8_t, (x != 0) & (y != 0)); break;                              \
+    case TF_OP_LOGICAL_OR: LOOP(uint8_t, (x != 0) | (y != 0)); break;                               \
+    default: break;                                                                                 \
+    }
+
+/* Integer comparisons come from autograd's one-hots (an index against a
+ * range of classes: i64 [1024, 256] a step of train_gpt), which the
+ * reference ran through its dtype switch at 2 ns an element. */
 static void compare_chunk(void *ctx, int64_t begin, int64_t end) {
     const flat_job *j = ctx;
-    switch (j->kind) {                   /* IEEE comparisons: false with NaN, but != */
-    case TF_OP_EQ: COMPARE_LOOP(float, x == y); break;
-    case TF_OP_NE: COMPARE_LOOP(float, x != y); break;
-    case TF_OP_LT: COMPARE_LOOP(float, x < y); break;
-    case TF_OP_LE: COMPARE_LOOP(float, x <= y); break;
-    case TF_OP_GT: COMPARE_LOOP(float, x > y); break;
-    case TF_OP_GE: COMPARE_LOOP(float, x >= y); break;
-    case TF_OP_LOGICAL_AND: COMPARE_LOOP(uint8_t, (x != 0) & (y != 0)); break;
-    case TF_OP_LOGICAL_OR: COMPARE_LOOP(uint8_t, (x != 0) | (y != 0)); break;
-    default: break;
+    const tf_op_kind kind = j->kind;
+    switch (j->dt) {
+    case TF_I64: COMPARE_KINDS(COMPARE_LOOP, int64_t) break;
+    case TF_I32: COMPARE_KINDS(COMPARE_LOOP, int32_t) break;
+    default: COMPARE_KINDS(COMPARE_LOOP, float) break;
     }
 }
 
@@ -179,19 +193,14 @@ static int64_t repeat_period(const tf_tensor_desc *d, const tf_tensor_desc *out)
     }
 
 static void compare_row(const void *ctx, int64_t n, char **p, const int64_t *s) {
-    const tf_op_kind kind = *(const tf_op_kind *)ctx;
+    const flat_job *j = ctx;
+    const tf_op_kind kind = j->kind;
     char *o = p[0];
     const char *a = p[1], *b = p[2];
-    switch (kind) {
-    case TF_OP_EQ: COMPARE_ROW(float, x == y) break;
-    case TF_OP_NE: COMPARE_ROW(float, x != y) break;
-    case TF_OP_LT: COMPARE_ROW(float, x < y) break;
-    case TF_OP_LE: COMPARE_ROW(float, x <= y) break;
-    case TF_OP_GT: COMPARE_ROW(float, x > y) break;
-    case TF_OP_GE: COMPARE_ROW(float, x >= y) break;
-    case TF_OP_LOGICAL_AND: COMPARE_ROW(uint8_t, (x != 0) & (y != 0)) break;
-    case TF_OP_LOGICAL_OR: COMPARE_ROW(uint8_t, (x != 0) | (y != 0)) break;
-    default: break;
+    switch (j->dt) {
+    case TF_I64: COMPARE_KINDS(COMPARE_ROW, int64_t) break;
+    case TF_I32: COMPARE_KINDS(COMPARE_ROW, int32_t) break;
+    default: COMPARE_KINDS(COMPARE_ROW, float) break;
     }
 }
 
@@ -230,18 +239,17 @@ static flat_job job_of(const tf_op *op, tf_cpu_address_fn address, const bool *s
 }
 
 static tf_status fast_compare(const tf_op *op, tf_cpu_address_fn address) {
-    bool step[2];
+    bool step[2] = {false, false};
     const bool logical = op->kind == TF_OP_LOGICAL_AND || op->kind == TF_OP_LOGICAL_OR;
-    const tf_dtype want = logical ? TF_BOOL : TF_F32;
-    if (op->inputs[0].dtype != want || op->inputs[1].dtype != want || op->output.dtype != TF_BOOL)
-        return run_below(op, address);
-    if (!flat_operands(op, step)) {
-        if (!same_axes(op)) return run_below(op, address);
-        strided_rows(op, address, compare_row, &op->kind);
-        return TF_OK;
-    }
+    const tf_dtype dt = op->inputs[0].dtype;
+    const bool typed = logical ? dt == TF_BOOL : dt == TF_F32 || dt == TF_I32 || dt == TF_I64;
+    if (!typed || op->inputs[1].dtype != dt || op->output.dtype != TF_BOOL) return run_below(op, address);
+    const bool flat = flat_operands(op, step);
+    if (!flat && !same_axes(op)) return run_below(op, address);
     flat_job j = job_of(op, address, step);
-    tf_cpu_parallel_for(tf_desc_numel(&op->output), ELEMENT_GRAIN, compare_chunk, &j);
+    j.dt = dt;
+    if (flat) tf_cpu_parallel_for(tf_desc_numel(&op->output), ELEMENT_GRAIN, compare_chunk, &j);
+    else strided_rows(op, address, compare_row, &j);
     return TF_OK;
 }
 
@@ -603,7 +611,8 @@ static tf_status fast_rmsnorm_grad(const tf_op *op, tf_cpu_address_fn address) {
 void tf_cpu_flat_install(tf_cpu_table *t) {
     below = *t;
     static const tf_op_kind compares[] = {TF_OP_EQ, TF_OP_NE, TF_OP_LT, TF_OP_LE, TF_OP_GT, TF_OP_GE};
-    for (size_t i = 0; i < sizeof compares / sizeof *compares; i++) t->fn[compares[i]][TF_F32] = fast_compare;
+    for (size_t i = 0; i < sizeof compares / sizeof *compares; i++)
+        t->fn[compares[i]][TF_F32] = t->fn[compares[i]][TF_I32] = t->fn[compares[i]][TF_I64] = fast_compare;
     t->fn[TF_OP_LOGICAL_AND][TF_BOOL] = t->fn[TF_OP_LOGICAL_OR][TF_BOOL] = fast_compare;
     t->fn[TF_OP_LOGICAL_NOT][TF_BOOL] = fast_not;
     t->fn[TF_OP_WHERE][TF_F32] = fast_where;

@@ -127,6 +127,20 @@ static tf_status f_permute_mul(tf_tensor *const *in, tf_tensor **out) {
     return s;
 }
 static tf_status f_slice(tf_tensor *const *in, tf_tensor **out) { return tf_slice(in[0], 1, 1, 6, 2, out); }
+/* Slices of one tensor an op made (overlapping, one with a step) beside a
+ * use of the whole: backward adds the slices' gradients into the window of
+ * that tensor's pending gradient in place. */
+static tf_status f_slices_of_one(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *y = NULL, *a = NULL, *b = NULL, *c = NULL;
+    tf_status s = tf_mul(in[0], in[0], &y);
+    if (s == TF_OK) s = tf_slice(y, 1, 0, 4, 1, &a);
+    if (s == TF_OK) s = tf_slice(y, 1, 1, 6, 2, &b);
+    if (s == TF_OK) s = tf_tanh(y, &c);
+    if (s == TF_OK) s = tf_concat(3, (const tf_tensor *const[]){a, b, c}, 1, out);
+    tf_tensor *all[] = {y, a, b, c};
+    for (int i = 0; i < 4; i++) tf_tensor_release(all[i]);
+    return s;
+}
 static tf_status f_expand(tf_tensor *const *in, tf_tensor **out) {
     return tf_expand(in[0], 3, (int64_t[]){2, 3, 4}, out);
 }
@@ -363,6 +377,7 @@ static const gcase cases[] = {
     {"reshape", 1, {3}, {{2, 3, 4}}, {ANY}, f_reshape},
     {"permute", 1, {3}, {{2, 3, 4}}, {ANY}, f_permute_mul},
     {"slice step 2", 1, {2}, {{3, 7}}, {ANY}, f_slice},
+    {"slices of one tensor", 1, {2}, {{4, 6}}, {ANY}, f_slices_of_one},
     {"expand", 1, {2}, {{3, 1}}, {ANY}, f_expand},
     {"squeeze unsqueeze", 1, {2}, {{3, 4}}, {ANY}, f_squeeze},
     {"contiguous", 1, {2}, {{3, 4}}, {ANY}, f_contiguous_t},

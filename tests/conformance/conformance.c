@@ -1968,6 +1968,7 @@ static void run_pool(tf_device *dev, const op_row *op, tf_dtype dt, counts *c) {
         {{2, 3, 8, 8}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG, false}, /* 2x2: its own loop */
         {{1, 2, 5, 7}, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true, LAYOUT_CONTIG, false},  /* overlapping */
         {{3, 4, 8, 10}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG, true}, /* 2x2 stride 2, ties */
+        {{2, 3, 7, 9}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false, LAYOUT_CONTIG, true},  /* ... not tiling x */
         {{2, 3, 7, 6}, {3, 2}, {2, 1}, {1, 1}, {1, 1}, false, LAYOUT_STRIDED, true},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {

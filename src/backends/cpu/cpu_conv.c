@@ -675,14 +675,16 @@ static void max2x2_s2_row(const char *top, int64_t row, int64_t Wo, float *restr
         const int64_t n = Wo - x0 < POOL_CHUNK ? Wo - x0 : POOL_CHUNK;
         const float *restrict a0 = r0 + 2 * x0, *restrict a1 = r1 + 2 * x0;
         float *restrict out = o + x0;
+        int odd = 0;                     /* a NaN or an infinity somewhere: an OR the vectorizer keeps */
         for (int64_t x = 0; x < n; x++) {
             const float a = a0[2 * x], b = a0[2 * x + 1], c = a1[2 * x], d = a1[2 * x + 1];
             chk[x] = (a - a) + (b - b) + (c - c) + (d - d);
+            odd |= chk[x] != chk[x];
             float m = b > a ? b : a;
             m = c > m ? c : m;
             out[x] = d > m ? d : m;
         }
-        for (int64_t x = 0; x < n; x++) {
+        for (int64_t x = 0; odd && x < n; x++) {
             const char *w = top + (x0 + x) * 8;
             if (chk[x] != chk[x] && window_nan(w, 2, 2, row)) out[x] = first_nan(w, 2, 2, row);
         }
@@ -817,8 +819,53 @@ static void pool_planes(void *ctx, int64_t begin, int64_t end) {
     }
 }
 
+/* 2x2 max pooling with stride 2 whose windows tile x, x and the output
+ * contiguous: every plane's row pairs are one sequence, W floats apart,
+ * so a task takes row pairs, not planes. The digits CNN's 4x4 planes hold
+ * 2 row pairs of 2 windows each: plane by plane, 2048 planes a call spent
+ * 40 ns apiece around their 4 windows (82 us a call). */
+typedef struct row_pairs {
+    const char *x, *g;                   /* g: dY (the gradient), contiguous */
+    char *out;                           /* y, or dX */
+    int64_t W, Wo;
+} row_pairs;
+
+static bool tiled_2x2(const tf_op *op, const tf_tensor_desc *X, const tf_tensor_desc *small) {
+    const tf_op_params *p = &op->params;
+    return p->kernel[0] == 2 && p->kernel[1] == 2 && p->stride[0] == 2 && p->stride[1] == 2 && !p->padding[0] &&
+           !p->padding[1] && p->dilation[0] == 1 && p->dilation[1] == 1 && X->shape[2] == 2 * small->shape[2] &&
+           X->shape[3] == 2 * small->shape[3] && tf_desc_is_contiguous(X) && tf_desc_is_contiguous(small);
+}
+
+static void max_row_pairs(void *ctx, int64_t begin, int64_t end) {
+    const row_pairs *r = ctx;
+    const int64_t row = r->W * 4;
+    for (int64_t i = begin; i < end; i++) max2x2_s2_row(r->x + i * 2 * row, row, r->Wo, (float *)r->out + i * r->Wo);
+}
+
+static void max_grad_row_pairs(void *ctx, int64_t begin, int64_t end) {
+    const row_pairs *r = ctx;
+    float *dx = (float *)r->out;
+    for (int64_t i = begin; i < end; i++)
+        max2x2_s2_grad_row(r->x + i * 2 * r->W * 4, r->W * 4, r->Wo, (const float *)r->g + i * r->Wo,
+                           dx + i * 2 * r->W, dx + (i * 2 + 1) * r->W);
+}
+
+static void tiled_2x2_run(tf_cpu_address_fn address, const tf_tensor_desc *X, const tf_tensor_desc *G,
+                          const tf_tensor_desc *O, tf_pool_task task) {
+    const tf_tensor_desc *small = G ? G : O;
+    row_pairs r = {address(X->buffer) + X->offset, G ? address(G->buffer) + G->offset : NULL,
+                   address(O->buffer) + O->offset, X->shape[3], small->shape[3]};
+    const int64_t pairs = small->shape[0] * small->shape[1] * small->shape[2];
+    tf_cpu_parallel_for(pairs, (1 << 14) / (4 * r.Wo + 1) + 1, task, &r);
+}
+
 static tf_status fast_pool(const tf_op *op, tf_cpu_address_fn address) {
     if (op->output.dtype != TF_F32) return run_below(op, address);
+    if (op->kind == TF_OP_MAXPOOL2D && tiled_2x2(op, &op->inputs[0], &op->output)) {
+        tiled_2x2_run(address, &op->inputs[0], NULL, &op->output, max_row_pairs);
+        return TF_OK;
+    }
     pool_job j = {op, make_operand(&op->inputs[0], address), make_operand(&op->output, address), op->output.shape[1]};
     const int64_t planes = op->output.shape[0] * op->output.shape[1];
     const int64_t per_plane = op->output.shape[2] * op->output.shape[3] * op->params.kernel[0] * op->params.kernel[1];
@@ -859,18 +906,11 @@ static void pool_grad_planes(void *ctx, int64_t begin, int64_t end) {
     const int64_t C = X->shape[1], H = X->shape[2], W = X->shape[3], Ho = DY->shape[2], Wo = DY->shape[3];
     const bool plain2x2 = p->kernel[0] == 2 && p->kernel[1] == 2 && !p->padding[0] && !p->padding[1] &&
                           p->dilation[0] == 1 && p->dilation[1] == 1 && j->x.stride[3] == 4;
-    const bool tiles = plain2x2 && p->stride[0] == 2 && p->stride[1] == 2 && H == 2 * Ho && W == 2 * Wo;
     for (int64_t t = begin; t < end; t++) {
         const int64_t n = t / C, c = t % C;
         const char *in = j->x.base + n * j->x.stride[0] + c * j->x.stride[1];
         const char *g = j->dy.base + n * j->dy.stride[0] + c * j->dy.stride[1];
         float *out = j->dx + t * H * W;
-        if (tiles && j->dy.stride[3] == 4) {
-            for (int64_t y = 0; y < Ho; y++)
-                max2x2_s2_grad_row(in + 2 * y * j->x.stride[2], j->x.stride[2], Wo,
-                                   (const float *)(g + y * j->dy.stride[2]), out + 2 * y * W, out + (2 * y + 1) * W);
-            continue;
-        }
         memset(out, 0, sizeof(float) * (size_t)(H * W));
         if (plain2x2) {
             for (int64_t y = 0; y < Ho; y++)
@@ -908,6 +948,10 @@ static void pool_grad_planes(void *ctx, int64_t begin, int64_t end) {
 static tf_status fast_pool_grad(const tf_op *op, tf_cpu_address_fn address) {
     const tf_tensor_desc *O = &op->output;
     if (O->dtype != TF_F32 || !tf_desc_is_contiguous(O)) return run_below(op, address);
+    if (tiled_2x2(op, &op->inputs[0], &op->inputs[1])) {
+        tiled_2x2_run(address, &op->inputs[0], &op->inputs[1], O, max_grad_row_pairs);
+        return TF_OK;
+    }
     pool_grad_job j = {op, make_operand(&op->inputs[0], address), make_operand(&op->inputs[1], address),
                        (float *)(address(O->buffer) + O->offset)};
     const int64_t planes = O->shape[0] * O->shape[1], per_plane = O->shape[2] * O->shape[3] + 1;

@@ -313,10 +313,14 @@ tf_status tf_split(const tf_tensor *x, int axis, int n, const int64_t *sizes, tf
     if (total != x->shape[ax])
         return tf__error(TF_ERR_SHAPE, "%s: pieces add up to %lld, axis %d has extent %lld", fn, (long long)total, ax,
                          (long long)x->shape[ax]);
+    /* pieces of a tensor that requires a gradient are tf_slice's views,
+     * which record a slice node each (plain views carried none: the
+     * pieces silently did not require a gradient) */
+    const bool record = tf__grad_wanted(1, &x);
     tf_status s = TF_OK;
     int64_t at = 0;
     for (int i = 0; i < n && s == TF_OK; i++) {
-        s = slice_view(x, ax, at, sizes[i], &outs[i]);
+        s = record ? tf_slice(x, ax, at, at + sizes[i], 1, &outs[i]) : slice_view(x, ax, at, sizes[i], &outs[i]);
         at += sizes[i];
     }
     if (s != TF_OK)

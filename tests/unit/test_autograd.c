@@ -262,6 +262,21 @@ static tf_status f_tril(tf_tensor *const *in, tf_tensor **out) { return tf_tril(
 static tf_status f_triu(tf_tensor *const *in, tf_tensor **out) { return tf_triu(in[0], 1, out); }
 static tf_status f_sort(tf_tensor *const *in, tf_tensor **out) { return tf_sort(in[0], 1, true, out); }
 static tf_status f_gemv(tf_tensor *const *in, tf_tensor **out) { return tf_gemv(in[0], in[1], out); }
+static tf_status f_outer(tf_tensor *const *in, tf_tensor **out) { return tf_outer(in[0], in[1], out); }
+static tf_status f_attention_scores(tf_tensor *const *in, tf_tensor **out) {
+    return tf_attention_scores(in[0], in[1], 0.7, out);
+}
+static tf_status f_weighted_sum_rows(tf_tensor *const *in, tf_tensor **out) {
+    return tf_weighted_sum_rows(in[0], in[1], out);
+}
+/* split's pieces, one of them empty, put back together in another order */
+static tf_status f_split(tf_tensor *const *in, tf_tensor **out) {
+    tf_tensor *parts[3] = {NULL, NULL, NULL};
+    tf_status s = tf_split(in[0], 1, 3, (int64_t[]){2, 0, 3}, parts);
+    if (s == TF_OK) s = tf_concat(3, (const tf_tensor *const[]){parts[2], parts[1], parts[0]}, 1, out);
+    for (int i = 0; i < 3; i++) tf_tensor_release(parts[i]);
+    return s;
+}
 static tf_status f_add_rmsnorm(tf_tensor *const *in, tf_tensor **out) {
     return tf_add_rmsnorm(in[0], in[1], in[2], 1e-5, out);
 }
@@ -421,6 +436,10 @@ static const gcase cases[] = {
     {"sort descending", 1, {2}, {{3, 5}}, {ANY}, f_sort},
     {"copysign", 2, {2, 2}, {{3, 4}, {3, 4}}, {ANY, ANY}, f_copysign},
     {"gemv", 2, {2, 1}, {{3, 4}, {4}}, {ANY, ANY}, f_gemv},
+    {"outer", 2, {1, 1}, {{4}, {3}}, {ANY, ANY}, f_outer},
+    {"attention_scores", 2, {2, 3}, {{2, 4}, {2, 3, 4}}, {ANY, ANY}, f_attention_scores},
+    {"weighted_sum_rows", 2, {2, 3}, {{2, 3}, {2, 3, 4}}, {ANY, ANY}, f_weighted_sum_rows},
+    {"split", 1, {2}, {{3, 5}}, {ANY}, f_split},
     {"add_rmsnorm", 3, {2, 1, 1}, {{3, 6}, {6}, {6}}, {ANY, ANY, ANY}, f_add_rmsnorm},
     {"add_layernorm", 4, {2, 2, 1, 1}, {{3, 6}, {3, 6}, {6}, {6}}, {ANY, ANY, ANY, ANY}, f_add_layernorm},
     {"linear_fused gelu, residual", 4, {3, 2, 1, 1}, {{2, 3, 4}, {5, 4}, {5}, {5}}, {ANY, ANY, ANY, ANY},

@@ -15,7 +15,7 @@
  * --autocast runs the forward pass under tf_autocast_begin(dtype) with a
  * GradScaler (tf_grad_scaler_step), as torch.autocast and GradScaler do.
  * --check trains in f32, then in bf16 autocast from the same start on the
- * same batches, for three draws of weights and batches, and exits 0 only
+ * same batches, for eight draws of weights and batches, and exits 0 only
  * when the mean f32 held-out loss is below 2.6 nats a byte (5.55 at the
  * start: ln 256; a model of single-byte frequencies gets about 3) and the
  * mean bf16 one is within 1% of it. --bench N times N steps after 3 warm-up steps and prints ms a step
@@ -37,7 +37,7 @@ enum { EVAL_WINDOWS = 32 };
  * the last EVAL_TAIL: one run's endpoint wanders about 1% with rounding
  * alone (the same f32 run moved 1.3% when one gradient kernel's rounding
  * changed), which the bf16 check's 1% cannot tell from autocast's error. */
-enum { EVAL_EVERY = 10, EVAL_TAIL = 50 };
+enum { EVAL_EVERY = 10, EVAL_TAIL = 100 };
 #define LOSS_BOUND 2.6
 #define AUTOCAST_TOLERANCE 0.01
 
@@ -366,8 +366,13 @@ static tf_dtype autocast_named(const char *name) {
  * bound, the bf16 mean within AUTOCAST_TOLERANCE of it. One pair's gap
  * wanders with the trajectory (0.3% to 1.9% over five draws, bf16 above
  * f32 in one and below in four: rounding alone moves one run's loss about
- * 1%); the mean over draws is what autocast itself changes. */
-enum { CHECK_TRIALS = 3 };
+ * 1%); the mean over draws is what autocast itself changes. The mean of
+ * three failed the 1% bound once in CI (1.38%, when the docs' text
+ * changed); a draw's gap spreads about 1.5% (sd), so eight draws and a
+ * 100-step tail (the mean's sd about 0.5%). bf16 tends to end a little
+ * lower (means -0.78% and +0.03% on two texts): the check can still fail
+ * by chance, a few percent of texts by that spread. */
+enum { CHECK_TRIALS = 8 };
 
 static int check(tf_device *dev, const text *t, int steps) {
     double f32_sum = 0, bf16_sum = 0, first = 0;

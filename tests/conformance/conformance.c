@@ -466,6 +466,31 @@ static int64_t int_pow(int64_t b, int64_t e) {
     return (int64_t)r;
 }
 
+/* The activations' gradients are sums of two terms that cancel where the
+ * derivative crosses zero (gelu's at x = -0.75, silu's at -1.28): a float
+ * evaluation's error there is the terms' rounding, not a fraction of the
+ * tiny result, so they are judged against the size of their terms, as the
+ * summing ops are (a one-element case near -0.75 failed at NMSE 8.7e-12
+ * on opencl:0, 2.4 times its relative bound). */
+static bool activation_grad(tf_op_kind k) {
+    return k == TF_OP_GELU_GRAD || k == TF_OP_GELU_TANH_GRAD || k == TF_OP_SILU_GRAD;
+}
+
+static double activation_grad_terms(tf_op_kind k, double x, double y) {
+    switch (k) {
+    case TF_OP_GELU_GRAD: return fabs(y) * (0.5 * erfc(-x / sqrt(2.0)) + fabs(x) * exp(-0.5 * x * x) / sqrt(2 * M_PI));
+    case TF_OP_GELU_TANH_GRAD: {
+        const double c = 0.79788456080286535588, t = tanh(c * (x + 0.044715 * x * x * x));
+        return fabs(y) * (0.5 * (1 + t) + fabs(0.5 * x * (1 - t * t) * c * (1 + 0.134145 * x * x)));
+    }
+    case TF_OP_SILU_GRAD: {
+        const double sg = 1 / (1 + exp(-x));
+        return fabs(y) * sg * (1 + fabs(x) * (1 - sg));
+    }
+    default: return 0;
+    }
+}
+
 static double ref_binary(tf_op_kind k, tf_dtype out, double x, double y) {
     if (is_int(out)) {
         int64_t a = (int64_t)x, b = (int64_t)y, r = 0;
@@ -735,10 +760,13 @@ static void run_pairwise(tf_device *dev, const op_row *op, tf_dtype dt, counts *
             }
             host_init(&ref, out_dt, n, shape);
             ref.signed_zeros = op->kind == TF_OP_COPYSIGN;
+            const bool terms = activation_grad(op->kind);
+            if (terms) ref.mag = calloc((size_t)(ref.n ? ref.n : 1), sizeof(double));
             for (int64_t i = 0; i < ref.n; i++) {
                 unravel(i, n, shape, idx);
                 double x = ha.v[broadcast_index(&ha, n, idx)], y = hb.v[broadcast_index(&hb, n, idx)];
                 ref.v[i] = out_dt == TF_BOOL ? ref_bool_binary(op->kind, x, y) : ref_binary(op->kind, out_dt, x, y);
+                if (terms) ref.mag[i] = activation_grad_terms(op->kind, x, y);
             }
         } else {
             int64_t m = ha.ndim == 1 ? 1 : ha.shape[ha.ndim - 2], k = ha.shape[ha.ndim - 1];

@@ -1348,6 +1348,99 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
 }
 
+//@kernel matmul_flat
+struct Args { gx: i32, gy: i32, M: i32, N: i32, K: i32, ms: array<i32, 4>, g: Geom, epilogue: i32, alpha: f32, beta: f32,
+              cs: array<i32, 2> }
+
+// matmul for CPU adapters (the plugin's wg_variant), with the same
+// arguments. One work item per 4x4 block of an output (batch, row block,
+// column block laid flat; A.gx of them): its products read straight from
+// the buffers, each sum in the tiled kernel's order. No workgroup memory and
+// no barrier: llvmpipe runs each barrier as coroutine switches over the
+// workgroup. A block reuses each loaded element of a four times (of b four
+// times when it has four rows), which is what llvmpipe's scalar loads cost.
+//@flat matmul_flat
+
+// b's elements k of the block's columns (columns past N repeat the last).
+fn b_cols(bc: vec4<i32>, k: i32) -> vec4<f32> {
+    let s = k * A.ms[2];
+    return vec4<f32>(b_b_ldf(TF_DT, bc.x + s), b_b_ldf(TF_DT, bc.y + s), b_b_ldf(TF_DT, bc.z + s),
+                     b_b_ldf(TF_DT, bc.w + s));
+}
+
+// out[bi, i, j0 .. j0 + cols) from the row's sums (and the GEMM epilogue).
+fn store_row(bi: i32, i: i32, j0: i32, cols: i32, v: vec4<f32>) {
+    for (var c = 0; c < cols; c++) {
+        let j = j0 + c;
+        let at = A.g.offset[2] + (bi * A.M + i) * A.N + j;
+        if (A.epilogue == 0) {
+            b_out_stf(TF_DT, at, v[c]);
+        } else {
+            var x = A.alpha * v[c];
+            if (A.beta != 0.0) { x += A.beta * b_c_ldf(TF_DT, offset_of(A.g, 3, bi) + i * A.cs[0] + j * A.cs[1]); }
+            b_out_stf(TF_DT, at, x);
+        }
+    }
+}
+
+// Integer dtypes: element by element (exact sums in i32, as the tiles).
+fn matmul_flat_ints(bi: i32, i0: i32, j0: i32, rows: i32, cols: i32) {
+    for (var r = 0; r < rows; r++) {
+        for (var c = 0; c < cols; c++) {
+            let ar = offset_of(A.g, 0, bi) + (i0 + r) * A.ms[0];
+            let bc = offset_of(A.g, 1, bi) + (j0 + c) * A.ms[3];
+            var acc = 0;
+            for (var k = 0; k < A.K; k++) { acc += b_a_ldi(TF_DT, ar + k * A.ms[1]) * b_b_ldi(TF_DT, bc + k * A.ms[2]); }
+            b_out_sti(TF_DT, A.g.offset[2] + (bi * A.M + i0 + r) * A.N + j0 + c, acc);
+        }
+    }
+}
+
+fn matmul_flat_item(id: i32) {
+    let col_blocks = (A.N + 3) / 4;
+    let per = (A.M + 3) / 4 * col_blocks;
+    let bi = id / per;
+    let i0 = (id % per) / col_blocks * 4;
+    let j0 = id % col_blocks * 4;
+    let rows = min(A.M - i0, 4);
+    let cols = min(A.N - j0, 4);
+    if (!IS_FLOAT) {
+        matmul_flat_ints(bi, i0, j0, rows, cols);
+        return;
+    }
+    let last = A.N - 1;
+    let bc = vec4<i32>(j0, min(j0 + 1, last), min(j0 + 2, last), min(j0 + 3, last)) * A.ms[3] + offset_of(A.g, 1, bi);
+    let a0 = offset_of(A.g, 0, bi) + i0 * A.ms[0];
+    if (rows == 4) {
+        let a1 = a0 + A.ms[0];
+        let a2 = a1 + A.ms[0];
+        let a3 = a2 + A.ms[0];
+        var s0 = vec4<f32>(0.0);
+        var s1 = s0;
+        var s2 = s0;
+        var s3 = s0;
+        for (var k = 0; k < A.K; k++) {
+            let b = b_cols(bc, k);
+            let ak = k * A.ms[1];
+            s0 += b_a_ldf(TF_DT, a0 + ak) * b;
+            s1 += b_a_ldf(TF_DT, a1 + ak) * b;
+            s2 += b_a_ldf(TF_DT, a2 + ak) * b;
+            s3 += b_a_ldf(TF_DT, a3 + ak) * b;
+        }
+        store_row(bi, i0, j0, cols, s0);
+        store_row(bi, i0 + 1, j0, cols, s1);
+        store_row(bi, i0 + 2, j0, cols, s2);
+        store_row(bi, i0 + 3, j0, cols, s3);
+        return;
+    }
+    for (var r = 0; r < rows; r++) {                   // the last rows (all of them when M < 4: decoding)
+        let ar = a0 + r * A.ms[0];
+        var s = vec4<f32>(0.0);
+        for (var k = 0; k < A.K; k++) { s += b_a_ldf(TF_DT, ar + k * A.ms[1]) * b_cols(bc, k); }
+        store_row(bi, i0 + r, j0, cols, s);
+    }
+}
+
 //@kernel row_op
 struct Args { gx: i32, gy: i32, op: i32, len: i32, xs: i32, os: i32, eps: f32, has_w: i32, has_b: i32, g: Geom,
               w_off: i32, ws: i32, b_off: i32, bs: i32 }

@@ -61,6 +61,7 @@ typedef struct wg_dev {
     uint64_t launches;
     size_t flat_groups;                  /* the most workgroups a 1-D (grid-stride) kernel gets */
     bool no_qgemv;                       /* quantized matmuls never take qgemv (see avoid_qgemv) */
+    bool flat_matmul;                    /* matmuls take matmul_flat (see wg_variant) */
     wg_window windows[WG_MAX_WINDOWS];   /* the running op's (plan.c's mem() hands out pointers to these) */
     int n_windows;
 } wg_dev;

@@ -42,7 +42,12 @@ typedef struct kernel_info {
                                             2: and the `qdot` one (activations `x`) */
 } kernel_info;
 
-static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
+/* The plugin's own kernels, numbered after plan.c's: variants a launch of
+ * plan.c's kernel may take on this device (see wg_variant). */
+#define WG_MATMUL_FLAT ((tf_pk_kernel)TF_PK_KERNEL_COUNT)
+#define WG_KERNEL_COUNT (TF_PK_KERNEL_COUNT + 1)
+
+static const kernel_info kernel_table[WG_KERNEL_COUNT] = {
     [TF_PK_BINARY] = {"ilgBBB", "out:w a b", false, true},
     [TF_PK_BINARY4] = {"illllBBB", "out:W a b", false, true},
     [TF_PK_UNARY] = {"iffflgBB", "out:w x", false, true},
@@ -72,7 +77,13 @@ static const kernel_info kernel_table[TF_PK_KERNEL_COUNT] = {
     [TF_PK_QMATMUL] = {"illlllllllBBB", "out:w x q", false, false, 2},
     [TF_PK_SORT_RANK] = {"llglliiBB", "in out:w"},
     [TF_PK_SEARCHSORTED] = {"llglliBBB", "sorted values out:w"},
+    [WG_MATMUL_FLAT] = {"lll4gBBBiffB2", "out:w a b c"},        /* matmul's arguments */
 };
+
+static const char *kernel_name(tf_pk_kernel k) {
+    if (k == WG_MATMUL_FLAT) return "matmul_flat";
+    return (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?";
+}
 
 #define host tf_wg_host
 #define wg tf_wg
@@ -205,7 +216,7 @@ static int parse_buffers(const char *spec, char names[MAX_BUFFERS][16], char fla
 static char *assemble(const wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, int *n_buffers) {
     const char *common, *body, *quant = NULL, *qdot = NULL;
     size_t common_len, body_len, quant_len = 0, qdot_len = 0;
-    if (!find_section("common", &common, &common_len) || !find_section(tf_pk_kernel_names[k], &body, &body_len))
+    if (!find_section("common", &common, &common_len) || !find_section(kernel_name(k), &body, &body_len))
         return NULL;
     if (kernel_table[k].quant >= 1 && !find_section("quant", &quant, &quant_len)) return NULL;
     if (kernel_table[k].quant >= 2 && !find_section("qdot", &qdot, &qdot_len)) return NULL;
@@ -277,7 +288,7 @@ static WGPUBindGroupLayout make_layout(wg_dev *d, int n_buffers, uint32_t parts)
 }
 
 static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, wg_pipe *p) {
-    const char *name = tf_pk_kernel_names[k];
+    const char *name = kernel_name(k);
     int nb = 0;
     char *source = assemble(d, dt, k, op, parts, &nb);
     if (!source) return host->set_error(TF_ERR_OUT_OF_MEMORY, "%s: no memory to assemble kernel %s", d->gd.name, name);
@@ -322,9 +333,8 @@ static tf_status build_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint
 /* The pipeline for (dt, k, op, parts), built on first use. A linear search:
  * a process uses a few hundred at most, and a launch costs far more. */
 static tf_status ensure_pipe(wg_dev *d, tf_dtype dt, tf_pk_kernel k, int op, uint32_t parts, wg_pipe **out) {
-    if ((unsigned)dt >= TF_DTYPE_COUNT || (unsigned)k >= TF_PK_KERNEL_COUNT || !kernel_table[k].args)
-        return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name,
-                               (unsigned)k < TF_PK_KERNEL_COUNT ? tf_pk_kernel_names[k] : "?");
+    if ((unsigned)dt >= TF_DTYPE_COUNT || (unsigned)k >= WG_KERNEL_COUNT || !kernel_table[k].args)
+        return host->set_error(TF_ERR_UNSUPPORTED, "%s: no WGSL kernel '%s'", d->gd.name, kernel_name(k));
     wg_pipe *p = NULL;
     for (int i = 0; i < d->n_pipes && !p; i++)
         if (d->pipes[i].dt == (int)dt && d->pipes[i].kernel == (int)k && d->pipes[i].op == op &&
@@ -545,6 +555,38 @@ static tf_status encode(wg_dev *d, wg_pipe *pipe, const packed *p, const uint32_
     return TF_OK;
 }
 
+/* matmul_flat's work items: 4x4 blocks of the output, row blocks x column
+ * blocks x batches (plan.c's arguments 0, 1 and 4); 0 when there are none
+ * or the output's elements pass what a WGSL i32 counts. */
+static size_t matmul_items(int nargs, const tf_pk_arg *args) {
+    if (nargs < 5 || args[0].size != sizeof(int64_t) || args[1].size != sizeof(int64_t) ||
+        args[4].size != sizeof(tf_pk_geom))
+        return 0;
+    int64_t m, n;
+    tf_pk_geom g;
+    memcpy(&m, args[0].value, sizeof m);
+    memcpy(&n, args[1].value, sizeof n);
+    memcpy(&g, args[4].value, sizeof g);
+    int64_t elems = m * n, blocks = ((m + 3) / 4) * ((n + 3) / 4);
+    for (int i = 0; i < g.ndim && i < TF_PK_GEOM_DIMS; i++) {
+        if (g.shape[i] != 0 && elems > INT32_MAX / g.shape[i]) return 0;
+        elems *= g.shape[i];
+        blocks *= g.shape[i];
+    }
+    return elems > 0 && elems <= INT32_MAX ? (size_t)blocks : 0;
+}
+
+/* The kernel a launch of plan.c's kernel k runs here. matmul's tiles meet
+ * through workgroup memory and barriers, which llvmpipe runs as coroutine
+ * switches at about 0.2 ms a workgroup (a 1x256 by 256x512 product took 34
+ * ms on lavapipe); a CPU adapter takes matmul_flat, an invocation per
+ * 4x4 block of the output and no barrier, with the same arguments and the
+ * same order of sums. TF_WEBGPU_FLAT_MATMUL=1 takes it on any adapter, 0 never. */
+static tf_pk_kernel wg_variant(const wg_dev *d, tf_pk_kernel k) {
+    if (k == TF_PK_MATMUL && d->flat_matmul) return WG_MATMUL_FLAT;
+    return k;
+}
+
 static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int nargs, const tf_pk_arg *args, int dims,
                            const size_t *global, const size_t *local) {
     wg_dev *d = ctx;
@@ -562,7 +604,14 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     if (!parts_key(d, &p, &parts))
         return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' needs more storage bindings than the device has",
                                d->gd.name, tf_pk_kernel_names[k]);
-    s = ensure_pipe(d, program, k, op, parts, &pipe);
+    tf_pk_kernel runs = wg_variant(d, k);
+    size_t flat_items = 0;
+    if (runs == WG_MATMUL_FLAT) {
+        flat_items = matmul_items(nargs, args);
+        if (flat_items == 0) runs = k;                 /* nothing to do, or past i32: the tiles refuse or skip it */
+        else p.words[0] = (uint32_t)flat_items, p.words[1] = 1;   /* gx, gy: the items */
+    }
+    s = ensure_pipe(d, program, runs, op, parts, &pipe);
     if (s != TF_OK) return s;
     bool local_ok = dims == 1 ? (!local || local[0] == WG_RWG)
                               : local && local[0] * local[1] == (k == TF_PK_MATMUL ? WG_TS * WG_TS : WG_RWG);
@@ -572,7 +621,10 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     uint32_t groups[3];
     size_t per_group[1] = {global[0] * WG_SIZE}, group_local[1] = {WG_SIZE};
     bool grouped = kernel_table[k].group_per_item;
-    if (!dispatch_size(d, dims, grouped ? per_group : global, grouped ? group_local : local, groups))
+    bool fits = runs == WG_MATMUL_FLAT ? dispatch_size(d, 1, &flat_items, NULL, groups)
+                                       : dispatch_size(d, dims, grouped ? per_group : global,
+                                                       grouped ? group_local : local, groups);
+    if (!fits)
         return host->set_error(TF_ERR_UNSUPPORTED, "%s: kernel '%s' needs more workgroups than the device dispatches",
                                d->gd.name, tf_pk_kernel_names[k]);
     if (groups[0] == 0 || groups[1] == 0 || groups[2] == 0) return TF_OK;
@@ -749,6 +801,7 @@ static bool avoid_qgemv(const wg_dev *d) {
 
 bool tf_wg_kernels_init(wg_dev *d) {
     d->no_qgemv = avoid_qgemv(d);
+    d->flat_matmul = tf_gpu_env_flag("TF_WEBGPU_FLAT_MATMUL", d->adapter_type == WGPUAdapterType_CPU);
     /* Workgroups for a 1-D kernel: a CPU adapter runs a few per core at a
      * time and pays for each; a GPU wants enough to fill every unit. */
     d->flat_groups = d->adapter_type == WGPUAdapterType_CPU ? 1024 : 16384;

@@ -608,8 +608,12 @@ static tf_status wg_launch(void *ctx, tf_dtype program, tf_pk_kernel k, int narg
     size_t flat_items = 0;
     if (runs == WG_MATMUL_FLAT) {
         flat_items = matmul_items(nargs, args);
-        if (flat_items == 0) runs = k;                 /* nothing to do, or past i32: the tiles refuse or skip it */
-        else p.words[0] = (uint32_t)flat_items, p.words[1] = 1;   /* gx, gy: the items */
+        if (flat_items == 0) {
+            runs = k;                                  /* nothing to do, or past i32: the tiles refuse or skip it */
+        } else {
+            p.words[0] = (uint32_t)flat_items;         /* gx: the items the grid-stride loop covers */
+            p.words[1] = 1;                            /* gy */
+        }
     }
     s = ensure_pipe(d, program, runs, op, parts, &pipe);
     if (s != TF_OK) return s;
